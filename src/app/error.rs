@@ -1,0 +1,80 @@
+//! What can go wrong in a use case, in domain terms. The HTTP layer maps each variant to a
+//! problem-details response in exactly one place.
+
+use crate::store::StoreError;
+
+/// One offending input field, named as the client sent it (`lines[1].quantity`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The request's own name for the field, 0-based for arrays.
+    pub field: String,
+    /// A stable machine-readable code (`required`, `too_short`, …).
+    pub code: &'static str,
+    /// A sentence saying what to send instead.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// Builds a field error.
+    pub fn new(field: impl Into<String>, code: &'static str, detail: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            code,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// A use case's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// No usable credential: missing, malformed, expired, revoked or signed out.
+    #[error("authentication required")]
+    Unauthorized,
+    /// Sign-in or invitation secret did not match (same answer for every cause).
+    #[error("invalid credentials")]
+    InvalidCredentials,
+    /// The actor is known but may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    /// The agent's key lacks a capability the route needs.
+    #[error("missing capability {0}")]
+    MissingCapability(&'static str),
+    /// Unknown, or not visible to the caller (the two are never distinguished).
+    #[error("not found")]
+    NotFound,
+    /// Input broke one or more rules; every offending field is listed.
+    #[error("validation failed")]
+    Validation(Vec<FieldError>),
+    /// The organisation already has its first approver.
+    #[error("organisation already has an approver")]
+    ApproverExists,
+    /// The record still owns other records.
+    #[error("record has dependents")]
+    HasDependents,
+    /// The database is unreachable; the same request may be retried.
+    #[error("database unavailable")]
+    Unavailable(#[source] StoreError),
+    /// A bug or a broken database; never the client's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AppError {
+    /// A single-field validation error.
+    pub fn field(field: &str, code: &'static str, detail: impl Into<String>) -> AppError {
+        AppError::Validation(vec![FieldError::new(field, code, detail)])
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable(_) => AppError::Unavailable(err),
+            other => AppError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Shorthand for use-case results.
+pub type AppResult<T> = Result<T, AppError>;

@@ -1,0 +1,222 @@
+//! Use cases: one function per command. Each opens a unit of work on the store, loads what it
+//! needs, asks `domain` for the decision, writes rows and the audit event in that one
+//! transaction, and commits. The app knows the database only through the `store` port.
+
+mod agents;
+mod auth;
+mod bootstrap;
+mod demo;
+mod error;
+mod org;
+mod password;
+
+use crate::domain::identity::{ActorKind, Capabilities, Interface, Role};
+use crate::store::{AuditRow, DynStore, Tx};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use uuid::Uuid;
+
+pub use agents::{AgentView, NewAgent};
+pub use auth::{Me, SignedIn, UserView};
+pub use bootstrap::BootstrapOutcome;
+pub use demo::DemoCredentials;
+pub use error::{AppError, AppResult, FieldError};
+pub use org::{OrgSettingsChange, OrgView};
+
+/// Lifetimes and costs the operator may tune.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// How long a human's session token lives.
+    pub session_ttl: Duration,
+    /// How long a newly issued API key lives.
+    pub api_key_ttl: Duration,
+    /// How long an invitation may be accepted.
+    pub invitation_ttl: Duration,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig {
+            session_ttl: Duration::hours(12),
+            api_key_ttl: Duration::days(365),
+            invitation_ttl: Duration::days(7),
+        }
+    }
+}
+
+/// The application: the store plus configuration. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    store: DynStore,
+    config: AppConfig,
+}
+
+/// A signed-in human, as established by their session token.
+#[derive(Clone, Debug)]
+pub struct Human {
+    /// The human's id.
+    pub id: Uuid,
+    /// Their organisation.
+    pub org_id: Uuid,
+    /// Their email as registered.
+    pub email: String,
+    /// Operator or approver.
+    pub role: Role,
+    /// The session this request came with (ended by sign-out).
+    pub session_id: Uuid,
+}
+
+/// An agent, as established by its API key.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    /// The agent's id.
+    pub id: Uuid,
+    /// Its organisation.
+    pub org_id: Uuid,
+    /// The human who owns it.
+    pub owner_id: Uuid,
+    /// Its display name.
+    pub name: String,
+    /// What its key may do.
+    pub capabilities: Capabilities,
+}
+
+/// Whoever is calling.
+#[derive(Clone, Debug)]
+pub enum Actor {
+    /// A human with a session.
+    Human(Human),
+    /// An agent with a key.
+    Agent(Agent),
+}
+
+impl Actor {
+    /// The caller's organisation.
+    pub fn org_id(&self) -> Uuid {
+        match self {
+            Actor::Human(h) => h.org_id,
+            Actor::Agent(a) => a.org_id,
+        }
+    }
+
+    /// The human, or 403 for an agent.
+    pub fn human(&self) -> AppResult<&Human> {
+        match self {
+            Actor::Human(h) => Ok(h),
+            Actor::Agent(_) => Err(AppError::Forbidden(
+                "this route is for humans; agents may not call it",
+            )),
+        }
+    }
+}
+
+impl Human {
+    /// The human if an approver, else 403.
+    pub fn approver(&self) -> AppResult<&Human> {
+        match self.role {
+            Role::Approver => Ok(self),
+            Role::Operator => Err(AppError::Forbidden("only an approver may do this")),
+        }
+    }
+}
+
+impl App {
+    /// Builds the application over a store.
+    pub fn new(store: DynStore, config: AppConfig) -> App {
+        App { store, config }
+    }
+
+    /// The store (for readiness checks and tests).
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+}
+
+/// The current time at the database's precision (microseconds), so both backends round-trip it.
+pub(crate) fn now() -> DateTime<Utc> {
+    let t = Utc::now();
+    t.duration_trunc(Duration::microseconds(1)).unwrap_or(t)
+}
+
+/// 32 bytes from the operating system's CSPRNG.
+pub(crate) fn random_32() -> [u8; 32] {
+    use rand_core::{OsRng, RngCore};
+    let mut bytes = [0u8; 32];
+    OsRng.fill_bytes(&mut bytes);
+    bytes
+}
+
+/// Who did something, for the audit trail.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AuditActor {
+    kind: ActorKind,
+    id: Option<Uuid>,
+    interface: Interface,
+}
+
+impl AuditActor {
+    pub(crate) fn human(h: &Human) -> AuditActor {
+        AuditActor {
+            kind: ActorKind::Human,
+            id: Some(h.id),
+            interface: Interface::Api,
+        }
+    }
+
+    pub(crate) fn cli() -> AuditActor {
+        AuditActor {
+            kind: ActorKind::System,
+            id: None,
+            interface: Interface::Cli,
+        }
+    }
+}
+
+/// Appends one row to the org's audit trail, inside the caller's transaction.
+pub(crate) async fn audit(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    actor: AuditActor,
+    action: &str,
+    subject: (&str, Uuid),
+    detail: serde_json::Value,
+) -> AppResult<()> {
+    tx.insert_audit(&AuditRow {
+        id: Uuid::now_v7(),
+        org_id,
+        actor_kind: actor.kind.as_str().to_owned(),
+        actor_id: actor.id,
+        interface: actor.interface.as_str().to_owned(),
+        action: action.to_owned(),
+        subject_type: subject.0.to_owned(),
+        subject_id: subject.1,
+        detail: detail.to_string(),
+        occurred_at: now(),
+    })
+    .await?;
+    Ok(())
+}
+
+/// Trims a text field and checks its length in characters; `field` names it in the error.
+pub(crate) fn text_field(
+    field: &str,
+    value: &str,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    let trimmed = value.trim();
+    let len = trimmed.chars().count();
+    if len == 0 {
+        errors.push(FieldError::new(
+            field,
+            "required",
+            format!("`{field}` must not be empty"),
+        ));
+    } else if len > max {
+        errors.push(FieldError::new(
+            field,
+            "too_long",
+            format!("`{field}` must be at most {max} characters (got {len})"),
+        ));
+    }
+    trimmed.to_owned()
+}

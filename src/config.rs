@@ -1,0 +1,117 @@
+//! The command line and its configuration. Every flag has an environment variable and a
+//! documented default (`tauros --help`, `tauros serve --help`).
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default database: a SQLite file in the working directory, created if missing.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://tauros.db?mode=rwc";
+
+/// Tauros: AI agents propose invoices, humans approve them.
+#[derive(Debug, Parser)]
+#[command(name = "tauros", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply migrations, then serve the HTTP API until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+    /// Apply migrations and exit.
+    Migrate(DbArgs),
+    /// Create an organisation and its first approver (password read from standard input).
+    BootstrapApprover(BootstrapArgs),
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+/// Where the database is.
+#[derive(Debug, Args, Clone)]
+pub struct DbArgs {
+    /// Database URL: `sqlite://FILE?mode=rwc` (embedded) or `postgres://USER@HOST/DB`.
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    pub database_url: String,
+    /// Maximum pooled database connections.
+    #[arg(long, env = "TAUROS_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    pub db_max_connections: u32,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tauros=debug`.
+    #[arg(long, env = "TAUROS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// `serve` options.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to listen on.
+    #[arg(long, env = "TAUROS_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// Seed a demo organisation (if absent) and print how to sign in.
+    #[arg(long, env = "TAUROS_DEMO", default_value_t = false)]
+    pub demo: bool,
+    /// Serve /metrics on this separate address instead of the main one.
+    #[arg(long, env = "TAUROS_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
+    /// Comma-separated browser origins allowed by CORS (none by default).
+    #[arg(
+        long,
+        env = "TAUROS_CORS_ORIGINS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    pub cors_origins: Vec<String>,
+    /// Lifetime of a human's session token, in minutes.
+    #[arg(long, env = "TAUROS_SESSION_TTL_MINUTES", default_value_t = 720)]
+    pub session_ttl_minutes: i64,
+    /// Lifetime of a newly issued agent API key, in days.
+    #[arg(long, env = "TAUROS_API_KEY_TTL_DAYS", default_value_t = 365)]
+    pub api_key_ttl_days: i64,
+    /// Lifetime of an invitation, in hours.
+    #[arg(long, env = "TAUROS_INVITATION_TTL_HOURS", default_value_t = 168)]
+    pub invitation_ttl_hours: i64,
+    /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
+    #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
+    pub shutdown_grace_seconds: u64,
+}
+
+/// `bootstrap-approver` options.
+#[derive(Debug, Args, Clone)]
+pub struct BootstrapArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Organisation name (created if it does not exist).
+    #[arg(long, env = "TAUROS_BOOTSTRAP_ORG")]
+    pub org: String,
+    /// The approver's email.
+    #[arg(long, env = "TAUROS_BOOTSTRAP_EMAIL")]
+    pub email: String,
+    /// Read the password from standard input (a trailing newline is trimmed). Required.
+    #[arg(long, required = true)]
+    pub password_stdin: bool,
+}
+
+impl ServeArgs {
+    /// The app-level settings these flags describe.
+    pub fn app_config(&self) -> crate::app::AppConfig {
+        crate::app::AppConfig {
+            session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
+            api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
+            invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
+        }
+    }
+
+    /// The CORS origins that were actually given.
+    pub fn origins(&self) -> Vec<String> {
+        self.cors_origins
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}

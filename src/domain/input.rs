@@ -1,0 +1,303 @@
+//! Money and quantity fields as they arrive in JSON requests.
+//!
+//! These types only capture the JSON shape; the money rules run afterwards, in
+//! `lines::validate_lines`, so that every offending field is reported at once (422) instead of
+//! the first one stopping deserialization (400).
+//!
+//! A JSON float is refused at deserialization with a message that starts with
+//! [`FLOAT_NOT_ALLOWED`] and `": "`; the HTTP layer spots the marker and answers 400
+//! `float_not_allowed` with the field path. serde_json (without its `arbitrary_precision`
+//! feature, which Tauros does not enable) also hands integers of 2^64 and above to `visit_f64`,
+//! so they are refused the same way, with a hint to send them as strings of digits.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
+
+use super::currency::Currency;
+use super::money::{MinorAmount, MoneyError};
+use super::quantity::{Quantity, QuantityError};
+
+/// Marker that starts the serde error message of a float in a money or quantity field.
+pub const FLOAT_NOT_ALLOWED: &str = "float_not_allowed";
+
+/// The sentence that follows the marker (the API contract's wording).
+pub const FLOAT_NOT_ALLOWED_DETAIL: &str = "send amounts as decimal strings or integer minor units; floating-point numbers are never accepted";
+
+/// `unit_amount` as sent: a decimal string in major units (`"1200.50"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MajorAmountInput(pub String);
+
+/// `unit_amount_minor` as sent: a JSON integer, or a string of digits beyond 2^53.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MinorAmountInput {
+    /// A JSON integer, kept even when negative so validation can name the problem.
+    Integer(i128),
+    /// A JSON string, expected to hold only digits.
+    Text(String),
+}
+
+/// `quantity` as sent: a decimal string (`"1.5"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuantityInput(pub String);
+
+impl MajorAmountInput {
+    /// Applies the money rules of `currency` (grammar, decimals, range).
+    pub fn to_minor(&self, currency: Currency) -> Result<MinorAmount, MoneyError> {
+        MinorAmount::parse_major(currency, &self.0)
+    }
+}
+
+impl MinorAmountInput {
+    /// Applies the minor-unit rules (digits only, not negative, in range).
+    pub fn to_minor(&self) -> Result<MinorAmount, MoneyError> {
+        match self {
+            MinorAmountInput::Integer(value) => MinorAmount::new(*value),
+            MinorAmountInput::Text(text) => MinorAmount::parse_minor(text),
+        }
+    }
+}
+
+impl QuantityInput {
+    /// Applies the quantity rules.
+    pub fn to_quantity(&self) -> Result<Quantity, QuantityError> {
+        Quantity::parse(&self.0)
+    }
+}
+
+fn float_error<E: de::Error>(value: f64) -> E {
+    // A whole number this large most likely was an exact integer that the JSON parser could
+    // only read as a float; tell the client how to send it instead.
+    const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
+    if value.fract() == 0.0 && value.abs() >= TWO_POW_53 {
+        E::custom(format_args!(
+            "{FLOAT_NOT_ALLOWED}: {FLOAT_NOT_ALLOWED_DETAIL}; integers beyond 2^53 must be sent \
+             as strings of digits"
+        ))
+    } else {
+        E::custom(format_args!(
+            "{FLOAT_NOT_ALLOWED}: {FLOAT_NOT_ALLOWED_DETAIL}"
+        ))
+    }
+}
+
+struct MajorVisitor;
+
+impl Visitor<'_> for MajorVisitor {
+    type Value = MajorAmountInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a decimal string in major units such as \"1200.50\" (integer minor units go in \
+             unit_amount_minor)",
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(MajorAmountInput(value.to_owned()))
+    }
+
+    // An integer here is ambiguous (major or minor units?), so it is a type error, not a guess.
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Unsigned(value), &self))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Signed(value), &self))
+    }
+
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Other("integer"), &self))
+    }
+
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Other("integer"), &self))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        Err(float_error(value))
+    }
+}
+
+struct MinorVisitor;
+
+impl Visitor<'_> for MinorVisitor {
+    type Value = MinorAmountInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an integer number of minor units, or a string of digits")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(MinorAmountInput::Text(value.to_owned()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        Ok(MinorAmountInput::Integer(i128::from(value)))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        Ok(MinorAmountInput::Integer(i128::from(value)))
+    }
+
+    // Not reached through serde_json, but other formats may send 128-bit integers.
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Self::Value, E> {
+        Ok(match i128::try_from(value) {
+            Ok(value) => MinorAmountInput::Integer(value),
+            Err(_) => MinorAmountInput::Text(value.to_string()),
+        })
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Self::Value, E> {
+        Ok(MinorAmountInput::Integer(value))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        Err(float_error(value))
+    }
+}
+
+struct QuantityVisitor;
+
+impl Visitor<'_> for QuantityVisitor {
+    type Value = QuantityInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a decimal string such as \"1\" or \"1.5\"")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(QuantityInput(value.to_owned()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Unsigned(value), &self))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Signed(value), &self))
+    }
+
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Other("integer"), &self))
+    }
+
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<Self::Value, E> {
+        Err(E::invalid_type(Unexpected::Other("integer"), &self))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        Err(float_error(value))
+    }
+}
+
+impl<'de> Deserialize<'de> for MajorAmountInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(MajorVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for MinorAmountInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(MinorVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for QuantityInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(QuantityVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FLOAT_PREFIX: &str = "float_not_allowed: send amounts as decimal strings or integer minor units; floating-point numbers are never accepted";
+
+    fn error<T: for<'de> Deserialize<'de> + fmt::Debug>(json: &str) -> String {
+        serde_json::from_str::<T>(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn floats_are_refused_with_the_marker_in_every_field() {
+        // serde_json reads `-0` as the float -0.0, so it is refused like any float.
+        for json in ["1.5", "400.00", "1e3", "0.0", "-2.5", "1E-7", "-0"] {
+            assert!(
+                error::<MajorAmountInput>(json).starts_with(FLOAT_PREFIX),
+                "{json}"
+            );
+            assert!(
+                error::<MinorAmountInput>(json).starts_with(FLOAT_PREFIX),
+                "{json}"
+            );
+            assert!(
+                error::<QuantityInput>(json).starts_with(FLOAT_PREFIX),
+                "{json}"
+            );
+            assert!(!error::<MinorAmountInput>(json).contains("2^53"), "{json}");
+        }
+    }
+
+    #[test]
+    fn integers_beyond_u64_are_refused_as_floats_with_a_hint() {
+        // serde_json reads 2^64 and above as f64; the message tells the client what to do.
+        let message = error::<MinorAmountInput>("18446744073709551616");
+        assert!(message.starts_with(FLOAT_PREFIX), "{message}");
+        assert!(message.contains("integers beyond 2^53 must be sent as strings of digits"));
+    }
+
+    #[test]
+    fn minor_amounts_accept_integers_and_digit_strings() {
+        let parse = |json| serde_json::from_str::<MinorAmountInput>(json).unwrap();
+        assert_eq!(parse("40000"), MinorAmountInput::Integer(40_000));
+        assert_eq!(
+            parse("18446744073709551615"),
+            MinorAmountInput::Integer(i128::from(u64::MAX))
+        );
+        assert_eq!(parse("\"40000\""), MinorAmountInput::Text("40000".into()));
+        assert_eq!(parse("40000").to_minor().unwrap().get(), 40_000);
+        assert_eq!(
+            parse("\"123456789012345678901234567890\"")
+                .to_minor()
+                .unwrap()
+                .get(),
+            123_456_789_012_345_678_901_234_567_890
+        );
+    }
+
+    #[test]
+    fn negative_integers_are_a_validation_error_not_a_type_error() {
+        let input = serde_json::from_str::<MinorAmountInput>("-5").unwrap();
+        assert_eq!(input.to_minor(), Err(MoneyError::Negative));
+    }
+
+    #[test]
+    fn integers_are_a_type_error_for_major_amounts_and_quantities() {
+        let major = error::<MajorAmountInput>("400");
+        assert!(major.contains("invalid type: integer `400`"), "{major}");
+        assert!(major.contains("unit_amount_minor"), "{major}");
+        assert!(!major.starts_with(FLOAT_NOT_ALLOWED));
+        let quantity = error::<QuantityInput>("2");
+        assert!(quantity.contains("decimal string"), "{quantity}");
+    }
+
+    #[test]
+    fn other_json_types_are_type_errors() {
+        for json in ["true", "null", "[]", "{}"] {
+            assert!(!error::<MajorAmountInput>(json).starts_with(FLOAT_NOT_ALLOWED));
+            assert!(!error::<MinorAmountInput>(json).starts_with(FLOAT_NOT_ALLOWED));
+            assert!(!error::<QuantityInput>(json).starts_with(FLOAT_NOT_ALLOWED));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_fractional_json_number_is_refused(int in 0_u64..1_000_000_000, frac in "[0-9]{1,20}") {
+            let json = format!("{int}.{frac}");
+            prop_assert!(error::<MinorAmountInput>(&json).starts_with(FLOAT_PREFIX));
+            prop_assert!(error::<MajorAmountInput>(&json).starts_with(FLOAT_PREFIX));
+        }
+    }
+}

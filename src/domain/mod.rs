@@ -1,0 +1,12 @@
+//! Pure rules: no I/O, no async, no database, no HTTP. Everything here is unit-testable and
+//! most of it is property-tested.
+
+pub mod address;
+pub mod currency;
+pub mod error;
+pub mod identity;
+pub mod input;
+pub mod lines;
+pub mod money;
+pub mod payload;
+pub mod quantity;

@@ -1,0 +1,239 @@
+//! `/v1/agents`: agents managed by the humans who own them.
+
+use super::AppState;
+use super::extract::{Auth, IdPath, ListParams, StrictJson, encode_cursor};
+use super::problem::{ApiError, Problem};
+use crate::app::{AgentView, NewAgent};
+use crate::domain::identity::Capability;
+use crate::store::Page;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_agent, list_agents))
+        .routes(routes!(get_agent, rename_agent, delete_agent))
+        .routes(routes!(rotate_key))
+}
+
+/// A new agent.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgentRequest {
+    /// Display name, 1–160 characters.
+    #[schema(example = "Billing agent", min_length = 1, max_length = 160)]
+    pub name: String,
+    /// `invoicing` (the default) and/or `settlement`.
+    #[schema(value_type = Option<Vec<String>>, example = json!(["invoicing"]))]
+    pub capabilities: Option<Vec<Capability>>,
+}
+
+/// A rename.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameAgentRequest {
+    /// New name, 1–160 characters.
+    #[schema(min_length = 1, max_length = 160)]
+    pub name: String,
+}
+
+/// An agent (never its key).
+#[derive(Serialize, ToSchema)]
+pub struct AgentResponse {
+    /// Id.
+    pub id: Uuid,
+    /// Organisation.
+    pub org_id: Uuid,
+    /// The human who owns it.
+    pub owner_id: Uuid,
+    /// Name.
+    pub name: String,
+    /// What its key may do.
+    #[schema(value_type = Vec<String>)]
+    pub capabilities: Vec<Capability>,
+    /// When the current key expires.
+    pub key_expires_at: Option<DateTime<Utc>>,
+    /// When the current key was last used (minute precision).
+    pub key_last_used_at: Option<DateTime<Utc>>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<AgentView> for AgentResponse {
+    fn from(a: AgentView) -> Self {
+        AgentResponse {
+            id: a.id,
+            org_id: a.org_id,
+            owner_id: a.owner_id,
+            name: a.name,
+            capabilities: a.capabilities.as_slice().to_vec(),
+            key_expires_at: a.key_expires_at,
+            key_last_used_at: a.key_last_used_at,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+/// An agent with its API key, shown only at creation and rotation.
+#[derive(Serialize, ToSchema)]
+pub struct AgentWithKeyResponse {
+    /// The agent.
+    pub agent: AgentResponse,
+    /// `tauros_…`: store it now, it is never shown again.
+    pub api_key: String,
+}
+
+/// A page of agents, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct AgentList {
+    /// The agents.
+    pub items: Vec<AgentResponse>,
+    /// Pass as `?cursor=` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Create an agent (humans); the caller owns it. Its API key is in the answer, once.
+#[utoipa::path(post, path = "/v1/agents", tag = "agents", security(("bearer" = [])),
+    request_body = CreateAgentRequest,
+    responses(
+        (status = 201, description = "Created", body = AgentWithKeyResponse),
+        (status = 403, description = "`forbidden`: agents may not manage agents", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_agent(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    StrictJson(body): StrictJson<CreateAgentRequest>,
+) -> Result<(StatusCode, Json<AgentWithKeyResponse>), ApiError> {
+    let input = NewAgent {
+        name: body.name,
+        capabilities: body.capabilities.unwrap_or_default(),
+    };
+    let (agent, api_key) = state.app.create_agent(&actor, input).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(AgentWithKeyResponse {
+            agent: agent.into(),
+            api_key,
+        }),
+    ))
+}
+
+/// The agents the calling human owns, newest first.
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", security(("bearer" = [])),
+    params(
+        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of agents", body = AgentList),
+        (status = 403, description = "`forbidden`: agents may not list agents", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_agents(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+) -> Result<Json<AgentList>, ApiError> {
+    let mut agents = state
+        .app
+        .list_agents(
+            &actor,
+            Page {
+                before: params.before,
+                limit: params.limit + 1,
+            },
+        )
+        .await?;
+    let next_cursor = if agents.len() as i64 > params.limit {
+        agents.truncate(params.limit as usize);
+        agents.last().map(|a| encode_cursor(a.id))
+    } else {
+        None
+    };
+    Ok(Json(AgentList {
+        items: agents.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
+}
+
+/// One agent the caller owns.
+#[utoipa::path(get, path = "/v1/agents/{id}", tag = "agents", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "The agent", body = AgentResponse),
+        (status = 403, description = "`forbidden`: agents may not read agents", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: unknown or not yours", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_agent(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<AgentResponse>, ApiError> {
+    Ok(Json(state.app.get_agent(&actor, id).await?.into()))
+}
+
+/// Rename an agent.
+#[utoipa::path(patch, path = "/v1/agents/{id}", tag = "agents", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Agent id")),
+    request_body = RenameAgentRequest,
+    responses(
+        (status = 200, description = "Renamed", body = AgentResponse),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn rename_agent(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<RenameAgentRequest>,
+) -> Result<Json<AgentResponse>, ApiError> {
+    Ok(Json(
+        state.app.rename_agent(&actor, id, &body.name).await?.into(),
+    ))
+}
+
+/// Issue a new key; every older key of the agent stops working at once.
+#[utoipa::path(post, path = "/v1/agents/{id}/rotate-key", tag = "agents", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "The new key", body = AgentWithKeyResponse),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn rotate_key(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<AgentWithKeyResponse>, ApiError> {
+    let (agent, api_key) = state.app.rotate_agent_key(&actor, id).await?;
+    Ok(Json(AgentWithKeyResponse {
+        agent: agent.into(),
+        api_key,
+    }))
+}
+
+/// Delete an agent that owns no customers, destinations or invoices.
+#[utoipa::path(delete, path = "/v1/agents/{id}", tag = "agents", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Agent id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`has_dependents`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_agent(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<StatusCode, ApiError> {
+    state.app.delete_agent(&actor, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

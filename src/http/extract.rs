@@ -1,0 +1,234 @@
+//! Extractors whose every rejection is a problem+json with a documented code: strict JSON
+//! bodies, bearer authentication, UUID path parameters and list parameters.
+
+use super::AppState;
+use super::problem::{ApiError, too_large, unsupported_media_type};
+use crate::app::{Actor, AppError, FieldError};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::{header, request::Parts};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+/// Marker a money or quantity field's deserializer puts at the start of its error message.
+const FLOAT_MARKER: &str = "float_not_allowed";
+
+/// A JSON body that refuses unknown fields (the request types say `deny_unknown_fields`),
+/// wrong types and floats in money, naming the offending field in the error.
+pub struct StrictJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for StrictJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+            return Err(unsupported_media_type());
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                too_large()
+            } else {
+                ApiError::bad_request("invalid_json", "the request body could not be read")
+            }
+        })?;
+        parse_json(&bytes).map(StrictJson)
+    }
+}
+
+fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+/// Parses a JSON body into `T`, mapping every serde failure to its documented problem.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        json_error(if path == "." { "" } else { &path }, err.inner())
+    })?;
+    de.end().map_err(|e| json_error("", &e))?;
+    Ok(value)
+}
+
+fn json_error(path: &str, err: &serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    let full = err.to_string();
+    let message = full
+        .rsplit_once(" at line ")
+        .map_or(full.as_str(), |(m, _)| m);
+    match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
+            "invalid_json",
+            format!("the body is not valid JSON ({full}); send a JSON object"),
+        ),
+        Category::Data => {
+            if let Some(rest) = message.strip_prefix(FLOAT_MARKER) {
+                let why = rest.trim_start_matches(':').trim();
+                return ApiError::bad_request("float_not_allowed", format!("`{path}`: {why}"))
+                    .with_field(path);
+            }
+            if let Some(name) = backticked(message, "unknown field `") {
+                // The path already ends at the unknown key.
+                let field = if path.ends_with(name) {
+                    path.to_owned()
+                } else {
+                    join(path, name)
+                };
+                return ApiError::bad_request(
+                    "unknown_field",
+                    format!("`{field}` is not a field of this request; remove it ({message})"),
+                )
+                .with_field(field);
+            }
+            if let Some(name) = backticked(message, "missing field `") {
+                let field = join(path, name);
+                return ApiError::validation(vec![FieldError::new(
+                    field.clone(),
+                    "required",
+                    format!("`{field}` is required"),
+                )]);
+            }
+            if message.starts_with("unknown variant") || message.starts_with("invalid value") {
+                let field = if path.is_empty() { "body" } else { path };
+                return ApiError::validation(vec![FieldError::new(
+                    field,
+                    "invalid_value",
+                    message.to_owned(),
+                )]);
+            }
+            let field = if path.is_empty() { "body" } else { path };
+            ApiError::bad_request("invalid_type", format!("`{field}`: {message}")).with_field(field)
+        }
+    }
+}
+
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = message.strip_prefix(prefix)?;
+    rest.split_once('`').map(|(name, _)| name)
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+/// The authenticated caller: an agent (API key) or a human (session token).
+pub struct Auth(pub Actor);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .ok_or(AppError::Unauthorized)?;
+        Ok(Auth(state.app.authenticate(token).await?))
+    }
+}
+
+/// A resource id from the path; anything but a UUID is a 400 naming `id`.
+pub struct IdPath(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| {
+                    ApiError::bad_request("invalid_type", "`id` is missing from the path")
+                })?;
+        Uuid::parse_str(&raw).map(IdPath).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_type",
+                "`id` in the path must be a UUID (e.g. 0192f6c4-…)",
+            )
+            .with_field("id")
+        })
+    }
+}
+
+/// `?limit=` (1–100, default 50) and `?cursor=` (opaque).
+#[derive(Clone, Copy, Debug)]
+pub struct ListParams {
+    /// Page size.
+    pub limit: i64,
+    /// Start after this id (exclusive), decoded from the cursor.
+    pub before: Option<Uuid>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ListParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let mut params = ListParams {
+            limit: 50,
+            before: None,
+        };
+        let mut errors = Vec::new();
+        for (key, value) in form_pairs(parts.uri.query().unwrap_or("")) {
+            match key.as_str() {
+                "limit" => match value.parse::<i64>() {
+                    Ok(n) if (1..=100).contains(&n) => params.limit = n,
+                    _ => errors.push(FieldError::new(
+                        "limit",
+                        "out_of_range",
+                        "`limit` must be a whole number from 1 to 100",
+                    )),
+                },
+                "cursor" => match decode_cursor(&value) {
+                    Some(id) => params.before = Some(id),
+                    None => errors.push(FieldError::new(
+                        "cursor",
+                        "invalid_cursor",
+                        "`cursor` must be a `next_cursor` value from a previous page",
+                    )),
+                },
+                _ => {}
+            }
+        }
+        if errors.is_empty() {
+            Ok(params)
+        } else {
+            Err(ApiError::validation(errors))
+        }
+    }
+}
+
+fn form_pairs(query: &str) -> Vec<(String, String)> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default()
+}
+
+/// Encodes the keyset position after `id` as an opaque cursor.
+pub fn encode_cursor(id: Uuid) -> String {
+    id.simple().to_string()
+}
+
+fn decode_cursor(cursor: &str) -> Option<Uuid> {
+    if cursor.len() != 32 {
+        return None;
+    }
+    Uuid::try_parse(cursor).ok()
+}

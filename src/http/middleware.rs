@@ -1,0 +1,87 @@
+//! Cross-cutting layers: every error becomes problem+json carrying the request id, and every
+//! request is counted and timed by route template.
+
+use super::problem::{PROBLEM_JSON, for_status};
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Instant;
+
+/// The request-id header.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Problem bodies are small; anything bigger than this is not one of ours.
+const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+
+/// Makes sure every error response is problem+json with the request id in its body, whoever
+/// produced it (a handler, an extractor, the router's 404/405, a layer's 413).
+pub async fn problem_details(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
+    let (mut parts, body) = response.into_parts();
+    let mut problem = if is_problem {
+        match to_bytes(body, MAX_PROBLEM_BYTES).await.ok().and_then(|b| {
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&b).ok()
+        }) {
+            Some(map) => map,
+            None => to_map(&for_status(status).problem()),
+        }
+    } else {
+        // Not ours: replace the body, keep the status and the headers that matter.
+        let fresh = for_status(status).into_response();
+        for (name, value) in fresh.headers() {
+            parts.headers.insert(name, value.clone());
+        }
+        to_map(&for_status(status).problem())
+    };
+    if let Some(id) = request_id {
+        problem.insert("request_id".into(), serde_json::Value::String(id));
+    }
+    let bytes = serde_json::to_vec(&problem).unwrap_or_default();
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn to_map(problem: &super::problem::Problem) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(problem) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Counts requests and records their latency by method, route template and status.
+pub async fn metrics(request: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    let labels = [
+        ("method", method),
+        ("route", route),
+        ("status", response.status().as_u16().to_string()),
+    ];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels)
+        .record(start.elapsed().as_secs_f64());
+    response
+}

@@ -1,0 +1,141 @@
+//! The REST surface: routes, extractors, request and response types, problem details and the
+//! OpenAPI document. Handlers are thin: parse, call `app`, shape the answer.
+
+mod agents;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+mod ops;
+mod organisation;
+pub mod problem;
+mod sessions;
+
+use crate::app::App;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, Method};
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+
+/// Request bodies above this are refused with 413.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The application.
+    pub app: App,
+}
+
+/// HTTP settings.
+#[derive(Clone, Debug, Default)]
+pub struct HttpConfig {
+    /// Origins allowed by CORS; empty means none.
+    pub cors_origins: Vec<String>,
+    /// Serve `/metrics` on the main router (false when it has its own listener).
+    pub metrics_on_main: bool,
+}
+
+/// The API routes and their OpenAPI description, before layers.
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .merge(sessions::routes())
+        .merge(organisation::routes())
+        .merge(agents::routes())
+        .merge(ops::routes())
+}
+
+/// The complete router with every layer.
+pub fn router(app: App, config: &HttpConfig) -> Router {
+    // Install the recorder before the first request is counted.
+    crate::telemetry::metrics_handle();
+    let (api, doc) = api_routes().split_for_parts();
+    let doc = openapi::finish(doc);
+    let mut router = api
+        .merge(openapi::docs_router(doc))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed);
+    if config.metrics_on_main {
+        router = router.merge(ops::metrics_router());
+    }
+    let request_id = HeaderName::from_static(middleware::REQUEST_ID);
+    router
+        .with_state(AppState { app })
+        .layer(axum::middleware::from_fn(middleware::metrics))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(cors(&config.cors_origins))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(span)
+                .on_failure(()),
+        )
+        .layer(axum::middleware::from_fn(middleware::problem_details))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(CatchPanicLayer::custom(panic_response))
+}
+
+fn span(request: &Request) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = request
+        .headers()
+        .get(middleware::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!("request", method = %request.method(), route, request_id)
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let allowed: Vec<HeaderValue> = origins.iter().filter_map(|o| o.parse().ok()).collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(allowed))
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            axum::http::header::AUTHORIZATION,
+            axum::http::header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static(middleware::REQUEST_ID),
+        ])
+        .expose_headers([
+            HeaderName::from_static(middleware::REQUEST_ID),
+            HeaderName::from_static("idempotent-replayed"),
+        ])
+        .max_age(Duration::from_secs(600))
+}
+
+async fn fallback() -> problem::ApiError {
+    problem::for_status(axum::http::StatusCode::NOT_FOUND)
+}
+
+async fn method_not_allowed() -> problem::ApiError {
+    problem::for_status(axum::http::StatusCode::METHOD_NOT_ALLOWED)
+}
+
+/// A panic in a handler is a bug: log it and answer 500 problem+json, never a dropped socket.
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    tracing::error!("a handler panicked");
+    axum::response::IntoResponse::into_response(problem::internal())
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; in-flight requests finish first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`).
+pub fn ops_metrics_router() -> Router {
+    ops::metrics_router()
+}

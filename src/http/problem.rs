@@ -1,0 +1,288 @@
+//! RFC 9457 problem details: the one shape every error leaving Tauros has, and the one place
+//! where app errors become HTTP statuses and codes.
+
+use crate::app::{AppError, FieldError};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The problem+json media type.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One offending field of a 422.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProblemField {
+    /// The request's own name for the field (`lines[1].quantity`).
+    pub field: String,
+    /// Stable machine-readable code.
+    pub code: String,
+    /// What to send instead.
+    pub detail: String,
+}
+
+/// An error response (RFC 9457).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the problem type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// Stable machine-readable name; clients match on this.
+    pub code: String,
+    /// A sentence saying what was wrong and what to do instead.
+    pub detail: String,
+    /// Every offending field (validation errors only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ProblemField>,
+    /// The request id, as in the `X-Request-Id` header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Facts a client needs for some codes (`from` and `action` of `invalid_transition`).
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An error on its way out: status, code and sentence, rendered as problem+json.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    title: &'static str,
+    detail: String,
+    field: Option<String>,
+    errors: Vec<FieldError>,
+}
+
+impl ApiError {
+    /// Builds an error.
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            title: title_for(code),
+            detail: detail.into(),
+            field: None,
+            errors: Vec::new(),
+        }
+    }
+
+    /// 400 with a code from the conventions table.
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+
+    /// 422 listing every offending field.
+    pub fn validation(errors: Vec<FieldError>) -> ApiError {
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        let detail = format!(
+            "fix these fields and send the request again: {}",
+            fields.join(", ")
+        );
+        ApiError {
+            errors,
+            ..ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                detail,
+            )
+        }
+    }
+
+    /// Names the one field a 400 is about (a top-level `field` member of the problem).
+    pub fn with_field(mut self, field: impl Into<String>) -> ApiError {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The problem body.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            type_: format!(
+                "https://tauros.dev/problems/{}",
+                self.code.replace('_', "-")
+            ),
+            title: self.title.to_owned(),
+            status: self.status.as_u16(),
+            code: self.code.to_owned(),
+            detail: self.detail.clone(),
+            errors: self
+                .errors
+                .iter()
+                .map(|e| ProblemField {
+                    field: e.field.clone(),
+                    code: e.code.to_owned(),
+                    detail: e.detail.clone(),
+                })
+                .collect(),
+            request_id: None,
+            extra: self
+                .field
+                .iter()
+                .map(|f| ("field".to_owned(), serde_json::Value::String(f.clone())))
+                .collect(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<AppError> for ApiError {
+    fn from(err: AppError) -> Self {
+        use StatusCode as S;
+        match err {
+            AppError::Unauthorized => ApiError::new(
+                S::UNAUTHORIZED,
+                "unauthorized",
+                "send `Authorization: Bearer <credential>` with a valid agent API key or session token",
+            ),
+            AppError::InvalidCredentials => ApiError::new(
+                S::UNAUTHORIZED,
+                "invalid_credentials",
+                "the email, password or token is not valid; check them and try again",
+            ),
+            AppError::Forbidden(why) => ApiError::new(S::FORBIDDEN, "forbidden", why),
+            AppError::MissingCapability(cap) => ApiError::new(
+                S::FORBIDDEN,
+                "missing_capability",
+                format!(
+                    "this key lacks the `{cap}` capability; ask the agent's owner for one that has it"
+                ),
+            ),
+            AppError::NotFound => ApiError::new(
+                S::NOT_FOUND,
+                "not_found",
+                "no such resource (or it is not visible to you); check the id",
+            ),
+            AppError::Validation(errors) => ApiError::validation(errors),
+            AppError::ApproverExists => ApiError::new(
+                S::CONFLICT,
+                "approver_exists",
+                "this organisation already has an approver; ask them to invite you",
+            ),
+            AppError::HasDependents => ApiError::new(
+                S::CONFLICT,
+                "has_dependents",
+                "this record still owns other records; remove those first",
+            ),
+            AppError::Unavailable(e) => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::new(
+                    S::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the database is unavailable; retry the same request (with the same idempotency key) shortly",
+                )
+            }
+            AppError::Internal(e) => {
+                tracing::error!(error = %e, "internal error");
+                internal()
+            }
+        }
+    }
+}
+
+/// The 500 answer: never a stack trace, SQL text or module name.
+pub fn internal() -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "an unexpected error occurred; it has been logged with this request id",
+    )
+}
+
+/// The problem a bare status turns into when something below the handlers (routing, a layer)
+/// answered without a body of ours.
+pub fn for_status(status: StatusCode) -> ApiError {
+    use StatusCode as S;
+    match status {
+        S::NOT_FOUND => ApiError::new(
+            status,
+            "not_found",
+            "no route matches this path; see /openapi.json",
+        ),
+        S::METHOD_NOT_ALLOWED => ApiError::new(
+            status,
+            "method_not_allowed",
+            "this route does not accept this method; see /openapi.json",
+        ),
+        S::PAYLOAD_TOO_LARGE => too_large(),
+        S::UNSUPPORTED_MEDIA_TYPE => unsupported_media_type(),
+        S::REQUEST_TIMEOUT => {
+            ApiError::new(status, "timeout", "the request took too long; retry it")
+        }
+        S::UNAUTHORIZED => AppError::Unauthorized.into(),
+        S::FORBIDDEN => ApiError::new(status, "forbidden", "you may not do this"),
+        s if s.is_client_error() => {
+            ApiError::bad_request("bad_request", "the request was malformed")
+        }
+        S::SERVICE_UNAVAILABLE => ApiError::new(status, "unavailable", "retry shortly"),
+        _ => internal(),
+    }
+}
+
+/// 413.
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "the request body is over 1 MiB; send a smaller body",
+    )
+}
+
+/// 415.
+pub fn unsupported_media_type() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "send the body as JSON with `Content-Type: application/json`",
+    )
+}
+
+fn title_for(code: &str) -> &'static str {
+    match code {
+        "invalid_json" => "Body is not JSON",
+        "unknown_field" => "Unknown field",
+        "invalid_type" => "Wrong type",
+        "float_not_allowed" => "Floating-point number not allowed",
+        "idempotency_key_mismatch" => "Idempotency keys differ",
+        "unauthorized" => "Authentication required",
+        "invalid_credentials" => "Invalid credentials",
+        "forbidden" => "Forbidden",
+        "four_eyes_required" => "Another approver must decide",
+        "missing_capability" => "Missing capability",
+        "not_found" => "Not found",
+        "method_not_allowed" => "Method not allowed",
+        "idempotency_conflict" => "Idempotency key reused",
+        "invalid_transition" => "Invalid transition",
+        "approver_exists" => "Approver exists",
+        "has_dependents" => "Record has dependents",
+        "payload_too_large" => "Payload too large",
+        "unsupported_media_type" => "Unsupported media type",
+        "validation_failed" => "Validation failed",
+        "rate_limited" => "Too many requests",
+        "unavailable" => "Service unavailable",
+        "timeout" => "Request timeout",
+        "internal" => "Internal error",
+        _ => "Bad request",
+    }
+}

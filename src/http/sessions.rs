@@ -1,0 +1,257 @@
+//! Humans: sign-in and sign-out, `GET /v1/me`, invitations.
+
+use super::AppState;
+use super::extract::{Auth, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::app::{Me, SignedIn, UserView};
+use crate::domain::identity::{Capability, Role};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(sign_in))
+        .routes(routes!(sign_out))
+        .routes(routes!(me))
+        .routes(routes!(invite_user))
+        .routes(routes!(accept_invitation))
+}
+
+/// Email and password.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignInRequest {
+    /// The human's email (case-insensitive).
+    #[schema(example = "demo@tauros.local")]
+    pub email: String,
+    /// Their password.
+    #[schema(example = "tauros-demo-password")]
+    pub password: String,
+}
+
+/// A human.
+#[derive(Serialize, ToSchema)]
+pub struct UserResponse {
+    /// Id.
+    pub id: Uuid,
+    /// Organisation.
+    pub org_id: Uuid,
+    /// Email.
+    pub email: String,
+    /// `operator` or `approver`.
+    #[schema(value_type = String, example = "approver")]
+    pub role: Role,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<UserView> for UserResponse {
+    fn from(u: UserView) -> Self {
+        UserResponse {
+            id: u.id,
+            org_id: u.org_id,
+            email: u.email,
+            role: u.role,
+            created_at: u.created_at,
+        }
+    }
+}
+
+/// A new session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionResponse {
+    /// Bearer token for `Authorization: Bearer …`; shown only here.
+    pub token: String,
+    /// When the token stops working.
+    pub expires_at: DateTime<Utc>,
+    /// Who signed in.
+    pub user: UserResponse,
+}
+
+impl From<SignedIn> for SessionResponse {
+    fn from(s: SignedIn) -> Self {
+        SessionResponse {
+            token: s.token,
+            expires_at: s.expires_at,
+            user: s.user.into(),
+        }
+    }
+}
+
+/// Sign in with email and password.
+///
+/// Wrong email and wrong password get the same answer.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SignInRequest,
+    responses(
+        (status = 201, description = "Signed in", body = SessionResponse),
+        (status = 401, description = "`invalid_credentials`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_in(
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<SignInRequest>,
+) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    let signed_in = state.app.sign_in(&body.email, body.password).await?;
+    Ok((StatusCode::CREATED, Json(signed_in.into())))
+}
+
+/// End the current session at once (other sessions of the same human stay valid).
+#[utoipa::path(delete, path = "/v1/sessions/current", tag = "sessions",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 403, description = "`forbidden`: agents have no session", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_out(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<StatusCode, ApiError> {
+    state.app.sign_out(actor.human()?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The caller: a human or an agent.
+#[derive(Serialize, ToSchema)]
+pub struct MeResponse {
+    /// `human` or `agent`.
+    #[schema(example = "agent")]
+    pub kind: &'static str,
+    /// The caller's id.
+    pub id: Uuid,
+    /// Organisation.
+    pub org_id: Uuid,
+    /// Agents: their name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Humans: their email.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// Humans: `operator` or `approver`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub role: Option<Role>,
+    /// Agents: what the key may do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub capabilities: Option<Vec<Capability>>,
+}
+
+/// Who am I?
+#[utoipa::path(get, path = "/v1/me", tag = "sessions", security(("bearer" = [])),
+    responses((status = 200, description = "The caller", body = MeResponse)))]
+async fn me(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<Json<MeResponse>, ApiError> {
+    let me = match state.app.me(&actor).await? {
+        Me::Human(u) => MeResponse {
+            kind: "human",
+            id: u.id,
+            org_id: u.org_id,
+            name: None,
+            email: Some(u.email),
+            role: Some(u.role),
+            capabilities: None,
+        },
+        Me::Agent {
+            id,
+            org_id,
+            name,
+            capabilities,
+        } => MeResponse {
+            kind: "agent",
+            id,
+            org_id,
+            name: Some(name),
+            email: None,
+            role: None,
+            capabilities: Some(capabilities.as_slice().to_vec()),
+        },
+    };
+    Ok(Json(me))
+}
+
+/// Invite a human into the organisation.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InviteRequest {
+    /// Their email (unique across Tauros).
+    #[schema(example = "ops@example.com")]
+    pub email: String,
+    /// `operator` or `approver`; fixed for good.
+    #[schema(value_type = String, example = "operator")]
+    pub role: Role,
+}
+
+/// The invited human and their one-time invitation token.
+#[derive(Serialize, ToSchema)]
+pub struct InviteResponse {
+    /// The human (no password yet).
+    pub user: UserResponse,
+    /// Hand this to the human; it works once, until `invitation_expires_at`.
+    pub invitation_token: String,
+    /// When the invitation expires.
+    pub invitation_expires_at: DateTime<Utc>,
+}
+
+/// Invite a human (approvers only).
+#[utoipa::path(post, path = "/v1/users", tag = "sessions", security(("bearer" = [])),
+    request_body = InviteRequest,
+    responses(
+        (status = 201, description = "Invited", body = InviteResponse),
+        (status = 403, description = "`forbidden`: not an approver, or an agent", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn invite_user(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    StrictJson(body): StrictJson<InviteRequest>,
+) -> Result<(StatusCode, Json<InviteResponse>), ApiError> {
+    let (user, token, expires_at) = state
+        .app
+        .invite_user(&actor, &body.email, body.role)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(InviteResponse {
+            user: user.into(),
+            invitation_token: token,
+            invitation_expires_at: expires_at,
+        }),
+    ))
+}
+
+/// Accept an invitation by choosing a password.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptInvitationRequest {
+    /// The token from the invitation.
+    pub invitation_token: String,
+    /// At least 12 characters.
+    #[schema(min_length = 12, max_length = 1024)]
+    pub password: String,
+}
+
+/// Accept an invitation: set a password and get a session.
+///
+/// Works once; a used, expired or unknown token gets `invalid_credentials`.
+#[utoipa::path(post, path = "/v1/invitations/accept", tag = "sessions",
+    request_body = AcceptInvitationRequest,
+    responses(
+        (status = 201, description = "Password set and signed in", body = SessionResponse),
+        (status = 401, description = "`invalid_credentials`: unknown, expired or used token", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn accept_invitation(
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<AcceptInvitationRequest>,
+) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    let signed_in = state
+        .app
+        .accept_invitation(&body.invitation_token, body.password)
+        .await?;
+    Ok((StatusCode::CREATED, Json(signed_in.into())))
+}

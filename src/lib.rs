@@ -1,0 +1,13 @@
+//! Tauros: AI agents propose invoices over a REST API, humans approve them.
+//!
+//! Layers (see DESIGN.md): `domain` (pure rules) ← `app` (use cases) → `store` (the port and
+//! its PostgreSQL and SQLite adapters); `http` is the REST surface over `app`.
+
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod store;
+pub mod telemetry;

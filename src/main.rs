@@ -1,0 +1,191 @@
+//! The `tauros` command line: serve, migrate, bootstrap-approver, openapi.
+
+use anyhow::Context;
+use clap::Parser;
+use std::process::ExitCode;
+use std::time::Duration;
+use tauros::app::{App, AppConfig, AppError};
+use tauros::config::{BootstrapArgs, Cli, Command, DbArgs, ServeArgs};
+use tauros::http::{self, HttpConfig};
+use tauros::store;
+use tokio::io::AsyncReadExt;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => migrate(args).await,
+        Command::BootstrapApprover(args) => bootstrap(args).await,
+        Command::Openapi => print_openapi(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tauros: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open(db: &DbArgs) -> anyhow::Result<store::DynStore> {
+    tauros::telemetry::init_logging(&db.log);
+    let store = store::connect(&db.database_url, db.db_max_connections)
+        .await
+        .context("cannot open the database")?;
+    store.migrate().await.context("cannot apply migrations")?;
+    Ok(store)
+}
+
+async fn migrate(db: DbArgs) -> anyhow::Result<()> {
+    let store = open(&db).await?;
+    println!("migrations applied ({})", store.backend());
+    Ok(())
+}
+
+async fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
+    let mut password = String::new();
+    tokio::io::stdin()
+        .read_to_string(&mut password)
+        .await
+        .context("cannot read the password from standard input")?;
+    let password = password.strip_suffix('\n').unwrap_or(&password);
+    let password = password.strip_suffix('\r').unwrap_or(password).to_owned();
+    let store = open(&args.db).await?;
+    let app = App::new(store, AppConfig::default());
+    match app
+        .bootstrap_approver(&args.org, &args.email, password)
+        .await
+    {
+        Ok(done) => {
+            println!(
+                "approver {} created in organisation {} ({})",
+                args.email, args.org, done.org_id
+            );
+            Ok(())
+        }
+        Err(AppError::ApproverExists) => {
+            anyhow::bail!(
+                "organisation {:?} already has an approver; nothing was changed",
+                args.org
+            )
+        }
+        Err(AppError::Validation(errors)) => {
+            let why: Vec<String> = errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.detail))
+                .collect();
+            anyhow::bail!("{}; nothing was changed", why.join("; "))
+        }
+        Err(e) => Err(anyhow::anyhow!("{e}; nothing was changed")),
+    }
+}
+
+fn print_openapi() -> anyhow::Result<()> {
+    println!("{}", http::openapi::document().to_pretty_json()?);
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let store = open(&args.db).await?;
+    let app = App::new(store, args.app_config());
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    let local = listener.local_addr()?;
+    if args.demo {
+        let demo = app
+            .seed_demo()
+            .await
+            .map_err(|e| anyhow::anyhow!("demo seed failed: {e}"))?;
+        print_demo(&local.to_string(), &demo);
+    }
+    let config = HttpConfig {
+        cors_origins: args.origins(),
+        metrics_on_main: args.metrics_bind.is_none(),
+    };
+    if let Some(bind) = &args.metrics_bind {
+        let metrics = tokio::net::TcpListener::bind(bind)
+            .await
+            .with_context(|| format!("cannot listen on {bind} for metrics"))?;
+        tokio::spawn(async move {
+            let router = http::ops_metrics_router();
+            if let Err(e) = axum::serve(metrics, router).await {
+                tracing::error!(error = %e, "metrics listener stopped");
+            }
+        });
+    }
+    tracing::info!(address = %local, backend = app.store().backend(), "tauros listening");
+    let grace = Duration::from_secs(args.shutdown_grace_seconds);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve(
+        listener,
+        http::router(app, &config),
+        async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            let _ = stop_tx.send(());
+        },
+    ));
+    // After the signal, in-flight requests get `grace` to finish; then we stop regardless.
+    let outcome = tokio::select! {
+        result = server => result.context("server task failed")?.context("server failed"),
+        () = async {
+            let _ = stop_rx.await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!("grace period over; exiting with requests still in flight");
+            Ok(())
+        }
+    };
+    outcome
+}
+
+fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {
+    let base = format!("http://{address}");
+    println!(
+        "\nTauros demo is {} at {base}\n\n\
+         Approver:  {}  /  {}\n\
+         Operator:  {}  /  {}\n\
+         Agent key: {}   (agent \"Billing agent\"; a fresh key on every start)\n\n\
+         Try it:\n\
+         \x20 curl -s {base}/v1/me -H 'Authorization: Bearer {}'\n\
+         \x20 curl -s {base}/v1/sessions -H 'Content-Type: application/json' \\\n\
+         \x20      -d '{{\"email\":\"{}\",\"password\":\"{}\"}}'\n\
+         API docs:  {base}/docs   OpenAPI: {base}/openapi.json\n",
+        if demo.created {
+            "seeded"
+        } else {
+            "ready (seeded earlier)"
+        },
+        demo.approver_email,
+        demo.password,
+        demo.operator_email,
+        demo.password,
+        demo.agent_key,
+        demo.agent_key,
+        demo.approver_email,
+        demo.password,
+    );
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

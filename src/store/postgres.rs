@@ -1,0 +1,89 @@
+//! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
+
+use super::sql::{CONSTRAINTS, Conn, classify_other, impl_tx};
+use super::*;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// A pool of PostgreSQL connections.
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects lazily-checked: the first query proves the database answers.
+    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgStore> {
+        let options = PgConnectOptions::from_str(url)?.application_name("tauros");
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await?;
+        Ok(PgStore { pool })
+    }
+}
+
+pub(super) struct PgTx(Conn<Postgres>);
+
+fn map_err(err: sqlx::Error) -> StoreError {
+    if let Some(db) = err.as_database_error() {
+        if let Some(known) = db
+            .constraint()
+            .and_then(|name| CONSTRAINTS.iter().find(|c| **c == name))
+        {
+            return StoreError::Conflict { constraint: known };
+        }
+        // 57P01 admin shutdown, 53300 too many connections, 08xxx connection exceptions.
+        if db
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code == "57P01" || code == "53300")
+        {
+            return StoreError::Unavailable(err);
+        }
+    }
+    classify_other(err)
+}
+
+impl_tx!(
+    PgTx,
+    Postgres,
+    for_update = " for update",
+    map_err = map_err
+);
+
+#[async_trait]
+impl Store for PgStore {
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
+        let tx = self.pool.begin().await.map_err(map_err)?;
+        Ok(Box::new(PgTx(Conn::Tx(tx))))
+    }
+
+    async fn reader(&self) -> StoreResult<Box<dyn Tx>> {
+        let conn = self.pool.acquire().await.map_err(map_err)?;
+        Ok(Box::new(PgTx(Conn::Plain(conn))))
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(e.into()))
+    }
+
+    async fn readiness(&self) -> StoreResult<bool> {
+        let applied: Vec<(i64,)> =
+            sqlx::query_as("select version from _sqlx_migrations where success order by version")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+        Ok(super::sql::migrations_current(&MIGRATOR, &applied))
+    }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+}

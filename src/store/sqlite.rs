@@ -1,0 +1,103 @@
+//! The SQLite adapter: the embedded default. WAL, a busy timeout, and every write transaction
+//! starts with `BEGIN IMMEDIATE`, so writers queue on the database lock up front instead of
+//! failing with SQLITE_BUSY when a read transaction tries to upgrade.
+
+use super::sql::{CONSTRAINTS, Conn, classify_other, impl_tx};
+use super::*;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// A pool of connections to one SQLite database file.
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if the URL says `mode=rwc`) the database file.
+    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<SqliteStore> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: an acknowledged write survives a power loss, not only a process crash.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        Ok(SqliteStore { pool })
+    }
+}
+
+pub(super) struct SqliteTx(Conn<Sqlite>);
+
+/// SQLite names the columns, not the constraint: map them back to the names in the migrations.
+fn constraint_from_message(message: &str) -> Option<&'static str> {
+    let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
+    let name = match columns {
+        "orgs.name" => "orgs_name_key",
+        "users.email_normalized" => "users_email_key",
+        "users.org_id" => "users_one_bootstrap_per_org",
+        "sessions.token_hash" => "sessions_token_hash_key",
+        "invitations.token_hash" => "invitations_token_hash_key",
+        _ => return None,
+    };
+    CONSTRAINTS.iter().find(|c| **c == name).copied()
+}
+
+fn map_err(err: sqlx::Error) -> StoreError {
+    if let Some(db) = err.as_database_error() {
+        if let Some(constraint) = constraint_from_message(db.message()) {
+            return StoreError::Conflict { constraint };
+        }
+        // SQLITE_BUSY (5) / SQLITE_LOCKED (6) after the busy timeout: retryable.
+        if matches!(db.code().as_deref(), Some("5") | Some("6") | Some("517")) {
+            return StoreError::Unavailable(err);
+        }
+    }
+    classify_other(err)
+}
+
+impl_tx!(SqliteTx, Sqlite, for_update = "", map_err = map_err);
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
+        let tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(map_err)?;
+        Ok(Box::new(SqliteTx(Conn::Tx(tx))))
+    }
+
+    async fn reader(&self) -> StoreResult<Box<dyn Tx>> {
+        let conn = self.pool.acquire().await.map_err(map_err)?;
+        Ok(Box::new(SqliteTx(Conn::Plain(conn))))
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(e.into()))
+    }
+
+    async fn readiness(&self) -> StoreResult<bool> {
+        let applied: Vec<(i64,)> =
+            sqlx::query_as("select version from _sqlx_migrations where success order by version")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+        Ok(super::sql::migrations_current(&MIGRATOR, &applied))
+    }
+
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}

@@ -1,0 +1,319 @@
+//! `spawn_app()`: a real server on 127.0.0.1:0 over a fresh database of the chosen backend,
+//! and a small typed client for the routes the tests use.
+
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tauros::app::{App, AppConfig};
+use tauros::http::{HttpConfig, router};
+use tauros::store::{self, DynStore};
+use uuid::Uuid;
+
+/// Which database a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A running Tauros over its own database.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub app: App,
+    pub backend: Backend,
+    pub database_url: String,
+    _cleanup: Cleanup,
+}
+
+struct Cleanup(Option<std::path::PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A fresh database URL for one test.
+pub async fn fresh_database(backend: Backend) -> (String, Option<std::path::PathBuf>) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(format!("tauros-test-{}", Uuid::new_v4().simple()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            (
+                format!("sqlite://{}/t.db?mode=rwc", dir.display()),
+                Some(dir),
+            )
+        }
+        Backend::Postgres => {
+            let admin = std::env::var("TAUROS_TEST_POSTGRES_URL").expect(
+                "TAUROS_TEST_POSTGRES_URL is not set: run the tests with scripts/test, which starts \
+                 a throwaway PostgreSQL, or point the variable at a server you own",
+            );
+            let name = format!("tauros_test_{}", Uuid::new_v4().simple());
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+                .await
+                .expect("connect to the test PostgreSQL");
+            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
+                .execute(&mut conn)
+                .await
+                .expect("create test database");
+            let base = admin
+                .rsplit_once('/')
+                .map_or(admin.as_str(), |(b, _)| b)
+                .to_owned();
+            (format!("{base}/{name}"), None)
+        }
+    }
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, AppConfig::default(), HttpConfig::default()).await
+}
+
+pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfig) -> TestApp {
+    let (database_url, dir) = fresh_database(backend).await;
+    let store: DynStore = store::connect(&database_url, 8).await.expect("open store");
+    store.migrate().await.expect("migrate");
+    let app = App::new(Arc::clone(&store), config);
+    let http = HttpConfig {
+        metrics_on_main: true,
+        ..http
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = router(app.clone(), &http);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    TestApp {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        app,
+        backend,
+        database_url,
+        _cleanup: Cleanup(dir),
+    }
+}
+
+/// A seeded organisation: its approver (signed in) and the approver's agent.
+pub struct Org {
+    pub org_id: Uuid,
+    pub approver_token: String,
+    pub approver_id: Uuid,
+    pub agent_id: Uuid,
+    pub agent_key: String,
+}
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Response {
+        self.client
+            .patch(self.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Response {
+        self.client
+            .delete(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn post_public(&self, path: &str, body: Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Signs in and returns the session token.
+    pub async fn sign_in(&self, email: &str, password: &str) -> String {
+        let res = self
+            .post_public(
+                "/v1/sessions",
+                json!({"email": email, "password": password}),
+            )
+            .await;
+        let body = expect_status(res, StatusCode::CREATED).await;
+        body["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Bootstraps an organisation with a unique name and email, signs the approver in, and
+    /// creates one agent for them.
+    pub async fn org(&self) -> Org {
+        let tag = Uuid::new_v4().simple().to_string();
+        let email = format!("approver-{tag}@example.com");
+        let outcome = self
+            .app
+            .bootstrap_approver(&format!("Org {tag}"), &email, PASSWORD.into())
+            .await
+            .expect("bootstrap");
+        let approver_token = self.sign_in(&email, PASSWORD).await;
+        let res = self
+            .post("/v1/agents", &approver_token, json!({"name": "Agent A"}))
+            .await;
+        let body = expect_status(res, StatusCode::CREATED).await;
+        Org {
+            org_id: outcome.org_id,
+            approver_id: outcome.user_id,
+            approver_token,
+            agent_id: body["agent"]["id"]
+                .as_str()
+                .expect("id")
+                .parse()
+                .expect("uuid"),
+            agent_key: body["api_key"].as_str().expect("key").to_owned(),
+        }
+    }
+
+    /// Invites a human of `role` into the org of `approver_token` and accepts the invitation;
+    /// returns (user id, session token).
+    pub async fn human(&self, approver_token: &str, role: &str) -> (Uuid, String) {
+        let email = format!("{role}-{}@example.com", Uuid::new_v4().simple());
+        let res = self
+            .post(
+                "/v1/users",
+                approver_token,
+                json!({"email": email, "role": role}),
+            )
+            .await;
+        let body = expect_status(res, StatusCode::CREATED).await;
+        let token = body["invitation_token"]
+            .as_str()
+            .expect("invitation")
+            .to_owned();
+        let res = self
+            .post_public(
+                "/v1/invitations/accept",
+                json!({"invitation_token": token, "password": PASSWORD}),
+            )
+            .await;
+        let body = expect_status(res, StatusCode::CREATED).await;
+        (
+            body["user"]["id"]
+                .as_str()
+                .expect("id")
+                .parse()
+                .expect("uuid"),
+            body["token"].as_str().expect("token").to_owned(),
+        )
+    }
+}
+
+/// Asserts the status and returns the JSON body (Null when empty).
+pub async fn expect_status(res: Response, status: StatusCode) -> Value {
+    let got = res.status();
+    let text = res.text().await.expect("body");
+    assert_eq!(got, status, "unexpected status; body: {text}");
+    if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).expect("JSON body")
+    }
+}
+
+/// Asserts a problem+json answer with `status` and `code`; returns the body.
+pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Value {
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let request_id = res
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = expect_status(res, status).await;
+    assert_eq!(content_type, "application/problem+json", "body: {body}");
+    assert_eq!(body["code"], code, "body: {body}");
+    assert_eq!(body["status"], status.as_u16(), "body: {body}");
+    assert!(
+        body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "body: {body}"
+    );
+    assert_eq!(
+        body["request_id"].as_str(),
+        request_id.as_deref(),
+        "request id in body and header"
+    );
+    body
+}
+
+/// Runs each named test function on both backends: `name::sqlite` and `name::postgres`.
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::spawn_app($crate::helpers::Backend::Sqlite).await).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::helpers::spawn_app($crate::helpers::Backend::Postgres).await).await;
+                }
+            }
+        )*
+    };
+}
+pub(crate) use both_backends;
+
+/// Sends every request at once (each on its own task) and returns the responses in order.
+pub async fn parallel(requests: Vec<reqwest::RequestBuilder>) -> Vec<Response> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(requests.len()));
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|req| {
+            let barrier = Arc::clone(&barrier);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                req.send().await.expect("request")
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        out.push(handle.await.expect("task"));
+    }
+    out
+}
