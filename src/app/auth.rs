@@ -277,7 +277,7 @@ impl App {
 
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {
-    AppError::Validation(vec![FieldError::new(
+    AppError::Validation(vec![FieldError::plain(
         "password",
         "password_too_short",
         format!(

@@ -29,7 +29,7 @@ impl App {
         let org_name = text_field("org", org_name, 160, &mut errors);
         let email = email.trim();
         if !identity::email_is_valid(email) {
-            errors.push(super::FieldError::new(
+            errors.push(super::FieldError::plain(
                 "email",
                 "invalid_email",
                 "send an email address like name@example.com",

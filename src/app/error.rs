@@ -3,27 +3,7 @@
 
 use crate::store::StoreError;
 
-/// One offending input field, named as the client sent it (`lines[1].quantity`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The request's own name for the field, 0-based for arrays.
-    pub field: String,
-    /// A stable machine-readable code (`required`, `too_short`, …).
-    pub code: &'static str,
-    /// A sentence saying what to send instead.
-    pub detail: String,
-}
-
-impl FieldError {
-    /// Builds a field error.
-    pub fn new(field: impl Into<String>, code: &'static str, detail: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            code,
-            detail: detail.into(),
-        }
-    }
-}
+pub use crate::domain::error::FieldError;
 
 /// A use case's failure.
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +43,7 @@ pub enum AppError {
 impl AppError {
     /// A single-field validation error.
     pub fn field(field: &str, code: &'static str, detail: impl Into<String>) -> AppError {
-        AppError::Validation(vec![FieldError::new(field, code, detail)])
+        AppError::Validation(vec![FieldError::plain(field, code, detail)])
     }
 }
 

@@ -206,13 +206,13 @@ pub(crate) fn text_field(
     let trimmed = value.trim();
     let len = trimmed.chars().count();
     if len == 0 {
-        errors.push(FieldError::new(
+        errors.push(FieldError::plain(
             field,
             "required",
             format!("`{field}` must not be empty"),
         ));
     } else if len > max {
-        errors.push(FieldError::new(
+        errors.push(FieldError::plain(
             field,
             "too_long",
             format!("`{field}` must be at most {max} characters (got {len})"),

@@ -32,6 +32,15 @@ impl FieldError {
             detail: error.to_string(),
         }
     }
+
+    /// Builds a field error from a code and a sentence (rules that have no error type).
+    pub fn plain(field: impl Into<String>, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            code,
+            detail: detail.into(),
+        }
+    }
 }
 
 /// Shortens a client-supplied value for echoing in an error sentence.

@@ -91,7 +91,7 @@ fn json_error(path: &str, err: &serde_json::Error) -> ApiError {
             }
             if let Some(name) = backticked(message, "missing field `") {
                 let field = join(path, name);
-                return ApiError::validation(vec![FieldError::new(
+                return ApiError::validation(vec![FieldError::plain(
                     field.clone(),
                     "required",
                     format!("`{field}` is required"),
@@ -99,7 +99,7 @@ fn json_error(path: &str, err: &serde_json::Error) -> ApiError {
             }
             if message.starts_with("unknown variant") || message.starts_with("invalid value") {
                 let field = if path.is_empty() { "body" } else { path };
-                return ApiError::validation(vec![FieldError::new(
+                return ApiError::validation(vec![FieldError::plain(
                     field,
                     "invalid_value",
                     message.to_owned(),
@@ -192,7 +192,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
             match key.as_str() {
                 "limit" => match value.parse::<i64>() {
                     Ok(n) if (1..=100).contains(&n) => params.limit = n,
-                    _ => errors.push(FieldError::new(
+                    _ => errors.push(FieldError::plain(
                         "limit",
                         "out_of_range",
                         "`limit` must be a whole number from 1 to 100",
@@ -200,7 +200,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
                 },
                 "cursor" => match decode_cursor(&value) {
                     Some(id) => params.before = Some(id),
-                    None => errors.push(FieldError::new(
+                    None => errors.push(FieldError::plain(
                         "cursor",
                         "invalid_cursor",
                         "`cursor` must be a `next_cursor` value from a previous page",

@@ -134,3 +134,53 @@ fn complete(path: &str, op: &mut Operation) {
 pub fn docs_router(doc: utoipa::openapi::OpenApi) -> Router<AppState> {
     Router::new().merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
 }
+
+#[cfg(test)]
+mod tests {
+    /// The committed document must be exactly what this build generates. To accept a change:
+    /// `cargo run -- openapi > openapi/openapi.json` (or run this test with
+    /// `TAUROS_UPDATE_OPENAPI=1`), then review the diff.
+    #[test]
+    fn committed_openapi_document_matches_the_code() {
+        let generated = format!("{}\n", super::document().to_pretty_json().unwrap());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
+        if std::env::var_os("TAUROS_UPDATE_OPENAPI").is_some() {
+            std::fs::write(path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "openapi/openapi.json is stale: run `cargo run -- openapi > openapi/openapi.json` and review the diff"
+        );
+    }
+
+    #[test]
+    fn every_operation_documents_its_error_statuses() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let statuses: Vec<&str> = op["responses"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                let has = |s: &str| statuses.contains(&s);
+                if op.get("requestBody").is_some() {
+                    for s in ["400", "413", "415", "422"] {
+                        assert!(has(s), "{method} {path} lacks {s}");
+                    }
+                }
+                if op.get("security").is_some() {
+                    assert!(has("401"), "{method} {path} lacks 401");
+                }
+                if path.starts_with("/v1/") {
+                    assert!(has("503"), "{method} {path} lacks 503");
+                }
+                if path.contains('{') {
+                    assert!(has("400") && has("404"), "{method} {path} lacks 400/404");
+                }
+            }
+        }
+    }
+}

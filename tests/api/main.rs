@@ -11,3 +11,4 @@ mod auth;
 mod bootstrap;
 mod conventions;
 mod organisation;
+mod serve;

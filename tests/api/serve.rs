@@ -1,0 +1,236 @@
+//! The real binary: `serve --demo` prints credentials that work, seeds once, and a SIGTERM lets
+//! an in-flight request finish before the process exits 0. Audit rows cannot be changed.
+
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+both_backends!(
+    demo_credentials_work_and_sigterm_finishes_in_flight_requests,
+    audit_rows_are_append_only
+);
+
+struct Server {
+    child: Child,
+    base: String,
+    agent_key: String,
+    stdout: String,
+}
+
+/// Starts `tauros serve --demo` on a free port and reads what it prints (with a deadline, so
+/// a server that never comes up fails the test instead of hanging it).
+fn start_demo(database_url: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tauros"))
+        .args(["serve", "--demo", "--bind", "127.0.0.1:0"])
+        .env("DATABASE_URL", database_url)
+        .env("TAUROS_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tauros serve");
+    let lines = |pipe: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let stderr = lines(Box::new(child.stderr.take().unwrap()));
+    let stdout = lines(Box::new(child.stdout.take().unwrap()));
+    let deadline = Duration::from_secs(60);
+    let address = loop {
+        let line = stderr
+            .recv_timeout(deadline)
+            .expect("the server logs its address");
+        if line.contains("tauros listening") {
+            let address = line
+                .split("address=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next());
+            break address.expect("address in the log line").to_owned();
+        }
+    };
+    let mut printed = String::new();
+    while !printed.contains("OpenAPI:") {
+        printed.push_str(&stdout.recv_timeout(deadline).expect("credentials printed"));
+        printed.push('\n');
+    }
+    let agent_key = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Agent key: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("agent key printed")
+        .to_owned();
+    Server {
+        child,
+        base: format!("http://{address}"),
+        agent_key,
+        stdout: printed,
+    }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+async fn wait_exit(mut child: Child) -> std::process::ExitStatus {
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || child.wait()),
+    );
+    waited.await.expect("exits after SIGTERM").unwrap().unwrap()
+}
+
+async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: TestApp) {
+    let server = start_demo(&app.database_url);
+    assert!(
+        server.stdout.contains("demo@tauros.local"),
+        "{}",
+        server.stdout
+    );
+    assert!(server.stdout.contains("tauros-demo-password"));
+    let client = reqwest::Client::new();
+    let me = client
+        .get(format!("{}/v1/me", server.base))
+        .bearer_auth(&server.agent_key)
+        .send()
+        .await
+        .unwrap();
+    let me = expect_status(me, StatusCode::OK).await;
+    assert_eq!(me["name"], "Billing agent");
+    let agent_id = me["id"].clone();
+    let session = client
+        .post(format!("{}/v1/sessions", server.base))
+        .json(&json!({"email": "demo@tauros.local", "password": "tauros-demo-password"}))
+        .send()
+        .await
+        .unwrap();
+    let session = expect_status(session, StatusCode::CREATED).await;
+    assert_eq!(session["user"]["role"], "approver");
+    let token = session["token"].as_str().unwrap().to_owned();
+
+    // An in-flight request: headers sent, body not yet. SIGTERM arrives; the request still
+    // gets its answer, then the process exits 0.
+    let host = server.base.trim_start_matches("http://").to_owned();
+    let body = r#"{"email":"demo@tauros.local","password":"wrong password!"}"#;
+    let mut stream = std::net::TcpStream::connect(&host).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(stream, "POST /v1/sessions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    stream.write_all(&body.as_bytes()[..10]).unwrap();
+    stream.flush().unwrap();
+    // Make sure the server has the request before the signal (a full round trip on another
+    // connection is answered only after the first connection's headers were read).
+    client
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .unwrap();
+    sigterm(&server.child);
+    stream.write_all(&body.as_bytes()[10..]).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 401"),
+        "in-flight request answered: {answer}"
+    );
+    assert!(answer.contains("invalid_credentials"));
+    let status = wait_exit(server.child).await;
+    assert!(status.success(), "graceful exit: {status:?}");
+
+    // A second start seeds nothing new, prints a fresh key that works, and the old key is revoked.
+    let again = start_demo(&app.database_url);
+    assert!(again.stdout.contains("seeded earlier"), "{}", again.stdout);
+    assert_ne!(again.agent_key, server.agent_key);
+    let me = client
+        .get(format!("{}/v1/me", again.base))
+        .bearer_auth(&again.agent_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        expect_status(me, StatusCode::OK).await["id"],
+        agent_id,
+        "the same demo agent"
+    );
+    let old = client
+        .get(format!("{}/v1/me", again.base))
+        .bearer_auth(&server.agent_key)
+        .send()
+        .await
+        .unwrap();
+    expect_problem(old, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    // Sessions survive restarts (they live in the database).
+    let me = client
+        .get(format!("{}/v1/me", again.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    expect_status(me, StatusCode::OK).await;
+    sigterm(&again.child);
+    assert!(wait_exit(again.child).await.success());
+}
+
+async fn audit_rows_are_append_only(app: TestApp) {
+    let org = app.org().await;
+    let before = app
+        .app
+        .store()
+        .reader()
+        .await
+        .unwrap()
+        .audit_for_subject(org.org_id, org.agent_id)
+        .await
+        .unwrap();
+    assert_eq!(before.len(), 1);
+    let update = "update audit_events set action = 'forged'";
+    let delete = "delete from audit_events";
+    if app.database_url.starts_with("sqlite") {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&app.database_url)
+            .await
+            .unwrap();
+        assert!(
+            sqlx::query(update).execute(&mut conn).await.is_err(),
+            "UPDATE refused"
+        );
+        assert!(
+            sqlx::query(delete).execute(&mut conn).await.is_err(),
+            "DELETE refused"
+        );
+    } else {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&app.database_url)
+            .await
+            .unwrap();
+        assert!(
+            sqlx::query(update).execute(&mut conn).await.is_err(),
+            "UPDATE refused"
+        );
+        assert!(
+            sqlx::query(delete).execute(&mut conn).await.is_err(),
+            "DELETE refused"
+        );
+    }
+    let after = app
+        .app
+        .store()
+        .reader()
+        .await
+        .unwrap()
+        .audit_for_subject(org.org_id, org.agent_id)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].action, before[0].action);
+}
