@@ -29,6 +29,9 @@ pub enum AppError {
     /// The organisation already has its first approver.
     #[error("organisation already has an approver")]
     ApproverExists,
+    /// The idempotency key was used before with a different payload; nothing was written.
+    #[error("idempotency key reused with a different payload")]
+    IdempotencyConflict,
     /// The record still owns other records.
     #[error("record has dependents")]
     HasDependents,

@@ -5,7 +5,9 @@
 mod agents;
 mod auth;
 mod bootstrap;
+mod customers;
 mod demo;
+mod destinations;
 mod error;
 mod org;
 mod password;
@@ -18,7 +20,9 @@ use uuid::Uuid;
 pub use agents::{AgentView, NewAgent};
 pub use auth::{Me, SignedIn, UserView};
 pub use bootstrap::BootstrapOutcome;
+pub use customers::{CustomerChange, CustomerView};
 pub use demo::DemoCredentials;
+pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError};
 pub use org::{OrgSettingsChange, OrgView};
 
@@ -159,6 +163,21 @@ impl AuditActor {
             kind: ActorKind::Human,
             id: Some(h.id),
             interface: Interface::Api,
+        }
+    }
+
+    pub(crate) fn agent(a: &Agent) -> AuditActor {
+        AuditActor {
+            kind: ActorKind::Agent,
+            id: Some(a.id),
+            interface: Interface::Api,
+        }
+    }
+
+    pub(crate) fn of(actor: &Actor) -> AuditActor {
+        match actor {
+            Actor::Human(h) => AuditActor::human(h),
+            Actor::Agent(a) => AuditActor::agent(a),
         }
     }
 

@@ -2,8 +2,10 @@
 //! most of it is property-tested.
 
 pub mod address;
+pub mod audit;
 pub mod currency;
 pub mod error;
+pub mod fingerprint;
 pub mod identity;
 pub mod input;
 pub mod lines;

@@ -1,11 +1,10 @@
 //! `/v1/agents`: agents managed by the humans who own them.
 
 use super::AppState;
-use super::extract::{Auth, IdPath, ListParams, StrictJson, encode_cursor};
+use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use crate::app::{AgentView, NewAgent};
 use crate::domain::identity::Capability;
-use crate::store::Page;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -142,24 +141,10 @@ async fn list_agents(
     Auth(actor): Auth,
     params: ListParams,
 ) -> Result<Json<AgentList>, ApiError> {
-    let mut agents = state
-        .app
-        .list_agents(
-            &actor,
-            Page {
-                before: params.before,
-                limit: params.limit + 1,
-            },
-        )
-        .await?;
-    let next_cursor = if agents.len() as i64 > params.limit {
-        agents.truncate(params.limit as usize);
-        agents.last().map(|a| encode_cursor(a.id))
-    } else {
-        None
-    };
+    let rows = state.app.list_agents(&actor, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |a| a.id);
     Ok(Json(AgentList {
-        items: agents.into_iter().map(Into::into).collect(),
+        items: items.into_iter().map(Into::into).collect(),
         next_cursor,
     }))
 }

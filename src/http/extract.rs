@@ -217,6 +217,28 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
     }
 }
 
+impl ListParams {
+    /// The store page: one row more than asked, to learn whether a next page exists.
+    pub fn page(&self) -> crate::store::Page {
+        crate::store::Page {
+            before: self.before,
+            limit: self.limit + 1,
+        }
+    }
+
+    /// Cuts the extra row off and turns the last id into the next cursor.
+    pub fn split<T>(&self, mut rows: Vec<T>, id: impl Fn(&T) -> Uuid) -> (Vec<T>, Option<String>) {
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        if rows.len() > limit {
+            rows.truncate(limit);
+            let next = rows.last().map(|r| encode_cursor(id(r)));
+            (rows, next)
+        } else {
+            (rows, None)
+        }
+    }
+}
+
 fn form_pairs(query: &str) -> Vec<(String, String)> {
     serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default()
 }
@@ -231,4 +253,63 @@ fn decode_cursor(cursor: &str) -> Option<Uuid> {
         return None;
     }
     Uuid::try_parse(cursor).ok()
+}
+
+/// The optional `Idempotency-Key` header.
+pub struct IdempotencyKeyHeader(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.headers.get("idempotency-key") {
+            None => Ok(IdempotencyKeyHeader(None)),
+            Some(value) => value
+                .to_str()
+                .map(|v| IdempotencyKeyHeader(Some(v.to_owned())))
+                .map_err(|_| {
+                    ApiError::bad_request(
+                        "invalid_type",
+                        "the Idempotency-Key header must be visible ASCII text",
+                    )
+                    .with_field("Idempotency-Key")
+                }),
+        }
+    }
+}
+
+/// Query parameters beyond paging, read by name.
+pub struct QueryParams(pub Vec<(String, String)>);
+
+impl QueryParams {
+    /// The value of `name`, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value of `name` as a UUID; a 422 naming it when malformed.
+    pub fn uuid(&self, name: &str) -> Result<Option<Uuid>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                Uuid::parse_str(v).map_err(|_| {
+                    ApiError::validation(vec![FieldError::plain(
+                        name,
+                        "invalid_uuid",
+                        format!("`{name}` must be a UUID"),
+                    )])
+                })
+            })
+            .transpose()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(QueryParams(form_pairs(parts.uri.query().unwrap_or(""))))
+    }
 }

@@ -2,6 +2,8 @@
 //! OpenAPI document. Handlers are thin: parse, call `app`, shape the answer.
 
 mod agents;
+mod customers;
+mod destinations;
 pub mod extract;
 pub mod middleware;
 pub mod openapi;
@@ -46,6 +48,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(sessions::routes())
         .merge(organisation::routes())
         .merge(agents::routes())
+        .merge(customers::routes())
+        .merge(destinations::routes())
         .merge(ops::routes())
 }
 

@@ -22,6 +22,9 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "sessions", description = "Humans: sign-in, sign-out, invitations"),
         (name = "organisation", description = "The organisation and its settings"),
         (name = "agents", description = "Agents and their API keys"),
+        (name = "customers", description = "Customers: managed by humans, read by their agents"),
+        (name = "payment destinations", description = "Where invoices are paid: registered by agents"),
+        (name = "invoices", description = "Proposals by agents, decisions by humans"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -180,6 +180,12 @@ impl From<AppError> for ApiError {
                 "approver_exists",
                 "this organisation already has an approver; ask them to invite you",
             ),
+            AppError::IdempotencyConflict => ApiError::new(
+                S::CONFLICT,
+                "idempotency_conflict",
+                "this idempotency key was already used with a different payload; nothing was written. \
+                 Send the original payload to get the original result, or use a new key for a new request",
+            ),
             AppError::HasDependents => ApiError::new(
                 S::CONFLICT,
                 "has_dependents",

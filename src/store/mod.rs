@@ -1,6 +1,8 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 
+mod invoices;
+mod parties;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -10,6 +12,10 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use uuid::Uuid;
 
+pub use invoices::{
+    DecisionRow, EventRow, InvoiceFilter, InvoiceJoined, InvoiceRow, InvoiceTx, RevisionRow,
+};
+pub use parties::{CustomerRow, DestinationRow, PartyTx, Scope};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -151,10 +157,14 @@ pub type DynStore = Arc<dyn Store>;
 
 /// One unit of work. Dropping it without `commit` rolls back.
 #[async_trait]
-pub trait Tx: Send {
+pub trait Tx: IdentityTx + PartyTx + InvoiceTx + Send {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
+}
 
+/// Organisations, humans, sessions, invitations, agents, keys and the org audit trail.
+#[async_trait]
+pub trait IdentityTx: Send {
     async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool>;
     async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>>;
     async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>>;

@@ -1,6 +1,8 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
-use super::sql::{CONSTRAINTS, Conn, classify_other, impl_tx};
+use super::sql::{
+    CONSTRAINTS, Conn, classify_other, impl_identity_tx, impl_invoice_tx, impl_party_tx,
+};
 use super::*;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
@@ -48,12 +50,21 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_tx!(
+impl_identity_tx!(
     PgTx,
     Postgres,
     for_update = " for update",
     map_err = map_err
 );
+impl_party_tx!(PgTx, for_update = " for update", map_err = map_err);
+impl_invoice_tx!(PgTx, for_update = " for update", map_err = map_err);
+
+#[async_trait]
+impl Tx for PgTx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        self.0.commit().await
+    }
+}
 
 #[async_trait]
 impl Store for PgStore {

@@ -2,7 +2,9 @@
 //! starts with `BEGIN IMMEDIATE`, so writers queue on the database lock up front instead of
 //! failing with SQLITE_BUSY when a read transaction tries to upgrade.
 
-use super::sql::{CONSTRAINTS, Conn, classify_other, impl_tx};
+use super::sql::{
+    CONSTRAINTS, Conn, classify_other, impl_identity_tx, impl_invoice_tx, impl_party_tx,
+};
 use super::*;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool};
@@ -45,6 +47,14 @@ fn constraint_from_message(message: &str) -> Option<&'static str> {
         "users.org_id" => "users_one_bootstrap_per_org",
         "sessions.token_hash" => "sessions_token_hash_key",
         "invitations.token_hash" => "invitations_token_hash_key",
+        "payment_destinations.org_id, payment_destinations.agent_id, payment_destinations.idempotency_key" => {
+            "payment_destinations_idempotency_key"
+        }
+        "payment_destinations.supersedes_id" => "payment_destinations_supersedes_key",
+        "invoices.org_id, invoices.agent_id, invoices.idempotency_key" => {
+            "invoices_idempotency_key"
+        }
+        "decisions.revision_id" => "decisions_revision_key",
         _ => return None,
     };
     CONSTRAINTS.iter().find(|c| **c == name).copied()
@@ -63,7 +73,16 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_tx!(SqliteTx, Sqlite, for_update = "", map_err = map_err);
+impl_identity_tx!(SqliteTx, Sqlite, for_update = "", map_err = map_err);
+impl_party_tx!(SqliteTx, for_update = "", map_err = map_err);
+impl_invoice_tx!(SqliteTx, for_update = "", map_err = map_err);
+
+#[async_trait]
+impl Tx for SqliteTx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        self.0.commit().await
+    }
+}
 
 #[async_trait]
 impl Store for SqliteStore {

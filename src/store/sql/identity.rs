@@ -1,66 +1,12 @@
-//! The SQL both adapters share. Each statement is written once, in a dialect both PostgreSQL and
-//! SQLite accept (`$n` placeholders, `returning`, `on conflict`); the few places where they differ
-//! (row locks) are macro parameters. The macro expands the same code for each concrete backend,
-//! which keeps sqlx's types concrete (no generic executor bounds) and the SQL in one place.
+//! Identities: organisations, humans, sessions, invitations, agents, keys, the org audit trail.
 
-use super::{StoreError, StoreResult};
-use sqlx::pool::PoolConnection;
-use sqlx::{Database, Transaction};
-
-/// A unit of work: a real transaction, or a plain pooled connection for reads.
-pub(super) enum Conn<DB: Database> {
-    Tx(Transaction<'static, DB>),
-    Plain(PoolConnection<DB>),
-}
-
-impl<DB: Database> Conn<DB> {
-    pub(super) fn get(&mut self) -> &mut DB::Connection {
-        match self {
-            Conn::Tx(tx) => tx,
-            Conn::Plain(conn) => conn,
-        }
-    }
-
-    pub(super) async fn commit(self) -> StoreResult<()> {
-        match self {
-            Conn::Tx(tx) => tx.commit().await.map_err(classify_other),
-            Conn::Plain(_) => Ok(()),
-        }
-    }
-}
-
-/// Constraint names the app layer may react to, as declared in the migrations.
-pub(super) const CONSTRAINTS: &[&str] = &[
-    "orgs_name_key",
-    "users_email_key",
-    "users_one_bootstrap_per_org",
-    "sessions_token_hash_key",
-    "invitations_token_hash_key",
-];
-
-/// Errors that are not constraint violations: unreachable database or a bug.
-pub(super) fn classify_other(err: sqlx::Error) -> StoreError {
-    match err {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Tls(_) => StoreError::Unavailable(err),
-        other => StoreError::Other(other),
-    }
-}
-
-/// Expands the `Tx` implementation for one backend.
+/// Expands `IdentityTx` for one backend.
 ///
 /// `$for_update` is appended to reads that must lock the row they return.
-macro_rules! impl_tx {
+macro_rules! impl_identity_tx {
     ($tx:ident, $db:ty, for_update = $for_update:literal, map_err = $map_err:path) => {
         #[async_trait::async_trait]
-        impl $crate::store::Tx for $tx {
-            async fn commit(self: Box<Self>) -> StoreResult<()> {
-                self.0.commit().await
-            }
-
+        impl $crate::store::IdentityTx for $tx {
             async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool> {
                 let done = sqlx::query(
                     "insert into orgs (id, name, four_eyes, shared_review, created_at, updated_at)
@@ -346,14 +292,19 @@ macro_rules! impl_tx {
                 Ok(())
             }
 
-            async fn agent_has_dependents(
-                &mut self,
-                _org_id: Uuid,
-                _id: Uuid,
-            ) -> StoreResult<bool> {
-                // Customers, destinations and invoices arrive with their own migrations; until
-                // then an agent owns nothing (their foreign keys will be the backstop).
-                Ok(false)
+            async fn agent_has_dependents(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
+                let found: Option<(i32,)> = sqlx::query_as(
+                    "select 1 from customers where org_id = $1 and agent_id = $2
+                     union all select 1 from payment_destinations where org_id = $1 and agent_id = $2
+                     union all select 1 from invoices where org_id = $1 and agent_id = $2
+                     limit 1",
+                )
+                .bind(org_id)
+                .bind(id)
+                .fetch_optional(self.0.get())
+                .await
+                .map_err($map_err)?;
+                Ok(found.is_some())
             }
 
             async fn insert_api_key(&mut self, k: &ApiKeyRow) -> StoreResult<()> {
@@ -486,11 +437,4 @@ macro_rules! impl_tx {
     };
 }
 
-pub(super) use impl_tx;
-
-/// Whether every migration embedded in this binary has been applied.
-pub(super) fn migrations_current(migrator: &sqlx::migrate::Migrator, applied: &[(i64,)]) -> bool {
-    migrator
-        .iter()
-        .all(|m| applied.iter().any(|(version,)| *version == m.version))
-}
+pub(crate) use impl_identity_tx;

@@ -1,0 +1,181 @@
+//! `/v1/customers`: human-managed, agent-readable.
+
+use super::AppState;
+use super::extract::{Auth, IdPath, ListParams, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::app::{CustomerChange, CustomerView};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_customer, list_customers))
+        .routes(routes!(get_customer, update_customer, delete_customer))
+}
+
+/// A new customer of one of the caller's agents.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCustomerRequest {
+    /// An agent the calling human owns.
+    pub agent_id: Uuid,
+    /// 1–160 characters.
+    #[schema(example = "Acme Inc", min_length = 1, max_length = 160)]
+    pub name: String,
+    /// 1–254 characters, one `@`.
+    #[schema(example = "billing@acme.example", min_length = 3, max_length = 254)]
+    pub email: String,
+}
+
+/// Fields to change; `agent_id` is immutable.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateCustomerRequest {
+    /// New name.
+    #[schema(min_length = 1, max_length = 160)]
+    pub name: Option<String>,
+    /// New email.
+    #[schema(min_length = 3, max_length = 254)]
+    pub email: Option<String>,
+}
+
+/// A customer.
+#[derive(Serialize, ToSchema)]
+pub struct CustomerResponse {
+    /// Id.
+    pub id: Uuid,
+    /// The agent it belongs to.
+    pub agent_id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Email.
+    pub email: String,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<CustomerView> for CustomerResponse {
+    fn from(c: CustomerView) -> Self {
+        CustomerResponse {
+            id: c.id,
+            agent_id: c.agent_id,
+            name: c.name,
+            email: c.email,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+/// A page of customers, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct CustomerList {
+    /// The customers.
+    pub items: Vec<CustomerResponse>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Create a customer (the human who owns `agent_id`).
+#[utoipa::path(post, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
+    request_body = CreateCustomerRequest,
+    responses(
+        (status = 201, description = "Created", body = CustomerResponse),
+        (status = 403, description = "`forbidden`: agents may not create customers", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    StrictJson(body): StrictJson<CreateCustomerRequest>,
+) -> Result<(StatusCode, Json<CustomerResponse>), ApiError> {
+    let customer = state
+        .app
+        .create_customer(&actor, body.agent_id, &body.name, &body.email)
+        .await?;
+    Ok((StatusCode::CREATED, Json(customer.into())))
+}
+
+/// The customers the caller may see: an agent its own, a human those of their agents.
+#[utoipa::path(get, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
+    params(
+        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of customers", body = CustomerList)))]
+async fn list_customers(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+) -> Result<Json<CustomerList>, ApiError> {
+    let rows = state.app.list_customers(&actor, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |c| c.id);
+    Ok(Json(CustomerList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
+}
+
+/// One customer.
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    responses(
+        (status = 200, description = "The customer", body = CustomerResponse),
+        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<CustomerResponse>, ApiError> {
+    Ok(Json(state.app.get_customer(&actor, id).await?.into()))
+}
+
+/// Change a customer's name or email (the owning human).
+#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    request_body = UpdateCustomerRequest,
+    responses(
+        (status = 200, description = "Updated", body = CustomerResponse),
+        (status = 403, description = "`forbidden`: agents may not change customers", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn update_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<UpdateCustomerRequest>,
+) -> Result<Json<CustomerResponse>, ApiError> {
+    let change = CustomerChange {
+        name: body.name,
+        email: body.email,
+    };
+    Ok(Json(
+        state.app.update_customer(&actor, id, change).await?.into(),
+    ))
+}
+
+/// Delete a customer that no invoice revision references (the owning human).
+#[utoipa::path(delete, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`has_dependents`: a revision references it", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<StatusCode, ApiError> {
+    state.app.delete_customer(&actor, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,206 @@
+//! `/v1/payment-destinations`: registered by agents for themselves.
+
+use super::AppState;
+use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::app::{DestinationView, NewDestination};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_destination, list_destinations))
+        .routes(routes!(get_destination))
+        .routes(routes!(deactivate_destination))
+}
+
+/// The `Idempotent-Replayed` response header.
+pub(super) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// A new payment destination.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDestinationRequest {
+    /// Display label, 1–160 characters (not part of any invoice seal).
+    #[schema(example = "Operating account", min_length = 1, max_length = 160)]
+    pub label: String,
+    /// Currency code (`EUR`, `USDC`, …).
+    #[schema(example = "EUR")]
+    pub currency: String,
+    /// `iban`, `bitcoin`, `ethereum`, `arbitrum` or `base`; must carry the currency.
+    #[schema(example = "iban")]
+    pub network: String,
+    /// Address on that network (checksums are verified).
+    #[schema(example = "DE89370400440532013000", min_length = 1, max_length = 128)]
+    pub address: String,
+    /// One of your active destinations that this one replaces (it becomes `superseded`).
+    pub supersedes_id: Option<Uuid>,
+}
+
+/// A payment destination.
+#[derive(Serialize, ToSchema)]
+pub struct DestinationResponse {
+    /// Id.
+    pub id: Uuid,
+    /// The agent it belongs to.
+    pub agent_id: Uuid,
+    /// Label.
+    pub label: String,
+    /// Currency code.
+    pub currency: String,
+    /// Network.
+    pub network: String,
+    /// Address as stored.
+    pub address: String,
+    /// `active`, `deactivated` or `superseded`.
+    pub state: String,
+    /// The destination this one replaced.
+    pub supersedes_id: Option<Uuid>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<DestinationView> for DestinationResponse {
+    fn from(d: DestinationView) -> Self {
+        DestinationResponse {
+            id: d.id,
+            agent_id: d.agent_id,
+            label: d.label,
+            currency: d.currency,
+            network: d.network,
+            address: d.address,
+            state: d.state,
+            supersedes_id: d.supersedes_id,
+            created_at: d.created_at,
+        }
+    }
+}
+
+/// A page of destinations, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct DestinationList {
+    /// The destinations.
+    pub items: Vec<DestinationResponse>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
+    [(
+        REPLAYED,
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
+    )]
+}
+
+/// Register a payment destination (agents). With `Idempotency-Key`, a repeat of the same body
+/// answers 200 with the original and `Idempotent-Replayed: true`.
+#[utoipa::path(post, path = "/v1/payment-destinations", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1–200 characters")),
+    request_body = CreateDestinationRequest,
+    responses(
+        (status = 201, description = "Created", body = DestinationResponse,
+            headers(("Idempotent-Replayed" = String, description = "`false`"))),
+        (status = 200, description = "Replay of an earlier request with the same key and body", body = DestinationResponse,
+            headers(("Idempotent-Replayed" = String, description = "`true`"))),
+        (status = 403, description = "`forbidden`: humans may not register destinations", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    StrictJson(body): StrictJson<CreateDestinationRequest>,
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<DestinationResponse>,
+    ),
+    ApiError,
+> {
+    let input = NewDestination {
+        label: body.label,
+        currency: body.currency,
+        network: body.network,
+        address: body.address,
+        supersedes_id: body.supersedes_id,
+    };
+    let (destination, replayed) = state
+        .app
+        .create_destination(&actor, input, key.as_deref())
+        .await?;
+    let status = if replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, replayed_header(replayed), Json(destination.into())))
+}
+
+/// The destinations the caller may see; `?state=active` for the ones that receive money.
+#[utoipa::path(get, path = "/v1/payment-destinations", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(
+        ("state" = Option<String>, Query, description = "`active`, `deactivated` or `superseded`"),
+        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of destinations", body = DestinationList)))]
+async fn list_destinations(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+    query: QueryParams,
+) -> Result<Json<DestinationList>, ApiError> {
+    let rows = state
+        .app
+        .list_destinations(&actor, query.get("state"), params.page())
+        .await?;
+    let (items, next_cursor) = params.split(rows, |d| d.id);
+    Ok(Json(DestinationList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
+}
+
+/// One destination.
+#[utoipa::path(get, path = "/v1/payment-destinations/{id}", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Destination id")),
+    responses(
+        (status = 200, description = "The destination", body = DestinationResponse),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<DestinationResponse>, ApiError> {
+    Ok(Json(state.app.get_destination(&actor, id).await?.into()))
+}
+
+/// Stop a destination from receiving money (the owning agent or its human). Already inactive
+/// → 200 with the destination unchanged, nothing written.
+#[utoipa::path(post, path = "/v1/payment-destinations/{id}/deactivate", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Destination id")),
+    responses(
+        (status = 200, description = "Deactivated (or already inactive)", body = DestinationResponse),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn deactivate_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<DestinationResponse>, ApiError> {
+    Ok(Json(
+        state.app.deactivate_destination(&actor, id).await?.into(),
+    ))
+}

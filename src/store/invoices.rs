@@ -1,0 +1,153 @@
+//! The port for invoices, their revisions, decisions and events.
+
+use super::{Page, Scope, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use uuid::Uuid;
+
+/// An invoice's identity and lifecycle (all money lives on revisions).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct InvoiceRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub idempotency_key: String,
+    pub state: String,
+    pub cancelled_by: Option<String>,
+    pub number: Option<String>,
+    pub current_revision_id: Uuid,
+    pub revision_count: i32,
+    pub first_payload_hash: String,
+    pub event_count: i32,
+    pub last_event_hash: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One immutable revision: the financial content and its seal.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct RevisionRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub invoice_id: Uuid,
+    pub number: i32,
+    pub customer_id: Uuid,
+    pub payment_destination_id: Uuid,
+    pub destination_network: String,
+    pub destination_address: String,
+    pub currency: String,
+    pub due_date: NaiveDate,
+    /// The canonical lines array (JSON), exactly as sealed.
+    pub lines: String,
+    /// Digits of the total in minor units.
+    pub total_minor: String,
+    pub reasoning: String,
+    pub canonical_payload: String,
+    pub payload_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An invoice with its current revision, read in one statement.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct InvoiceJoined {
+    #[sqlx(flatten)]
+    pub revision: RevisionRow,
+    pub agent_id: Uuid,
+    pub idempotency_key: String,
+    pub state: String,
+    pub cancelled_by: Option<String>,
+    pub invoice_number: Option<String>,
+    pub revision_count: i32,
+    pub first_payload_hash: String,
+    pub invoice_created_at: DateTime<Utc>,
+    pub invoice_updated_at: DateTime<Utc>,
+}
+
+/// A human's decision on one revision.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct DecisionRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub invoice_id: Uuid,
+    pub revision_id: Uuid,
+    pub approver_id: Uuid,
+    pub decision: String,
+    pub payload_hash: String,
+    pub reason: Option<String>,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// One link of an invoice's hash-chained audit trail.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct EventRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub invoice_id: Uuid,
+    pub seq: i32,
+    pub action: String,
+    pub from_state: Option<String>,
+    pub to_state: String,
+    pub actor_kind: String,
+    pub actor_id: Option<Uuid>,
+    pub interface: String,
+    pub revision_id: Option<Uuid>,
+    pub payload_hash: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub note: Option<String>,
+    pub occurred_at: DateTime<Utc>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// Which invoices a list returns.
+#[derive(Clone, Debug)]
+pub struct InvoiceFilter {
+    pub scope: Scope,
+    pub state: Option<String>,
+    pub customer_id: Option<Uuid>,
+    pub agent_id: Option<Uuid>,
+    /// Oldest first (the approver's inbox) instead of newest first.
+    pub oldest_first: bool,
+}
+
+/// Invoices and everything hanging off them.
+#[async_trait]
+pub trait InvoiceTx: Send {
+    /// Inserts the invoice unless (org, agent, key) exists; false when it did.
+    async fn insert_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<bool>;
+    async fn update_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
+    /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
+    async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
+    async fn invoice_joined(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<InvoiceJoined>>;
+    async fn invoice_joined_by_key(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<InvoiceJoined>>;
+    async fn invoices(
+        &mut self,
+        org_id: Uuid,
+        filter: &InvoiceFilter,
+        page: Page,
+    ) -> StoreResult<Vec<InvoiceJoined>>;
+
+    async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;
+    async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>>;
+    async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>>;
+
+    async fn insert_decision(&mut self, decision: &DecisionRow) -> StoreResult<()>;
+    async fn decision_for_revision(
+        &mut self,
+        org_id: Uuid,
+        revision_id: Uuid,
+    ) -> StoreResult<Option<DecisionRow>>;
+    async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>>;
+
+    async fn insert_event(&mut self, event: &EventRow) -> StoreResult<()>;
+    async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>>;
+}

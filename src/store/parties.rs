@@ -1,0 +1,97 @@
+//! The port for customers and payment destinations.
+
+use super::{Page, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// Whose records a read may return; chosen by the app from who is asking.
+#[derive(Clone, Copy, Debug)]
+pub enum Scope {
+    /// One agent's records.
+    Agent(Uuid),
+    /// The records of every agent one human owns.
+    Owner(Uuid),
+    /// Every record of the organisation.
+    Org,
+}
+
+/// A customer of an agent.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CustomerRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub name: String,
+    pub email: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A payment destination; label, currency, network and address never change.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct DestinationRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub label: String,
+    pub currency: String,
+    pub network: String,
+    pub address: String,
+    pub state: String,
+    pub supersedes_id: Option<Uuid>,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Customers and destinations.
+#[async_trait]
+pub trait PartyTx: Send {
+    async fn insert_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn customer_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<CustomerRow>>;
+    async fn customers(
+        &mut self,
+        org_id: Uuid,
+        scope: Scope,
+        page: Page,
+    ) -> StoreResult<Vec<CustomerRow>>;
+    async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    /// Whether any revision references the customer.
+    async fn customer_is_referenced(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
+    async fn destination_by_id(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
+    /// Reads and locks the destination row (`FOR UPDATE` on PostgreSQL).
+    async fn lock_destination(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
+    async fn destination_by_key(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<DestinationRow>>;
+    async fn destinations(
+        &mut self,
+        org_id: Uuid,
+        scope: Scope,
+        state: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Vec<DestinationRow>>;
+    async fn set_destination_state(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+}
