@@ -73,8 +73,7 @@ pub fn first_break<'a>(
     events: impl IntoIterator<Item = (EventFields<'a>, &'a str, &'a str)>,
 ) -> Option<i32> {
     let mut expected_prev = GENESIS.to_owned();
-    let mut expected_seq = 1;
-    for (fields, prev_hash, hash) in events {
+    for (expected_seq, (fields, prev_hash, hash)) in (1..).zip(events) {
         if fields.seq != expected_seq
             || prev_hash != expected_prev
             || event_hash(prev_hash, &fields) != hash
@@ -82,7 +81,6 @@ pub fn first_break<'a>(
             return Some(fields.seq);
         }
         expected_prev = hash.to_owned();
-        expected_seq += 1;
     }
     None
 }
