@@ -1,8 +1,12 @@
 //! `serve --demo`: a demo organisation to try Tauros with, seeded once.
 
 use super::auth::insert_user;
-use super::{Actor, App, AppError, AppResult, AuditActor, Human, NewAgent, now, password};
+use super::{
+    Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewDestination, now,
+    password,
+};
 use crate::domain::identity::{self, Capability, Role};
+use crate::domain::lines::LineInput;
 use crate::store::{Page, UserRow};
 use uuid::Uuid;
 
@@ -106,6 +110,9 @@ impl App {
                 (view.id, key)
             }
         };
+        if created {
+            self.seed_invoices(&actor, agent_id).await?;
+        }
         Ok(DemoCredentials {
             approver_email: DEMO_APPROVER,
             operator_email: DEMO_OPERATOR,
@@ -114,6 +121,106 @@ impl App {
             agent_key,
             created,
         })
+    }
+
+    /// Two customers, an IBAN EUR and a USDC-on-arbitrum destination, and two submitted
+    /// invoices waiting for the approver.
+    async fn seed_invoices(&self, approver: &Actor, agent_id: Uuid) -> AppResult<()> {
+        let agent = self.agent_actor(approver.org_id(), agent_id).await?;
+        let acme = self
+            .create_customer(approver, agent_id, "Acme Inc", "billing@acme.example")
+            .await?;
+        let globex = self
+            .create_customer(approver, agent_id, "Globex GmbH", "ap@globex.example")
+            .await?;
+        let destination =
+            |label: &str, currency: &str, network: &str, address: &str| NewDestination {
+                label: label.into(),
+                currency: currency.into(),
+                network: network.into(),
+                address: address.into(),
+                supersedes_id: None,
+            };
+        let (eur, _) = self
+            .create_destination(
+                &agent,
+                destination("Operating account", "EUR", "iban", "DE89370400440532013000"),
+                Some("seed-destination-eur"),
+            )
+            .await?;
+        let (usdc, _) = self
+            .create_destination(
+                &agent,
+                destination(
+                    "Treasury (Arbitrum)",
+                    "USDC",
+                    "arbitrum",
+                    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                ),
+                Some("seed-destination-usdc"),
+            )
+            .await?;
+        let due = (now() + chrono::Duration::days(30))
+            .date_naive()
+            .format("%Y-%m-%d")
+            .to_string();
+        let line = |description: &str, quantity: &str, unit_amount: &str| -> AppResult<LineInput> {
+            serde_json::from_value(serde_json::json!({
+                "description": description, "quantity": quantity, "unit_amount": unit_amount,
+            }))
+            .map_err(|e| AppError::Internal(format!("demo line: {e}")))
+        };
+        let proposals = [
+            (
+                "seed-acme-retainer",
+                acme.id,
+                usdc.id,
+                "USDC",
+                vec![
+                    line("Platform retainer", "1", "1000")?,
+                    line("Additional support hours", "4", "50")?,
+                ],
+                "Monthly retainer agreed in the signed statement of work.",
+            ),
+            (
+                "seed-globex-workshop",
+                globex.id,
+                eur.id,
+                "EUR",
+                vec![line("Integration workshop (2 days)", "2", "1450.00")?],
+                "Workshop delivered on site; the customer confirmed attendance.",
+            ),
+        ];
+        for (key, customer_id, destination_id, currency, lines, reasoning) in proposals {
+            let input = DraftInput {
+                customer_id: Some(customer_id),
+                payment_destination_id: Some(destination_id),
+                currency: Some(currency.into()),
+                due_date: Some(due.clone()),
+                lines: Some(lines),
+                reasoning: Some(reasoning.into()),
+            };
+            let (invoice, _) = self.create_draft(&agent, key, input).await?;
+            self.submit(&agent, invoice.id).await?;
+        }
+        Ok(())
+    }
+
+    async fn agent_actor(&self, org_id: Uuid, agent_id: Uuid) -> AppResult<Actor> {
+        let row = self
+            .store
+            .reader()
+            .await?
+            .agent_by_id(org_id, agent_id)
+            .await?
+            .ok_or_else(|| AppError::Internal("demo agent missing".into()))?;
+        Ok(Actor::Agent(super::Agent {
+            id: row.id,
+            org_id: row.org_id,
+            owner_id: row.owner_id,
+            name: row.name,
+            capabilities: crate::domain::identity::Capabilities::from_stored(&row.capabilities),
+        }))
     }
 
     async fn seed_operator(&self, org_id: Uuid) -> AppResult<()> {

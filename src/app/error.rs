@@ -29,6 +29,27 @@ pub enum AppError {
     /// The organisation already has its first approver.
     #[error("organisation already has an approver")]
     ApproverExists,
+    /// The caller is the approver who owns the proposing agent and `four_eyes` is on.
+    #[error("four eyes required")]
+    FourEyesRequired(String),
+    /// The command is not allowed from the invoice's current state.
+    #[error("invalid transition: {detail}")]
+    InvalidTransition {
+        /// The state read under the lock.
+        from: &'static str,
+        /// The refused command.
+        action: &'static str,
+        /// What to do instead.
+        detail: String,
+    },
+    /// The command conflicts with the current state of the record (409 with `code`).
+    #[error("conflict {code}: {detail}")]
+    Conflict {
+        /// Stable code (`stale_revision`, `payload_mismatch`, …).
+        code: &'static str,
+        /// What to do instead.
+        detail: String,
+    },
     /// The idempotency key was used before with a different payload; nothing was written.
     #[error("idempotency key reused with a different payload")]
     IdempotencyConflict,

@@ -9,6 +9,7 @@ mod customers;
 mod demo;
 mod destinations;
 mod error;
+mod invoices;
 mod org;
 mod password;
 
@@ -24,6 +25,9 @@ pub use customers::{CustomerChange, CustomerView};
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError};
+pub use invoices::{
+    DecisionView, DraftInput, InvoiceQuery, InvoiceView, RevisionView, VerifyReport,
+};
 pub use org::{OrgSettingsChange, OrgView};
 
 /// Lifetimes and costs the operator may tune.
@@ -152,9 +156,9 @@ pub(crate) fn random_32() -> [u8; 32] {
 /// Who did something, for the audit trail.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AuditActor {
-    kind: ActorKind,
-    id: Option<Uuid>,
-    interface: Interface,
+    pub(crate) kind: ActorKind,
+    pub(crate) id: Option<Uuid>,
+    pub(crate) interface: Interface,
 }
 
 impl AuditActor {

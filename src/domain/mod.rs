@@ -8,6 +8,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod identity;
 pub mod input;
+pub mod invoice;
 pub mod lines;
 pub mod money;
 pub mod payload;

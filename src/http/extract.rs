@@ -35,6 +35,32 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for StrictJson<T> {
     }
 }
 
+/// A body that may be absent (commands like submit): no body, or an empty one, is `T::default()`;
+/// anything else must be strict JSON like [`StrictJson`].
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let declared_json = is_json(req.headers().get(header::CONTENT_TYPE));
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                too_large()
+            } else {
+                ApiError::bad_request("invalid_json", "the request body could not be read")
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        if !declared_json {
+            return Err(unsupported_media_type());
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
 fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
     let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
         return false;

@@ -5,6 +5,7 @@ mod agents;
 mod customers;
 mod destinations;
 pub mod extract;
+mod invoices;
 pub mod middleware;
 pub mod openapi;
 mod ops;
@@ -50,6 +51,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agents::routes())
         .merge(customers::routes())
         .merge(destinations::routes())
+        .merge(invoices::routes())
         .merge(ops::routes())
 }
 

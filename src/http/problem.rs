@@ -54,7 +54,7 @@ pub struct ApiError {
     code: &'static str,
     title: &'static str,
     detail: String,
-    field: Option<String>,
+    members: Vec<(&'static str, String)>,
     errors: Vec<FieldError>,
 }
 
@@ -66,7 +66,7 @@ impl ApiError {
             code,
             title: title_for(code),
             detail: detail.into(),
-            field: None,
+            members: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -94,8 +94,13 @@ impl ApiError {
     }
 
     /// Names the one field a 400 is about (a top-level `field` member of the problem).
-    pub fn with_field(mut self, field: impl Into<String>) -> ApiError {
-        self.field = Some(field.into());
+    pub fn with_field(self, field: impl Into<String>) -> ApiError {
+        self.with_member("field", field)
+    }
+
+    /// Adds a top-level member with a fact the client needs (`from`, `action`, …).
+    pub fn with_member(mut self, name: &'static str, value: impl Into<String>) -> ApiError {
+        self.members.push((name, value.into()));
         self
     }
 
@@ -126,9 +131,9 @@ impl ApiError {
                 .collect(),
             request_id: None,
             extra: self
-                .field
+                .members
                 .iter()
-                .map(|f| ("field".to_owned(), serde_json::Value::String(f.clone())))
+                .map(|(k, v)| ((*k).to_owned(), serde_json::Value::String(v.clone())))
                 .collect(),
         }
     }
@@ -180,6 +185,17 @@ impl From<AppError> for ApiError {
                 "approver_exists",
                 "this organisation already has an approver; ask them to invite you",
             ),
+            AppError::FourEyesRequired(detail) => {
+                ApiError::new(S::FORBIDDEN, "four_eyes_required", detail)
+            }
+            AppError::InvalidTransition {
+                from,
+                action,
+                detail,
+            } => ApiError::new(S::CONFLICT, "invalid_transition", detail)
+                .with_member("from", from)
+                .with_member("action", action),
+            AppError::Conflict { code, detail } => ApiError::new(S::CONFLICT, code, detail),
             AppError::IdempotencyConflict => ApiError::new(
                 S::CONFLICT,
                 "idempotency_conflict",
@@ -281,6 +297,12 @@ fn title_for(code: &str) -> &'static str {
         "idempotency_conflict" => "Idempotency key reused",
         "invalid_transition" => "Invalid transition",
         "approver_exists" => "Approver exists",
+        "stale_revision" => "Stale revision",
+        "payload_mismatch" => "Payload mismatch",
+        "already_decided" => "Already decided",
+        "destination_inactive" => "Destination inactive",
+        "payload_integrity" => "Payload integrity violated",
+        "revision_already_decided" => "Revision already decided",
         "has_dependents" => "Record has dependents",
         "payload_too_large" => "Payload too large",
         "unsupported_media_type" => "Unsupported media type",

@@ -1,0 +1,25 @@
+//! The invoice lifecycle's pure rules (domain.md §1 and §5): states and commands, the
+//! transition table, who sees and may do what, and the order in which a decision or a submit is
+//! checked. No I/O: the app locks and loads, asks these functions, then writes.
+//!
+//! How a command is answered, first failure wins:
+//! 1. input ([`validate_reason`]) → 422;
+//! 2. access ([`authorize`], [`authorize_read`], [`authorize_verify`]) → 404 / 403;
+//! 3. state and facts ([`transition`], [`submit_transition`], [`decide`]) → 409, or a replay.
+
+mod access;
+mod decide;
+mod state;
+
+#[cfg(test)]
+mod model_tests;
+
+pub use access::{
+    AccessError, Caller, InvoiceAccess, OrgSettings, authorize, authorize_create_draft,
+    authorize_read, authorize_verify, can_see,
+};
+pub use decide::{
+    DecideError, DecideFacts, DecideOutcome, ExistingDecision, MAX_REASON_CHARS, SubmitError,
+    SubmitFacts, decide, submit_transition, validate_reason,
+};
+pub use state::{Action, DecisionKind, InvalidTransition, InvoiceState, Transition, transition};
