@@ -352,7 +352,7 @@ impl App {
         let current = current_revision(&mut *tx, &invoice).await?;
         let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
         let destination = tx
-            .lock_destination(invoice.org_id, current.payment_destination_id)
+            .share_destination(invoice.org_id, current.payment_destination_id)
             .await?;
         let facts = SubmitFacts {
             state,
@@ -441,7 +441,7 @@ impl App {
         let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
         let current = current_revision(&mut *tx, &invoice).await?;
         let destination = tx
-            .lock_destination(invoice.org_id, current.payment_destination_id)
+            .share_destination(invoice.org_id, current.payment_destination_id)
             .await?;
         let facts = DecideFacts {
             kind,
@@ -896,8 +896,9 @@ fn parse_due_date(text: &str, errors: &mut Vec<FieldError>) -> Option<NaiveDate>
 
 /// Ownership and state of the customer and destination a draft names (inside the
 /// transaction, after the invoice lock): the agent's own customer, the agent's own active
-/// destination for this currency. The destination is locked so a concurrent deactivation
-/// cannot slip between this check and the commit.
+/// destination for this currency. The destination is share-locked: a concurrent deactivation
+/// cannot slip between this check and the commit, yet drafts naming the same destination do
+/// not queue behind each other.
 async fn check_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
@@ -919,7 +920,7 @@ async fn check_parties(
         ));
     }
     let destination = tx
-        .lock_destination(actor.org_id(), content.destination_id)
+        .share_destination(actor.org_id(), content.destination_id)
         .await?
         .filter(|d| sees_own(actor, d.agent_id));
     match &destination {

@@ -68,6 +68,13 @@ pub trait PartyTx: Send {
         org_id: Uuid,
         id: Uuid,
     ) -> StoreResult<Option<DestinationRow>>;
+    /// Reads the destination and holds a shared lock on it (`FOR SHARE` on PostgreSQL): many
+    /// drafts may name it at once, but it cannot be deactivated until they commit.
+    async fn share_destination(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
     /// Reads and locks the destination row (`FOR UPDATE` on PostgreSQL).
     async fn lock_destination(
         &mut self,

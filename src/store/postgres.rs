@@ -56,7 +56,12 @@ impl_identity_tx!(
     for_update = " for update",
     map_err = map_err
 );
-impl_party_tx!(PgTx, for_update = " for update", map_err = map_err);
+impl_party_tx!(
+    PgTx,
+    for_update = " for update",
+    for_share = " for share",
+    map_err = map_err
+);
 impl_invoice_tx!(PgTx, for_update = " for update", map_err = map_err);
 
 #[async_trait]

@@ -74,7 +74,7 @@ fn map_err(err: sqlx::Error) -> StoreError {
 }
 
 impl_identity_tx!(SqliteTx, Sqlite, for_update = "", map_err = map_err);
-impl_party_tx!(SqliteTx, for_update = "", map_err = map_err);
+impl_party_tx!(SqliteTx, for_update = "", for_share = "", map_err = map_err);
 impl_invoice_tx!(SqliteTx, for_update = "", map_err = map_err);
 
 #[async_trait]

@@ -317,3 +317,169 @@ pub async fn parallel(requests: Vec<reqwest::RequestBuilder>) -> Vec<Response> {
     }
     out
 }
+
+/// An organisation ready for invoices: the approver's agent has a customer and an active EUR
+/// IBAN destination.
+pub struct Billing {
+    pub org: Org,
+    pub customer_id: Uuid,
+    pub destination_id: Uuid,
+}
+
+pub const IBAN: &str = "DE89370400440532013000";
+
+impl TestApp {
+    /// Creates a customer of `agent_id` as the human `token` (who must own the agent).
+    pub async fn customer(&self, token: &str, agent_id: Uuid, name: &str) -> Uuid {
+        let res = self
+            .post(
+                "/v1/customers",
+                token,
+                json!({"agent_id": agent_id, "name": name, "email": "billing@example.com"}),
+            )
+            .await;
+        expect_status(res, StatusCode::CREATED).await["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Registers an active destination as the agent `key`.
+    pub async fn destination(
+        &self,
+        key: &str,
+        currency: &str,
+        network: &str,
+        address: &str,
+    ) -> Uuid {
+        let body = json!({"label": "Account", "currency": currency, "network": network, "address": address});
+        let res = self.post("/v1/payment-destinations", key, body).await;
+        expect_status(res, StatusCode::CREATED).await["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// An org whose agent has one customer and one EUR destination.
+    pub async fn billing(&self) -> Billing {
+        let org = self.org().await;
+        let customer_id = self
+            .customer(&org.approver_token, org.agent_id, "Acme Inc")
+            .await;
+        let destination_id = self.destination(&org.agent_key, "EUR", "iban", IBAN).await;
+        Billing {
+            org,
+            customer_id,
+            destination_id,
+        }
+    }
+
+    /// `POST /v1/invoices` with `Idempotency-Key: key`.
+    pub async fn create_invoice(&self, agent_key: &str, key: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url("/v1/invoices"))
+            .bearer_auth(agent_key)
+            .header("idempotency-key", key)
+            .json(body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Creates a draft and returns the command envelope's invoice.
+    pub async fn draft(&self, b: &Billing, key: &str) -> Value {
+        let res = self
+            .create_invoice(&b.org.agent_key, key, &invoice_body(b))
+            .await;
+        expect_status(res, StatusCode::CREATED).await["invoice"].clone()
+    }
+
+    /// Creates and submits a draft; returns the pending invoice.
+    pub async fn pending(&self, b: &Billing, key: &str) -> Value {
+        let invoice = self.draft(b, key).await;
+        let id = invoice["id"].as_str().unwrap();
+        let res = self
+            .post(
+                &format!("/v1/invoices/{id}/submit"),
+                &b.org.agent_key,
+                json!({}),
+            )
+            .await;
+        expect_status(res, StatusCode::OK).await["invoice"].clone()
+    }
+
+    /// `{revision_id, payload_hash}` of an invoice's current revision, plus `reason`.
+    pub fn decision_body(invoice: &Value, reason: Option<&str>) -> Value {
+        let mut body = json!({
+            "revision_id": invoice["current_revision"]["id"],
+            "payload_hash": invoice["current_revision"]["payload_hash"],
+        });
+        if let Some(r) = reason {
+            body["reason"] = json!(r);
+        }
+        body
+    }
+}
+
+/// The upstream fixture: "Discovery workshop" 1 × 400 and "Implementation days" 2 × 400 EUR,
+/// due in 30 days.
+pub fn invoice_body(b: &Billing) -> Value {
+    let due = (chrono::Utc::now() + chrono::Duration::days(30))
+        .date_naive()
+        .to_string();
+    json!({
+        "customer_id": b.customer_id,
+        "payment_destination_id": b.destination_id,
+        "currency": "EUR",
+        "due_date": due,
+        "lines": [
+            {"description": "Discovery workshop", "quantity": "1", "unit_amount": "400"},
+            {"description": "Implementation days", "quantity": "2", "unit_amount": "400.00"}
+        ],
+        "reasoning": "Monthly retainer agreed in the signed statement of work."
+    })
+}
+
+/// Raw SQL against a test database (for row counts and tampering tests), on either backend.
+pub async fn sql_count(database_url: &str, sql: &str) -> i64 {
+    if database_url.starts_with("sqlite") {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    } else {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+/// Runs one raw SQL statement; returns whether the database accepted it.
+pub async fn sql_exec(database_url: &str, sql: &str) -> bool {
+    if database_url.starts_with("sqlite") {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .is_ok()
+    } else {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .is_ok()
+    }
+}

@@ -10,5 +10,6 @@ mod agents;
 mod auth;
 mod bootstrap;
 mod conventions;
+mod invoices;
 mod organisation;
 mod serve;

@@ -1,7 +1,7 @@
 //! The real binary: `serve --demo` prints credentials that work, seeds once, and a SIGTERM lets
 //! an in-flight request finish before the process exits 0. Audit rows cannot be changed.
 
-use crate::helpers::{TestApp, both_backends, expect_problem, expect_status};
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, sql_exec};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -197,31 +197,8 @@ async fn audit_rows_are_append_only(app: TestApp) {
     assert_eq!(before.len(), 1);
     let update = "update audit_events set action = 'forged'";
     let delete = "delete from audit_events";
-    if app.database_url.starts_with("sqlite") {
-        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&app.database_url)
-            .await
-            .unwrap();
-        assert!(
-            sqlx::query(update).execute(&mut conn).await.is_err(),
-            "UPDATE refused"
-        );
-        assert!(
-            sqlx::query(delete).execute(&mut conn).await.is_err(),
-            "DELETE refused"
-        );
-    } else {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&app.database_url)
-            .await
-            .unwrap();
-        assert!(
-            sqlx::query(update).execute(&mut conn).await.is_err(),
-            "UPDATE refused"
-        );
-        assert!(
-            sqlx::query(delete).execute(&mut conn).await.is_err(),
-            "DELETE refused"
-        );
-    }
+    assert!(!sql_exec(&app.database_url, update).await, "UPDATE refused");
+    assert!(!sql_exec(&app.database_url, delete).await, "DELETE refused");
     let after = app
         .app
         .store()

@@ -5,7 +5,12 @@
 /// Scoped reads bind `$2` (one agent) and `$3` (the agents of one owner); `None` widens the
 /// scope, and `org_id` always narrows it to one organisation.
 macro_rules! impl_party_tx {
-    ($tx:ident, for_update = $for_update:literal, map_err = $map_err:path) => {
+    (
+        $tx:ident,
+        for_update = $for_update:literal,
+        for_share = $for_share:literal,
+        map_err = $map_err:path
+    ) => {
         #[async_trait::async_trait]
         impl $crate::store::PartyTx for $tx {
             async fn insert_customer(&mut self, c: &CustomerRow) -> StoreResult<()> {
@@ -136,6 +141,22 @@ macro_rules! impl_party_tx {
                     .fetch_optional(self.0.get())
                     .await
                     .map_err($map_err)
+            }
+
+            async fn share_destination(
+                &mut self,
+                org_id: Uuid,
+                id: Uuid,
+            ) -> StoreResult<Option<DestinationRow>> {
+                sqlx::query_as(concat!(
+                    "select * from payment_destinations where org_id = $1 and id = $2",
+                    $for_share
+                ))
+                .bind(org_id)
+                .bind(id)
+                .fetch_optional(self.0.get())
+                .await
+                .map_err($map_err)
             }
 
             async fn lock_destination(
