@@ -1,0 +1,306 @@
+//! Load generator for `scripts/bench`: keep-alive HTTP/1.1 connections, one task per
+//! connection, latencies in an HDR histogram. Prints one JSON line per run.
+//!
+//! Setup goes through the public API (sign in as the demo approver, create a fresh agent,
+//! customer and destination), so the measured requests are exactly what clients send.
+//!
+//! ```text
+//! cargo run --release --example loadgen -- --base-url http://127.0.0.1:8080 \
+//!     --scenario create --concurrency 32 --seconds 10
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+struct Args {
+    base_url: String,
+    email: String,
+    password: String,
+    scenario: String,
+    concurrency: usize,
+    seconds: f64,
+    /// Invoices created up front for `replay` and `get`.
+    pool: usize,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        base_url: "http://127.0.0.1:8080".into(),
+        email: "demo@tauros.local".into(),
+        password: "tauros-demo-password".into(),
+        scenario: "create".into(),
+        concurrency: 8,
+        seconds: 10.0,
+        pool: 200,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--base-url" => args.base_url = value,
+            "--email" => args.email = value,
+            "--password" => args.password = value,
+            "--scenario" => args.scenario = value,
+            "--concurrency" => args.concurrency = value.parse().expect("--concurrency"),
+            "--seconds" => args.seconds = value.parse().expect("--seconds"),
+            "--pool" => args.pool = value.parse().expect("--pool"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    args
+}
+
+/// The actors and records one run needs.
+struct Fixture {
+    client: reqwest::Client,
+    base: String,
+    human: String,
+    agent: String,
+    customer: String,
+    destination: String,
+    /// Keys and ids of invoices created up front.
+    invoices: Vec<(String, String)>,
+    run: String,
+}
+
+async fn post(client: &reqwest::Client, url: String, token: &str, body: &Value) -> Value {
+    let res = client
+        .post(url)
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status();
+    let body: Value = res.json().await.expect("json");
+    assert!(status.is_success(), "setup failed: {status} {body}");
+    body
+}
+
+fn draft(f: &Fixture, n: u64) -> Value {
+    json!({
+        "customer_id": f.customer,
+        "payment_destination_id": f.destination,
+        "currency": "EUR",
+        "due_date": "2099-12-31",
+        "lines": [
+            {"description": "Discovery workshop", "quantity": "1", "unit_amount": "400"},
+            {"description": format!("Implementation days, batch {n}"), "quantity": "2", "unit_amount": "400.00"}
+        ],
+        "reasoning": "Monthly retainer agreed in the signed statement of work."
+    })
+}
+
+async fn fixture(args: &Args) -> Fixture {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency + 4)
+        .build()
+        .unwrap();
+    let base = args.base_url.trim_end_matches('/').to_owned();
+    let session = client
+        .post(format!("{base}/v1/sessions"))
+        .json(&json!({"email": args.email, "password": args.password}))
+        .send()
+        .await
+        .expect("sign in")
+        .json::<Value>()
+        .await
+        .unwrap();
+    let human = session["token"].as_str().expect("signed in").to_owned();
+    let agent = post(
+        &client,
+        format!("{base}/v1/agents"),
+        &human,
+        &json!({"name": "Load agent"}),
+    )
+    .await;
+    let agent_id = agent["agent"]["id"].as_str().unwrap().to_owned();
+    let agent_key = agent["api_key"].as_str().unwrap().to_owned();
+    let customer = post(
+        &client,
+        format!("{base}/v1/customers"),
+        &human,
+        &json!({"agent_id": agent_id, "name": "Load customer", "email": "load@example.com"}),
+    )
+    .await;
+    let destination = post(
+        &client,
+        format!("{base}/v1/payment-destinations"),
+        &agent_key,
+        &json!({"label": "Load", "currency": "EUR", "network": "iban", "address": "DE89370400440532013000"}),
+    )
+    .await;
+    let mut f = Fixture {
+        client,
+        base,
+        human,
+        agent: agent_key,
+        customer: customer["id"].as_str().unwrap().to_owned(),
+        destination: destination["id"].as_str().unwrap().to_owned(),
+        invoices: Vec::new(),
+        run: agent_id,
+    };
+    if matches!(args.scenario.as_str(), "replay" | "get") {
+        for n in 0..args.pool as u64 {
+            let key = format!("{}-pool-{n}", f.run);
+            let res = f
+                .client
+                .post(format!("{}/v1/invoices", f.base))
+                .bearer_auth(&f.agent)
+                .header("idempotency-key", &key)
+                .json(&draft(&f, n))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap();
+            let id = res["invoice"]["id"]
+                .as_str()
+                .expect("pool invoice")
+                .to_owned();
+            f.invoices.push((key, id));
+        }
+    }
+    f
+}
+
+/// One unit of work of the scenario; returns whether every request in it succeeded.
+async fn step(f: &Fixture, scenario: &str, n: u64) -> bool {
+    let c = &f.client;
+    match scenario {
+        "create" => create(f, &format!("{}-{n}", f.run), n).await.is_some(),
+        "replay" => {
+            let (key, _) = &f.invoices[n as usize % f.invoices.len()];
+            let idx = key
+                .rsplit('-')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let res = c
+                .post(format!("{}/v1/invoices", f.base))
+                .bearer_auth(&f.agent)
+                .header("idempotency-key", key)
+                .json(&draft(f, idx))
+                .send()
+                .await;
+            ok(res).await
+        }
+        "get" => {
+            let (_, id) = &f.invoices[n as usize % f.invoices.len()];
+            let res = c
+                .get(format!("{}/v1/invoices/{id}", f.base))
+                .bearer_auth(&f.agent)
+                .send()
+                .await;
+            ok(res).await
+        }
+        "lifecycle" => {
+            let Some(invoice) = create(f, &format!("{}-life-{n}", f.run), n).await else {
+                return false;
+            };
+            let id = invoice["id"].as_str().unwrap_or_default();
+            let submit = c
+                .post(format!("{}/v1/invoices/{id}/submit", f.base))
+                .bearer_auth(&f.agent)
+                .send()
+                .await;
+            if !ok(submit).await {
+                return false;
+            }
+            let body = json!({
+                "revision_id": invoice["current_revision"]["id"],
+                "payload_hash": invoice["current_revision"]["payload_hash"],
+            });
+            let approve = c
+                .post(format!("{}/v1/invoices/{id}/approve", f.base))
+                .bearer_auth(&f.human)
+                .json(&body)
+                .send()
+                .await;
+            ok(approve).await
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// A 200 whose body was read in full (so the connection can be reused).
+async fn ok(res: reqwest::Result<reqwest::Response>) -> bool {
+    match res {
+        Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
+        _ => false,
+    }
+}
+
+async fn create(f: &Fixture, key: &str, n: u64) -> Option<Value> {
+    let res = f
+        .client
+        .post(format!("{}/v1/invoices", f.base))
+        .bearer_auth(&f.agent)
+        .header("idempotency-key", key)
+        .json(&draft(f, n))
+        .send()
+        .await
+        .ok()?;
+    if res.status() != 201 {
+        return None;
+    }
+    let body: Value = res.json().await.ok()?;
+    Some(body["invoice"].clone())
+}
+
+#[tokio::main]
+async fn main() {
+    let args = parse_args();
+    let fixture = Arc::new(fixture(&args).await);
+    let counter = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (f, counter, errors, scenario) = (
+            Arc::clone(&fixture),
+            Arc::clone(&counter),
+            Arc::clone(&errors),
+            args.scenario.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            while Instant::now() < deadline {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                if !step(&f, &scenario, n).await {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+                hist.saturating_record(t.elapsed().as_micros() as u64);
+            }
+            hist
+        }));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    for t in tasks {
+        hist.add(t.await.unwrap()).unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "{}",
+        json!({
+            "scenario": args.scenario,
+            "concurrency": args.concurrency,
+            "operations": hist.len(),
+            "errors": errors.load(Ordering::Relaxed),
+            "seconds": elapsed,
+            "throughput": hist.len() as f64 / elapsed,
+            "p50_ms": ms(0.5),
+            "p99_ms": ms(0.99),
+            "p999_ms": ms(0.999),
+        })
+    );
+}
