@@ -113,6 +113,36 @@ pub struct ApiKeyRow {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
+/// An API key and its agent, read in one statement.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct KeyWithAgent {
+    #[sqlx(flatten)]
+    pub agent: AgentRow,
+    pub key_id: Uuid,
+    pub key_hash: Vec<u8>,
+    pub key_created_at: DateTime<Utc>,
+    pub key_expires_at: DateTime<Utc>,
+    pub key_revoked_at: Option<DateTime<Utc>>,
+    pub key_last_used_at: Option<DateTime<Utc>>,
+}
+
+impl KeyWithAgent {
+    /// The key row and the agent row.
+    pub fn split(self) -> (ApiKeyRow, AgentRow) {
+        let key = ApiKeyRow {
+            id: self.key_id,
+            org_id: self.agent.org_id,
+            agent_id: self.agent.id,
+            key_hash: self.key_hash,
+            created_at: self.key_created_at,
+            expires_at: self.key_expires_at,
+            revoked_at: self.key_revoked_at,
+            last_used_at: self.key_last_used_at,
+        };
+        (key, self.agent)
+    }
+}
+
 /// A row of the org-level audit trail.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct AuditRow {

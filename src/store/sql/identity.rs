@@ -331,17 +331,19 @@ macro_rules! impl_identity_tx {
                 &mut self,
                 id: Uuid,
             ) -> StoreResult<Option<(ApiKeyRow, AgentRow)>> {
-                let Some(key): Option<ApiKeyRow> =
-                    sqlx::query_as("select * from api_keys where id = $1")
-                        .bind(id)
-                        .fetch_optional(self.0.get())
-                        .await
-                        .map_err($map_err)?
-                else {
-                    return Ok(None);
-                };
-                let agent = self.agent_by_id(key.org_id, key.agent_id).await?;
-                Ok(agent.map(|a| (key, a)))
+                // One statement: authentication is on every request's path.
+                let row: Option<$crate::store::KeyWithAgent> = sqlx::query_as(
+                    "select a.*, k.id as key_id, k.key_hash, k.created_at as key_created_at,
+                         k.expires_at as key_expires_at, k.revoked_at as key_revoked_at,
+                         k.last_used_at as key_last_used_at
+                     from api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id
+                     where k.id = $1",
+                )
+                .bind(id)
+                .fetch_optional(self.0.get())
+                .await
+                .map_err($map_err)?;
+                Ok(row.map($crate::store::KeyWithAgent::split))
             }
 
             async fn revoke_agent_keys(
