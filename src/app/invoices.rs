@@ -240,6 +240,20 @@ impl App {
         Ok((view(&invoice, revision)?, false))
     }
 
+    /// Every field problem of a create, found without touching the database and without
+    /// writing anything: for a request that lacks its idempotency key, so that the key and every
+    /// other missing field are reported at once. Humans get 403 first, as on a full create.
+    pub fn draft_field_errors(
+        &self,
+        actor: &Actor,
+        input: &DraftInput,
+    ) -> AppResult<Vec<FieldError>> {
+        rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
+        let mut errors = Vec::new();
+        let _ = Content::from_input(input, None, &mut errors);
+        Ok(errors)
+    }
+
     async fn replay_create(
         &self,
         conn: &mut dyn Tx,
@@ -359,7 +373,11 @@ impl App {
             current_decision: decision.map(|d| parse_kind(&d.decision)).transpose()?,
             destination_active: destination.is_some_and(|d| d.state == ACTIVE),
         };
-        match rules::submit_transition(facts).map_err(|e| conflict(&e))? {
+        // An illegal state keeps its `from` and `action` members, as every other command's does.
+        match rules::submit_transition(facts).map_err(|e| match e {
+            rules::SubmitError::InvalidTransition(t) => invalid(t),
+            other => conflict(&other),
+        })? {
             Transition::Replay => self.unchanged(&mut *tx, &invoice).await,
             Transition::Apply { to } => {
                 self.apply(
@@ -390,8 +408,6 @@ impl App {
         id: Uuid,
         reason: Option<&str>,
     ) -> AppResult<(InvoiceView, bool)> {
-        let reason = rules::validate_reason(Action::Cancel, reason)
-            .map_err(|e| AppError::Validation(vec![e]))?;
         self.simple_transition(actor, id, Action::Cancel, reason)
             .await
     }
@@ -401,10 +417,14 @@ impl App {
         actor: &Actor,
         id: Uuid,
         action: Action,
-        note: Option<String>,
+        reason: Option<&str>,
     ) -> AppResult<(InvoiceView, bool)> {
         let mut tx = self.store.begin().await?;
         let (mut invoice, _) = self.locked(&mut *tx, actor, id, action).await?;
+        // Who may act is answered before what they sent: an agent calling cancel hears 403,
+        // not that a reason is missing.
+        let note =
+            rules::validate_reason(action, reason).map_err(|e| AppError::Validation(vec![e]))?;
         let state = parse_state(&invoice.state)?;
         match rules::transition(action, state, cancelled_by(&invoice)).map_err(invalid)? {
             Transition::Replay => self.unchanged(&mut *tx, &invoice).await,
@@ -431,10 +451,26 @@ impl App {
         reason: Option<&str>,
     ) -> AppResult<(InvoiceView, bool)> {
         let action = kind.action();
-        let reason =
-            rules::validate_reason(action, reason).map_err(|e| AppError::Validation(vec![e]))?;
         let mut tx = self.store.begin().await?;
         let (mut invoice, approver_id) = self.locked(&mut *tx, actor, id, action).await?;
+        // After the access check: an agent or operator hears 403 (a stranger 404), never that a
+        // reason is missing. Then every field rule at once.
+        let mut errors = Vec::new();
+        if !is_payload_hash(payload_hash) {
+            errors.push(FieldError::plain(
+                "payload_hash",
+                "invalid_hash",
+                "send the payload_hash of the revision you reviewed: 64 lowercase hexadecimal \
+                 characters, exactly as in current_revision.payload_hash",
+            ));
+        }
+        let reason = rules::validate_reason(action, reason)
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
         let existing = tx
             .decision_for_revision(invoice.org_id, revision_id)
             .await?;
@@ -945,6 +981,11 @@ async fn check_parties(
         Some(d) if errors.is_empty() => Ok(d),
         _ => Err(AppError::Validation(errors)),
     }
+}
+
+/// A payload hash as Tauros writes it: lowercase hex SHA-256 (DECISIONS.md, Invoices).
+fn is_payload_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// An agent's records are the ones it owns; invoices are created and revised by agents only.

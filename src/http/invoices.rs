@@ -12,6 +12,7 @@ use crate::app::{
 };
 use crate::domain::invoice::DecisionKind;
 use crate::domain::lines::{LineInput, LineView};
+use crate::domain::money::MinorAmount;
 use crate::store::EventRow;
 use axum::Json;
 use axum::extract::State;
@@ -136,12 +137,12 @@ pub struct LineResponse {
     pub unit_amount: String,
     /// Minor units.
     #[schema(value_type = i64)]
-    pub unit_amount_minor: serde_json::Value,
+    pub unit_amount_minor: MinorAmount,
     /// `quantity × unit_amount`, exactly the currency's decimals.
     pub amount: String,
     /// Minor units.
     #[schema(value_type = i64)]
-    pub amount_minor: serde_json::Value,
+    pub amount_minor: MinorAmount,
 }
 
 /// A revision.
@@ -165,7 +166,7 @@ pub struct RevisionResponse {
     pub total: String,
     /// Total in minor units.
     #[schema(value_type = i64)]
-    pub total_minor: serde_json::Value,
+    pub total_minor: MinorAmount,
     /// The agent's reasoning.
     pub reasoning: String,
     /// The exact canonical bytes that were hashed (a JSON string).
@@ -321,18 +322,14 @@ pub struct VerifyResponse {
     pub events: EventsCheck,
 }
 
-fn amount(value: crate::domain::money::MinorAmount) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()))
-}
-
 fn line(l: LineView) -> LineResponse {
     LineResponse {
         description: l.description,
         quantity: l.quantity.to_string(),
         unit_amount: l.unit_amount,
-        unit_amount_minor: amount(l.unit_amount_minor),
+        unit_amount_minor: l.unit_amount_minor,
         amount: l.amount,
-        amount_minor: amount(l.amount_minor),
+        amount_minor: l.amount_minor,
     }
 }
 
@@ -346,7 +343,7 @@ fn revision(r: RevisionView) -> RevisionResponse {
         due_date: r.due_date,
         lines: r.lines.into_iter().map(line).collect(),
         total: r.total,
-        total_minor: amount(r.total_minor),
+        total_minor: r.total_minor,
         reasoning: r.reasoning,
         canonical_payload: r.canonical_payload,
         payload_hash: r.payload_hash,
@@ -427,17 +424,15 @@ async fn create_invoice(
         }
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => {
-            // Every other missing field is reported with it.
+            // Every other missing field is reported with it; nothing is written (a complete
+            // body without a key must not create an invoice behind a 422), and a human gets
+            // the 403 a keyed request would get.
             let mut errors = vec![FieldError::plain(
                 "idempotency_key",
                 "required",
                 "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe",
             )];
-            if let Err(crate::app::AppError::Validation(more)) =
-                state.app.create_draft(&actor, "-", body.into()).await
-            {
-                errors.extend(more.into_iter().filter(|e| e.field != "idempotency_key"));
-            }
+            errors.extend(state.app.draft_field_errors(&actor, &body.into())?);
             return Err(ApiError::validation(errors));
         }
     };

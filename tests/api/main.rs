@@ -6,10 +6,15 @@
 
 mod helpers;
 
+mod adversarial;
 mod agents;
 mod auth;
+mod authorization;
 mod bootstrap;
+mod concurrency;
 mod conventions;
 mod invoices;
+mod model;
 mod organisation;
+mod parties;
 mod serve;

@@ -120,25 +120,31 @@ async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: Test
     let token = session["token"].as_str().unwrap().to_owned();
 
     // An in-flight request: headers sent, body not yet. SIGTERM arrives; the request still
-    // gets its answer, then the process exits 0.
+    // gets its answer, then the process exits 0. `Expect: 100-continue` tells us when the
+    // handler has started reading the body, so the signal provably lands mid-request.
     let host = server.base.trim_start_matches("http://").to_owned();
     let body = r#"{"email":"demo@tauros.local","password":"wrong password!"}"#;
     let mut stream = std::net::TcpStream::connect(&host).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    write!(stream, "POST /v1/sessions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
-    stream.write_all(&body.as_bytes()[..10]).unwrap();
+    write!(
+        stream,
+        "POST /v1/sessions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
     stream.flush().unwrap();
-    // Make sure the server has the request before the signal (a full round trip on another
-    // connection is answered only after the first connection's headers were read).
-    client
-        .get(format!("{}/healthz", server.base))
-        .send()
-        .await
-        .unwrap();
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert!(
+        String::from_utf8_lossy(&interim).starts_with("HTTP/1.1 100 Continue"),
+        "the handler is reading the body: {}",
+        String::from_utf8_lossy(&interim)
+    );
     sigterm(&server.child);
-    stream.write_all(&body.as_bytes()[10..]).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     assert!(

@@ -1,0 +1,823 @@
+//! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer and
+//! payment-destination route × every kind of caller, under each organisation setting that
+//! changes visibility or separation of duties.
+//!
+//! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
+//! [`MATRIX`] by [`render`]; `the_document_shows_this_matrix` keeps the two identical.
+//!
+//! Every row sets up its own records, as the record's owner, in a state where the command could
+//! succeed for the right caller (a draft for revise and submit, a pending invoice for withdraw
+//! and the decisions, an approved one for cancel, a fresh customer or destination for the party
+//! routes). So a success proves the permission and a refusal proves the refusal. A refused row
+//! (and every read) must leave the business tables exactly as they were (row counts, invoice
+//! states, destination states, the org audit trail); a successful write must change them.
+
+use crate::helpers::{IBAN, TestApp, both_backends, expect_status};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+both_backends!(
+    default_settings_on_invoices,
+    default_settings_on_customers_and_destinations,
+    four_eyes,
+    shared_review,
+    four_eyes_with_shared_review,
+    the_document_shows_this_matrix,
+);
+
+/// Every route the matrix covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    CreateInvoice,
+    ListInvoices,
+    GetInvoice,
+    Revisions,
+    Decisions,
+    Events,
+    Verify,
+    Revise,
+    Submit,
+    Withdraw,
+    Approve,
+    Reject,
+    RequestChanges,
+    Cancel,
+    CreateCustomer,
+    ListCustomers,
+    GetCustomer,
+    PatchCustomer,
+    DeleteCustomer,
+    CreateDestination,
+    ListDestinations,
+    GetDestination,
+    Deactivate,
+}
+
+/// Who calls. "The subject" is the agent whose records the row is about: the agent of the
+/// owner approver, except in the owner-operator column, where it is an agent the operator
+/// created (and owns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Caller {
+    /// The subject agent itself.
+    OwningAgent,
+    /// Another agent of the same org and the same owner.
+    SiblingAgent,
+    /// An agent of another organisation.
+    OtherOrgAgent,
+    /// An operator who owns the subject agent (created it with POST /v1/agents).
+    OwnerOperator,
+    /// An operator of the same org who does not own the subject agent.
+    NonOwnerOperator,
+    /// The approver who owns the subject agent.
+    OwnerApprover,
+    /// Another approver of the same org.
+    NonOwnerApprover,
+    /// The approver of another organisation.
+    OtherOrgApprover,
+    /// No `Authorization` header.
+    Anonymous,
+}
+
+const CALLERS: [Caller; 9] = [
+    Caller::OwningAgent,
+    Caller::SiblingAgent,
+    Caller::OtherOrgAgent,
+    Caller::OwnerOperator,
+    Caller::NonOwnerOperator,
+    Caller::OwnerApprover,
+    Caller::NonOwnerApprover,
+    Caller::OtherOrgApprover,
+    Caller::Anonymous,
+];
+
+/// The organisation settings a row runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settings {
+    /// `four_eyes` off, `shared_review` off.
+    Defaults,
+    /// `four_eyes` on.
+    FourEyes,
+    /// `shared_review` on.
+    SharedReview,
+    /// Both on.
+    FourEyesSharedReview,
+}
+
+/// What the caller must get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// The route's success status (201 for creates, 204 for delete, else 200), not a replay.
+    Yes,
+    /// 200, and the subject record is in the list.
+    Listed,
+    /// 200, and the subject record is not in the list.
+    Hidden,
+    /// 403 `forbidden`.
+    Forbid,
+    /// 403 `four_eyes_required`.
+    FourEyes,
+    /// 404 `not_found`, exactly as for an id that does not exist.
+    NotFound,
+    /// 422 `validation_failed` (the body names a record the caller may not use).
+    Invalid,
+    /// 401 `unauthorized`.
+    NoAuth,
+}
+
+use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NotFound, Yes};
+use Route::*;
+use Settings::{Defaults, FourEyesSharedReview, SharedReview};
+
+/// The matrix. Columns, in order: owning agent, sibling agent, other org's agent, owner
+/// operator, non-owner operator, owner approver, non-owner approver, other org's approver, no
+/// credential.
+#[rustfmt::skip]
+const MATRIX: &[(Settings, Route, [Expect; 9])] = &[
+    //                                      agent      sibling    other-org  owner-op   other-op   owner-ap   other-ap   org-B-ap   anonymous
+    (Defaults, CreateInvoice,              [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
+    (Defaults, ListInvoices,               [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
+    (Defaults, GetInvoice,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Revisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Decisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Events,                     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Verify,                     [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Revise,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth]),
+    (Defaults, Submit,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth]),
+    (Defaults, Withdraw,                   [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Approve,                    [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Reject,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, RequestChanges,             [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Cancel,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, CreateCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       Invalid,   Yes,       Invalid,   Invalid,   NoAuth]),
+    (Defaults, ListCustomers,              [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
+    (Defaults, GetCustomer,                [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, PatchCustomer,              [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, DeleteCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, CreateDestination,          [Yes,       Yes,       Yes,       Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
+    (Defaults, ListDestinations,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
+    (Defaults, GetDestination,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Defaults, Deactivate,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+
+    (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, Approve,          [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, Reject,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
+
+    (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
+    (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth]),
+    (SharedReview, GetInvoice,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Revisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Decisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Events,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Verify,                 [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Revise,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth]),
+    (SharedReview, Submit,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth]),
+    (SharedReview, Withdraw,               [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Approve,                [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Reject,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, RequestChanges,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, Cancel,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (SharedReview, ListCustomers,          [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
+    (SharedReview, GetCustomer,            [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (SharedReview, ListDestinations,       [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
+    (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+
+    (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, Approve,        [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, Reject,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, RequestChanges, [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, Cancel,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
+];
+
+async fn default_settings_on_invoices(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_invoice()).await;
+}
+
+async fn default_settings_on_customers_and_destinations(app: TestApp) {
+    run(&app, |s, r| s == Defaults && !r.is_invoice()).await;
+}
+
+async fn four_eyes(app: TestApp) {
+    run(&app, |s, _| s == Settings::FourEyes).await;
+}
+
+async fn shared_review(app: TestApp) {
+    run(&app, |s, _| s == SharedReview).await;
+}
+
+async fn four_eyes_with_shared_review(app: TestApp) {
+    run(&app, |s, _| s == FourEyesSharedReview).await;
+}
+
+async fn the_document_shows_this_matrix(_app: TestApp) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/AUTHORIZATION.md");
+    let doc = std::fs::read_to_string(path).expect("docs/AUTHORIZATION.md");
+    let (_, rest) = doc
+        .split_once(BEGIN)
+        .expect("docs/AUTHORIZATION.md has the begin marker");
+    let (section, _) = rest
+        .split_once(END)
+        .expect("docs/AUTHORIZATION.md has the end marker");
+    let rendered = render();
+    assert!(
+        section.trim() == rendered.trim(),
+        "docs/AUTHORIZATION.md is out of sync with MATRIX; replace the text between the markers \
+         with:\n\n{rendered}"
+    );
+    // Every cell of the document is a row the tests run.
+    let cells: usize = rendered
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.matches(" | ").count())
+        .sum();
+    assert_eq!(cells, MATRIX.len() * CALLERS.len());
+}
+
+const BEGIN: &str = "<!-- matrix:begin (rendered from tests/api/authorization.rs) -->";
+const END: &str = "<!-- matrix:end -->";
+
+/// The markdown tables of docs/AUTHORIZATION.md.
+fn render() -> String {
+    let mut out = String::new();
+    for settings in [
+        Defaults,
+        Settings::FourEyes,
+        SharedReview,
+        FourEyesSharedReview,
+    ] {
+        out.push_str(&format!("### {}\n\n| route |", settings.title()));
+        for caller in CALLERS {
+            out.push_str(&format!(" {} |", caller.label()));
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---|".repeat(CALLERS.len()));
+        out.push('\n');
+        for (_, route, cells) in MATRIX.iter().filter(|(s, _, _)| *s == settings) {
+            out.push_str(&format!("| `{}` |", route.label()));
+            for expect in cells {
+                out.push_str(&format!(" {} |", cell(*route, *expect)));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The doc's notation for an expectation: the status, then the code or the list membership.
+fn cell(route: Route, expect: Expect) -> String {
+    match expect {
+        Yes => route.success().as_u16().to_string(),
+        Listed => "200 listed".into(),
+        Hidden => "200 not listed".into(),
+        Forbid => "403 forbidden".into(),
+        FourEyes => "403 four_eyes_required".into(),
+        NotFound => "404 not_found".into(),
+        Invalid => "422 validation_failed".into(),
+        NoAuth => "401 unauthorized".into(),
+    }
+}
+
+impl Route {
+    fn label(self) -> &'static str {
+        match self {
+            CreateInvoice => "POST /v1/invoices",
+            ListInvoices => "GET /v1/invoices",
+            GetInvoice => "GET /v1/invoices/{id}",
+            Revisions => "GET /v1/invoices/{id}/revisions",
+            Decisions => "GET /v1/invoices/{id}/decisions",
+            Events => "GET /v1/invoices/{id}/events",
+            Verify => "GET /v1/invoices/{id}/verify",
+            Revise => "POST /v1/invoices/{id}/revise",
+            Submit => "POST /v1/invoices/{id}/submit",
+            Withdraw => "POST /v1/invoices/{id}/withdraw",
+            Approve => "POST /v1/invoices/{id}/approve",
+            Reject => "POST /v1/invoices/{id}/reject",
+            RequestChanges => "POST /v1/invoices/{id}/request-changes",
+            Cancel => "POST /v1/invoices/{id}/cancel",
+            CreateCustomer => "POST /v1/customers",
+            ListCustomers => "GET /v1/customers",
+            GetCustomer => "GET /v1/customers/{id}",
+            PatchCustomer => "PATCH /v1/customers/{id}",
+            DeleteCustomer => "DELETE /v1/customers/{id}",
+            CreateDestination => "POST /v1/payment-destinations",
+            ListDestinations => "GET /v1/payment-destinations",
+            GetDestination => "GET /v1/payment-destinations/{id}",
+            Deactivate => "POST /v1/payment-destinations/{id}/deactivate",
+        }
+    }
+
+    fn is_invoice(self) -> bool {
+        matches!(
+            self,
+            CreateInvoice
+                | ListInvoices
+                | GetInvoice
+                | Revisions
+                | Decisions
+                | Events
+                | Verify
+                | Revise
+                | Submit
+                | Withdraw
+                | Approve
+                | Reject
+                | RequestChanges
+                | Cancel
+        )
+    }
+
+    fn is_list(self) -> bool {
+        matches!(self, ListInvoices | ListCustomers | ListDestinations)
+    }
+
+    fn is_read(self) -> bool {
+        self.label().starts_with("GET ")
+    }
+
+    /// An invoice command, answered with the `{invoice, replayed}` envelope.
+    fn is_command(self) -> bool {
+        self.is_invoice() && !self.is_read()
+    }
+
+    fn success(self) -> StatusCode {
+        match self {
+            CreateInvoice | CreateCustomer | CreateDestination => StatusCode::CREATED,
+            DeleteCustomer => StatusCode::NO_CONTENT,
+            _ => StatusCode::OK,
+        }
+    }
+
+    /// The state the subject's records must be in before the request.
+    fn fixture(self) -> Fixture {
+        match self {
+            CreateInvoice | CreateCustomer | CreateDestination => Fixture::Nothing,
+            ListInvoices | GetInvoice | Revisions | Decisions | Events | Verify | Revise
+            | Submit => Fixture::Draft,
+            Withdraw | Approve | Reject | RequestChanges => Fixture::Pending,
+            Cancel => Fixture::Approved,
+            ListCustomers | GetCustomer | PatchCustomer | DeleteCustomer => Fixture::Customer,
+            ListDestinations | GetDestination | Deactivate => Fixture::Destination,
+        }
+    }
+}
+
+impl Caller {
+    fn label(self) -> &'static str {
+        match self {
+            Caller::OwningAgent => "owning agent",
+            Caller::SiblingAgent => "sibling agent",
+            Caller::OtherOrgAgent => "other org's agent",
+            Caller::OwnerOperator => "owner operator",
+            Caller::NonOwnerOperator => "non-owner operator",
+            Caller::OwnerApprover => "owner approver",
+            Caller::NonOwnerApprover => "non-owner approver",
+            Caller::OtherOrgApprover => "other org's approver",
+            Caller::Anonymous => "no credential",
+        }
+    }
+}
+
+impl Settings {
+    fn title(self) -> &'static str {
+        match self {
+            Defaults => "`four_eyes` off, `shared_review` off (the defaults)",
+            Settings::FourEyes => "`four_eyes` on, `shared_review` off",
+            SharedReview => "`four_eyes` off, `shared_review` on",
+            FourEyesSharedReview => "`four_eyes` on, `shared_review` on",
+        }
+    }
+
+    fn flags(self) -> (bool, bool) {
+        match self {
+            Defaults => (false, false),
+            Settings::FourEyes => (true, false),
+            SharedReview => (false, true),
+            FourEyesSharedReview => (true, true),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fixture {
+    Nothing,
+    Draft,
+    Pending,
+    Approved,
+    Customer,
+    Destination,
+}
+
+/// An agent with its owner, one customer and one active EUR destination.
+#[derive(Clone)]
+struct Party {
+    agent_id: Uuid,
+    key: String,
+    owner_token: String,
+    customer_id: Uuid,
+    destination_id: Uuid,
+}
+
+/// Organisation A: approver A1 owns agent X and its sibling; operator O owns agent Y; approver
+/// A2 owns nothing. Organisation B: an approver and their agent.
+struct World {
+    x: Party,
+    y: Party,
+    sibling_key: String,
+    operator_token: String,
+    other_approver_token: String,
+    foreign_key: String,
+    foreign_approver_token: String,
+    /// The org's (four_eyes, shared_review) as last set.
+    flags: (bool, bool),
+}
+
+async fn create_agent(app: &TestApp, token: &str, name: &str) -> (Uuid, String) {
+    let res = app.post("/v1/agents", token, json!({"name": name})).await;
+    let body = expect_status(res, StatusCode::CREATED).await;
+    (
+        body["agent"]["id"].as_str().unwrap().parse().unwrap(),
+        body["api_key"].as_str().unwrap().to_owned(),
+    )
+}
+
+impl World {
+    async fn new(app: &TestApp) -> World {
+        let a = app.billing().await;
+        let (_, sibling_key) = create_agent(app, &a.org.approver_token, "Sibling").await;
+        let (_, operator_token) = app.human(&a.org.approver_token, "operator").await;
+        let (y_id, y_key) = create_agent(app, &operator_token, "Operator's agent").await;
+        let y_customer = app.customer(&operator_token, y_id, "Beta GmbH").await;
+        let y_destination = app.destination(&y_key, "EUR", "iban", IBAN).await;
+        let (_, other_approver_token) = app.human(&a.org.approver_token, "approver").await;
+        let b = app.org().await;
+        World {
+            x: Party {
+                agent_id: a.org.agent_id,
+                key: a.org.agent_key,
+                owner_token: a.org.approver_token,
+                customer_id: a.customer_id,
+                destination_id: a.destination_id,
+            },
+            y: Party {
+                agent_id: y_id,
+                key: y_key,
+                owner_token: operator_token.clone(),
+                customer_id: y_customer,
+                destination_id: y_destination,
+            },
+            sibling_key,
+            operator_token,
+            other_approver_token,
+            foreign_key: b.agent_key,
+            foreign_approver_token: b.approver_token,
+            flags: (false, false),
+        }
+    }
+
+    fn token(&self, caller: Caller) -> Option<&str> {
+        Some(match caller {
+            Caller::OwningAgent => &self.x.key,
+            Caller::SiblingAgent => &self.sibling_key,
+            Caller::OtherOrgAgent => &self.foreign_key,
+            Caller::OwnerOperator | Caller::NonOwnerOperator => &self.operator_token,
+            Caller::OwnerApprover => &self.x.owner_token,
+            Caller::NonOwnerApprover => &self.other_approver_token,
+            Caller::OtherOrgApprover => &self.foreign_approver_token,
+            Caller::Anonymous => return None,
+        })
+    }
+
+    /// The agent whose records the row is about.
+    fn subject(&self, caller: Caller) -> Party {
+        if caller == Caller::OwnerOperator {
+            self.y.clone()
+        } else {
+            self.x.clone()
+        }
+    }
+
+    /// Sets the org's flags (as A1, an approver of org A), only when they differ.
+    async fn set_flags(&mut self, app: &TestApp, flags: (bool, bool)) {
+        if self.flags != flags {
+            let res = app
+                .patch(
+                    "/v1/organisation",
+                    &self.x.owner_token,
+                    json!({"four_eyes": flags.0, "shared_review": flags.1}),
+                )
+                .await;
+            expect_status(res, StatusCode::OK).await;
+            self.flags = flags;
+        }
+    }
+}
+
+fn invoice_body(p: &Party) -> Value {
+    let due = (chrono::Utc::now() + chrono::Duration::days(30))
+        .date_naive()
+        .to_string();
+    json!({
+        "customer_id": p.customer_id,
+        "payment_destination_id": p.destination_id,
+        "currency": "EUR",
+        "due_date": due,
+        "lines": [
+            {"description": "Discovery workshop", "quantity": "1", "unit_amount": "400"},
+            {"description": "Implementation days", "quantity": "2", "unit_amount": "400.00"}
+        ],
+        "reasoning": "Monthly retainer agreed in the signed statement of work."
+    })
+}
+
+/// The records a row's request names.
+#[derive(Default)]
+struct Target {
+    invoice: Option<Value>,
+    customer_id: Option<Uuid>,
+    destination_id: Option<Uuid>,
+}
+
+impl Target {
+    fn invoice_id(&self) -> String {
+        self.invoice.as_ref().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+/// Creates, as the subject's agent and owner, what the row's route needs.
+async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: usize) -> Target {
+    let mut target = Target::default();
+    match fixture {
+        Fixture::Nothing => {}
+        Fixture::Customer => {
+            target.customer_id = Some(
+                app.customer(&p.owner_token, p.agent_id, &format!("Customer {n}"))
+                    .await,
+            );
+        }
+        Fixture::Destination => {
+            target.destination_id = Some(app.destination(&p.key, "EUR", "iban", IBAN).await);
+        }
+        Fixture::Draft | Fixture::Pending | Fixture::Approved => {
+            let res = app
+                .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
+                .await;
+            let mut invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
+            if fixture != Fixture::Draft {
+                let id = invoice["id"].as_str().unwrap().to_owned();
+                let res = app
+                    .post(&format!("/v1/invoices/{id}/submit"), &p.key, json!({}))
+                    .await;
+                invoice = expect_status(res, StatusCode::OK).await["invoice"].clone();
+                if fixture == Fixture::Approved {
+                    // A1 approves: the owner of X, and (with shared_review on) a reviewer of Y.
+                    w.set_flags(app, (false, true)).await;
+                    let res = app
+                        .post(
+                            &format!("/v1/invoices/{id}/approve"),
+                            &w.x.owner_token,
+                            TestApp::decision_body(&invoice, None),
+                        )
+                        .await;
+                    invoice = expect_status(res, StatusCode::OK).await["invoice"].clone();
+                }
+            }
+            target.invoice = Some(invoice);
+        }
+    }
+    target
+}
+
+/// The request of `route` on `target`, sent as `caller`.
+async fn send(
+    app: &TestApp,
+    w: &World,
+    route: Route,
+    caller: Caller,
+    p: &Party,
+    t: &Target,
+    n: usize,
+) -> reqwest::Response {
+    let invoice = |suffix: &str| format!("/v1/invoices/{}{suffix}", t.invoice_id());
+    let customer = || format!("/v1/customers/{}", t.customer_id.unwrap());
+    let destination = || format!("/v1/payment-destinations/{}", t.destination_id.unwrap());
+    let decision = |reason| TestApp::decision_body(t.invoice.as_ref().unwrap(), reason);
+    let (method, path, body) = match route {
+        CreateInvoice => (
+            Method::POST,
+            "/v1/invoices".to_owned(),
+            Some(invoice_body(p)),
+        ),
+        ListInvoices => (Method::GET, "/v1/invoices?limit=100".to_owned(), None),
+        GetInvoice => (Method::GET, invoice(""), None),
+        Revisions => (Method::GET, invoice("/revisions"), None),
+        Decisions => (Method::GET, invoice("/decisions"), None),
+        Events => (Method::GET, invoice("/events"), None),
+        Verify => (Method::GET, invoice("/verify"), None),
+        Revise => (
+            Method::POST,
+            invoice("/revise"),
+            Some(json!({
+                "reasoning": "The workshop ran longer than planned.",
+                "lines": [{"description": "Discovery workshop", "quantity": "1", "unit_amount": "450"}]
+            })),
+        ),
+        Submit => (Method::POST, invoice("/submit"), Some(json!({}))),
+        Withdraw => (Method::POST, invoice("/withdraw"), Some(json!({}))),
+        Approve => (Method::POST, invoice("/approve"), Some(decision(None))),
+        Reject => (
+            Method::POST,
+            invoice("/reject"),
+            Some(decision(Some("Not agreed with the customer."))),
+        ),
+        RequestChanges => (
+            Method::POST,
+            invoice("/request-changes"),
+            Some(decision(Some("Split the workshop into two lines."))),
+        ),
+        Cancel => (
+            Method::POST,
+            invoice("/cancel"),
+            Some(json!({"reason": "The customer cancelled the engagement."})),
+        ),
+        CreateCustomer => (
+            Method::POST,
+            "/v1/customers".to_owned(),
+            Some(
+                json!({"agent_id": p.agent_id, "name": format!("New customer {n}"), "email": "ap@example.com"}),
+            ),
+        ),
+        ListCustomers => (Method::GET, "/v1/customers?limit=100".to_owned(), None),
+        GetCustomer => (Method::GET, customer(), None),
+        PatchCustomer => (
+            Method::PATCH,
+            customer(),
+            Some(json!({"name": format!("Renamed {n}")})),
+        ),
+        DeleteCustomer => (Method::DELETE, customer(), None),
+        CreateDestination => (
+            Method::POST,
+            "/v1/payment-destinations".to_owned(),
+            Some(
+                json!({"label": "Account", "currency": "EUR", "network": "iban", "address": IBAN}),
+            ),
+        ),
+        ListDestinations => (
+            Method::GET,
+            "/v1/payment-destinations?limit=100".to_owned(),
+            None,
+        ),
+        GetDestination => (Method::GET, destination(), None),
+        Deactivate => (Method::POST, format!("{}/deactivate", destination()), None),
+    };
+    let mut req = app.client.request(method, app.url(&path));
+    if let Some(token) = w.token(caller) {
+        req = req.bearer_auth(token);
+    }
+    if route == CreateInvoice {
+        req = req.header("idempotency-key", format!("matrix-{n}"));
+    }
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    req.send().await.expect("request")
+}
+
+/// What the caller got, in the notation of [`cell`].
+async fn observe(res: reqwest::Response, route: Route, t: &Target) -> String {
+    let status = res.status();
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let text = res.text().await.expect("body");
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if status.is_success() {
+        if route.is_list() {
+            let wanted = match route {
+                ListInvoices => t.invoice_id(),
+                ListCustomers => t.customer_id.unwrap().to_string(),
+                _ => t.destination_id.unwrap().to_string(),
+            };
+            let listed = body["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["id"] == wanted.as_str()));
+            return format!(
+                "{} {}",
+                status.as_u16(),
+                if listed { "listed" } else { "not listed" }
+            );
+        }
+        if route.is_command() && body["replayed"] != false {
+            return format!("{} replayed: {text}", status.as_u16());
+        }
+        return status.as_u16().to_string();
+    }
+    if content_type != "application/problem+json" || body["status"] != status.as_u16() {
+        return format!("{} not a problem: {text}", status.as_u16());
+    }
+    format!(
+        "{} {}",
+        status.as_u16(),
+        body["code"].as_str().unwrap_or("?")
+    )
+}
+
+/// Everything a request could change: row counts, invoice and destination states, the org
+/// audit trail. Raw SQL, the same text on both backends.
+async fn snapshot(url: &str) -> String {
+    let parts = [
+        "select count(*) from invoices",
+        "select count(*) from invoice_revisions",
+        "select count(*) from decisions",
+        "select count(*) from invoice_events",
+        "select count(*) from customers",
+        "select count(*) from payment_destinations",
+        "select count(*) from audit_events",
+        "select count(*) from invoices where state = 'draft'",
+        "select count(*) from invoices where state = 'pending_approval'",
+        "select count(*) from invoices where state = 'approved'",
+        "select count(*) from invoices where state = 'rejected'",
+        "select count(*) from invoices where state = 'cancelled'",
+        "select count(*) from payment_destinations where state = 'active'",
+    ];
+    let sql = format!(
+        "select {}",
+        parts
+            .iter()
+            .map(|p| format!("cast(({p}) as text)"))
+            .collect::<Vec<_>>()
+            .join(" || ',' || ")
+    );
+    sql_text(url, &sql).await
+}
+
+/// One text value from raw SQL, on either backend.
+pub async fn sql_text(database_url: &str, sql: &str) -> String {
+    if database_url.starts_with("sqlite") {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    } else {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+/// Runs every row `pick` selects and fails once, listing every cell that did not hold.
+async fn run(app: &TestApp, pick: impl Fn(Settings, Route) -> bool) {
+    let mut w = World::new(app).await;
+    let mut failures = Vec::new();
+    let mut n = 0;
+    let mut rows = 0;
+    for (settings, route, cells) in MATRIX.iter().filter(|(s, r, _)| pick(*s, *r)) {
+        for (caller, expect) in CALLERS.iter().zip(cells) {
+            n += 1;
+            rows += 1;
+            let p = w.subject(*caller);
+            let target = prepare(app, &mut w, &p, route.fixture(), n).await;
+            w.set_flags(app, settings.flags()).await;
+            let before = snapshot(&app.database_url).await;
+            let res = send(app, &w, *route, *caller, &p, &target, n).await;
+            let got = observe(res, *route, &target).await;
+            let after = snapshot(&app.database_url).await;
+            let row = format!("{settings:?} | {} | {}", route.label(), caller.label());
+            let wanted = cell(*route, *expect);
+            if got != wanted {
+                failures.push(format!("{row}: expected {wanted}, got {got}"));
+            }
+            let writes = *expect == Yes && !route.is_read();
+            if writes && before == after {
+                failures.push(format!("{row}: succeeded but changed nothing"));
+            }
+            if !writes && before != after {
+                failures.push(format!("{row}: changed the database ({before} → {after})"));
+            }
+        }
+    }
+    assert!(rows > 0, "the filter selected no row");
+    assert!(
+        failures.is_empty(),
+        "{} of {rows} cells failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
