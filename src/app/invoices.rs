@@ -612,8 +612,7 @@ impl App {
             .invoice_joined(actor.org_id(), id)
             .await?
             .ok_or(AppError::NotFound)?;
-        let (access, settings) =
-            access_facts(&mut *conn, joined.revision.org_id, joined.agent_id).await?;
+        let (access, settings) = joined_access(&joined);
         rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
         joined_view(joined)
     }
@@ -705,7 +704,7 @@ impl App {
             .await?
             .ok_or(AppError::NotFound)?;
         let org_id = joined.revision.org_id;
-        let (access, settings) = access_facts(&mut *conn, org_id, joined.agent_id).await?;
+        let (access, settings) = joined_access(&joined);
         rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
         let revisions: Vec<(i32, bool)> = conn
             .revisions(org_id, id)
@@ -743,8 +742,7 @@ impl App {
             .invoice_joined(actor.org_id(), id)
             .await?
             .ok_or(AppError::NotFound)?;
-        let (access, settings) =
-            access_facts(conn, joined.revision.org_id, joined.agent_id).await?;
+        let (access, settings) = joined_access(&joined);
         rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
         Ok((joined.revision.org_id, joined.agent_id))
     }
@@ -991,6 +989,20 @@ fn is_payload_hash(text: &str) -> bool {
 /// An agent's records are the ones it owns; invoices are created and revised by agents only.
 fn sees_own(actor: &Actor, agent_id: Uuid) -> bool {
     matches!(actor, Actor::Agent(a) if a.id == agent_id)
+}
+
+/// The visibility facts that came with a joined read.
+fn joined_access(j: &InvoiceJoined) -> (InvoiceAccess, OrgSettings) {
+    (
+        InvoiceAccess {
+            agent_id: j.agent_id,
+            agent_owner_id: j.agent_owner_id,
+        },
+        OrgSettings {
+            four_eyes: j.four_eyes,
+            shared_review: j.shared_review,
+        },
+    )
 }
 
 async fn access_facts(

@@ -47,7 +47,8 @@ pub struct RevisionRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// An invoice with its current revision, read in one statement.
+/// An invoice with its current revision and the facts that decide who sees it, read in one
+/// statement.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct InvoiceJoined {
     #[sqlx(flatten)]
@@ -61,6 +62,12 @@ pub struct InvoiceJoined {
     pub first_payload_hash: String,
     pub invoice_created_at: DateTime<Utc>,
     pub invoice_updated_at: DateTime<Utc>,
+    /// The human who owns the proposing agent.
+    pub agent_owner_id: Uuid,
+    /// The org's `four_eyes` setting.
+    pub four_eyes: bool,
+    /// The org's `shared_review` setting.
+    pub shared_review: bool,
 }
 
 /// A human's decision on one revision.

@@ -2,7 +2,8 @@
 
 /// Expands `InvoiceTx` for one backend.
 ///
-/// The joined reads return an invoice with its current revision in one statement; they list
+/// The joined reads return an invoice with its current revision, its agent's owner and the
+/// org's settings (everything a read needs to decide visibility) in one statement; they list
 /// the invoice's own columns under names that cannot collide with the revision's.
 macro_rules! impl_invoice_tx {
     ($tx:ident, for_update = $for_update:literal, map_err = $map_err:path) => {
@@ -75,8 +76,11 @@ macro_rules! impl_invoice_tx {
                 sqlx::query_as(
                     "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
                          i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at
+                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+                         a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
                      from invoices i join invoice_revisions r on r.id = i.current_revision_id
+                     join agents a on a.org_id = i.org_id and a.id = i.agent_id
+                     join orgs o on o.id = i.org_id
                      where i.org_id = $1 and i.id = $2",
                 )
                 .bind(org_id)
@@ -95,8 +99,11 @@ macro_rules! impl_invoice_tx {
                 sqlx::query_as(
                     "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
                          i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at
+                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+                         a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
                      from invoices i join invoice_revisions r on r.id = i.current_revision_id
+                     join agents a on a.org_id = i.org_id and a.id = i.agent_id
+                     join orgs o on o.id = i.org_id
                      where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3",
                 )
                 .bind(org_id)
@@ -117,8 +124,11 @@ macro_rules! impl_invoice_tx {
                 let sql = if f.oldest_first {
                                             "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
                              i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at
+                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+                             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
                          from invoices i join invoice_revisions r on r.id = i.current_revision_id
+                         join agents a on a.org_id = i.org_id and a.id = i.agent_id
+                         join orgs o on o.id = i.org_id
                          where i.org_id = $1
                            and ($2 is null or i.agent_id = $2)
                            and ($3 is null or i.agent_id in
@@ -131,8 +141,11 @@ macro_rules! impl_invoice_tx {
                 } else {
                                             "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
                              i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at
+                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+                             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
                          from invoices i join invoice_revisions r on r.id = i.current_revision_id
+                         join agents a on a.org_id = i.org_id and a.id = i.agent_id
+                         join orgs o on o.id = i.org_id
                          where i.org_id = $1
                            and ($2 is null or i.agent_id = $2)
                            and ($3 is null or i.agent_id in
