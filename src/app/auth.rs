@@ -91,7 +91,11 @@ impl App {
                     .last_used_at
                     .is_none_or(|t| now - t >= Duration::seconds(LAST_USED_GRANULARITY));
                 if stale {
-                    conn.touch_api_key(row.org_id, row.id, now).await?;
+                    // A write: it goes through a write unit (SQLite's single writer).
+                    drop(conn);
+                    let mut tx = self.store.begin().await?;
+                    tx.touch_api_key(row.org_id, row.id, now).await?;
+                    tx.commit().await?;
                 }
                 Ok(Actor::Agent(Agent {
                     id: agent.id,
