@@ -905,18 +905,11 @@ impl Content {
     }
 }
 
+/// Reads `YYYY-MM-DD`. Whether the date is still ahead is checked with the parties, after a
+/// create's replay look-up: a replay succeeds even after the original due date has passed.
 fn parse_due_date(text: &str, errors: &mut Vec<FieldError>) -> Option<NaiveDate> {
-    let today = now().date_naive();
     match NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
-        Ok(date) if text.trim().len() == 10 && date >= today => Some(date),
-        Ok(_) if text.trim().len() == 10 => {
-            errors.push(FieldError::plain(
-                "due_date",
-                "due_date_in_past",
-                format!("due_date must be today ({today}, UTC) or later"),
-            ));
-            None
-        }
+        Ok(date) if text.trim().len() == 10 => Some(date),
         _ => {
             errors.push(FieldError::plain(
                 "due_date",
@@ -928,9 +921,9 @@ fn parse_due_date(text: &str, errors: &mut Vec<FieldError>) -> Option<NaiveDate>
     }
 }
 
-/// Ownership and state of the customer and destination a draft names (inside the
-/// transaction, after the invoice lock): the agent's own customer, the agent's own active
-/// destination for this currency. The destination is share-locked: a concurrent deactivation
+/// The rules of a new revision that depend on the current state (inside the transaction, after
+/// the invoice lock): a due date of today (UTC) or later, the agent's own customer, the agent's
+/// own active destination for this currency. The destination is share-locked: a concurrent deactivation
 /// cannot slip between this check and the commit, yet drafts naming the same destination do
 /// not queue behind each other.
 async fn check_parties(
@@ -939,6 +932,14 @@ async fn check_parties(
     content: &Content,
 ) -> AppResult<DestinationRow> {
     let mut errors = Vec::new();
+    let today = now().date_naive();
+    if content.due_date < today {
+        errors.push(FieldError::plain(
+            "due_date",
+            "due_date_in_past",
+            format!("due_date must be today ({today}, UTC) or later"),
+        ));
+    }
     let customer = tx
         .customer_by_id(actor.org_id(), content.customer_id)
         .await?;

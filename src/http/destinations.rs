@@ -92,6 +92,9 @@ pub struct DestinationList {
 }
 
 fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
+    }
     [(
         REPLAYED,
         HeaderValue::from_static(if replayed { "true" } else { "false" }),

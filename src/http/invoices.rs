@@ -373,6 +373,9 @@ type CommandAnswer = (
 
 fn answer((view, replayed): (InvoiceView, bool), created: StatusCode) -> CommandAnswer {
     let status = if replayed { StatusCode::OK } else { created };
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
+    }
     let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
     (
         status,

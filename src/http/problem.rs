@@ -196,12 +196,15 @@ impl From<AppError> for ApiError {
                 .with_member("from", from)
                 .with_member("action", action),
             AppError::Conflict { code, detail } => ApiError::new(S::CONFLICT, code, detail),
-            AppError::IdempotencyConflict => ApiError::new(
-                S::CONFLICT,
-                "idempotency_conflict",
-                "this idempotency key was already used with a different payload; nothing was written. \
+            AppError::IdempotencyConflict => {
+                metrics::counter!("tauros_idempotency_conflicts_total").increment(1);
+                ApiError::new(
+                    S::CONFLICT,
+                    "idempotency_conflict",
+                    "this idempotency key was already used with a different payload; nothing was written. \
                  Send the original payload to get the original result, or use a new key for a new request",
-            ),
+                )
+            }
             AppError::HasDependents => ApiError::new(
                 S::CONFLICT,
                 "has_dependents",

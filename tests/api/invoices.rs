@@ -116,6 +116,24 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
         "idempotency_conflict",
     )
     .await;
+    // Replays and conflicts are counted for operators.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("tauros_replays_total{resource=\"invoice\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tauros_idempotency_conflicts_total"),
+        "{metrics}"
+    );
     let url = &app.database_url;
     assert_eq!(sql_count(url, "select count(*) from invoices").await, 1);
     assert_eq!(
@@ -140,4 +158,95 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
     let res = app.create_invoice(&other.agent_key, "k1", &theirs).await;
     let created = expect_status(res, StatusCode::CREATED).await;
     assert_ne!(created["invoice"]["id"], first["invoice"]["id"]);
+}
+
+both_backends!(due_dates_are_checked_but_never_block_a_replay);
+
+/// A due date in the past is refused for new content; a replay of a create whose due date has
+/// passed since, or whose destination was retired since, still answers the original (domain.md
+/// §7). "Since" is simulated by giving the stored invoice the revision-1 hash of a payload
+/// dated yesterday, which is what it would hold had it been created before that day ended.
+async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
+    use std::str::FromStr;
+    use tauros::domain::address::Network;
+    use tauros::domain::currency::Currency;
+    use tauros::domain::money::MinorAmount;
+    use tauros::domain::payload::{Payload, PayloadDestination, PayloadLine, seal};
+    use tauros::domain::quantity::Quantity;
+
+    let b = app.billing().await;
+    let yesterday = (chrono::Utc::now() - chrono::Duration::days(1)).date_naive();
+    let mut past = invoice_body(&b);
+    past["due_date"] = json!(yesterday.to_string());
+    let body = expect_problem(
+        app.create_invoice(&b.org.agent_key, "late", &past).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(body["errors"][0]["field"], "due_date");
+    assert_eq!(body["errors"][0]["code"], "due_date_in_past");
+    assert_eq!(
+        sql_count(&app.database_url, "select count(*) from invoices").await,
+        0
+    );
+
+    let invoice = app.draft(&b, "made-in-time").await;
+    let line = |d: &str, q: &str, minor: i128| PayloadLine {
+        description: d.into(),
+        quantity: Quantity::parse(q).unwrap(),
+        unit_amount_minor: MinorAmount::new(minor).unwrap(),
+    };
+    let sealed_yesterday = seal(&Payload {
+        customer_id: b.customer_id,
+        destination: PayloadDestination {
+            id: b.destination_id,
+            network: Network::from_str("iban").unwrap(),
+            address: crate::helpers::IBAN.into(),
+        },
+        currency: Currency::from_str("EUR").unwrap(),
+        due_date: yesterday,
+        lines: vec![
+            line("Discovery workshop", "1", 40000),
+            line("Implementation days", "2", 40000),
+        ],
+    })
+    .unwrap();
+    let id = invoice["id"].as_str().unwrap();
+    let forged = format!(
+        "update invoices set first_payload_hash = '{}' where id = {}",
+        sealed_yesterday.hash,
+        sql_uuid(&app.database_url, id)
+    );
+    assert!(crate::helpers::sql_exec(&app.database_url, &forged).await);
+    // The destination is retired too.
+    let res = app
+        .post(
+            &format!("/v1/payment-destinations/{}/deactivate", b.destination_id),
+            &b.org.agent_key,
+            json!({}),
+        )
+        .await;
+    expect_status(res, StatusCode::OK).await;
+    let replay = expect_status(
+        app.create_invoice(&b.org.agent_key, "made-in-time", &past)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(replay["replayed"], true);
+    assert_eq!(replay["invoice"]["id"], invoice["id"]);
+    assert_eq!(
+        sql_count(&app.database_url, "select count(*) from invoice_events").await,
+        1
+    );
+}
+
+/// A UUID literal in the backend's own spelling (SQLite stores UUIDs as 16-byte blobs).
+fn sql_uuid(database_url: &str, id: &str) -> String {
+    if database_url.starts_with("sqlite") {
+        format!("x'{}'", id.replace('-', ""))
+    } else {
+        format!("'{id}'")
+    }
 }
