@@ -758,28 +758,7 @@ async fn snapshot(url: &str) -> String {
             .collect::<Vec<_>>()
             .join(" || ',' || ")
     );
-    sql_text(url, &sql).await
-}
-
-/// One text value from raw SQL, on either backend.
-pub async fn sql_text(database_url: &str, sql: &str) -> String {
-    if database_url.starts_with("sqlite") {
-        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
-    } else {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
-    }
+    crate::helpers::sql_scalar::<String>(url, &sql).await
 }
 
 /// Runs every row `pick` selects and fails once, listing every cell that did not hold.

@@ -444,22 +444,30 @@ pub fn invoice_body(b: &Billing) -> Value {
 
 /// Raw SQL against a test database (for row counts and tampering tests), on either backend.
 pub async fn sql_count(database_url: &str, sql: &str) -> i64 {
+    sql_scalar(database_url, sql).await
+}
+
+/// One value from raw SQL, on either backend.
+pub async fn sql_scalar<T>(database_url: &str, sql: &str) -> T
+where
+    T: Send
+        + Unpin
+        + for<'r> sqlx::Decode<'r, sqlx::Sqlite>
+        + sqlx::Type<sqlx::Sqlite>
+        + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>,
+{
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
     if database_url.starts_with("sqlite") {
         let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
             .await
             .unwrap();
-        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
+        sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
     } else {
         let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
             .await
             .unwrap();
-        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
+        sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
     }
 }
 
