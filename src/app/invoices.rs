@@ -608,13 +608,7 @@ impl App {
     /// One invoice the caller may see.
     pub async fn get_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<InvoiceView> {
         let mut conn = self.store.reader().await?;
-        let joined = conn
-            .invoice_joined(actor.org_id(), id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let (access, settings) = joined_access(&joined);
-        rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
-        joined_view(joined)
+        joined_view(self.readable(&mut *conn, actor, id).await?)
     }
 
     /// The invoices the caller may see. `state=pending_approval` lists oldest first.
@@ -665,16 +659,16 @@ impl App {
     /// Every revision, oldest first.
     pub async fn list_revisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<RevisionView>> {
         let mut conn = self.store.reader().await?;
-        let invoice = self.readable(&mut *conn, actor, id).await?;
-        let rows = conn.revisions(invoice.0, id).await?;
+        self.readable(&mut *conn, actor, id).await?;
+        let rows = conn.revisions(actor.org_id(), id).await?;
         rows.into_iter().map(revision_view).collect()
     }
 
     /// Every decision, oldest first (the proposing agent reads them too, to learn why).
     pub async fn list_decisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<DecisionView>> {
         let mut conn = self.store.reader().await?;
-        let (org_id, _) = self.readable(&mut *conn, actor, id).await?;
-        let rows = conn.decisions(org_id, id).await?;
+        self.readable(&mut *conn, actor, id).await?;
+        let rows = conn.decisions(actor.org_id(), id).await?;
         Ok(rows
             .into_iter()
             .map(|d| DecisionView {
@@ -692,8 +686,8 @@ impl App {
     /// The audit trail, in order.
     pub async fn list_events(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<EventRow>> {
         let mut conn = self.store.reader().await?;
-        let (org_id, _) = self.readable(&mut *conn, actor, id).await?;
-        Ok(conn.events(org_id, id).await?)
+        self.readable(&mut *conn, actor, id).await?;
+        Ok(conn.events(actor.org_id(), id).await?)
     }
 
     /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
@@ -732,19 +726,20 @@ impl App {
         })
     }
 
+    /// The invoice with its current revision, if the caller may read it.
     async fn readable(
         &self,
         conn: &mut dyn Tx,
         actor: &Actor,
         id: Uuid,
-    ) -> AppResult<(Uuid, Uuid)> {
+    ) -> AppResult<InvoiceJoined> {
         let joined = conn
             .invoice_joined(actor.org_id(), id)
             .await?
             .ok_or(AppError::NotFound)?;
         let (access, settings) = joined_access(&joined);
         rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
-        Ok((joined.revision.org_id, joined.agent_id))
+        Ok(joined)
     }
 }
 

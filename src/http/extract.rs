@@ -24,13 +24,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for StrictJson<T> {
         if !is_json(req.headers().get(header::CONTENT_TYPE)) {
             return Err(unsupported_media_type());
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else {
-                ApiError::bad_request("invalid_json", "the request body could not be read")
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         parse_json(&bytes).map(StrictJson)
     }
 }
@@ -44,13 +38,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let declared_json = is_json(req.headers().get(header::CONTENT_TYPE));
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else {
-                ApiError::bad_request("invalid_json", "the request body could not be read")
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
@@ -59,6 +47,17 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
         }
         parse_json(&bytes).map(OptionalJson)
     }
+}
+
+/// The whole body, within the 1 MiB limit (413 beyond it).
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::bad_request("invalid_json", "the request body could not be read")
+        }
+    })
 }
 
 fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {

@@ -104,11 +104,6 @@ impl ApiError {
         self
     }
 
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
     /// The problem body.
     pub fn problem(&self) -> Problem {
         Problem {

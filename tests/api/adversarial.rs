@@ -388,34 +388,12 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
     .await;
     assert_eq!(problem["field"], "lines[1].amount_minor");
     // Commands take no state either.
-    let problem = expect_problem(
-        command(
-            &app,
-            &b.org.agent_key,
-            &id,
-            "submit",
-            json!({"state": "approved"}),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-        "unknown_field",
-    )
-    .await;
-    assert_eq!(problem["field"], "state");
-    let problem = expect_problem(
-        command(
-            &app,
-            &b.org.agent_key,
-            &id,
-            "withdraw",
-            json!({"state": "draft"}),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-        "unknown_field",
-    )
-    .await;
-    assert_eq!(problem["field"], "state");
+    for (action, smuggled) in [("submit", "approved"), ("withdraw", "draft")] {
+        let body = json!({ "state": smuggled });
+        let res = command(&app, &b.org.agent_key, &id, action, body).await;
+        let problem = expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
+        assert_eq!(problem["field"], "state", "{action}");
+    }
     assert_eq!(written(&app).await, before, "nothing was written");
     let now = invoice_now(&app, &b.org.agent_key, &id).await;
     assert_eq!(now["state"], "draft");
@@ -640,12 +618,7 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
             "validation_failed",
         )
         .await;
-        let fields: Vec<&str> = problem["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["field"].as_str().unwrap())
-            .collect();
+        let fields = crate::helpers::error_fields(&problem);
         assert_eq!(fields, ["payload_hash", "reason"], "all at once: {problem}");
     }
     // A revision (and its hash) of another invoice.
@@ -1679,12 +1652,7 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields: Vec<&str> = problem["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::helpers::error_fields(&problem);
     assert_eq!(fields, ["lines[0]", "lines[1].unit_amount"], "{problem}");
     assert_eq!(
         written(&app).await,
@@ -1868,12 +1836,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields: Vec<&str> = problem["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let mut fields = crate::helpers::error_fields(&problem);
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -1903,12 +1866,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields: Vec<&str> = problem["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let mut fields = crate::helpers::error_fields(&problem);
     fields.sort_unstable();
     assert_eq!(
         fields,

@@ -518,20 +518,7 @@ impl World {
 }
 
 fn invoice_body(p: &Party) -> Value {
-    let due = (chrono::Utc::now() + chrono::Duration::days(30))
-        .date_naive()
-        .to_string();
-    json!({
-        "customer_id": p.customer_id,
-        "payment_destination_id": p.destination_id,
-        "currency": "EUR",
-        "due_date": due,
-        "lines": [
-            {"description": "Discovery workshop", "quantity": "1", "unit_amount": "400"},
-            {"description": "Implementation days", "quantity": "2", "unit_amount": "400.00"}
-        ],
-        "reasoning": "Monthly retainer agreed in the signed statement of work."
-    })
+    crate::helpers::invoice_body_for(p.customer_id, p.destination_id)
 }
 
 /// The records a row's request names.

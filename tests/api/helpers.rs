@@ -426,12 +426,17 @@ impl TestApp {
 /// The upstream fixture: "Discovery workshop" 1 × 400 and "Implementation days" 2 × 400 EUR,
 /// due in 30 days.
 pub fn invoice_body(b: &Billing) -> Value {
+    invoice_body_for(b.customer_id, b.destination_id)
+}
+
+/// The same fixture for any customer and EUR destination.
+pub fn invoice_body_for(customer_id: Uuid, destination_id: Uuid) -> Value {
     let due = (chrono::Utc::now() + chrono::Duration::days(30))
         .date_naive()
         .to_string();
     json!({
-        "customer_id": b.customer_id,
-        "payment_destination_id": b.destination_id,
+        "customer_id": customer_id,
+        "payment_destination_id": destination_id,
         "currency": "EUR",
         "due_date": due,
         "lines": [
@@ -440,6 +445,16 @@ pub fn invoice_body(b: &Billing) -> Value {
         ],
         "reasoning": "Monthly retainer agreed in the signed statement of work."
     })
+}
+
+/// The `field` of every entry of a problem's `errors[]`, in order.
+pub fn error_fields(problem: &Value) -> Vec<&str> {
+    problem["errors"]
+        .as_array()
+        .expect("errors[]")
+        .iter()
+        .map(|e| e["field"].as_str().expect("field"))
+        .collect()
 }
 
 /// Raw SQL against a test database (for row counts and tampering tests), on either backend.

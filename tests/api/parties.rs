@@ -109,12 +109,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
         "validation_failed",
     )
     .await;
-    let fields: Vec<&str> = problem["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::helpers::error_fields(&problem);
     assert_eq!(fields, ["name", "email"]);
     let problem = expect_problem(
         app.patch(
@@ -437,12 +432,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields: Vec<&str> = problem["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::helpers::error_fields(&problem);
     assert_eq!(fields, ["label", "address"], "{problem}");
     let problem = expect_problem(
         app.post(

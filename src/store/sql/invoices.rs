@@ -73,16 +73,10 @@ macro_rules! impl_invoice_tx {
             }
 
             async fn invoice_joined(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceJoined>> {
-                sqlx::query_as(
-                    "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-                         i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-                         a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
-                     from invoices i join invoice_revisions r on r.id = i.current_revision_id
-                     join agents a on a.org_id = i.org_id and a.id = i.agent_id
-                     join orgs o on o.id = i.org_id
-                     where i.org_id = $1 and i.id = $2",
-                )
+                sqlx::query_as(concat!(
+                    $crate::store::sql::joined_invoice!(),
+                    " where i.org_id = $1 and i.id = $2"
+                ))
                 .bind(org_id)
                 .bind(id)
                 .fetch_optional(self.0.get())
@@ -96,16 +90,10 @@ macro_rules! impl_invoice_tx {
                 agent_id: Uuid,
                 key: &str,
             ) -> StoreResult<Option<InvoiceJoined>> {
-                sqlx::query_as(
-                    "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-                         i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                         i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-                         a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
-                     from invoices i join invoice_revisions r on r.id = i.current_revision_id
-                     join agents a on a.org_id = i.org_id and a.id = i.agent_id
-                     join orgs o on o.id = i.org_id
-                     where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3",
-                )
+                sqlx::query_as(concat!(
+                    $crate::store::sql::joined_invoice!(),
+                    " where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3"
+                ))
                 .bind(org_id)
                 .bind(agent_id)
                 .bind(key)
@@ -121,40 +109,19 @@ macro_rules! impl_invoice_tx {
                 page: Page,
             ) -> StoreResult<Vec<InvoiceJoined>> {
                 let (agent, owner) = $crate::store::sql::scope_binds(f.scope);
+                // One filter, two keyset directions: the approver's inbox reads oldest first.
                 let sql = if f.oldest_first {
-                                            "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-                             i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-                             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
-                         from invoices i join invoice_revisions r on r.id = i.current_revision_id
-                         join agents a on a.org_id = i.org_id and a.id = i.agent_id
-                         join orgs o on o.id = i.org_id
-                         where i.org_id = $1
-                           and ($2 is null or i.agent_id = $2)
-                           and ($3 is null or i.agent_id in
-                                (select a.id from agents a where a.org_id = $1 and a.owner_id = $3))
-                           and ($4 is null or i.state = $4)
-                           and ($5 is null or r.customer_id = $5)
-                           and ($6 is null or i.agent_id = $6)
-                           and ($7 is null or i.id > $7)
-                         order by i.id asc limit $8"
+                    concat!(
+                        $crate::store::sql::joined_invoice!(),
+                        $crate::store::sql::invoice_list_filters!(),
+                        " and ($7 is null or i.id > $7) order by i.id asc limit $8"
+                    )
                 } else {
-                                            "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-                             i.number as invoice_number, i.revision_count, i.first_payload_hash,
-                             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-                             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
-                         from invoices i join invoice_revisions r on r.id = i.current_revision_id
-                         join agents a on a.org_id = i.org_id and a.id = i.agent_id
-                         join orgs o on o.id = i.org_id
-                         where i.org_id = $1
-                           and ($2 is null or i.agent_id = $2)
-                           and ($3 is null or i.agent_id in
-                                (select a.id from agents a where a.org_id = $1 and a.owner_id = $3))
-                           and ($4 is null or i.state = $4)
-                           and ($5 is null or r.customer_id = $5)
-                           and ($6 is null or i.agent_id = $6)
-                           and ($7 is null or i.id < $7)
-                         order by i.id desc limit $8"
+                    concat!(
+                        $crate::store::sql::joined_invoice!(),
+                        $crate::store::sql::invoice_list_filters!(),
+                        " and ($7 is null or i.id < $7) order by i.id desc limit $8"
+                    )
                 };
                 sqlx::query_as(sql)
                     .bind(org_id)
@@ -312,3 +279,33 @@ macro_rules! impl_invoice_tx {
 }
 
 pub(crate) use impl_invoice_tx;
+
+/// An invoice with its current revision, its agent's owner and its org's settings; the
+/// invoice's own columns are renamed where they would collide with the revision's.
+macro_rules! joined_invoice {
+    () => {
+        "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
+             i.number as invoice_number, i.revision_count, i.first_payload_hash,
+             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
+         from invoices i join invoice_revisions r on r.id = i.current_revision_id
+         join agents a on a.org_id = i.org_id and a.id = i.agent_id
+         join orgs o on o.id = i.org_id"
+    };
+}
+
+/// The filters of an invoice list: scope (`$2` one agent, `$3` one owner's agents), state,
+/// customer and agent.
+macro_rules! invoice_list_filters {
+    () => {
+        " where i.org_id = $1
+           and ($2 is null or i.agent_id = $2)
+           and ($3 is null or i.agent_id in
+                (select own.id from agents own where own.org_id = $1 and own.owner_id = $3))
+           and ($4 is null or i.state = $4)
+           and ($5 is null or r.customer_id = $5)
+           and ($6 is null or i.agent_id = $6)"
+    };
+}
+
+pub(crate) use {invoice_list_filters, joined_invoice};

@@ -59,7 +59,7 @@ mod invoices;
 mod parties;
 
 pub(crate) use identity::impl_identity_tx;
-pub(crate) use invoices::impl_invoice_tx;
+pub(crate) use invoices::{impl_invoice_tx, invoice_list_filters, joined_invoice};
 pub(crate) use parties::{impl_party_tx, scope_binds};
 
 /// Whether every migration embedded in this binary has been applied.
