@@ -1,10 +1,10 @@
 //! Agents, managed by the human who owns them, and their API keys.
 
-use super::{
-    Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32, text_field,
-};
+use super::PageRequest;
+use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
 use crate::domain::identity::{ApiKey, Capabilities, Capability};
-use crate::store::{AgentRow, ApiKeyRow, Page, Tx};
+use crate::domain::text::checked_text;
+use crate::store::{AgentRow, ApiKeyRow, Reader, Tx};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -20,23 +20,16 @@ pub struct NewAgent {
 /// An agent as its owner sees it (never the key).
 #[derive(Clone, Debug)]
 pub struct AgentView {
-    /// Agent id.
     pub id: Uuid,
-    /// Its organisation.
     pub org_id: Uuid,
-    /// The owning human.
     pub owner_id: Uuid,
-    /// Display name.
     pub name: String,
-    /// What its key may do.
     pub capabilities: Capabilities,
     /// When the current key expires (`None` if it has no active key).
     pub key_expires_at: Option<DateTime<Utc>>,
     /// When the current key was last used (to the minute).
     pub key_last_used_at: Option<DateTime<Utc>>,
-    /// Created.
     pub created_at: DateTime<Utc>,
-    /// Last changed.
     pub updated_at: DateTime<Utc>,
 }
 
@@ -51,7 +44,7 @@ impl App {
     ) -> AppResult<(AgentView, String)> {
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = text_field("name", &input.name, NAME_MAX, &mut errors);
+        let name = checked_text("name", &input.name, NAME_MAX, &mut errors);
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }
@@ -83,10 +76,12 @@ impl App {
     }
 
     /// The agents the calling human owns, newest first.
-    pub async fn list_agents(&self, actor: &Actor, page: Page) -> AppResult<Vec<AgentView>> {
+    pub async fn list_agents(&self, actor: &Actor, page: PageRequest) -> AppResult<Vec<AgentView>> {
         let human = actor.human()?;
         let mut conn = self.store.reader().await?;
-        let rows = conn.agents_by_owner(human.org_id, human.id, page).await?;
+        let rows = conn
+            .agents_by_owner(human.org_id, human.id, page.into())
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             out.push(view(&mut *conn, row).await?);
@@ -106,7 +101,7 @@ impl App {
     pub async fn rename_agent(&self, actor: &Actor, id: Uuid, name: &str) -> AppResult<AgentView> {
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = text_field("name", name, NAME_MAX, &mut errors);
+        let name = checked_text("name", name, NAME_MAX, &mut errors);
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }
@@ -215,7 +210,7 @@ fn owned(agent: Option<AgentRow>, human: &Human) -> AppResult<AgentRow> {
         .ok_or(AppError::NotFound)
 }
 
-async fn view(tx: &mut dyn Tx, row: AgentRow) -> AppResult<AgentView> {
+async fn view(tx: &mut dyn Reader, row: AgentRow) -> AppResult<AgentView> {
     let key = tx.active_key_expiry(row.org_id, row.id).await?;
     Ok(AgentView {
         id: row.id,

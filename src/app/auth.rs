@@ -6,22 +6,17 @@ use super::{
     random_32,
 };
 use crate::domain::identity::{self, Capabilities, Credential, Role};
-use crate::store::{InvitationRow, SessionRow, StoreError, UserRow};
+use crate::store::{Constraint, InvitationRow, SessionRow, StoreError, UserRow};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
 /// A human as shown to clients (never the password hash).
 #[derive(Clone, Debug)]
 pub struct UserView {
-    /// The human's id.
     pub id: Uuid,
-    /// Their organisation.
     pub org_id: Uuid,
-    /// Their email.
     pub email: String,
-    /// Operator or approver.
     pub role: Role,
-    /// When the human was created.
     pub created_at: DateTime<Utc>,
 }
 
@@ -45,7 +40,6 @@ pub struct SignedIn {
     pub token: String,
     /// When it stops working.
     pub expires_at: DateTime<Utc>,
-    /// Who signed in.
     pub user: UserView,
 }
 
@@ -56,13 +50,9 @@ pub enum Me {
     Human(UserView),
     /// An agent.
     Agent {
-        /// Agent id.
         id: Uuid,
-        /// Its organisation.
         org_id: Uuid,
-        /// Its name.
         name: String,
-        /// Its key's capabilities.
         capabilities: Capabilities,
     },
 }
@@ -295,16 +285,12 @@ pub(crate) fn password_error() -> AppError {
 /// Inserts a human, turning a duplicate email into a field error.
 pub(crate) async fn insert_user(tx: &mut dyn crate::store::Tx, user: &UserRow) -> AppResult<()> {
     match tx.insert_user(user).await {
-        Err(StoreError::Conflict {
-            constraint: "users_email_key",
-        }) => Err(AppError::field(
+        Err(StoreError::Conflict(Constraint::UserEmail)) => Err(AppError::field(
             "email",
             "email_taken",
             "a human with this email already exists; emails are unique across Tauros",
         )),
-        Err(StoreError::Conflict {
-            constraint: "users_one_bootstrap_per_org",
-        }) => Err(AppError::ApproverExists),
+        Err(StoreError::Conflict(Constraint::OneBootstrapPerOrg)) => Err(AppError::ApproverExists),
         other => Ok(other?),
     }
 }

@@ -1,8 +1,9 @@
 //! `tauros bootstrap-approver`: an organisation and its first approver.
 
 use super::auth::{insert_user, password_error};
-use super::{App, AppError, AppResult, AuditActor, audit, now, password, text_field};
+use super::{App, AppError, AppResult, AuditActor, audit, now, password};
 use crate::domain::identity::{self, Role};
+use crate::domain::text::checked_text;
 use crate::store::{OrgRow, UserRow};
 use uuid::Uuid;
 
@@ -11,7 +12,6 @@ use uuid::Uuid;
 pub struct BootstrapOutcome {
     /// The organisation (created now, or found by name).
     pub org_id: Uuid,
-    /// The new approver.
     pub user_id: Uuid,
 }
 
@@ -26,7 +26,7 @@ impl App {
         password: String,
     ) -> AppResult<BootstrapOutcome> {
         let mut errors = Vec::new();
-        let org_name = text_field("org", org_name, 160, &mut errors);
+        let org_name = checked_text("org", org_name, 160, &mut errors);
         let email = email.trim();
         if !identity::email_is_valid(email) {
             errors.push(super::FieldError::plain(

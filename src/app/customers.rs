@@ -1,25 +1,24 @@
 //! Customers: managed by the human who owns the agent, read by that agent.
 
-use super::{Actor, App, AppError, AppResult, AuditActor, audit, now, text_field};
+use super::PageRequest;
+use super::{Actor, App, AppError, AppResult, AuditActor, audit, now};
 use crate::domain::identity;
-use crate::store::{CustomerRow, Page, Scope, Tx};
+use crate::domain::text::checked_text;
+use crate::domain::visibility::Scope;
+use crate::store::{CustomerRow, Reader};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 /// A customer as clients see it.
 #[derive(Clone, Debug)]
 pub struct CustomerView {
-    /// Id.
     pub id: Uuid,
-    /// The agent it belongs to.
     pub agent_id: Uuid,
     /// Name, 1–160 characters.
     pub name: String,
     /// Email, 1–254 characters.
     pub email: String,
-    /// Created.
     pub created_at: DateTime<Utc>,
-    /// Last changed.
     pub updated_at: DateTime<Utc>,
 }
 
@@ -39,9 +38,7 @@ impl From<CustomerRow> for CustomerView {
 /// A partial update; `None` keeps the value.
 #[derive(Debug, Default)]
 pub struct CustomerChange {
-    /// New name.
     pub name: Option<String>,
-    /// New email.
     pub email: Option<String>,
 }
 
@@ -68,7 +65,7 @@ impl App {
     ) -> AppResult<CustomerView> {
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = text_field("name", name, 160, &mut errors);
+        let name = checked_text("name", name, 160, &mut errors);
         let email = check_email(email, &mut errors);
         let mut tx = self.store.begin().await?;
         let owns = tx
@@ -114,10 +111,14 @@ impl App {
     }
 
     /// The customers the caller may see, newest first.
-    pub async fn list_customers(&self, actor: &Actor, page: Page) -> AppResult<Vec<CustomerView>> {
+    pub async fn list_customers(
+        &self,
+        actor: &Actor,
+        page: PageRequest,
+    ) -> AppResult<Vec<CustomerView>> {
         let mut conn = self.store.reader().await?;
         let rows = conn
-            .customers(actor.org_id(), scope_of(actor), page)
+            .customers(actor.org_id(), scope_of(actor), page.into())
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
@@ -141,7 +142,7 @@ impl App {
         let mut errors = Vec::new();
         let name = change
             .name
-            .map(|n| text_field("name", &n, 160, &mut errors));
+            .map(|n| checked_text("name", &n, 160, &mut errors));
         let email = change.email.map(|e| check_email(&e, &mut errors));
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
@@ -191,14 +192,15 @@ impl App {
 
 /// Whose records a list may show: an agent its own, a human those of the agents they own.
 pub(crate) fn scope_of(actor: &Actor) -> Scope {
-    match actor {
-        Actor::Agent(a) => Scope::Agent(a.id),
-        Actor::Human(h) => Scope::Owner(h.id),
-    }
+    Scope::of_parties(super::invoices::caller(actor))
 }
 
 /// Whether the caller may see records that belong to `agent_id`.
-pub(crate) async fn sees_agent(tx: &mut dyn Tx, actor: &Actor, agent_id: Uuid) -> AppResult<bool> {
+pub(crate) async fn sees_agent(
+    tx: &mut dyn Reader,
+    actor: &Actor,
+    agent_id: Uuid,
+) -> AppResult<bool> {
     Ok(match actor {
         Actor::Agent(a) => a.id == agent_id,
         Actor::Human(h) => tx
@@ -210,7 +212,7 @@ pub(crate) async fn sees_agent(tx: &mut dyn Tx, actor: &Actor, agent_id: Uuid) -
 
 /// The customer, if the caller may see it; unknown and foreign ids are the same `NotFound`.
 pub(crate) async fn visible_customer(
-    tx: &mut dyn Tx,
+    tx: &mut dyn Reader,
     actor: &Actor,
     id: Uuid,
 ) -> AppResult<CustomerRow> {

@@ -24,13 +24,10 @@ pub const DEMO_AGENT: &str = "Billing agent";
 /// Credentials that work right after seeding.
 #[derive(Debug)]
 pub struct DemoCredentials {
-    /// The approver's email.
     pub approver_email: &'static str,
-    /// The operator's email.
     pub operator_email: &'static str,
     /// Both humans' password.
     pub password: &'static str,
-    /// The demo agent's id.
     pub agent_id: Uuid,
     /// A valid API key of the demo agent.
     pub agent_key: String,
@@ -83,7 +80,7 @@ impl App {
                 approver.org_id,
                 approver.id,
                 Page {
-                    before: None,
+                    after: None,
                     limit: 100,
                 },
             )
@@ -141,14 +138,14 @@ impl App {
                 address: address.into(),
                 supersedes_id: None,
             };
-        let (eur, _) = self
+        let eur = self
             .create_destination(
                 &agent,
                 destination("Operating account", "EUR", "iban", "DE89370400440532013000"),
                 Some("seed-destination-eur"),
             )
             .await?;
-        let (usdc, _) = self
+        let usdc = self
             .create_destination(
                 &agent,
                 destination(
@@ -174,7 +171,7 @@ impl App {
             (
                 "seed-acme-retainer",
                 acme.id,
-                usdc.id,
+                usdc.value.id,
                 "USDC",
                 vec![
                     line("Platform retainer", "1", "1000")?,
@@ -185,7 +182,7 @@ impl App {
             (
                 "seed-globex-workshop",
                 globex.id,
-                eur.id,
+                eur.value.id,
                 "EUR",
                 vec![line("Integration workshop (2 days)", "2", "1450.00")?],
                 "Workshop delivered on site; the customer confirmed attendance.",
@@ -200,7 +197,7 @@ impl App {
                 lines: Some(lines),
                 reasoning: Some(reasoning.into()),
             };
-            let (invoice, _) = self.create_draft(&agent, key, input).await?;
+            let invoice = self.create_draft(&agent, key, input).await?.value;
             self.submit(&agent, invoice.id).await?;
         }
         Ok(())

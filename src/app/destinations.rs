@@ -2,11 +2,14 @@
 //! deactivation, supersede in one transaction, optional idempotency key on create.
 
 use super::customers::{scope_of, sees_agent};
-use super::{Actor, App, AppError, AppResult, AuditActor, FieldError, audit, now, text_field};
+use super::{Actor, App, AppError, AppResult, AuditActor, FieldError, audit, now};
+use super::{PageRequest, Replayed};
 use crate::domain::address::Network;
 use crate::domain::currency::Currency;
+use crate::domain::destination::DestinationState;
 use crate::domain::fingerprint::{fingerprint, key_is_valid};
-use crate::store::{DestinationRow, Page, StoreError};
+use crate::domain::text::checked_text;
+use crate::store::{Constraint, DestinationRow, StoreError};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use uuid::Uuid;
@@ -16,9 +19,7 @@ use uuid::Uuid;
 pub struct NewDestination {
     /// Display label (not hashed), 1–160 characters.
     pub label: String,
-    /// Currency code.
     pub currency: String,
-    /// Network name.
     pub network: String,
     /// Address on that network.
     pub address: String,
@@ -29,23 +30,15 @@ pub struct NewDestination {
 /// A destination as clients see it.
 #[derive(Clone, Debug)]
 pub struct DestinationView {
-    /// Id.
     pub id: Uuid,
-    /// The agent it belongs to.
     pub agent_id: Uuid,
-    /// Label.
     pub label: String,
-    /// Currency code.
     pub currency: String,
-    /// Network name.
     pub network: String,
-    /// Address as stored.
     pub address: String,
-    /// `active`, `deactivated` or `superseded`.
-    pub state: String,
+    pub state: DestinationState,
     /// The destination this one replaced.
     pub supersedes_id: Option<Uuid>,
-    /// Created.
     pub created_at: DateTime<Utc>,
 }
 
@@ -65,9 +58,6 @@ impl From<DestinationRow> for DestinationView {
     }
 }
 
-/// The state a destination must be in to receive money.
-pub(crate) const ACTIVE: &str = "active";
-
 impl App {
     /// An agent registers a destination for itself. With an idempotency key, a repeat of the
     /// same body returns the original (`replayed = true`); another body is a conflict.
@@ -76,7 +66,7 @@ impl App {
         actor: &Actor,
         input: NewDestination,
         idempotency_key: Option<&str>,
-    ) -> AppResult<(DestinationView, bool)> {
+    ) -> AppResult<Replayed<DestinationView>> {
         let Actor::Agent(agent) = actor else {
             return Err(AppError::Forbidden(
                 "only agents register payment destinations",
@@ -115,7 +105,7 @@ impl App {
             currency: currency.code().to_owned(),
             network: network.name().to_owned(),
             address,
-            state: ACTIVE.to_owned(),
+            state: DestinationState::Active,
             supersedes_id: input.supersedes_id,
             idempotency_key: idempotency_key.map(str::to_owned),
             request_hash: idempotency_key.map(|_| request_hash.clone()),
@@ -126,7 +116,8 @@ impl App {
         let actor_audit = AuditActor::agent(agent);
         if let Some(old_id) = input.supersedes_id {
             let old = tx.lock_destination(agent.org_id, old_id).await?;
-            let usable = old.is_some_and(|d| d.agent_id == agent.id && d.state == ACTIVE);
+            let usable =
+                old.is_some_and(|d| d.agent_id == agent.id && d.state == DestinationState::Active);
             if !usable {
                 return Err(AppError::field(
                     "supersedes_id",
@@ -138,9 +129,7 @@ impl App {
         match tx.insert_destination(&row).await {
             Ok(()) => {}
             // A concurrent request with the same key won: answer as its replay.
-            Err(StoreError::Conflict {
-                constraint: "payment_destinations_idempotency_key",
-            }) => {
+            Err(StoreError::Conflict(Constraint::DestinationKey)) => {
                 drop(tx);
                 let key = idempotency_key.unwrap_or_default();
                 let mut conn = self.store.reader().await?;
@@ -150,9 +139,7 @@ impl App {
                     &request_hash,
                 );
             }
-            Err(StoreError::Conflict {
-                constraint: "payment_destinations_supersedes_key",
-            }) => {
+            Err(StoreError::Conflict(Constraint::DestinationSupersedes)) => {
                 return Err(AppError::field(
                     "supersedes_id",
                     "not_supersedable",
@@ -162,7 +149,7 @@ impl App {
             Err(e) => return Err(e.into()),
         }
         if let Some(old_id) = row.supersedes_id {
-            tx.set_destination_state(row.org_id, old_id, "superseded", now)
+            tx.set_destination_state(row.org_id, old_id, DestinationState::Superseded, now)
                 .await?;
             audit(
                 &mut *tx,
@@ -187,7 +174,7 @@ impl App {
         )
         .await?;
         tx.commit().await?;
-        Ok((row.into(), false))
+        Ok(Replayed::fresh(row.into()))
     }
 
     /// The destinations the caller may see, newest first; optionally only one state.
@@ -195,18 +182,21 @@ impl App {
         &self,
         actor: &Actor,
         state: Option<&str>,
-        page: Page,
+        page: PageRequest,
     ) -> AppResult<Vec<DestinationView>> {
-        if state.is_some_and(|s| !["active", "deactivated", "superseded"].contains(&s)) {
-            return Err(AppError::field(
-                "state",
-                "invalid_value",
-                "state must be one of active, deactivated, superseded",
-            ));
-        }
+        let state = match state {
+            None => None,
+            Some(s) => Some(DestinationState::parse(s).ok_or_else(|| {
+                AppError::field(
+                    "state",
+                    "invalid_value",
+                    "state must be one of active, deactivated, superseded",
+                )
+            })?),
+        };
         let mut conn = self.store.reader().await?;
         let rows = conn
-            .destinations(actor.org_id(), scope_of(actor), state, page)
+            .destinations(actor.org_id(), scope_of(actor), state, page.into())
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
@@ -239,11 +229,11 @@ impl App {
         if !sees_agent(&mut *tx, actor, row.agent_id).await? {
             return Err(AppError::NotFound);
         }
-        if row.state != ACTIVE {
+        if row.state != DestinationState::Active {
             return Ok(row.into());
         }
         let now = now();
-        tx.set_destination_state(row.org_id, row.id, "deactivated", now)
+        tx.set_destination_state(row.org_id, row.id, DestinationState::Deactivated, now)
             .await?;
         audit(
             &mut *tx,
@@ -255,15 +245,15 @@ impl App {
         )
         .await?;
         tx.commit().await?;
-        row.state = "deactivated".to_owned();
+        row.state = DestinationState::Deactivated;
         row.updated_at = now;
         Ok(row.into())
     }
 }
 
-fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<(DestinationView, bool)> {
+fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<Replayed<DestinationView>> {
     if existing.request_hash.as_deref() == Some(request_hash) {
-        Ok((existing.into(), true))
+        Ok(Replayed::replay(existing.into()))
     } else {
         Err(AppError::IdempotencyConflict)
     }
@@ -272,7 +262,7 @@ fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<(Destinatio
 /// Field rules of a new destination, every offending field at once.
 fn validate_destination(input: &NewDestination) -> AppResult<(String, Currency, Network, String)> {
     let mut errors = Vec::new();
-    let label = text_field("label", &input.label, 160, &mut errors);
+    let label = checked_text("label", &input.label, 160, &mut errors);
     let currency = Currency::from_str(input.currency.trim())
         .map_err(|e| errors.push(FieldError::new("currency", &e)))
         .ok();

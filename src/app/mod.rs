@@ -14,7 +14,7 @@ mod org;
 mod password;
 
 use crate::domain::identity::{ActorKind, Capabilities, Interface, Role};
-use crate::store::{AuditRow, DynStore, Tx};
+use crate::store::{AuditRow, DynStore, Page, Tx};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use uuid::Uuid;
 
@@ -26,9 +26,62 @@ pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError};
 pub use invoices::{
-    DecisionView, DraftInput, InvoiceQuery, InvoiceView, RevisionView, VerifyReport,
+    DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, RevisionView, VerifyReport,
 };
 pub use org::{OrgSettingsChange, OrgView};
+
+/// A command's answer: the record as it is now, and whether the command had already been
+/// applied before (a replay: nothing was written, no event recorded).
+#[derive(Clone, Debug)]
+pub struct Replayed<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+impl<T> Replayed<T> {
+    /// The command wrote this just now.
+    pub fn fresh(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: false,
+        }
+    }
+
+    /// The command's goal already held; nothing was written.
+    pub fn replay(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: true,
+        }
+    }
+
+    /// The same answer with its value mapped.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Replayed<U> {
+        Replayed {
+            value: f(self.value),
+            replayed: self.replayed,
+        }
+    }
+}
+
+/// One page of a list: keyset pagination over time-ordered (v7) ids.
+#[derive(Clone, Copy, Debug)]
+pub struct PageRequest {
+    /// Continue after this id (the last id of the previous page), in the list's order.
+    pub after: Option<Uuid>,
+    /// How many rows at most; the caller asks for one more than it shows, to learn whether a
+    /// next page exists.
+    pub limit: i64,
+}
+
+impl From<PageRequest> for Page {
+    fn from(p: PageRequest) -> Page {
+        Page {
+            after: p.after,
+            limit: p.limit,
+        }
+    }
+}
 
 /// Lifetimes and costs the operator may tune.
 #[derive(Clone, Debug)]
@@ -61,13 +114,9 @@ pub struct App {
 /// A signed-in human, as established by their session token.
 #[derive(Clone, Debug)]
 pub struct Human {
-    /// The human's id.
     pub id: Uuid,
-    /// Their organisation.
     pub org_id: Uuid,
-    /// Their email as registered.
     pub email: String,
-    /// Operator or approver.
     pub role: Role,
     /// The session this request came with (ended by sign-out).
     pub session_id: Uuid,
@@ -76,15 +125,10 @@ pub struct Human {
 /// An agent, as established by its API key.
 #[derive(Clone, Debug)]
 pub struct Agent {
-    /// The agent's id.
     pub id: Uuid,
-    /// Its organisation.
     pub org_id: Uuid,
-    /// The human who owns it.
     pub owner_id: Uuid,
-    /// Its display name.
     pub name: String,
-    /// What its key may do.
     pub capabilities: Capabilities,
 }
 
@@ -103,6 +147,14 @@ impl Actor {
         match self {
             Actor::Human(h) => h.org_id,
             Actor::Agent(a) => a.org_id,
+        }
+    }
+
+    /// The caller's own id (the agent's or the human's).
+    pub fn id(&self) -> Uuid {
+        match self {
+            Actor::Human(h) => h.id,
+            Actor::Agent(a) => a.id,
         }
     }
 
@@ -217,29 +269,4 @@ pub(crate) async fn audit(
     })
     .await?;
     Ok(())
-}
-
-/// Trims a text field and checks its length in characters; `field` names it in the error.
-pub(crate) fn text_field(
-    field: &str,
-    value: &str,
-    max: usize,
-    errors: &mut Vec<FieldError>,
-) -> String {
-    let trimmed = value.trim();
-    let len = trimmed.chars().count();
-    if len == 0 {
-        errors.push(FieldError::plain(
-            field,
-            "required",
-            format!("`{field}` must not be empty"),
-        ));
-    } else if len > max {
-        errors.push(FieldError::plain(
-            field,
-            "too_long",
-            format!("`{field}` must be at most {max} characters (got {len})"),
-        ));
-    }
-    trimmed.to_owned()
 }

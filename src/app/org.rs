@@ -7,15 +7,12 @@ use uuid::Uuid;
 /// The organisation as humans see it.
 #[derive(Clone, Debug)]
 pub struct OrgView {
-    /// Org id.
     pub id: Uuid,
-    /// Its unique name.
     pub name: String,
     /// Whether an approver may not decide on invoices of agents they own.
     pub four_eyes: bool,
     /// Whether approvers see and decide on every agent's invoices in the org.
     pub shared_review: bool,
-    /// Created.
     pub created_at: DateTime<Utc>,
 }
 

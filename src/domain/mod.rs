@@ -4,6 +4,7 @@
 pub mod address;
 pub mod audit;
 pub mod currency;
+pub mod destination;
 pub mod error;
 pub mod fingerprint;
 pub mod identity;
@@ -13,3 +14,5 @@ pub mod lines;
 pub mod money;
 pub mod payload;
 pub mod quantity;
+pub mod text;
+pub mod visibility;

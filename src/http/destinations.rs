@@ -75,7 +75,7 @@ impl From<DestinationView> for DestinationResponse {
             currency: d.currency,
             network: d.network,
             address: d.address,
-            state: d.state,
+            state: d.state.as_str().to_owned(),
             supersedes_id: d.supersedes_id,
             created_at: d.created_at,
         }
@@ -135,7 +135,10 @@ async fn create_destination(
         address: body.address,
         supersedes_id: body.supersedes_id,
     };
-    let (destination, replayed) = state
+    let crate::app::Replayed {
+        value: destination,
+        replayed,
+    } = state
         .app
         .create_destination(&actor, input, key.as_deref())
         .await?;

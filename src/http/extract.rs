@@ -244,9 +244,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
 
 impl ListParams {
     /// The store page: one row more than asked, to learn whether a next page exists.
-    pub fn page(&self) -> crate::store::Page {
-        crate::store::Page {
-            before: self.before,
+    pub fn page(&self) -> crate::app::PageRequest {
+        crate::app::PageRequest {
+            after: self.before,
             limit: self.limit + 1,
         }
     }

@@ -8,12 +8,12 @@ use super::extract::{
 };
 use super::problem::{ApiError, Problem};
 use crate::app::{
-    DecisionView, DraftInput, FieldError, InvoiceQuery, InvoiceView, RevisionView, VerifyReport,
+    DecisionView, DraftInput, EventView, FieldError, InvoiceQuery, InvoiceView, Replayed,
+    RevisionView, VerifyReport,
 };
 use crate::domain::invoice::DecisionKind;
 use crate::domain::lines::{LineInput, LineView};
 use crate::domain::money::MinorAmount;
-use crate::store::EventRow;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
@@ -356,7 +356,7 @@ fn invoice(i: InvoiceView) -> InvoiceResponse {
         id: i.id,
         agent_id: i.agent_id,
         idempotency_key: i.idempotency_key,
-        state: i.state,
+        state: i.state.as_str().to_owned(),
         number: i.number,
         current_revision: revision(i.current_revision),
         revision_count: i.revision_count,
@@ -371,7 +371,11 @@ type CommandAnswer = (
     Json<CommandResponse>,
 );
 
-fn answer((view, replayed): (InvoiceView, bool), created: StatusCode) -> CommandAnswer {
+fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
+    let Replayed {
+        value: view,
+        replayed,
+    } = result;
     let status = if replayed { StatusCode::OK } else { created };
     if replayed {
         metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
@@ -526,7 +530,7 @@ async fn list_decisions(
         .map(|d: DecisionView| DecisionResponse {
             id: d.id,
             revision_id: d.revision_id,
-            decision: d.decision,
+            decision: d.decision.as_str().to_owned(),
             payload_hash: d.payload_hash,
             reason: d.reason,
             approver_id: d.approver_id,
@@ -551,12 +555,12 @@ async fn list_events(
     let rows = state.app.list_events(&actor, id).await?;
     let items = rows
         .into_iter()
-        .map(|e: EventRow| EventResponse {
+        .map(|e: EventView| EventResponse {
             id: e.id,
             seq: e.seq,
-            action: e.action,
-            from_state: e.from_state,
-            to_state: e.to_state,
+            action: e.action.as_str().to_owned(),
+            from_state: e.from_state.map(|s| s.as_str().to_owned()),
+            to_state: e.to_state.as_str().to_owned(),
             actor_kind: e.actor_kind,
             actor_id: e.actor_id,
             interface: e.interface,

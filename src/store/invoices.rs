@@ -1,6 +1,7 @@
 //! The port for invoices, their revisions, decisions and events.
 
 use super::{Page, Scope, StoreResult};
+use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
@@ -12,8 +13,9 @@ pub struct InvoiceRow {
     pub org_id: Uuid,
     pub agent_id: Uuid,
     pub idempotency_key: String,
-    pub state: String,
-    pub cancelled_by: Option<String>,
+    pub state: InvoiceState,
+    /// Which command cancelled it (`withdraw` or `cancel`), once `cancelled`.
+    pub cancelled_by: Option<Action>,
     pub number: Option<String>,
     pub current_revision_id: Uuid,
     pub revision_count: i32,
@@ -55,8 +57,9 @@ pub struct InvoiceJoined {
     pub revision: RevisionRow,
     pub agent_id: Uuid,
     pub idempotency_key: String,
-    pub state: String,
-    pub cancelled_by: Option<String>,
+    pub state: InvoiceState,
+    /// Which command cancelled it (`withdraw` or `cancel`), once `cancelled`.
+    pub cancelled_by: Option<Action>,
     pub invoice_number: Option<String>,
     pub revision_count: i32,
     pub first_payload_hash: String,
@@ -78,7 +81,7 @@ pub struct DecisionRow {
     pub invoice_id: Uuid,
     pub revision_id: Uuid,
     pub approver_id: Uuid,
-    pub decision: String,
+    pub decision: DecisionKind,
     pub payload_hash: String,
     pub reason: Option<String>,
     pub decided_at: DateTime<Utc>,
@@ -91,9 +94,9 @@ pub struct EventRow {
     pub org_id: Uuid,
     pub invoice_id: Uuid,
     pub seq: i32,
-    pub action: String,
-    pub from_state: Option<String>,
-    pub to_state: String,
+    pub action: Action,
+    pub from_state: Option<InvoiceState>,
+    pub to_state: InvoiceState,
     pub actor_kind: String,
     pub actor_id: Option<Uuid>,
     pub interface: String,
@@ -110,21 +113,16 @@ pub struct EventRow {
 #[derive(Clone, Debug)]
 pub struct InvoiceFilter {
     pub scope: Scope,
-    pub state: Option<String>,
+    pub state: Option<InvoiceState>,
     pub customer_id: Option<Uuid>,
     pub agent_id: Option<Uuid>,
     /// Oldest first (the approver's inbox) instead of newest first.
     pub oldest_first: bool,
 }
 
-/// Invoices and everything hanging off them.
+/// Reads of invoices' records, scoped by org.
 #[async_trait]
-pub trait InvoiceTx: Send {
-    /// Inserts the invoice unless (org, agent, key) exists; false when it did.
-    async fn insert_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<bool>;
-    async fn update_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
-    /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
-    async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
+pub trait InvoiceRead: Send {
     async fn invoice_joined(
         &mut self,
         org_id: Uuid,
@@ -142,19 +140,26 @@ pub trait InvoiceTx: Send {
         filter: &InvoiceFilter,
         page: Page,
     ) -> StoreResult<Vec<InvoiceJoined>>;
-
-    async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;
     async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>>;
     async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>>;
-
-    async fn insert_decision(&mut self, decision: &DecisionRow) -> StoreResult<()>;
     async fn decision_for_revision(
         &mut self,
         org_id: Uuid,
         revision_id: Uuid,
     ) -> StoreResult<Option<DecisionRow>>;
     async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>>;
-
-    async fn insert_event(&mut self, event: &EventRow) -> StoreResult<()>;
     async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>>;
+}
+
+/// Writes and locking reads; only in a write unit of work.
+#[async_trait]
+pub trait InvoiceWrite: InvoiceRead {
+    /// Inserts the invoice unless (org, agent, key) exists; false when it did.
+    async fn insert_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<bool>;
+    async fn update_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
+    /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
+    async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
+    async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;
+    async fn insert_decision(&mut self, decision: &DecisionRow) -> StoreResult<()>;
+    async fn insert_event(&mut self, event: &EventRow) -> StoreResult<()>;
 }

@@ -1,20 +1,11 @@
 //! The port for customers and payment destinations.
 
 use super::{Page, StoreResult};
+use crate::domain::destination::DestinationState;
+pub use crate::domain::visibility::Scope;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
-
-/// Whose records a read may return; chosen by the app from who is asking.
-#[derive(Clone, Copy, Debug)]
-pub enum Scope {
-    /// One agent's records.
-    Agent(Uuid),
-    /// The records of every agent one human owns.
-    Owner(Uuid),
-    /// Every record of the organisation.
-    Org,
-}
 
 /// A customer of an agent.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -38,7 +29,7 @@ pub struct DestinationRow {
     pub currency: String,
     pub network: String,
     pub address: String,
-    pub state: String,
+    pub state: DestinationState,
     pub supersedes_id: Option<Uuid>,
     pub idempotency_key: Option<String>,
     pub request_hash: Option<String>,
@@ -46,10 +37,9 @@ pub struct DestinationRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Customers and destinations.
+/// Reads of partys' records, scoped by org.
 #[async_trait]
-pub trait PartyTx: Send {
-    async fn insert_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+pub trait PartyRead: Send {
     async fn customer_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<CustomerRow>>;
     async fn customers(
         &mut self,
@@ -57,26 +47,9 @@ pub trait PartyTx: Send {
         scope: Scope,
         page: Page,
     ) -> StoreResult<Vec<CustomerRow>>;
-    async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
-    async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
     /// Whether any revision references the customer.
     async fn customer_is_referenced(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
-
-    async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
     async fn destination_by_id(
-        &mut self,
-        org_id: Uuid,
-        id: Uuid,
-    ) -> StoreResult<Option<DestinationRow>>;
-    /// Reads the destination and holds a shared lock on it (`FOR SHARE` on PostgreSQL): many
-    /// drafts may name it at once, but it cannot be deactivated until they commit.
-    async fn share_destination(
-        &mut self,
-        org_id: Uuid,
-        id: Uuid,
-    ) -> StoreResult<Option<DestinationRow>>;
-    /// Reads and locks the destination row (`FOR UPDATE` on PostgreSQL).
-    async fn lock_destination(
         &mut self,
         org_id: Uuid,
         id: Uuid,
@@ -91,14 +64,36 @@ pub trait PartyTx: Send {
         &mut self,
         org_id: Uuid,
         scope: Scope,
-        state: Option<&str>,
+        state: Option<DestinationState>,
         page: Page,
     ) -> StoreResult<Vec<DestinationRow>>;
+}
+
+/// Writes and locking reads; only in a write unit of work.
+#[async_trait]
+pub trait PartyWrite: PartyRead {
+    async fn insert_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
+    /// Reads the destination and holds a shared lock on it (`FOR SHARE` on PostgreSQL): many
+    /// drafts may name it at once, but it cannot be deactivated until they commit.
+    async fn share_destination(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
+    /// Reads and locks the destination row (`FOR UPDATE` on PostgreSQL).
+    async fn lock_destination(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
     async fn set_destination_state(
         &mut self,
         org_id: Uuid,
         id: Uuid,
-        state: &str,
+        state: DestinationState,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 }

@@ -1,9 +1,8 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
-use super::sql::{
-    CONSTRAINTS, Conn, classify_other, impl_identity_tx, impl_invoice_tx, impl_party_tx,
-};
-use super::*;
+use super::sql::{Conn, classify_other, impl_identity_store, impl_invoice_store, impl_party_store};
+use super::{Constraint, Reader, Store, StoreError, StoreResult, Tx};
+use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use std::str::FromStr;
@@ -29,15 +28,16 @@ impl PgStore {
     }
 }
 
-pub(super) struct PgTx(Conn<Postgres>);
+/// One unit of work: a transaction (as [`Tx`]) or a pooled connection (as [`Reader`]).
+pub(super) struct PgUnit(Conn<Postgres>);
 
 fn map_err(err: sqlx::Error) -> StoreError {
     if let Some(db) = err.as_database_error() {
         if let Some(known) = db
             .constraint()
-            .and_then(|name| CONSTRAINTS.iter().find(|c| **c == name))
+            .and_then(|name| Constraint::ALL.into_iter().find(|c| c.name() == name))
         {
-            return StoreError::Conflict { constraint: known };
+            return StoreError::Conflict(known);
         }
         // 57P01 admin shutdown, 53300 too many connections, 08xxx connection exceptions.
         if db
@@ -50,22 +50,19 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_identity_tx!(
-    PgTx,
-    Postgres,
-    for_update = " for update",
-    map_err = map_err
-);
-impl_party_tx!(
-    PgTx,
+impl_identity_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_party_store!(
+    PgUnit,
     for_update = " for update",
     for_share = " for share",
     map_err = map_err
 );
-impl_invoice_tx!(PgTx, for_update = " for update", map_err = map_err);
+impl_invoice_store!(PgUnit, for_update = " for update", map_err = map_err);
+
+impl Reader for PgUnit {}
 
 #[async_trait]
-impl Tx for PgTx {
+impl Tx for PgUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         self.0.commit().await
     }
@@ -75,12 +72,12 @@ impl Tx for PgTx {
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
         let tx = self.pool.begin().await.map_err(map_err)?;
-        Ok(Box::new(PgTx(Conn::Tx(tx))))
+        Ok(Box::new(PgUnit(Conn::Tx(tx))))
     }
 
-    async fn reader(&self) -> StoreResult<Box<dyn Tx>> {
+    async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
         let conn = self.pool.acquire().await.map_err(map_err)?;
-        Ok(Box::new(PgTx(Conn::Plain(conn))))
+        Ok(Box::new(PgUnit(Conn::Plain(conn))))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -103,3 +100,7 @@ impl Store for PgStore {
         "postgres"
     }
 }
+
+// Backend-only statements. What only PostgreSQL can do (the job queue's `FOR UPDATE SKIP
+// LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, as inherent methods of `PgStore`
+// or `PgUnit` behind a port trait the SQLite adapter implements its own way.

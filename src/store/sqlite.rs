@@ -8,10 +8,9 @@
 //! retry (measured: p99 of a create at c = 8 fell from 185 ms to 20 ms). A writer never waits
 //! behind readers for a connection, and readers never wait for writers (WAL).
 
-use super::sql::{
-    CONSTRAINTS, Conn, classify_other, impl_identity_tx, impl_invoice_tx, impl_party_tx,
-};
-use super::*;
+use super::sql::{Conn, classify_other, impl_identity_store, impl_invoice_store, impl_party_store};
+use super::{Constraint, Reader, Store, StoreError, StoreResult, Tx};
+use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool};
 use std::str::FromStr;
@@ -51,34 +50,22 @@ impl SqliteStore {
     }
 }
 
-pub(super) struct SqliteTx(Conn<Sqlite>);
+/// One unit of work: a transaction on the writer (as [`Tx`]) or a read-pool connection (as
+/// [`Reader`]).
+pub(super) struct SqliteUnit(Conn<Sqlite>);
 
-/// SQLite names the columns, not the constraint: map them back to the names in the migrations.
-fn constraint_from_message(message: &str) -> Option<&'static str> {
+/// SQLite names the columns, not the constraint: map them back to the constraint.
+fn constraint_from_message(message: &str) -> Option<Constraint> {
     let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
-    let name = match columns {
-        "orgs.name" => "orgs_name_key",
-        "users.email_normalized" => "users_email_key",
-        "users.org_id" => "users_one_bootstrap_per_org",
-        "sessions.token_hash" => "sessions_token_hash_key",
-        "invitations.token_hash" => "invitations_token_hash_key",
-        "payment_destinations.org_id, payment_destinations.agent_id, payment_destinations.idempotency_key" => {
-            "payment_destinations_idempotency_key"
-        }
-        "payment_destinations.supersedes_id" => "payment_destinations_supersedes_key",
-        "invoices.org_id, invoices.agent_id, invoices.idempotency_key" => {
-            "invoices_idempotency_key"
-        }
-        "decisions.revision_id" => "decisions_revision_key",
-        _ => return None,
-    };
-    CONSTRAINTS.iter().find(|c| **c == name).copied()
+    Constraint::ALL
+        .into_iter()
+        .find(|c| c.sqlite_columns() == columns)
 }
 
 fn map_err(err: sqlx::Error) -> StoreError {
     if let Some(db) = err.as_database_error() {
         if let Some(constraint) = constraint_from_message(db.message()) {
-            return StoreError::Conflict { constraint };
+            return StoreError::Conflict(constraint);
         }
         // SQLITE_BUSY (5) / SQLITE_LOCKED (6) after the busy timeout: retryable.
         if matches!(db.code().as_deref(), Some("5") | Some("6") | Some("517")) {
@@ -88,12 +75,20 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_identity_tx!(SqliteTx, Sqlite, for_update = "", map_err = map_err);
-impl_party_tx!(SqliteTx, for_update = "", for_share = "", map_err = map_err);
-impl_invoice_tx!(SqliteTx, for_update = "", map_err = map_err);
+// No row locks: the single writer connection already serializes every write transaction.
+impl_identity_store!(SqliteUnit, for_update = "", map_err = map_err);
+impl_party_store!(
+    SqliteUnit,
+    for_update = "",
+    for_share = "",
+    map_err = map_err
+);
+impl_invoice_store!(SqliteUnit, for_update = "", map_err = map_err);
+
+impl Reader for SqliteUnit {}
 
 #[async_trait]
-impl Tx for SqliteTx {
+impl Tx for SqliteUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         self.0.commit().await
     }
@@ -107,12 +102,12 @@ impl Store for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(map_err)?;
-        Ok(Box::new(SqliteTx(Conn::Tx(tx))))
+        Ok(Box::new(SqliteUnit(Conn::Tx(tx))))
     }
 
-    async fn reader(&self) -> StoreResult<Box<dyn Tx>> {
+    async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
         let conn = self.pool.acquire().await.map_err(map_err)?;
-        Ok(Box::new(SqliteTx(Conn::Plain(conn))))
+        Ok(Box::new(SqliteUnit(Conn::Plain(conn))))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -135,3 +130,7 @@ impl Store for SqliteStore {
         "sqlite"
     }
 }
+
+// Backend-only statements. What SQLite does its own way (the job queue claims inside the single
+// writer, an in-process notify for wake-ups) is written here, as inherent methods of
+// `SqliteStore` or `SqliteUnit` behind a port trait the PostgreSQL adapter implements too.

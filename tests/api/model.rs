@@ -438,7 +438,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         name: agent.name,
         capabilities: agent.capabilities,
     });
-    let (destination, _) = app
+    let destination = app
         .app
         .create_destination(
             &agent,
@@ -452,7 +452,8 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
             None,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .value;
     Fixture {
         agent,
         approver,
@@ -586,7 +587,7 @@ async fn run(
         }
     };
     match result {
-        Ok((view, replayed)) => Ok((replayed, Some(view))),
+        Ok(answer) => Ok((answer.replayed, Some(answer.value))),
         Err(e) => Err(code(&e)),
     }
 }

@@ -26,23 +26,8 @@ use uuid::Uuid;
 use super::state::Action;
 use crate::domain::error::Coded;
 use crate::domain::identity::Role;
-
-/// The authenticated caller, as the access rules need it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Caller {
-    /// An agent with an API key.
-    Agent {
-        /// The agent's id.
-        id: Uuid,
-    },
-    /// A signed-in human.
-    Human {
-        /// The human's id.
-        id: Uuid,
-        /// Fixed at creation; decides whether they may decide.
-        role: Role,
-    },
-}
+pub use crate::domain::visibility::Caller;
+use crate::domain::visibility::Scope;
 
 /// The ownership facts of one invoice: its proposing agent and that agent's owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,18 +85,11 @@ const HUMAN_CREATES: &str = "invoices are proposed by agents: create a draft wit
 const AGENT_VERIFIES: &str = "verify is for humans; an agent may read the invoice, its \
      revisions, decisions and events";
 
-/// Whether the caller may see the invoice at all (and find it in lists).
-///
-/// An agent sees only its own invoices; a human sees the invoices of the agents they own; with
-/// `shared_review` on, an approver (never an operator) sees every invoice of the org. A list
-/// query must filter by exactly this predicate.
+/// Whether the caller may see the invoice at all (and find it in lists): the invoice rule of
+/// [`Scope::of_invoices`], so a list filtered by that scope shows exactly these invoices.
 pub fn can_see(caller: Caller, access: InvoiceAccess, settings: OrgSettings) -> bool {
-    match caller {
-        Caller::Agent { id } => id == access.agent_id,
-        Caller::Human { id, role } => {
-            id == access.agent_owner_id || (settings.shared_review && role == Role::Approver)
-        }
-    }
+    Scope::of_invoices(caller, settings.shared_review)
+        .includes(access.agent_id, access.agent_owner_id)
 }
 
 /// Get, list, revisions, decisions and events: anyone who can see the invoice.

@@ -18,6 +18,21 @@ use crate::domain::error::{Coded, FieldError, echo};
 /// Longest decision or cancellation reason, in characters after trimming.
 pub const MAX_REASON_CHARS: usize = 2000;
 
+/// A decision names the hash it reviewed as Tauros writes hashes: 64 lowercase hexadecimal
+/// characters (DECISIONS.md, Invoices). Anything else cannot match and is a field error.
+pub fn check_payload_hash(text: &str) -> Result<(), FieldError> {
+    if text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(FieldError::plain(
+            "payload_hash",
+            "invalid_hash",
+            "send the payload_hash of the revision you reviewed: 64 lowercase hexadecimal \
+             characters, exactly as in current_revision.payload_hash",
+        ))
+    }
+}
+
 /// Trims and checks a command's `reason`; the result is what gets stored (and the event note).
 ///
 /// Required (1–2000 characters) for reject, request_changes and cancel, so the agent learns

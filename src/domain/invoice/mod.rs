@@ -2,6 +2,8 @@
 //! transition table, who sees and may do what, and the order in which a decision or a submit is
 //! checked. No I/O: the app locks and loads, asks these functions, then writes.
 //!
+//! Why a draft is refused lives in [`check_content`] and [`check_parties`] (module `draft`).
+//!
 //! How a command is answered, first failure wins:
 //! 1. input ([`validate_reason`]) → 422;
 //! 2. access ([`authorize`], [`authorize_read`], [`authorize_verify`]) → 404 / 403;
@@ -9,6 +11,7 @@
 
 mod access;
 mod decide;
+mod draft;
 mod state;
 
 #[cfg(test)]
@@ -20,6 +23,10 @@ pub use access::{
 };
 pub use decide::{
     DecideError, DecideFacts, DecideOutcome, ExistingDecision, MAX_REASON_CHARS, SubmitError,
-    SubmitFacts, decide, submit_transition, validate_reason,
+    SubmitFacts, check_payload_hash, decide, submit_transition, validate_reason,
+};
+pub use draft::{
+    CurrentContent, DraftContent, DraftInput, MAX_REASONING_CHARS, NamedDestination, PartyFacts,
+    check_content, check_parties,
 };
 pub use state::{Action, DecisionKind, InvalidTransition, InvoiceState, Transition, transition};

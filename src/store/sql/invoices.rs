@@ -1,284 +1,307 @@
 //! Invoices, revisions, decisions and events.
 
-/// Expands `InvoiceTx` for one backend.
+/// Implements `InvoiceRead` and `InvoiceWrite` for one backend's unit of work `$unit`.
 ///
 /// The joined reads return an invoice with its current revision, its agent's owner and the
 /// org's settings (everything a read needs to decide visibility) in one statement; they list
 /// the invoice's own columns under names that cannot collide with the revision's.
-macro_rules! impl_invoice_tx {
-    ($tx:ident, for_update = $for_update:literal, map_err = $map_err:path) => {
-        #[async_trait::async_trait]
-        impl $crate::store::InvoiceTx for $tx {
-            async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
-                let done = sqlx::query(
-                    "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
-                         number, current_revision_id, revision_count, first_payload_hash,
-                         event_count, last_event_hash, created_at, updated_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-                     on conflict (org_id, agent_id, idempotency_key) do nothing",
-                )
-                .bind(i.id)
-                .bind(i.org_id)
-                .bind(i.agent_id)
-                .bind(&i.idempotency_key)
-                .bind(&i.state)
-                .bind(&i.cancelled_by)
-                .bind(&i.number)
-                .bind(i.current_revision_id)
-                .bind(i.revision_count)
-                .bind(&i.first_payload_hash)
-                .bind(i.event_count)
-                .bind(&i.last_event_hash)
-                .bind(i.created_at)
-                .bind(i.updated_at)
-                .execute(self.0.get())
-                .await
-                .map_err($map_err)?;
-                Ok(done.rows_affected() == 1)
-            }
+macro_rules! impl_invoice_store {
+    ($unit:ty, for_update = $for_update:literal, map_err = $map_err:path) => {
+        const _: () = {
+            use ::uuid::Uuid;
+            use $crate::store::{Page, StoreResult};
+            use $crate::store::invoices::*;
 
-            async fn update_invoice(&mut self, i: &InvoiceRow) -> StoreResult<()> {
-                sqlx::query(
-                    "update invoices set state = $3, cancelled_by = $4, number = $5,
-                         current_revision_id = $6, revision_count = $7, event_count = $8,
-                         last_event_hash = $9, updated_at = $10
-                     where org_id = $1 and id = $2",
-                )
-                .bind(i.org_id)
-                .bind(i.id)
-                .bind(&i.state)
-                .bind(&i.cancelled_by)
-                .bind(&i.number)
-                .bind(i.current_revision_id)
-                .bind(i.revision_count)
-                .bind(i.event_count)
-                .bind(&i.last_event_hash)
-                .bind(i.updated_at)
-                .execute(self.0.get())
-                .await
-                .map_err($map_err)?;
-                Ok(())
-            }
-
-            async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>> {
-                sqlx::query_as(concat!(
-                    "select * from invoices where org_id = $1 and id = $2",
-                    $for_update
-                ))
-                .bind(org_id)
-                .bind(id)
-                .fetch_optional(self.0.get())
-                .await
-                .map_err($map_err)
-            }
-
-            async fn invoice_joined(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceJoined>> {
-                sqlx::query_as(concat!(
-                    $crate::store::sql::joined_invoice!(),
-                    " where i.org_id = $1 and i.id = $2"
-                ))
-                .bind(org_id)
-                .bind(id)
-                .fetch_optional(self.0.get())
-                .await
-                .map_err($map_err)
-            }
-
-            async fn invoice_joined_by_key(
-                &mut self,
-                org_id: Uuid,
-                agent_id: Uuid,
-                key: &str,
-            ) -> StoreResult<Option<InvoiceJoined>> {
-                sqlx::query_as(concat!(
-                    $crate::store::sql::joined_invoice!(),
-                    " where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3"
-                ))
-                .bind(org_id)
-                .bind(agent_id)
-                .bind(key)
-                .fetch_optional(self.0.get())
-                .await
-                .map_err($map_err)
-            }
-
-            async fn invoices(
-                &mut self,
-                org_id: Uuid,
-                f: &InvoiceFilter,
-                page: Page,
-            ) -> StoreResult<Vec<InvoiceJoined>> {
-                let (agent, owner) = $crate::store::sql::scope_binds(f.scope);
-                // One filter, two keyset directions: the approver's inbox reads oldest first.
-                let sql = if f.oldest_first {
-                    concat!(
+            #[::async_trait::async_trait]
+            impl InvoiceRead for $unit {
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn invoice_joined(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceJoined>> {
+                    ::sqlx::query_as(concat!(
                         $crate::store::sql::joined_invoice!(),
-                        $crate::store::sql::invoice_list_filters!(),
-                        " and ($7 is null or i.id > $7) order by i.id asc limit $8"
-                    )
-                } else {
-                    concat!(
-                        $crate::store::sql::joined_invoice!(),
-                        $crate::store::sql::invoice_list_filters!(),
-                        " and ($7 is null or i.id < $7) order by i.id desc limit $8"
-                    )
-                };
-                sqlx::query_as(sql)
-                    .bind(org_id)
-                    .bind(agent)
-                    .bind(owner)
-                    .bind(&f.state)
-                    .bind(f.customer_id)
-                    .bind(f.agent_id)
-                    .bind(page.before)
-                    .bind(page.limit)
-                    .fetch_all(self.0.get())
-                    .await
-                    .map_err($map_err)
-            }
-
-            async fn insert_revision(&mut self, r: &RevisionRow) -> StoreResult<()> {
-                sqlx::query(
-                    "insert into invoice_revisions (id, org_id, invoice_id, number, customer_id,
-                         payment_destination_id, destination_network, destination_address, currency,
-                         due_date, lines, total_minor, reasoning, canonical_payload, payload_hash,
-                         created_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-                )
-                .bind(r.id)
-                .bind(r.org_id)
-                .bind(r.invoice_id)
-                .bind(r.number)
-                .bind(r.customer_id)
-                .bind(r.payment_destination_id)
-                .bind(&r.destination_network)
-                .bind(&r.destination_address)
-                .bind(&r.currency)
-                .bind(r.due_date)
-                .bind(&r.lines)
-                .bind(&r.total_minor)
-                .bind(&r.reasoning)
-                .bind(&r.canonical_payload)
-                .bind(&r.payload_hash)
-                .bind(r.created_at)
-                .execute(self.0.get())
-                .await
-                .map_err($map_err)?;
-                Ok(())
-            }
-
-            async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>> {
-                sqlx::query_as("select * from invoice_revisions where org_id = $1 and id = $2")
+                        " where i.org_id = $1 and i.id = $2"
+                    ))
                     .bind(org_id)
                     .bind(id)
-                    .fetch_optional(self.0.get())
+                    .fetch_optional(self.0.conn())
                     .await
                     .map_err($map_err)
-            }
+                }
 
-            async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>> {
-                sqlx::query_as(
-                    "select * from invoice_revisions where org_id = $1 and invoice_id = $2
-                     order by number",
-                )
-                .bind(org_id)
-                .bind(invoice_id)
-                .fetch_all(self.0.get())
-                .await
-                .map_err($map_err)
-            }
-
-            async fn insert_decision(&mut self, d: &DecisionRow) -> StoreResult<()> {
-                sqlx::query(
-                    "insert into decisions (id, org_id, invoice_id, revision_id, approver_id, decision,
-                         payload_hash, reason, decided_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(d.id)
-                .bind(d.org_id)
-                .bind(d.invoice_id)
-                .bind(d.revision_id)
-                .bind(d.approver_id)
-                .bind(&d.decision)
-                .bind(&d.payload_hash)
-                .bind(&d.reason)
-                .bind(d.decided_at)
-                .execute(self.0.get())
-                .await
-                .map_err($map_err)?;
-                Ok(())
-            }
-
-            async fn decision_for_revision(
-                &mut self,
-                org_id: Uuid,
-                revision_id: Uuid,
-            ) -> StoreResult<Option<DecisionRow>> {
-                sqlx::query_as("select * from decisions where org_id = $1 and revision_id = $2")
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn invoice_joined_by_key(
+                    &mut self,
+                    org_id: Uuid,
+                    agent_id: Uuid,
+                    key: &str,
+                ) -> StoreResult<Option<InvoiceJoined>> {
+                    ::sqlx::query_as(concat!(
+                        $crate::store::sql::joined_invoice!(),
+                        " where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3"
+                    ))
                     .bind(org_id)
-                    .bind(revision_id)
-                    .fetch_optional(self.0.get())
+                    .bind(agent_id)
+                    .bind(key)
+                    .fetch_optional(self.0.conn())
                     .await
                     .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn invoices(
+                    &mut self,
+                    org_id: Uuid,
+                    f: &InvoiceFilter,
+                    page: Page,
+                ) -> StoreResult<Vec<InvoiceJoined>> {
+                    let (agent, owner) = $crate::store::sql::scope_binds(f.scope);
+                    // One filter, two keyset directions: the approver's inbox reads oldest first.
+                    let sql = if f.oldest_first {
+                        concat!(
+                            $crate::store::sql::joined_invoice!(),
+                            $crate::store::sql::invoice_list_filters!(),
+                            " and ($7 is null or i.id > $7) order by i.id asc limit $8"
+                        )
+                    } else {
+                        concat!(
+                            $crate::store::sql::joined_invoice!(),
+                            $crate::store::sql::invoice_list_filters!(),
+                            " and ($7 is null or i.id < $7) order by i.id desc limit $8"
+                        )
+                    };
+                    ::sqlx::query_as(sql)
+                        .bind(org_id)
+                        .bind(agent)
+                        .bind(owner)
+                        .bind(f.state.map(|s| s.as_str()))
+                        .bind(f.customer_id)
+                        .bind(f.agent_id)
+                        .bind(page.after)
+                        .bind(page.limit)
+                        .fetch_all(self.0.conn())
+                        .await
+                        .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>> {
+                    ::sqlx::query_as("select * from invoice_revisions where org_id = $1 and id = $2")
+                        .bind(org_id)
+                        .bind(id)
+                        .fetch_optional(self.0.conn())
+                        .await
+                        .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>> {
+                    ::sqlx::query_as(
+                        "select * from invoice_revisions where org_id = $1 and invoice_id = $2
+                         order by number",
+                    )
+                    .bind(org_id)
+                    .bind(invoice_id)
+                    .fetch_all(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn decision_for_revision(
+                    &mut self,
+                    org_id: Uuid,
+                    revision_id: Uuid,
+                ) -> StoreResult<Option<DecisionRow>> {
+                    ::sqlx::query_as("select * from decisions where org_id = $1 and revision_id = $2")
+                        .bind(org_id)
+                        .bind(revision_id)
+                        .fetch_optional(self.0.conn())
+                        .await
+                        .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>> {
+                    ::sqlx::query_as(
+                        "select * from decisions where org_id = $1 and invoice_id = $2
+                         order by decided_at, id",
+                    )
+                    .bind(org_id)
+                    .bind(invoice_id)
+                    .fetch_all(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>> {
+                    ::sqlx::query_as(
+                        "select * from invoice_events where org_id = $1 and invoice_id = $2 order by seq",
+                    )
+                    .bind(org_id)
+                    .bind(invoice_id)
+                    .fetch_all(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
             }
 
-            async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>> {
-                sqlx::query_as(
-                    "select * from decisions where org_id = $1 and invoice_id = $2
-                     order by decided_at, id",
-                )
-                .bind(org_id)
-                .bind(invoice_id)
-                .fetch_all(self.0.get())
-                .await
-                .map_err($map_err)
-            }
+            #[::async_trait::async_trait]
+            impl InvoiceWrite for $unit {
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
+                    let done = ::sqlx::query(
+                        "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
+                             number, current_revision_id, revision_count, first_payload_hash,
+                             event_count, last_event_hash, created_at, updated_at)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                         on conflict (org_id, agent_id, idempotency_key) do nothing",
+                    )
+                    .bind(i.id)
+                    .bind(i.org_id)
+                    .bind(i.agent_id)
+                    .bind(&i.idempotency_key)
+                    .bind(i.state.as_str())
+                    .bind(i.cancelled_by.map(|a| a.as_str()))
+                    .bind(&i.number)
+                    .bind(i.current_revision_id)
+                    .bind(i.revision_count)
+                    .bind(&i.first_payload_hash)
+                    .bind(i.event_count)
+                    .bind(&i.last_event_hash)
+                    .bind(i.created_at)
+                    .bind(i.updated_at)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(done.rows_affected() == 1)
+                }
 
-            async fn insert_event(&mut self, e: &EventRow) -> StoreResult<()> {
-                sqlx::query(
-                    "insert into invoice_events (id, org_id, invoice_id, seq, action, from_state,
-                         to_state, actor_kind, actor_id, interface, revision_id, payload_hash,
-                         idempotency_key, note, occurred_at, prev_hash, hash)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-                )
-                .bind(e.id)
-                .bind(e.org_id)
-                .bind(e.invoice_id)
-                .bind(e.seq)
-                .bind(&e.action)
-                .bind(&e.from_state)
-                .bind(&e.to_state)
-                .bind(&e.actor_kind)
-                .bind(e.actor_id)
-                .bind(&e.interface)
-                .bind(e.revision_id)
-                .bind(&e.payload_hash)
-                .bind(&e.idempotency_key)
-                .bind(&e.note)
-                .bind(e.occurred_at)
-                .bind(&e.prev_hash)
-                .bind(&e.hash)
-                .execute(self.0.get())
-                .await
-                .map_err($map_err)?;
-                Ok(())
-            }
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn update_invoice(&mut self, i: &InvoiceRow) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "update invoices set state = $3, cancelled_by = $4, number = $5,
+                             current_revision_id = $6, revision_count = $7, event_count = $8,
+                             last_event_hash = $9, updated_at = $10
+                         where org_id = $1 and id = $2",
+                    )
+                    .bind(i.org_id)
+                    .bind(i.id)
+                    .bind(i.state.as_str())
+                    .bind(i.cancelled_by.map(|a| a.as_str()))
+                    .bind(&i.number)
+                    .bind(i.current_revision_id)
+                    .bind(i.revision_count)
+                    .bind(i.event_count)
+                    .bind(&i.last_event_hash)
+                    .bind(i.updated_at)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
+                }
 
-            async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>> {
-                sqlx::query_as(
-                    "select * from invoice_events where org_id = $1 and invoice_id = $2 order by seq",
-                )
-                .bind(org_id)
-                .bind(invoice_id)
-                .fetch_all(self.0.get())
-                .await
-                .map_err($map_err)
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>> {
+                    ::sqlx::query_as(concat!(
+                        "select * from invoices where org_id = $1 and id = $2",
+                        $for_update
+                    ))
+                    .bind(org_id)
+                    .bind(id)
+                    .fetch_optional(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn insert_revision(&mut self, r: &RevisionRow) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "insert into invoice_revisions (id, org_id, invoice_id, number, customer_id,
+                             payment_destination_id, destination_network, destination_address, currency,
+                             due_date, lines, total_minor, reasoning, canonical_payload, payload_hash,
+                             created_at)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                    )
+                    .bind(r.id)
+                    .bind(r.org_id)
+                    .bind(r.invoice_id)
+                    .bind(r.number)
+                    .bind(r.customer_id)
+                    .bind(r.payment_destination_id)
+                    .bind(&r.destination_network)
+                    .bind(&r.destination_address)
+                    .bind(&r.currency)
+                    .bind(r.due_date)
+                    .bind(&r.lines)
+                    .bind(&r.total_minor)
+                    .bind(&r.reasoning)
+                    .bind(&r.canonical_payload)
+                    .bind(&r.payload_hash)
+                    .bind(r.created_at)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn insert_decision(&mut self, d: &DecisionRow) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "insert into decisions (id, org_id, invoice_id, revision_id, approver_id, decision,
+                             payload_hash, reason, decided_at)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    )
+                    .bind(d.id)
+                    .bind(d.org_id)
+                    .bind(d.invoice_id)
+                    .bind(d.revision_id)
+                    .bind(d.approver_id)
+                    .bind(d.decision.as_str())
+                    .bind(&d.payload_hash)
+                    .bind(&d.reason)
+                    .bind(d.decided_at)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn insert_event(&mut self, e: &EventRow) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "insert into invoice_events (id, org_id, invoice_id, seq, action, from_state,
+                             to_state, actor_kind, actor_id, interface, revision_id, payload_hash,
+                             idempotency_key, note, occurred_at, prev_hash, hash)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                    )
+                    .bind(e.id)
+                    .bind(e.org_id)
+                    .bind(e.invoice_id)
+                    .bind(e.seq)
+                    .bind(e.action.as_str())
+                    .bind(e.from_state.map(|s| s.as_str()))
+                    .bind(e.to_state.as_str())
+                    .bind(&e.actor_kind)
+                    .bind(e.actor_id)
+                    .bind(&e.interface)
+                    .bind(e.revision_id)
+                    .bind(&e.payload_hash)
+                    .bind(&e.idempotency_key)
+                    .bind(&e.note)
+                    .bind(e.occurred_at)
+                    .bind(&e.prev_hash)
+                    .bind(&e.hash)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
+                }
             }
-        }
+        };
     };
 }
 
-pub(crate) use impl_invoice_tx;
+pub(crate) use impl_invoice_store;
 
 /// An invoice with its current revision, its agent's owner and its org's settings; the
 /// invoice's own columns are renamed where they would collide with the revision's.

@@ -1,9 +1,22 @@
-//! The SQL both adapters share, one macro per area (identities, parties, invoices). Each statement is written once, in a dialect both PostgreSQL and
-//! SQLite accept (`$n` placeholders, `returning`, `on conflict`); the few places where they differ
-//! (row locks) are macro parameters. The macro expands the same code for each concrete backend,
-//! which keeps sqlx's types concrete (no generic executor bounds) and the SQL in one place.
+//! The SQL both adapters share, one macro per area (identities, parties, invoices). Each
+//! statement is written once, in a dialect both PostgreSQL and SQLite accept (`$n`
+//! placeholders, `returning`, `on conflict`); the few places where they differ (row locks) are
+//! macro parameters. A macro expands the same code for each concrete backend, which keeps
+//! sqlx's types concrete (no generic executor bounds) and the SQL in one place. The macros name
+//! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
+//! adapter file imports.
+
+mod identity;
+mod invoices;
+mod parties;
+
+pub(crate) use identity::impl_identity_store;
+pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
+pub(crate) use parties::{impl_party_store, scope_binds};
 
 use super::{StoreError, StoreResult};
+use crate::domain::destination::DestinationState;
+use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 
@@ -14,7 +27,7 @@ pub(crate) enum Conn<DB: Database> {
 }
 
 impl<DB: Database> Conn<DB> {
-    pub(crate) fn get(&mut self) -> &mut DB::Connection {
+    pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         match self {
             Conn::Tx(tx) => tx,
             Conn::Plain(conn) => conn,
@@ -29,19 +42,6 @@ impl<DB: Database> Conn<DB> {
     }
 }
 
-/// Constraint names the app layer may react to, as declared in the migrations.
-pub(crate) const CONSTRAINTS: &[&str] = &[
-    "orgs_name_key",
-    "users_email_key",
-    "users_one_bootstrap_per_org",
-    "sessions_token_hash_key",
-    "invitations_token_hash_key",
-    "payment_destinations_idempotency_key",
-    "payment_destinations_supersedes_key",
-    "invoices_idempotency_key",
-    "decisions_revision_key",
-];
-
 /// Errors that are not constraint violations: unreachable database or a bug.
 pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
     match err {
@@ -54,17 +54,42 @@ pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
     }
 }
 
-mod identity;
-mod invoices;
-mod parties;
-
-pub(crate) use identity::impl_identity_tx;
-pub(crate) use invoices::{impl_invoice_tx, invoice_list_filters, joined_invoice};
-pub(crate) use parties::{impl_party_tx, scope_binds};
-
 /// Whether every migration embedded in this binary has been applied.
 pub(crate) fn migrations_current(migrator: &sqlx::migrate::Migrator, applied: &[(i64,)]) -> bool {
     migrator
         .iter()
         .all(|m| applied.iter().any(|(version,)| *version == m.version))
 }
+
+/// Domain enums are stored as their text names. Rows decode them where they are mapped, so an
+/// unknown name is a decode error here and the app only ever handles the enum; binds write
+/// `as_str()`. (The impls live in the store so that `domain/` stays free of sqlx.)
+macro_rules! stored_as_text {
+    ($($ty:ty),* $(,)?) => {$(
+        impl<DB: Database> sqlx::Type<DB> for $ty
+        where
+            String: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <String as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <String as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'r, DB: Database> sqlx::Decode<'r, DB> for $ty
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
+            fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+                <$ty>::parse(text)
+                    .ok_or_else(|| format!("unknown {} `{text}`", stringify!($ty)).into())
+            }
+        }
+    )*};
+}
+
+stored_as_text!(InvoiceState, Action, DecisionKind, DestinationState);

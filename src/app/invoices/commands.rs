@@ -1,0 +1,484 @@
+//! The commands: create_draft (per-agent idempotency), revise, submit, withdraw, the three
+//! decisions and cancel.
+//!
+//! Every command on an existing invoice locks the invoice row first and decides on the
+//! database's current state, then (where it needs one) locks the destination: always invoice →
+//! destination, so concurrent commands cannot deadlock. A command whose goal already holds
+//! commits nothing, writes no event and answers a replay.
+
+use super::chain::{EventInput, next_event};
+use super::content::{checked_parties, current_content, revision_row, seal_to, stored};
+use super::views::{InvoiceView, invoice_view, joined_view};
+use super::{access_error, caller, conflict, invalid};
+use crate::app::{Actor, App, AppError, AppResult, AuditActor, FieldError, Replayed, now};
+use crate::domain::audit::GENESIS;
+use crate::domain::destination::DestinationState;
+use crate::domain::fingerprint::key_is_valid;
+use crate::domain::invoice::{
+    self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
+    ExistingDecision, InvoiceState, SubmitFacts, Transition, check_content, check_payload_hash,
+};
+use crate::domain::payload::verify;
+use crate::store::{
+    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Reader, RevisionRow, StoreError, Tx,
+};
+use uuid::Uuid;
+
+impl App {
+    /// An agent proposes an invoice. The same key with the same payload (compared with
+    /// revision 1) answers the invoice as it is now, replayed, in one indexed read and without
+    /// a lock; the same key with another payload is `IdempotencyConflict`.
+    pub async fn create_draft(
+        &self,
+        actor: &Actor,
+        key: &str,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
+        let Actor::Agent(agent) = actor else {
+            return Err(AppError::Forbidden("only agents propose invoices"));
+        };
+        let mut errors = Vec::new();
+        if !key_is_valid(key) {
+            errors.push(invalid_key());
+        }
+        let content = check_content(&input, None).map_err(|mut e| errors.append(&mut e));
+        let content = match content {
+            Ok(content) if errors.is_empty() => content,
+            _ => return Err(AppError::Validation(errors)),
+        };
+
+        // Fast path: a replay costs one indexed read and takes no lock.
+        let mut conn = self.store.reader().await?;
+        if let Some(existing) = conn
+            .invoice_joined_by_key(agent.org_id, agent.id, key)
+            .await?
+        {
+            return replay_create(&mut *conn, agent.id, existing, &content).await;
+        }
+        drop(conn);
+
+        let mut tx = self.store.begin().await?;
+        let destination = checked_parties(&mut *tx, actor, &content).await?;
+        let sealed = seal_to(
+            &content,
+            destination.id,
+            &destination.network,
+            &destination.address,
+        )?;
+        let now = now();
+        let invoice_id = Uuid::now_v7();
+        let revision = revision_row(
+            &content,
+            (agent.org_id, invoice_id),
+            1,
+            &destination,
+            &sealed,
+            now,
+        );
+        let mut invoice = InvoiceRow {
+            id: invoice_id,
+            org_id: agent.org_id,
+            agent_id: agent.id,
+            idempotency_key: key.to_owned(),
+            state: InvoiceState::Draft,
+            cancelled_by: None,
+            number: None,
+            current_revision_id: revision.id,
+            revision_count: 1,
+            first_payload_hash: sealed.hash.clone(),
+            event_count: 0,
+            last_event_hash: GENESIS.to_owned(),
+            created_at: now,
+            updated_at: now,
+        };
+        let event = next_event(
+            &mut invoice,
+            &EventInput {
+                action: Action::CreateDraft,
+                from: None,
+                actor: AuditActor::agent(agent),
+                revision: Some(&revision),
+                idempotency_key: Some(key),
+                note: None,
+            },
+        );
+        // The unique key (org, agent, key) serializes concurrent creates: the loser inserts
+        // nothing and answers as a replay of the winner.
+        if !tx.insert_invoice(&invoice).await? {
+            drop(tx);
+            let mut conn = self.store.reader().await?;
+            let existing = conn
+                .invoice_joined_by_key(agent.org_id, agent.id, key)
+                .await?
+                .ok_or_else(|| {
+                    AppError::Internal("invoice vanished after a key conflict".into())
+                })?;
+            return replay_create(&mut *conn, agent.id, existing, &content).await;
+        }
+        tx.insert_revision(&revision).await?;
+        tx.insert_event(&event).await?;
+        tx.commit().await?;
+        Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
+    }
+
+    /// Every field problem of a create, found without touching the database and without
+    /// writing anything: for a request that lacks its idempotency key, so that the key and every
+    /// other missing field are reported at once. Humans get 403 first, as on a full create.
+    pub fn draft_field_errors(
+        &self,
+        actor: &Actor,
+        input: &DraftInput,
+    ) -> AppResult<Vec<FieldError>> {
+        rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
+        Ok(check_content(input, None).err().unwrap_or_default())
+    }
+
+    /// The proposing agent replaces the financial content: a new revision (the invoice returns
+    /// to `draft`), or nothing at all when the result equals the current revision's payload.
+    pub async fn revise(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let mut tx = self.store.begin().await?;
+        let mut invoice = locked(&mut *tx, actor, id, Action::Revise).await?;
+        let Transition::Apply { to } =
+            rules::transition(Action::Revise, invoice.state, invoice.cancelled_by)
+                .map_err(invalid)?
+        else {
+            return Err(AppError::Internal("revise never replays by state".into()));
+        };
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let content =
+            check_content(&input, Some(current_content(&current))).map_err(AppError::Validation)?;
+        let destination = checked_parties(&mut *tx, actor, &content).await?;
+        let sealed = seal_to(
+            &content,
+            destination.id,
+            &destination.network,
+            &destination.address,
+        )?;
+        if sealed.hash == current.payload_hash {
+            return unchanged(&mut *tx, &invoice).await;
+        }
+        let now = now();
+        let number = invoice.revision_count + 1;
+        let revision = revision_row(
+            &content,
+            (invoice.org_id, invoice.id),
+            number,
+            &destination,
+            &sealed,
+            now,
+        );
+        let from = invoice.state;
+        invoice.state = to;
+        invoice.current_revision_id = revision.id;
+        invoice.revision_count = number;
+        invoice.updated_at = now;
+        let event = next_event(
+            &mut invoice,
+            &EventInput {
+                action: Action::Revise,
+                from: Some(from),
+                actor: AuditActor::of(actor),
+                revision: Some(&revision),
+                idempotency_key: None,
+                note: None,
+            },
+        );
+        tx.insert_revision(&revision).await?;
+        tx.update_invoice(&invoice).await?;
+        tx.insert_event(&event).await?;
+        tx.commit().await?;
+        Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
+    }
+
+    /// The proposing agent asks for approval.
+    pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        let mut tx = self.store.begin().await?;
+        let mut invoice = locked(&mut *tx, actor, id, Action::Submit).await?;
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
+        let destination = tx
+            .share_destination(invoice.org_id, current.payment_destination_id)
+            .await?;
+        let facts = SubmitFacts {
+            state: invoice.state,
+            current_decision: decision.map(|d| d.decision),
+            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
+        };
+        // An illegal state keeps its `from` and `action` members, as every other command's does.
+        match rules::submit_transition(facts).map_err(|e| match e {
+            rules::SubmitError::InvalidTransition(t) => invalid(t),
+            other => conflict(&other),
+        })? {
+            Transition::Replay => unchanged(&mut *tx, &invoice).await,
+            Transition::Apply { to } => {
+                let change = Change {
+                    action: Action::Submit,
+                    to,
+                    revision: &current,
+                    note: None,
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+
+    /// The proposing agent, or a human who sees it, takes an undecided invoice back.
+    pub async fn withdraw(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        self.simple_transition(actor, id, Action::Withdraw, None)
+            .await
+    }
+
+    /// An approver cancels an approved invoice; a reason is required.
+    pub async fn cancel(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        self.simple_transition(actor, id, Action::Cancel, reason)
+            .await
+    }
+
+    async fn simple_transition(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        action: Action,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let mut tx = self.store.begin().await?;
+        let mut invoice = locked(&mut *tx, actor, id, action).await?;
+        // Who may act is answered before what they sent: an agent calling cancel hears 403,
+        // not that a reason is missing.
+        let note =
+            rules::validate_reason(action, reason).map_err(|e| AppError::Validation(vec![e]))?;
+        match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
+            Transition::Replay => unchanged(&mut *tx, &invoice).await,
+            Transition::Apply { to } => {
+                if to == InvoiceState::Cancelled {
+                    invoice.cancelled_by = Some(action);
+                }
+                let current = current_revision(&mut *tx, &invoice).await?;
+                let change = Change {
+                    action,
+                    to,
+                    revision: &current,
+                    note,
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+
+    /// An approver approves, rejects or requests changes on one exact revision and hash, in
+    /// the nine-step order of domain.md §5.
+    pub async fn decide(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        kind: DecisionKind,
+        revision_id: Uuid,
+        payload_hash: &str,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let action = kind.action();
+        let mut tx = self.store.begin().await?;
+        let mut invoice = locked(&mut *tx, actor, id, action).await?;
+        let approver_id = actor.id();
+        // After the access check: an agent or operator hears 403 (a stranger 404), never that a
+        // reason is missing. Then every field rule at once.
+        let mut errors = Vec::new();
+        if let Err(e) = check_payload_hash(payload_hash) {
+            errors.push(e);
+        }
+        let reason = rules::validate_reason(action, reason)
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let existing = tx
+            .decision_for_revision(invoice.org_id, revision_id)
+            .await?;
+        let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let destination = tx
+            .share_destination(invoice.org_id, current.payment_destination_id)
+            .await?;
+        let facts = DecideFacts {
+            kind,
+            approver_id,
+            revision_id,
+            payload_hash: payload_hash.to_owned(),
+            reason: reason.clone(),
+            existing: existing.as_ref().map(|d| ExistingDecision {
+                approver_id: d.approver_id,
+                kind: d.decision,
+                payload_hash: d.payload_hash.clone(),
+            }),
+            state: invoice.state,
+            revision_of_invoice: named.is_some_and(|r| r.invoice_id == invoice.id),
+            current_revision_id: current.id,
+            current_payload_hash: current.payload_hash.clone(),
+            reseal_matches: verify(
+                &stored(&current),
+                &current.canonical_payload,
+                &current.payload_hash,
+            )
+            .is_ok(),
+            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
+        };
+        match rules::decide(facts).map_err(|e| match e {
+            rules::DecideError::Reason(field) => AppError::Validation(vec![field]),
+            rules::DecideError::InvalidTransition(t) => invalid(t),
+            other => conflict(&other),
+        })? {
+            DecideOutcome::Replay => unchanged(&mut *tx, &invoice).await,
+            DecideOutcome::Apply { to, kind, reason } => {
+                let decision = DecisionRow {
+                    id: Uuid::now_v7(),
+                    org_id: invoice.org_id,
+                    invoice_id: invoice.id,
+                    revision_id: current.id,
+                    approver_id,
+                    decision: kind,
+                    payload_hash: current.payload_hash.clone(),
+                    reason: reason.clone(),
+                    decided_at: now(),
+                };
+                match tx.insert_decision(&decision).await {
+                    // The invoice lock already serializes deciders; the unique index is the backstop.
+                    Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
+                        return Err(AppError::Conflict {
+                            code: "already_decided",
+                            detail: "this revision was decided concurrently; GET the invoice to see the decision".into(),
+                        });
+                    }
+                    other => other?,
+                }
+                let change = Change {
+                    action,
+                    to,
+                    revision: &current,
+                    note: reason,
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+}
+
+fn invalid_key() -> FieldError {
+    FieldError::plain(
+        "idempotency_key",
+        "invalid_idempotency_key",
+        "send an Idempotency-Key of 1–200 characters without control characters",
+    )
+}
+
+/// A create whose key exists: the same payload (compared with revision 1's hash) is a replay of
+/// the invoice as it is now; any other payload is a conflict.
+async fn replay_create(
+    conn: &mut dyn Reader,
+    agent_id: Uuid,
+    existing: InvoiceJoined,
+    content: &DraftContent,
+) -> AppResult<Replayed<InvoiceView>> {
+    // Destinations are immutable, so the network and address sealed in any revision that
+    // names the same destination are the ones revision 1 sealed.
+    let destination = if existing.revision.payment_destination_id == content.destination_id {
+        Some((
+            existing.revision.destination_network.clone(),
+            existing.revision.destination_address.clone(),
+        ))
+    } else {
+        conn.destination_by_id(existing.revision.org_id, content.destination_id)
+            .await?
+            .filter(|d| d.agent_id == agent_id)
+            .map(|d| (d.network, d.address))
+    };
+    let matches = match destination {
+        Some((network, address)) => seal_to(content, content.destination_id, &network, &address)
+            .is_ok_and(|s| s.hash == existing.first_payload_hash),
+        None => false,
+    };
+    if matches {
+        Ok(Replayed::replay(joined_view(existing)?))
+    } else {
+        Err(AppError::IdempotencyConflict)
+    }
+}
+
+/// Locks the invoice and checks that `actor` may run `action` on it.
+async fn locked(tx: &mut dyn Tx, actor: &Actor, id: Uuid, action: Action) -> AppResult<InvoiceRow> {
+    let invoice = tx
+        .lock_invoice(actor.org_id(), id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let (access, settings) =
+        super::access_facts(&mut *tx, invoice.org_id, invoice.agent_id).await?;
+    rules::authorize(action, caller(actor), access, settings).map_err(access_error)?;
+    Ok(invoice)
+}
+
+async fn current_revision(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<RevisionRow> {
+    tx.revision_by_id(invoice.org_id, invoice.current_revision_id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice without current revision".into()))
+}
+
+/// A state change a command writes.
+struct Change<'a> {
+    action: Action,
+    to: InvoiceState,
+    /// The revision the event names (the current one).
+    revision: &'a RevisionRow,
+    /// The decision's or cancellation's reason.
+    note: Option<String>,
+}
+
+/// Writes the state change and its event, commits, and answers the invoice as it is now.
+async fn apply(
+    mut tx: Box<dyn Tx>,
+    invoice: &mut InvoiceRow,
+    actor: &Actor,
+    change: Change<'_>,
+) -> AppResult<Replayed<InvoiceView>> {
+    let from = invoice.state;
+    invoice.state = change.to;
+    invoice.updated_at = now();
+    let event = next_event(
+        invoice,
+        &EventInput {
+            action: change.action,
+            from: Some(from),
+            actor: AuditActor::of(actor),
+            revision: Some(change.revision),
+            idempotency_key: None,
+            note: change.note.as_deref(),
+        },
+    );
+    tx.update_invoice(invoice).await?;
+    tx.insert_event(&event).await?;
+    tx.commit().await?;
+    Ok(Replayed::fresh(invoice_view(
+        invoice,
+        change.revision.clone(),
+    )?))
+}
+
+/// A replay: nothing is written; the invoice is answered as it is now.
+async fn unchanged(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<Replayed<InvoiceView>> {
+    let joined = tx
+        .invoice_joined(invoice.org_id, invoice.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Replayed::replay(joined_view(joined)?))
+}

@@ -1,0 +1,121 @@
+//! A draft's content between the domain's rules and the rows: loading the party facts the
+//! rules need, sealing, and building the revision row. Why a draft is refused is decided in
+//! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
+
+use super::super::{Actor, AppError, AppResult, FieldError, now};
+use crate::domain::address::Network;
+use crate::domain::destination::DestinationState;
+use crate::domain::invoice::{
+    CurrentContent, DraftContent, NamedDestination, PartyFacts, check_parties,
+};
+use crate::domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
+use crate::store::{DestinationRow, RevisionRow, Tx};
+use chrono::{DateTime, Utc};
+use std::str::FromStr;
+use uuid::Uuid;
+
+/// The current revision's values, which a revise keeps where the request omits them.
+pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
+    CurrentContent {
+        customer_id: r.customer_id,
+        destination_id: r.payment_destination_id,
+        currency: &r.currency,
+        due_date: r.due_date,
+        lines_json: &r.lines,
+    }
+}
+
+/// Loads the parties a draft names and checks them (inside the transaction, after the invoice
+/// lock). The destination is share-locked: a concurrent deactivation cannot slip between this
+/// check and the commit, yet drafts naming the same destination do not queue behind each other.
+pub(super) async fn checked_parties(
+    tx: &mut dyn Tx,
+    actor: &Actor,
+    content: &DraftContent,
+) -> AppResult<DestinationRow> {
+    let org_id = actor.org_id();
+    let customer = tx.customer_by_id(org_id, content.customer_id).await?;
+    let destination = tx
+        .share_destination(org_id, content.destination_id)
+        .await?
+        .filter(|d| is_agents_own(actor, d.agent_id));
+    check_parties(PartyFacts {
+        today: now().date_naive(),
+        due_date: content.due_date,
+        currency: content.currency,
+        customer_is_agents: customer.is_some_and(|c| is_agents_own(actor, c.agent_id)),
+        destination: destination.as_ref().map(|d| NamedDestination {
+            active: d.state == DestinationState::Active,
+            currency: &d.currency,
+        }),
+    })
+    .map_err(AppError::Validation)?;
+    destination.ok_or_else(|| AppError::Internal("checked destination vanished".into()))
+}
+
+/// Invoices are created and revised by agents only, each with its own customers and
+/// destinations.
+fn is_agents_own(actor: &Actor, agent_id: Uuid) -> bool {
+    matches!(actor, Actor::Agent(a) if a.id == agent_id)
+}
+
+/// The seal of `content` paid into a destination with this stored network and address.
+pub(super) fn seal_to(
+    content: &DraftContent,
+    destination_id: Uuid,
+    network: &str,
+    address: &str,
+) -> AppResult<Seal> {
+    let network = Network::from_str(network)
+        .map_err(|_| AppError::Internal("stored network unreadable".into()))?;
+    let payload = content.payload(PayloadDestination {
+        id: destination_id,
+        network,
+        address: address.to_owned(),
+    });
+    seal(&payload).map_err(|e| AppError::Validation(vec![FieldError::new("lines", &e)]))
+}
+
+/// A new revision row of `content`, sealed into `destination`.
+pub(super) fn revision_row(
+    content: &DraftContent,
+    invoice: (Uuid, Uuid),
+    number: i32,
+    destination: &DestinationRow,
+    sealed: &Seal,
+    created_at: DateTime<Utc>,
+) -> RevisionRow {
+    let (org_id, invoice_id) = invoice;
+    RevisionRow {
+        id: Uuid::now_v7(),
+        org_id,
+        invoice_id,
+        number,
+        customer_id: content.customer_id,
+        payment_destination_id: destination.id,
+        destination_network: destination.network.clone(),
+        destination_address: destination.address.clone(),
+        currency: content.currency.code().to_owned(),
+        due_date: content.due_date,
+        lines: encode_lines(&content.lines),
+        total_minor: sealed.total_minor.to_string(),
+        reasoning: content.reasoning.clone(),
+        canonical_payload: sealed.canonical.clone(),
+        payload_hash: sealed.hash.clone(),
+        created_at,
+    }
+}
+
+/// A stored revision as the seal's verifier reads it.
+pub(super) fn stored(r: &RevisionRow) -> StoredRevision<'_> {
+    StoredRevision {
+        customer_id: r.customer_id,
+        destination_id: r.payment_destination_id,
+        network: &r.destination_network,
+        address: &r.destination_address,
+        currency: &r.currency,
+        due_date: r.due_date,
+        lines_json: &r.lines,
+        total_minor: &r.total_minor,
+    }
+}

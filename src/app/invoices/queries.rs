@@ -1,0 +1,143 @@
+//! The reads: one invoice, lists, revisions, decisions, events, and verify. Each is one unit of
+//! work that cannot write, and answers unknown and invisible invoices alike.
+
+use super::chain::event_fields;
+use super::content::stored;
+use super::views::{
+    DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
+};
+use super::{access_error, caller, joined_access};
+use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest};
+use crate::domain::audit::first_break;
+use crate::domain::invoice::{self as rules, InvoiceState};
+use crate::domain::payload::verify;
+use crate::domain::visibility::Scope;
+use crate::store::{InvoiceFilter, InvoiceJoined, Reader};
+use uuid::Uuid;
+
+/// Which invoices to list.
+#[derive(Debug, Default, Clone)]
+pub struct InvoiceQuery {
+    /// Only this state (`pending_approval` lists oldest first: the approver's inbox).
+    pub state: Option<String>,
+    pub customer_id: Option<Uuid>,
+    /// Only this agent's invoices.
+    pub agent_id: Option<Uuid>,
+}
+
+impl App {
+    /// One invoice the caller may see.
+    pub async fn get_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<InvoiceView> {
+        let mut conn = self.store.reader().await?;
+        joined_view(readable(&mut *conn, actor, id).await?)
+    }
+
+    /// The invoices the caller may see. `state=pending_approval` lists oldest first.
+    pub async fn list_invoices(
+        &self,
+        actor: &Actor,
+        query: InvoiceQuery,
+        page: PageRequest,
+    ) -> AppResult<Vec<InvoiceView>> {
+        let state = match query.state.as_deref() {
+            None => None,
+            Some(s) => Some(InvoiceState::parse(s).ok_or_else(|| {
+                AppError::Validation(vec![FieldError::plain(
+                    "state",
+                    "invalid_value",
+                    "state must be one of draft, pending_approval, approved, issued, partially_paid, paid, rejected, cancelled",
+                )])
+            })?),
+        };
+        let mut conn = self.store.reader().await?;
+        let shared_review = match actor {
+            Actor::Agent(_) => false,
+            Actor::Human(h) => {
+                conn.org_by_id(h.org_id)
+                    .await?
+                    .ok_or(AppError::NotFound)?
+                    .shared_review
+            }
+        };
+        let filter = InvoiceFilter {
+            scope: Scope::of_invoices(caller(actor), shared_review),
+            oldest_first: state == Some(InvoiceState::PendingApproval),
+            state,
+            customer_id: query.customer_id,
+            agent_id: query.agent_id,
+        };
+        let rows = conn.invoices(actor.org_id(), &filter, page.into()).await?;
+        rows.into_iter().map(joined_view).collect()
+    }
+
+    /// Every revision, oldest first.
+    pub async fn list_revisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<RevisionView>> {
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.revisions(actor.org_id(), id).await?;
+        rows.into_iter().map(revision_view).collect()
+    }
+
+    /// Every decision, oldest first (the proposing agent reads them too, to learn why).
+    pub async fn list_decisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<DecisionView>> {
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.decisions(actor.org_id(), id).await?;
+        Ok(rows.into_iter().map(DecisionView::from).collect())
+    }
+
+    /// The audit trail, in order.
+    pub async fn list_events(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<EventView>> {
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.events(actor.org_id(), id).await?;
+        Ok(rows.into_iter().map(EventView::from).collect())
+    }
+
+    /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
+    pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
+        let mut conn = self.store.reader().await?;
+        let joined = conn
+            .invoice_joined(actor.org_id(), id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let org_id = joined.revision.org_id;
+        let (access, settings) = joined_access(&joined);
+        rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
+        let revisions: Vec<(i32, bool)> = conn
+            .revisions(org_id, id)
+            .await?
+            .iter()
+            .map(|r| {
+                (
+                    r.number,
+                    verify(&stored(r), &r.canonical_payload, &r.payload_hash).is_ok(),
+                )
+            })
+            .collect();
+        let events = conn.events(org_id, id).await?;
+        let broken_at = first_break(
+            events
+                .iter()
+                .map(|e| (event_fields(e), e.prev_hash.as_str(), e.hash.as_str())),
+        );
+        let revisions_ok = revisions.iter().all(|(_, ok)| *ok);
+        Ok(VerifyReport {
+            ok: revisions_ok && broken_at.is_none(),
+            revisions,
+            events_ok: broken_at.is_none(),
+            broken_at,
+        })
+    }
+}
+
+/// The invoice with its current revision, if the caller may read it.
+async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<InvoiceJoined> {
+    let joined = conn
+        .invoice_joined(actor.org_id(), id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let (access, settings) = joined_access(&joined);
+    rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
+    Ok(joined)
+}

@@ -1,0 +1,202 @@
+//! The port for organisations, humans, sessions, invitations, agents, API keys and the org
+//! audit trail.
+
+use super::Page;
+use super::StoreResult;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// An organisation and its settings.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct OrgRow {
+    pub id: Uuid,
+    pub name: String,
+    pub four_eyes: bool,
+    pub shared_review: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A human.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct UserRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub email: String,
+    pub email_normalized: String,
+    pub role: String,
+    pub password_hash: Option<String>,
+    pub is_bootstrap: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A human's session; only the token's hash is stored.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct SessionRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub token_hash: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A one-time invitation for a human to set a password.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct InvitationRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub invited_by: Uuid,
+    pub token_hash: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub accepted_at: Option<DateTime<Utc>>,
+}
+
+/// An agent; `capabilities` is the comma-joined storage form.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct AgentRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub owner_id: Uuid,
+    pub name: String,
+    pub capabilities: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An API key row; the key id is the id embedded in the key string.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ApiKeyRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub key_hash: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// An API key and its agent, read in one statement.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct KeyWithAgent {
+    #[sqlx(flatten)]
+    pub agent: AgentRow,
+    pub key_id: Uuid,
+    pub key_hash: Vec<u8>,
+    pub key_created_at: DateTime<Utc>,
+    pub key_expires_at: DateTime<Utc>,
+    pub key_revoked_at: Option<DateTime<Utc>>,
+    pub key_last_used_at: Option<DateTime<Utc>>,
+}
+
+impl KeyWithAgent {
+    /// The key row and the agent row.
+    pub fn split(self) -> (ApiKeyRow, AgentRow) {
+        let key = ApiKeyRow {
+            id: self.key_id,
+            org_id: self.agent.org_id,
+            agent_id: self.agent.id,
+            key_hash: self.key_hash,
+            created_at: self.key_created_at,
+            expires_at: self.key_expires_at,
+            revoked_at: self.key_revoked_at,
+            last_used_at: self.key_last_used_at,
+        };
+        (key, self.agent)
+    }
+}
+
+/// A row of the org-level audit trail.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub actor_kind: String,
+    pub actor_id: Option<Uuid>,
+    pub interface: String,
+    pub action: String,
+    pub subject_type: String,
+    pub subject_id: Uuid,
+    pub detail: String,
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// Reads of identities; every one is scoped by org except the look-ups that establish who is
+/// calling (a session or key hash, a sign-in email, an org name).
+#[async_trait]
+pub trait IdentityRead: Send {
+    async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>>;
+    async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>>;
+    async fn user_by_email(&mut self, email_normalized: &str) -> StoreResult<Option<UserRow>>;
+    async fn user_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<UserRow>>;
+    async fn session_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<(SessionRow, UserRow)>>;
+    async fn agent_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>>;
+    async fn agents_by_owner(
+        &mut self,
+        org_id: Uuid,
+        owner_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<AgentRow>>;
+    /// Whether the agent owns any customer, destination or invoice.
+    async fn agent_has_dependents(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
+    async fn api_key_by_id(&mut self, id: Uuid) -> StoreResult<Option<(ApiKeyRow, AgentRow)>>;
+    async fn active_key_expiry(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> StoreResult<Option<(DateTime<Utc>, Option<DateTime<Utc>>)>>;
+    async fn audit_for_subject(
+        &mut self,
+        org_id: Uuid,
+        subject_id: Uuid,
+    ) -> StoreResult<Vec<AuditRow>>;
+}
+
+/// Writes and locking reads of identities; only in a write unit of work.
+#[async_trait]
+pub trait IdentityWrite: IdentityRead {
+    async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool>;
+    async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()>;
+    async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()>;
+    async fn set_password(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        password_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    async fn insert_session(&mut self, session: &SessionRow) -> StoreResult<()>;
+    async fn delete_session(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    async fn insert_invitation(&mut self, invitation: &InvitationRow) -> StoreResult<()>;
+    /// Marks an unexpired, unused invitation accepted; `None` when no such invitation exists.
+    /// One-time use is decided by this single conditional write.
+    async fn accept_invitation(
+        &mut self,
+        hash: &[u8],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<InvitationRow>>;
+    async fn insert_agent(&mut self, agent: &AgentRow) -> StoreResult<()>;
+    /// Reads and locks the agent row (`FOR UPDATE` on PostgreSQL).
+    async fn lock_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>>;
+    async fn update_agent(&mut self, agent: &AgentRow) -> StoreResult<()>;
+    async fn delete_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    async fn insert_api_key(&mut self, key: &ApiKeyRow) -> StoreResult<()>;
+    async fn revoke_agent_keys(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+    async fn touch_api_key(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    async fn insert_audit(&mut self, event: &AuditRow) -> StoreResult<()>;
+}
