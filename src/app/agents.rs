@@ -4,7 +4,7 @@ use super::PageRequest;
 use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
 use crate::domain::identity::{ApiKey, Capabilities, Capability};
 use crate::domain::text::checked_text;
-use crate::store::{AgentRow, ApiKeyRow, Reader, Tx};
+use crate::store::{AgentRow, ApiKeyRow, Lock, Reader, Tx};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -106,7 +106,7 @@ impl App {
             return Err(AppError::Validation(errors));
         }
         let mut tx = self.store.begin().await?;
-        let mut agent = owned(tx.lock_agent(human.org_id, id).await?, human)?;
+        let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
         if agent.name != name {
             let old = std::mem::replace(&mut agent.name, name);
             agent.updated_at = now();
@@ -135,7 +135,7 @@ impl App {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
         // The agent row lock serializes concurrent rotations: exactly one key survives.
-        let agent = owned(tx.lock_agent(human.org_id, id).await?, human)?;
+        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
         let (view, key) = self
             .rotate_locked(&mut *tx, agent, AuditActor::human(human))
             .await?;
@@ -167,7 +167,7 @@ impl App {
     pub async fn delete_agent(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let agent = owned(tx.lock_agent(human.org_id, id).await?, human)?;
+        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
         if tx.agent_has_dependents(agent.org_id, agent.id).await? {
             return Err(AppError::HasDependents);
         }

@@ -5,7 +5,7 @@ use super::{Actor, App, AppError, AppResult, AuditActor, audit, now};
 use crate::domain::identity;
 use crate::domain::text::checked_text;
 use crate::domain::visibility::Scope;
-use crate::store::{CustomerRow, Reader};
+use crate::store::{CustomerRow, Lock, Reader, Tx};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -68,8 +68,9 @@ impl App {
         let name = checked_text("name", name, 160, &mut errors);
         let email = check_email(email, &mut errors);
         let mut tx = self.store.begin().await?;
+        // Share-locked: the agent cannot be deleted before this customer is committed.
         let owns = tx
-            .agent_by_id(human.org_id, agent_id)
+            .lock_agent(human.org_id, agent_id, Lock::Share)
             .await?
             .is_some_and(|a| a.owner_id == human.id);
         if !owns {
@@ -138,7 +139,7 @@ impl App {
     ) -> AppResult<CustomerView> {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let mut row = visible_customer(&mut *tx, actor, id).await?;
+        let mut row = locked_customer(&mut *tx, actor, id).await?;
         let mut errors = Vec::new();
         let name = change
             .name
@@ -171,7 +172,7 @@ impl App {
     pub async fn delete_customer(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let row = visible_customer(&mut *tx, actor, id).await?;
+        let row = locked_customer(&mut *tx, actor, id).await?;
         if tx.customer_is_referenced(row.org_id, row.id).await? {
             return Err(AppError::HasDependents);
         }
@@ -212,17 +213,27 @@ pub(crate) async fn sees_agent(
 
 /// The customer, if the caller may see it; unknown and foreign ids are the same `NotFound`.
 pub(crate) async fn visible_customer(
-    tx: &mut dyn Reader,
+    conn: &mut dyn Reader,
     actor: &Actor,
     id: Uuid,
 ) -> AppResult<CustomerRow> {
-    let row = tx
-        .customer_by_id(actor.org_id(), id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if sees_agent(tx, actor, row.agent_id).await? {
-        Ok(row)
-    } else {
-        Err(AppError::NotFound)
+    let row = conn.customer_by_id(actor.org_id(), id).await?;
+    only_visible(conn, actor, row).await
+}
+
+/// The customer, if the caller may see it, locked against concurrent changes and drafts.
+async fn locked_customer(tx: &mut dyn Tx, actor: &Actor, id: Uuid) -> AppResult<CustomerRow> {
+    let row = tx.lock_customer(actor.org_id(), id, Lock::Update).await?;
+    only_visible(tx, actor, row).await
+}
+
+async fn only_visible(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    row: Option<CustomerRow>,
+) -> AppResult<CustomerRow> {
+    match row {
+        Some(row) if sees_agent(conn, actor, row.agent_id).await? => Ok(row),
+        _ => Err(AppError::NotFound),
     }
 }

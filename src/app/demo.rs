@@ -7,7 +7,7 @@ use super::{
 };
 use crate::domain::identity::{self, Capability, Role};
 use crate::domain::lines::LineInput;
-use crate::store::{Page, UserRow};
+use crate::store::{Lock, Page, UserRow};
 use uuid::Uuid;
 
 /// The demo organisation's name.
@@ -97,7 +97,7 @@ impl App {
             Some(agent) => {
                 let mut tx = self.store.begin().await?;
                 let locked = tx
-                    .lock_agent(agent.org_id, agent.id)
+                    .lock_agent(agent.org_id, agent.id, Lock::Update)
                     .await?
                     .ok_or_else(|| AppError::Internal("demo agent vanished".into()))?;
                 let (view, key) = self

@@ -9,7 +9,7 @@ use crate::domain::currency::Currency;
 use crate::domain::destination::DestinationState;
 use crate::domain::fingerprint::{fingerprint, key_is_valid};
 use crate::domain::text::checked_text;
-use crate::store::{Constraint, DestinationRow, StoreError};
+use crate::store::{Constraint, DestinationRow, Lock, StoreError};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use uuid::Uuid;
@@ -113,9 +113,20 @@ impl App {
             updated_at: now,
         };
         let mut tx = self.store.begin().await?;
+        // The agent may have been deleted since its key was checked: answer as a request after
+        // the delete would be answered. The share lock keeps it until this commits.
+        if tx
+            .lock_agent(agent.org_id, agent.id, Lock::Share)
+            .await?
+            .is_none()
+        {
+            return Err(AppError::Unauthorized);
+        }
         let actor_audit = AuditActor::agent(agent);
         if let Some(old_id) = input.supersedes_id {
-            let old = tx.lock_destination(agent.org_id, old_id).await?;
+            let old = tx
+                .lock_destination(agent.org_id, old_id, Lock::Update)
+                .await?;
             let usable =
                 old.is_some_and(|d| d.agent_id == agent.id && d.state == DestinationState::Active);
             if !usable {
@@ -223,7 +234,7 @@ impl App {
     ) -> AppResult<DestinationView> {
         let mut tx = self.store.begin().await?;
         let mut row = tx
-            .lock_destination(actor.org_id(), id)
+            .lock_destination(actor.org_id(), id, Lock::Update)
             .await?
             .ok_or(AppError::NotFound)?;
         if !sees_agent(&mut *tx, actor, row.agent_id).await? {

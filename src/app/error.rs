@@ -75,6 +75,8 @@ impl From<StoreError> for AppError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Unavailable(_) => AppError::Unavailable(err),
+            // What the serial order gives when the delete comes first: the record is unknown.
+            StoreError::ReferenceGone(_) => AppError::NotFound,
             other => AppError::Internal(other.to_string()),
         }
     }

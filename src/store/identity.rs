@@ -1,8 +1,7 @@
 //! The port for organisations, humans, sessions, invitations, agents, API keys and the org
 //! audit trail.
 
-use super::Page;
-use super::StoreResult;
+use super::{Lock, Page, StoreResult};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -181,8 +180,13 @@ pub trait IdentityWrite: IdentityRead {
         now: DateTime<Utc>,
     ) -> StoreResult<Option<InvitationRow>>;
     async fn insert_agent(&mut self, agent: &AgentRow) -> StoreResult<()>;
-    /// Reads and locks the agent row (`FOR UPDATE` on PostgreSQL).
-    async fn lock_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>>;
+    /// Reads the agent row and locks it until the transaction ends.
+    async fn lock_agent(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<AgentRow>>;
     async fn update_agent(&mut self, agent: &AgentRow) -> StoreResult<()>;
     async fn delete_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
     async fn insert_api_key(&mut self, key: &ApiKeyRow) -> StoreResult<()>;

@@ -41,6 +41,10 @@ pub enum StoreError {
     /// A uniqueness constraint the app reacts to refused the write.
     #[error("constraint {} refused the write", .0.name())]
     Conflict(Constraint),
+    /// A row the write refers to is gone (a foreign-key violation): a concurrent delete won.
+    /// The app locks what it checks, so this is a backstop, answered as an unknown record.
+    #[error("a referenced row is gone: {0}")]
+    ReferenceGone(#[source] sqlx::Error),
     /// The database could not be reached or timed out: safe to retry.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
@@ -118,6 +122,16 @@ impl Constraint {
             Constraint::DecisionPerRevision => "decisions.revision_id",
         }
     }
+}
+
+/// How a locking read holds its row until the transaction ends (PostgreSQL row locks; on
+/// SQLite the single writer already serializes write transactions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// Others may share it too, but nobody may change or delete the row (`FOR SHARE`).
+    Share,
+    /// Nobody else may lock, change or delete the row (`FOR UPDATE`).
+    Update,
 }
 
 /// Shorthand for store results.

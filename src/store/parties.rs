@@ -1,6 +1,6 @@
 //! The port for customers and payment destinations.
 
-use super::{Page, StoreResult};
+use super::{Lock, Page, StoreResult};
 use crate::domain::destination::DestinationState;
 pub use crate::domain::visibility::Scope;
 use async_trait::async_trait;
@@ -76,19 +76,23 @@ pub trait PartyWrite: PartyRead {
     async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
     async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
     async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
-    /// Reads the destination and holds a shared lock on it (`FOR SHARE` on PostgreSQL): many
-    /// drafts may name it at once, but it cannot be deactivated until they commit.
-    async fn share_destination(
-        &mut self,
-        org_id: Uuid,
-        id: Uuid,
-    ) -> StoreResult<Option<DestinationRow>>;
-    /// Reads and locks the destination row (`FOR UPDATE` on PostgreSQL).
+    /// Reads the destination and locks it until the transaction ends: drafts share-lock the
+    /// destination they name, so it cannot be deactivated until they commit, yet they do not
+    /// queue behind each other; deactivation takes it exclusively.
     async fn lock_destination(
         &mut self,
         org_id: Uuid,
         id: Uuid,
+        lock: Lock,
     ) -> StoreResult<Option<DestinationRow>>;
+    /// Reads the customer and locks it until the transaction ends (drafts share, delete and
+    /// update take it exclusively).
+    async fn lock_customer(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<CustomerRow>>;
     async fn set_destination_state(
         &mut self,
         org_id: Uuid,

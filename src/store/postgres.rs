@@ -39,6 +39,9 @@ fn map_err(err: sqlx::Error) -> StoreError {
         {
             return StoreError::Conflict(known);
         }
+        if db.code().as_deref() == Some("23503") {
+            return StoreError::ReferenceGone(err);
+        }
         // 57P01 admin shutdown, 53300 too many connections, 08xxx connection exceptions.
         if db
             .code()
@@ -50,7 +53,12 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_identity_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_identity_store!(
+    PgUnit,
+    for_update = " for update",
+    for_share = " for share",
+    map_err = map_err
+);
 impl_party_store!(
     PgUnit,
     for_update = " for update",

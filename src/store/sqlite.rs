@@ -67,6 +67,10 @@ fn map_err(err: sqlx::Error) -> StoreError {
         if let Some(constraint) = constraint_from_message(db.message()) {
             return StoreError::Conflict(constraint);
         }
+        // SQLITE_CONSTRAINT_FOREIGNKEY
+        if db.code().as_deref() == Some("787") {
+            return StoreError::ReferenceGone(err);
+        }
         // SQLITE_BUSY (5) / SQLITE_LOCKED (6) after the busy timeout: retryable.
         if matches!(db.code().as_deref(), Some("5") | Some("6") | Some("517")) {
             return StoreError::Unavailable(err);
@@ -76,7 +80,12 @@ fn map_err(err: sqlx::Error) -> StoreError {
 }
 
 // No row locks: the single writer connection already serializes every write transaction.
-impl_identity_store!(SqliteUnit, for_update = "", map_err = map_err);
+impl_identity_store!(
+    SqliteUnit,
+    for_update = "",
+    for_share = "",
+    map_err = map_err
+);
 impl_party_store!(
     SqliteUnit,
     for_update = "",

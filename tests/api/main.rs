@@ -17,4 +17,6 @@ mod invoices;
 mod model;
 mod organisation;
 mod parties;
+mod races;
+mod replays;
 mod serve;

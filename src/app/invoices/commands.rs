@@ -7,7 +7,9 @@
 //! commits nothing, writes no event and answers a replay.
 
 use super::chain::{EventInput, next_event};
-use super::content::{checked_parties, current_content, revision_row, seal_to, stored};
+use super::content::{
+    checked_parties, current_content, revision_row, seal_into, seal_to, seals_as, stored,
+};
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
 use crate::app::{Actor, App, AppError, AppResult, AuditActor, FieldError, Replayed, now};
@@ -20,7 +22,7 @@ use crate::domain::invoice::{
 };
 use crate::domain::payload::verify;
 use crate::store::{
-    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Reader, RevisionRow, StoreError, Tx,
+    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lock, Reader, RevisionRow, StoreError, Tx,
 };
 use uuid::Uuid;
 
@@ -59,13 +61,17 @@ impl App {
         drop(conn);
 
         let mut tx = self.store.begin().await?;
+        // The agent may have been deleted since its key was checked: the answer is then the
+        // one a request after the delete gets. The share lock keeps it until this commits.
+        if tx
+            .lock_agent(agent.org_id, agent.id, Lock::Share)
+            .await?
+            .is_none()
+        {
+            return Err(AppError::Unauthorized);
+        }
         let destination = checked_parties(&mut *tx, actor, &content).await?;
-        let sealed = seal_to(
-            &content,
-            destination.id,
-            &destination.network,
-            &destination.address,
-        )?;
+        let sealed = seal_into(&content, &destination)?;
         let now = now();
         let invoice_id = Uuid::now_v7();
         let revision = revision_row(
@@ -153,16 +159,14 @@ impl App {
         let current = current_revision(&mut *tx, &invoice).await?;
         let content =
             check_content(&input, Some(current_content(&current))).map_err(AppError::Validation)?;
-        let destination = checked_parties(&mut *tx, actor, &content).await?;
-        let sealed = seal_to(
-            &content,
-            destination.id,
-            &destination.network,
-            &destination.address,
-        )?;
-        if sealed.hash == current.payload_hash {
+        // A revise whose content is already the current revision's is a replay, recognised
+        // before the parties are checked again (domain.md §7): its destination may have been
+        // retired or its due date passed since the revise that made it.
+        if seals_as(&content, &current)? {
             return unchanged(&mut *tx, &invoice).await;
         }
+        let destination = checked_parties(&mut *tx, actor, &content).await?;
+        let sealed = seal_into(&content, &destination)?;
         let now = now();
         let number = invoice.revision_count + 1;
         let revision = revision_row(
@@ -203,7 +207,7 @@ impl App {
         let current = current_revision(&mut *tx, &invoice).await?;
         let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
         let destination = tx
-            .share_destination(invoice.org_id, current.payment_destination_id)
+            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
             .await?;
         let facts = SubmitFacts {
             state: invoice.state,
@@ -310,7 +314,7 @@ impl App {
         let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
         let current = current_revision(&mut *tx, &invoice).await?;
         let destination = tx
-            .share_destination(invoice.org_id, current.payment_destination_id)
+            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
             .await?;
         let facts = DecideFacts {
             kind,

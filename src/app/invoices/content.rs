@@ -9,7 +9,7 @@ use crate::domain::invoice::{
     CurrentContent, DraftContent, NamedDestination, PartyFacts, check_parties,
 };
 use crate::domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
-use crate::store::{DestinationRow, RevisionRow, Tx};
+use crate::store::{DestinationRow, Lock, RevisionRow, Tx};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use uuid::Uuid;
@@ -26,17 +26,20 @@ pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
 }
 
 /// Loads the parties a draft names and checks them (inside the transaction, after the invoice
-/// lock). The destination is share-locked: a concurrent deactivation cannot slip between this
-/// check and the commit, yet drafts naming the same destination do not queue behind each other.
+/// lock). The customer and the destination are share-locked: a concurrent delete or
+/// deactivation cannot slip between this check and the commit, yet drafts naming the same
+/// parties do not queue behind each other.
 pub(super) async fn checked_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
     content: &DraftContent,
 ) -> AppResult<DestinationRow> {
     let org_id = actor.org_id();
-    let customer = tx.customer_by_id(org_id, content.customer_id).await?;
+    let customer = tx
+        .lock_customer(org_id, content.customer_id, Lock::Share)
+        .await?;
     let destination = tx
-        .share_destination(org_id, content.destination_id)
+        .lock_destination(org_id, content.destination_id, Lock::Share)
         .await?
         .filter(|d| is_agents_own(actor, d.agent_id));
     check_parties(PartyFacts {
@@ -74,6 +77,30 @@ pub(super) fn seal_to(
         address: address.to_owned(),
     });
     seal(&payload).map_err(|e| AppError::Validation(vec![FieldError::new("lines", &e)]))
+}
+
+/// The seal of `content` paid into `destination`.
+pub(super) fn seal_into(content: &DraftContent, destination: &DestinationRow) -> AppResult<Seal> {
+    seal_to(
+        content,
+        destination.id,
+        &destination.network,
+        &destination.address,
+    )
+}
+
+/// Whether `content` seals to exactly `revision`'s payload (same destination, same hash).
+pub(super) fn seals_as(content: &DraftContent, revision: &RevisionRow) -> AppResult<bool> {
+    if content.destination_id != revision.payment_destination_id {
+        return Ok(false);
+    }
+    let sealed = seal_to(
+        content,
+        revision.payment_destination_id,
+        &revision.destination_network,
+        &revision.destination_address,
+    )?;
+    Ok(sealed.hash == revision.payload_hash)
 }
 
 /// A new revision row of `content`, sealed into `destination`.

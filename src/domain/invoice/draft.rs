@@ -155,29 +155,18 @@ pub fn check_content(
             None
         }
     };
-    match (
-        customer_id,
-        destination_id,
-        currency,
-        due_date,
-        lines,
-        reasoning,
-    ) {
-        (
-            Some(customer_id),
-            Some(destination_id),
-            Some(currency),
-            Some(due_date),
-            Some(lines),
-            Some(reasoning),
-        ) if errors.is_empty() => Ok(DraftContent {
-            customer_id,
-            destination_id,
-            currency,
-            due_date,
-            lines,
-            reasoning,
-        }),
+    let content = || {
+        Some(DraftContent {
+            customer_id: customer_id?,
+            destination_id: destination_id?,
+            currency: currency?,
+            due_date: due_date?,
+            lines: lines?,
+            reasoning: reasoning?,
+        })
+    };
+    match content() {
+        Some(content) if errors.is_empty() => Ok(content),
         _ => Err(errors),
     }
 }

@@ -1,14 +1,19 @@
 //! Identities: organisations, humans, sessions, invitations, agents, keys, the org audit trail.
 
 /// Implements `IdentityRead` and `IdentityWrite` for one backend's unit of work `$unit`, whose
-/// field `.0` is a [`Conn`](super::Conn). `$for_update` is appended to reads that lock the row
-/// they return; `$map_err` classifies the backend's errors.
+/// field `.0` is a [`Conn`](super::Conn). `$for_share` and `$for_update` are appended to reads
+/// that lock the row they return; `$map_err` classifies the backend's errors.
 macro_rules! impl_identity_store {
-    ($unit:ty, for_update = $for_update:literal, map_err = $map_err:path) => {
+    (
+        $unit:ty,
+        for_update = $for_update:literal,
+        for_share = $for_share:literal,
+        map_err = $map_err:path
+    ) => {
         const _: () = {
             use ::chrono::{DateTime, Utc};
             use ::uuid::Uuid;
-            use $crate::store::{Page, StoreResult};
+            use $crate::store::{Lock, Page, StoreResult};
             use $crate::store::identity::*;
 
             #[::async_trait::async_trait]
@@ -351,10 +356,13 @@ macro_rules! impl_identity_store {
                     &mut self,
                     org_id: Uuid,
                     id: Uuid,
+                    lock: Lock,
                 ) -> StoreResult<Option<AgentRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from agents where org_id = $1 and id = $2",
-                        $for_update
+                    ::sqlx::query_as($crate::store::sql::locked_select!(
+                        lock,
+                        $for_share,
+                        $for_update,
+                        "select * from agents where org_id = $1 and id = $2"
                     ))
                     .bind(org_id)
                     .bind(id)

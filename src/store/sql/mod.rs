@@ -42,6 +42,20 @@ impl<DB: Database> Conn<DB> {
     }
 }
 
+/// The statement of a locking read in the mode asked for: `select` with the backend's
+/// `$for_share` or `$for_update` suffix appended (both empty on SQLite, whose single writer
+/// already serializes write transactions).
+macro_rules! locked_select {
+    ($lock:expr, $for_share:literal, $for_update:literal, $select:literal) => {
+        match $lock {
+            $crate::store::Lock::Share => concat!($select, $for_share),
+            $crate::store::Lock::Update => concat!($select, $for_update),
+        }
+    };
+}
+
+pub(crate) use locked_select;
+
 /// Errors that are not constraint violations: unreachable database or a bug.
 pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
     match err {

@@ -10,7 +10,7 @@ macro_rules! impl_party_store {
         const _: () = {
             use ::chrono::{DateTime, Utc};
             use ::uuid::Uuid;
-            use $crate::store::{Page, StoreResult};
+            use $crate::store::{Lock, Page, StoreResult};
             use $crate::domain::destination::DestinationState;
             use $crate::domain::visibility::Scope;
             use $crate::store::parties::*;
@@ -153,6 +153,26 @@ macro_rules! impl_party_store {
                 }
 
                 #[::tracing::instrument(level = "debug", skip_all)]
+                async fn lock_customer(
+                    &mut self,
+                    org_id: Uuid,
+                    id: Uuid,
+                    lock: Lock,
+                ) -> StoreResult<Option<CustomerRow>> {
+                    ::sqlx::query_as($crate::store::sql::locked_select!(
+                        lock,
+                        $for_share,
+                        $for_update,
+                        "select * from customers where org_id = $1 and id = $2"
+                    ))
+                    .bind(org_id)
+                    .bind(id)
+                    .fetch_optional(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
                 async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()> {
                     ::sqlx::query(
                         "update customers set name = $3, email = $4, updated_at = $5
@@ -208,31 +228,17 @@ macro_rules! impl_party_store {
                 }
 
                 #[::tracing::instrument(level = "debug", skip_all)]
-                async fn share_destination(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                ) -> StoreResult<Option<DestinationRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from payment_destinations where org_id = $1 and id = $2",
-                        $for_share
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
                 async fn lock_destination(
                     &mut self,
                     org_id: Uuid,
                     id: Uuid,
+                    lock: Lock,
                 ) -> StoreResult<Option<DestinationRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from payment_destinations where org_id = $1 and id = $2",
-                        $for_update
+                    ::sqlx::query_as($crate::store::sql::locked_select!(
+                        lock,
+                        $for_share,
+                        $for_update,
+                        "select * from payment_destinations where org_id = $1 and id = $2"
                     ))
                     .bind(org_id)
                     .bind(id)
