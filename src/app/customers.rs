@@ -3,6 +3,7 @@
 use super::PageRequest;
 use super::{Actor, App, AppError, AppResult, AuditActor, audit, now};
 use crate::domain::identity;
+use crate::domain::identity::Capability;
 use crate::domain::text::checked_text;
 use crate::domain::visibility::Scope;
 use crate::store::{CustomerRow, Lock, Reader, Tx};
@@ -63,6 +64,7 @@ impl App {
         name: &str,
         email: &str,
     ) -> AppResult<CustomerView> {
+        actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut errors = Vec::new();
         let name = checked_text("name", name, 160, &mut errors);
@@ -117,6 +119,7 @@ impl App {
         actor: &Actor,
         page: PageRequest,
     ) -> AppResult<Vec<CustomerView>> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         let rows = conn
             .customers(actor.org_id(), scope_of(actor), page.into())
@@ -126,6 +129,7 @@ impl App {
 
     /// One customer the caller may see.
     pub async fn get_customer(&self, actor: &Actor, id: Uuid) -> AppResult<CustomerView> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         Ok(visible_customer(&mut *conn, actor, id).await?.into())
     }
@@ -137,6 +141,7 @@ impl App {
         id: Uuid,
         change: CustomerChange,
     ) -> AppResult<CustomerView> {
+        actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
         let mut row = locked_customer(&mut *tx, actor, id).await?;
@@ -170,6 +175,7 @@ impl App {
 
     /// The owning human deletes a customer no revision references.
     pub async fn delete_customer(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
+        actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
         let row = locked_customer(&mut *tx, actor, id).await?;

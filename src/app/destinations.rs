@@ -8,6 +8,7 @@ use crate::domain::address::Network;
 use crate::domain::currency::Currency;
 use crate::domain::destination::DestinationState;
 use crate::domain::fingerprint::{fingerprint, key_is_valid};
+use crate::domain::identity::Capability;
 use crate::domain::text::checked_text;
 use crate::store::{Constraint, DestinationRow, Lock, StoreError};
 use chrono::{DateTime, Utc};
@@ -67,6 +68,7 @@ impl App {
         input: NewDestination,
         idempotency_key: Option<&str>,
     ) -> AppResult<Replayed<DestinationView>> {
+        actor.require(Capability::Invoicing)?;
         let Actor::Agent(agent) = actor else {
             return Err(AppError::Forbidden(
                 "only agents register payment destinations",
@@ -195,6 +197,7 @@ impl App {
         state: Option<&str>,
         page: PageRequest,
     ) -> AppResult<Vec<DestinationView>> {
+        actor.require(Capability::Invoicing)?;
         let state = match state {
             None => None,
             Some(s) => Some(DestinationState::parse(s).ok_or_else(|| {
@@ -214,6 +217,7 @@ impl App {
 
     /// One destination the caller may see.
     pub async fn get_destination(&self, actor: &Actor, id: Uuid) -> AppResult<DestinationView> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         let row = conn
             .destination_by_id(actor.org_id(), id)
@@ -232,6 +236,7 @@ impl App {
         actor: &Actor,
         id: Uuid,
     ) -> AppResult<DestinationView> {
+        actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
         let mut row = tx
             .lock_destination(actor.org_id(), id, Lock::Update)

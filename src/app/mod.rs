@@ -13,7 +13,7 @@ mod invoices;
 mod org;
 mod password;
 
-use crate::domain::identity::{ActorKind, Capabilities, Interface, Role};
+use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
 use crate::store::{AuditRow, DynStore, Page, Tx};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use uuid::Uuid;
@@ -155,6 +155,18 @@ impl Actor {
         match self {
             Actor::Human(h) => h.id,
             Actor::Agent(a) => a.id,
+        }
+    }
+
+    /// Routes on customers, destinations and invoices need `invoicing`, settlement routes
+    /// `settlement` (domain.md §1). Only agents' keys carry capabilities; a human's role decides
+    /// for them. Checked right after authentication, before any record is looked up.
+    pub fn require(&self, capability: Capability) -> AppResult<()> {
+        match self {
+            Actor::Agent(a) if !a.capabilities.has(capability) => {
+                Err(AppError::MissingCapability(capability.as_str()))
+            }
+            _ => Ok(()),
         }
     }
 

@@ -11,6 +11,7 @@ mod agents;
 mod auth;
 mod authorization;
 mod bootstrap;
+mod capabilities;
 mod concurrency;
 mod conventions;
 mod invoices;

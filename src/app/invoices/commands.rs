@@ -16,6 +16,7 @@ use crate::app::{Actor, App, AppError, AppResult, AuditActor, FieldError, Replay
 use crate::domain::audit::GENESIS;
 use crate::domain::destination::DestinationState;
 use crate::domain::fingerprint::key_is_valid;
+use crate::domain::identity::Capability;
 use crate::domain::invoice::{
     self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
     ExistingDecision, InvoiceState, SubmitFacts, Transition, check_content, check_payload_hash,
@@ -36,6 +37,7 @@ impl App {
         key: &str,
         input: DraftInput,
     ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
         let Actor::Agent(agent) = actor else {
             return Err(AppError::Forbidden("only agents propose invoices"));
@@ -136,6 +138,7 @@ impl App {
         actor: &Actor,
         input: &DraftInput,
     ) -> AppResult<Vec<FieldError>> {
+        actor.require(Capability::Invoicing)?;
         rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
         Ok(check_content(input, None).err().unwrap_or_default())
     }
@@ -148,6 +151,7 @@ impl App {
         id: Uuid,
         input: DraftInput,
     ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
         let mut invoice = locked(&mut *tx, actor, id, Action::Revise).await?;
         let Transition::Apply { to } =
@@ -202,6 +206,7 @@ impl App {
 
     /// The proposing agent asks for approval.
     pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
         let mut invoice = locked(&mut *tx, actor, id, Action::Submit).await?;
         let current = current_revision(&mut *tx, &invoice).await?;
@@ -234,6 +239,7 @@ impl App {
 
     /// The proposing agent, or a human who sees it, takes an undecided invoice back.
     pub async fn withdraw(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         self.simple_transition(actor, id, Action::Withdraw, None)
             .await
     }
@@ -245,6 +251,7 @@ impl App {
         id: Uuid,
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         self.simple_transition(actor, id, Action::Cancel, reason)
             .await
     }
@@ -291,6 +298,7 @@ impl App {
         payload_hash: &str,
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         let action = kind.action();
         let mut tx = self.store.begin().await?;
         let mut invoice = locked(&mut *tx, actor, id, action).await?;

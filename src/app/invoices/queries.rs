@@ -9,6 +9,7 @@ use super::views::{
 use super::{access_error, caller, joined_access};
 use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest};
 use crate::domain::audit::first_break;
+use crate::domain::identity::Capability;
 use crate::domain::invoice::{self as rules, InvoiceState};
 use crate::domain::payload::verify;
 use crate::domain::visibility::Scope;
@@ -28,6 +29,7 @@ pub struct InvoiceQuery {
 impl App {
     /// One invoice the caller may see.
     pub async fn get_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<InvoiceView> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         joined_view(readable(&mut *conn, actor, id).await?)
     }
@@ -39,6 +41,7 @@ impl App {
         query: InvoiceQuery,
         page: PageRequest,
     ) -> AppResult<Vec<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
         let state = match query.state.as_deref() {
             None => None,
             Some(s) => Some(InvoiceState::parse(s).ok_or_else(|| {
@@ -72,6 +75,7 @@ impl App {
 
     /// Every revision, oldest first.
     pub async fn list_revisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<RevisionView>> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.revisions(actor.org_id(), id).await?;
@@ -80,6 +84,7 @@ impl App {
 
     /// Every decision, oldest first (the proposing agent reads them too, to learn why).
     pub async fn list_decisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<DecisionView>> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.decisions(actor.org_id(), id).await?;
@@ -88,6 +93,7 @@ impl App {
 
     /// The audit trail, in order.
     pub async fn list_events(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<EventView>> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.events(actor.org_id(), id).await?;
@@ -96,6 +102,7 @@ impl App {
 
     /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
     pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
+        actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         let joined = conn
             .invoice_joined(actor.org_id(), id)
