@@ -65,7 +65,7 @@ pub struct CreateInvoiceRequest {
     pub customer_id: Option<Uuid>,
     /// One of your active payment destinations, receiving `currency`.
     pub payment_destination_id: Option<Uuid>,
-    /// Currency code.
+    /// Currency code of every amount in `lines`; must be the payment destination's currency.
     #[schema(example = "EUR")]
     pub currency: Option<String>,
     /// `YYYY-MM-DD`, today (UTC) or later.
@@ -83,13 +83,13 @@ pub struct CreateInvoiceRequest {
 pub struct ReviseRequest {
     /// Why this revision (required).
     pub reasoning: Option<String>,
-    /// New customer.
+    /// Another of your customers to bill.
     pub customer_id: Option<Uuid>,
-    /// New destination.
+    /// Another of your active payment destinations, receiving the currency.
     pub payment_destination_id: Option<Uuid>,
     /// New currency (send `lines` too).
     pub currency: Option<String>,
-    /// New due date.
+    /// `YYYY-MM-DD`, today (UTC) or later.
     pub due_date: Option<String>,
     /// New lines (replace all).
     pub lines: Option<Vec<LineRequest>>,
@@ -107,7 +107,7 @@ pub struct DecideRequest {
     pub reason: Option<String>,
 }
 
-/// A cancellation.
+/// A cancellation of an approved invoice; `reason` is required.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
@@ -123,26 +123,26 @@ pub struct EmptyRequest {}
 /// A line with every amount in both forms.
 #[derive(Serialize, ToSchema)]
 pub struct LineResponse {
-    /// As stored.
+    /// As stored and sealed: trimmed and NFC-normalized.
     pub description: String,
-    /// Normalized decimal string.
+    /// Normalized decimal string (`"1.50"` is shown as `"1.5"`).
     pub quantity: String,
-    /// Exactly the currency's decimals.
+    /// Unit price in major units, with exactly the currency's decimals.
     pub unit_amount: String,
-    /// Minor units.
+    /// `unit_amount` in minor units: a JSON integer, even beyond 2^53.
     #[schema(value_type = i64)]
     pub unit_amount_minor: MinorAmount,
     /// `quantity × unit_amount`, exactly the currency's decimals.
     pub amount: String,
-    /// Minor units.
+    /// `amount` in minor units: a JSON integer, even beyond 2^53.
     #[schema(value_type = i64)]
     pub amount_minor: MinorAmount,
 }
 
-/// A revision.
+/// One sealed version of an invoice's content: approvers decide on its `payload_hash`.
 #[derive(Serialize, ToSchema)]
 pub struct RevisionResponse {
-    /// Id.
+    /// Name it as `revision_id` when deciding on this revision.
     pub id: Uuid,
     /// 1, 2, …
     pub number: i32,
@@ -150,31 +150,31 @@ pub struct RevisionResponse {
     pub customer_id: Uuid,
     /// Destination paid.
     pub payment_destination_id: Uuid,
-    /// Currency code.
+    /// Currency code of every amount in this revision.
     pub currency: String,
-    /// Due date.
+    /// When payment is due.
     pub due_date: NaiveDate,
-    /// Lines.
+    /// In the order they were sent.
     pub lines: Vec<LineResponse>,
-    /// Total, exactly the currency's decimals.
+    /// Sum of the line amounts, with exactly the currency's decimals.
     pub total: String,
-    /// Total in minor units.
+    /// `total` in minor units: a JSON integer, even beyond 2^53.
     #[schema(value_type = i64)]
     pub total_minor: MinorAmount,
-    /// The agent's reasoning.
+    /// Why the agent proposed this revision (not part of the seal).
     pub reasoning: String,
     /// The exact canonical bytes that were hashed (a JSON string).
     pub canonical_payload: String,
     /// Lowercase hex SHA-256 of `canonical_payload`.
     pub payload_hash: String,
-    /// Created.
+    /// When this revision was written (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
 
 /// An invoice with its current revision.
 #[derive(Serialize, ToSchema)]
 pub struct InvoiceResponse {
-    /// Id.
+    /// The `{id}` of `/v1/invoices/{id}`.
     pub id: Uuid,
     /// The proposing agent.
     pub agent_id: Uuid,
@@ -182,15 +182,15 @@ pub struct InvoiceResponse {
     pub idempotency_key: String,
     /// `draft`, `pending_approval`, `approved`, `rejected`, `cancelled`, …
     pub state: String,
-    /// Assigned at issue.
+    /// Assigned at issue; `null` until then.
     pub number: Option<String>,
     /// The current revision.
     pub current_revision: RevisionResponse,
     /// How many revisions exist.
     pub revision_count: i32,
-    /// Created.
+    /// When the invoice was proposed (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
-    /// Last changed.
+    /// When its latest event happened (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 
@@ -219,22 +219,22 @@ pub struct RevisionList {
     pub items: Vec<RevisionResponse>,
 }
 
-/// A decision.
+/// An approver's answer to one exact revision.
 #[derive(Serialize, ToSchema)]
 pub struct DecisionResponse {
-    /// Id.
+    /// Identifies this decision; a revision has at most one.
     pub id: Uuid,
     /// The revision decided on.
     pub revision_id: Uuid,
     /// `approved`, `rejected` or `changes_requested`.
     pub decision: String,
-    /// The hash decided on.
+    /// The `payload_hash` the approver named, which matched the revision's.
     pub payload_hash: String,
     /// The approver's reason.
     pub reason: Option<String>,
-    /// The approver.
+    /// The human who decided.
     pub approver_id: Uuid,
-    /// When.
+    /// When the decision was recorded (RFC 3339, UTC).
     pub decided_at: DateTime<Utc>,
 }
 
@@ -248,35 +248,35 @@ pub struct DecisionList {
 /// One audit event.
 #[derive(Serialize, ToSchema)]
 pub struct EventResponse {
-    /// Id.
+    /// Identifies this event.
     pub id: Uuid,
-    /// 1, 2, … per invoice.
+    /// 1, 2, … per invoice, without gaps.
     pub seq: i32,
-    /// The command.
+    /// The command that caused it (`create_draft`, `submit`, `approve`, …).
     pub action: String,
-    /// State before.
+    /// The invoice's state before the command; `null` for `create_draft`.
     pub from_state: Option<String>,
-    /// State after.
+    /// The invoice's state after the command.
     pub to_state: String,
     /// `human`, `agent` or `system`.
     pub actor_kind: String,
-    /// Who.
+    /// The human or agent who acted; `null` for `system`.
     pub actor_id: Option<Uuid>,
     /// `api`, `mcp`, `ui`, `cli` or `job`.
     pub interface: String,
     /// The revision concerned.
     pub revision_id: Option<Uuid>,
-    /// Its payload hash.
+    /// That revision's `payload_hash`.
     pub payload_hash: Option<String>,
     /// The idempotency key (create only).
     pub idempotency_key: Option<String>,
-    /// Reason or note.
+    /// The reason sent with the command, if any.
     pub note: Option<String>,
-    /// When.
+    /// When the command took effect (RFC 3339, UTC).
     pub occurred_at: DateTime<Utc>,
     /// The hash of the event before (64 zeros for the first).
     pub prev_hash: String,
-    /// This event's hash.
+    /// Lowercase hex SHA-256 of `prev_hash`, a newline and this event's canonical JSON.
     pub hash: String,
 }
 
@@ -290,7 +290,7 @@ pub struct EventList {
 /// One revision's seal check.
 #[derive(Serialize, ToSchema)]
 pub struct RevisionCheck {
-    /// Revision number.
+    /// The revision's `number`.
     pub number: i32,
     /// Re-sealing its stored fields reproduced its stored bytes and hash.
     pub ok: bool,
@@ -308,11 +308,11 @@ pub struct EventsCheck {
 /// The outcome of verify.
 #[derive(Serialize, ToSchema)]
 pub struct VerifyResponse {
-    /// Everything matched.
+    /// Every revision and the event chain passed.
     pub ok: bool,
-    /// Per revision.
+    /// One check per revision, oldest first.
     pub revisions: Vec<RevisionCheck>,
-    /// The event chain.
+    /// The check of the event chain.
     pub events: EventsCheck,
 }
 
