@@ -10,12 +10,10 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://tauros.db?mode=rwc";
 #[derive(Debug, Parser)]
 #[command(name = "tauros", version, about)]
 pub struct Cli {
-    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations, then serve the HTTP API until SIGINT or SIGTERM.

@@ -1,7 +1,8 @@
 //! Tauros: AI agents propose invoices over a REST API, humans approve them.
 //!
-//! Layers (see DESIGN.md): `domain` (pure rules) ← `app` (use cases) → `store` (the port and
-//! its PostgreSQL and SQLite adapters); `http` is the REST surface over `app`.
+//! Layers: `domain` (pure rules) ← `app` (use cases) → `store` (the port and its PostgreSQL
+//! and SQLite adapters); `http` is the REST surface over `app`. Dependencies point inward only:
+//! `domain` knows none of the others, and `domain`, `app` and `store` know nothing of HTTP.
 
 #![forbid(unsafe_code)]
 

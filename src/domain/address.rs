@@ -15,7 +15,7 @@ use thiserror::Error;
 use super::currency::Currency;
 use super::error::{Coded, echo};
 
-/// Longest address stored (domain §2), whatever the network.
+/// Longest address stored, whatever the network.
 pub const MAX_ADDRESS_CHARS: usize = 128;
 
 /// A payment network (rail) a destination receives money on.
@@ -137,7 +137,7 @@ impl Network {
         }
     }
 
-    /// Whether this network moves `currency` (domain §4 table).
+    /// Whether this network moves `currency` (the table in docs/MONEY.md).
     pub fn carries(self, currency: Currency) -> bool {
         use Currency::{Dai, Eth, Usdc, Usdt};
         match self {

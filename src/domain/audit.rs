@@ -11,7 +11,6 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// The fields of one event that its hash covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFields<'a> {
-    /// The invoice.
     pub invoice_id: Uuid,
     /// 1, 2, … per invoice.
     pub seq: i32,
@@ -19,23 +18,22 @@ pub struct EventFields<'a> {
     pub action: &'a str,
     /// State before (none for create_draft).
     pub from_state: Option<&'a str>,
-    /// State after.
     pub to_state: &'a str,
     /// `human`, `agent` or `system`.
     pub actor_kind: &'a str,
-    /// Who.
+    /// The human or agent who acted; none for `system`.
     pub actor_id: Option<Uuid>,
     /// Entry point.
     pub interface: &'a str,
     /// The revision the command concerned.
     pub revision_id: Option<Uuid>,
-    /// Its payload hash.
+    /// That revision's payload hash.
     pub payload_hash: Option<&'a str>,
     /// The idempotency key (create only).
     pub idempotency_key: Option<&'a str>,
     /// A reason or note.
     pub note: Option<&'a str>,
-    /// When.
+    /// Hashed as RFC 3339 UTC with exactly six fractional digits.
     pub occurred_at: DateTime<Utc>,
 }
 

@@ -1,5 +1,6 @@
-//! Who the actors are and what their credentials look like: roles, capabilities, the API-key
-//! format of domain.md §1, session and invitation tokens. Pure: randomness is passed in.
+//! Who the actors are and what their credentials look like: roles, capabilities, API keys
+//! (`tauros_` + base62(key id ‖ secret) + `_` + base62(CRC-32)), session and invitation tokens.
+//! Pure: randomness is passed in.
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;

@@ -21,7 +21,7 @@ use super::quantity::{Quantity, QuantityError};
 /// Marker that starts the serde error message of a float in a money or quantity field.
 pub const FLOAT_NOT_ALLOWED: &str = "float_not_allowed";
 
-/// The sentence that follows the marker (the API contract's wording).
+/// The sentence that follows the marker; docs/MONEY.md quotes it, so keep the two alike.
 pub const FLOAT_NOT_ALLOWED_DETAIL: &str = "send amounts as decimal strings or integer minor units; floating-point numbers are never accepted";
 
 /// `unit_amount` as sent: a decimal string in major units (`"1200.50"`).

@@ -1,5 +1,5 @@
-//! Invoice lines: the request shape, their validation against a currency, and the response
-//! shape that shows every amount in both forms.
+//! Invoice lines: the input before validation, the rules that validate it against a currency,
+//! and the view that shows every amount in both forms.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -19,10 +19,12 @@ pub const MAX_LINES: usize = 100;
 /// Longest line description, in Unicode scalar values after trimming and NFC.
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 
-/// One line as sent: `{description, quantity, unit_amount | unit_amount_minor}`.
+/// One line before validation: `{description, quantity, unit_amount | unit_amount_minor}`.
 ///
 /// `description` and `quantity` are optional here only so that a missing one is reported by
-/// [`validate_lines`] together with every other problem (422), not as a parse failure.
+/// [`validate_lines`] together with every other problem (422), not as a parse failure. It
+/// deserializes from a request line's JSON for callers that build lines in process (the demo
+/// seed, tests); the HTTP layer parses its own request type and converts it into this one.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineInput {

@@ -1,4 +1,5 @@
-//! The seal: the canonical financial payload of a revision and its SHA-256 (domain §6).
+//! The seal: the canonical financial payload of a revision and its SHA-256 (docs/MONEY.md says
+//! how a client verifies one).
 //!
 //! The approver approves a hash; the hash must therefore depend on exactly the money facts
 //! (who pays, where to, what currency, when, which lines) and on nothing else. The bytes are
@@ -40,9 +41,7 @@ pub struct PayloadLine {
 /// Where the money goes: the destination's id, network and address as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PayloadDestination {
-    /// Destination id.
     pub id: Uuid,
-    /// Network name.
     pub network: Network,
     /// Address exactly as stored (trimmed at creation, case kept).
     pub address: String,
@@ -53,9 +52,7 @@ pub struct PayloadDestination {
 pub struct Payload {
     /// The customer billed.
     pub customer_id: Uuid,
-    /// The payment destination.
     pub destination: PayloadDestination,
-    /// Invoice currency.
     pub currency: Currency,
     /// Due date (written as `YYYY-MM-DD`).
     pub due_date: NaiveDate,
@@ -182,8 +179,8 @@ fn write_str(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// uuid already prints lowercase; lowering again keeps the spec rule visible and independent
-/// of that crate's formatting.
+/// Ids are lowercase in the payload. uuid already prints them so; lowering again keeps the rule
+/// visible and independent of that crate's formatting.
 fn lowercase_id(id: Uuid) -> String {
     id.hyphenated().to_string().to_ascii_lowercase()
 }
@@ -198,7 +195,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// A revision's sealed fields as read back from the database, before any parsing.
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRevision<'a> {
-    /// `customer_id` column.
     pub customer_id: Uuid,
     /// `payment_destination_id` column.
     pub destination_id: Uuid,
@@ -206,9 +202,7 @@ pub struct StoredRevision<'a> {
     pub network: &'a str,
     /// The destination's `address` column.
     pub address: &'a str,
-    /// `currency` column.
     pub currency: &'a str,
-    /// `due_date` column.
     pub due_date: NaiveDate,
     /// `lines` column: the JSON written by [`encode_lines`].
     pub lines_json: &'a str,

@@ -33,7 +33,7 @@ pub struct CreateAgentRequest {
     pub capabilities: Option<Vec<Capability>>,
 }
 
-/// A rename.
+/// A new name for the agent.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameAgentRequest {
@@ -45,13 +45,13 @@ pub struct RenameAgentRequest {
 /// An agent (never its key).
 #[derive(Serialize, ToSchema)]
 pub struct AgentResponse {
-    /// Id.
+    /// The `agent_id` of the customers, destinations and invoices it owns.
     pub id: Uuid,
-    /// Organisation.
+    /// The organisation the agent belongs to.
     pub org_id: Uuid,
     /// The human who owns it.
     pub owner_id: Uuid,
-    /// Name.
+    /// Display name, 1–160 characters.
     pub name: String,
     /// What its key may do.
     #[schema(value_type = Vec<String>)]
@@ -60,9 +60,9 @@ pub struct AgentResponse {
     pub key_expires_at: Option<DateTime<Utc>>,
     /// When the current key was last used (minute precision).
     pub key_last_used_at: Option<DateTime<Utc>>,
-    /// Created.
+    /// When the agent was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
-    /// Last changed.
+    /// When it was last renamed, or `created_at` (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 

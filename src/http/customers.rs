@@ -37,28 +37,28 @@ pub struct CreateCustomerRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateCustomerRequest {
-    /// New name.
+    /// Replaces the name; 1–160 characters.
     #[schema(min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// New email.
+    /// Replaces the email; 1–254 characters, one `@`.
     #[schema(min_length = 3, max_length = 254)]
     pub email: Option<String>,
 }
 
-/// A customer.
+/// Someone an agent bills; managed by the agent's human.
 #[derive(Serialize, ToSchema)]
 pub struct CustomerResponse {
-    /// Id.
+    /// The `customer_id` of an invoice billed to this customer.
     pub id: Uuid,
     /// The agent it belongs to.
     pub agent_id: Uuid,
-    /// Name.
+    /// Display name, 1–160 characters (not part of any invoice seal).
     pub name: String,
-    /// Email.
+    /// Contact email, 1–254 characters (not part of any invoice seal).
     pub email: String,
-    /// Created.
+    /// When the customer was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
-    /// Last changed.
+    /// When its name or email last changed, or `created_at` (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 

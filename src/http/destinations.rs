@@ -46,23 +46,23 @@ pub struct CreateDestinationRequest {
 /// A payment destination.
 #[derive(Serialize, ToSchema)]
 pub struct DestinationResponse {
-    /// Id.
+    /// The `payment_destination_id` of an invoice paid here.
     pub id: Uuid,
     /// The agent it belongs to.
     pub agent_id: Uuid,
-    /// Label.
+    /// Display label (not part of any invoice seal).
     pub label: String,
-    /// Currency code.
+    /// The one currency this destination receives.
     pub currency: String,
-    /// Network.
+    /// `iban`, `bitcoin`, `ethereum`, `arbitrum` or `base`.
     pub network: String,
-    /// Address as stored.
+    /// As sent, trimmed, case kept; sealed into every invoice paid here.
     pub address: String,
     /// `active`, `deactivated` or `superseded`.
     pub state: String,
     /// The destination this one replaced.
     pub supersedes_id: Option<Uuid>,
-    /// Created.
+    /// When the destination was registered (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
 

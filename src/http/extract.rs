@@ -4,14 +4,12 @@
 use super::AppState;
 use super::problem::{ApiError, too_large, unsupported_media_type};
 use crate::app::{Actor, AppError, FieldError};
+use crate::domain::input::FLOAT_NOT_ALLOWED;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
-
-/// Marker a money or quantity field's deserializer puts at the start of its error message.
-const FLOAT_MARKER: &str = "float_not_allowed";
 
 /// A JSON body that refuses unknown fields (the request types say `deny_unknown_fields`),
 /// wrong types and floats in money, naming the offending field in the error.
@@ -96,7 +94,7 @@ fn json_error(path: &str, err: &serde_json::Error) -> ApiError {
             format!("the body is not valid JSON ({full}); send a JSON object"),
         ),
         Category::Data => {
-            if let Some(rest) = message.strip_prefix(FLOAT_MARKER) {
+            if let Some(rest) = message.strip_prefix(FLOAT_NOT_ALLOWED) {
                 let why = rest.trim_start_matches(':').trim();
                 return ApiError::bad_request("float_not_allowed", format!("`{path}`: {why}"))
                     .with_field(path);

@@ -9,7 +9,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::time::Instant;
 
-/// The request-id header.
 pub const REQUEST_ID: &str = "x-request-id";
 
 /// Problem bodies are small; anything bigger than this is not one of ours.

@@ -30,7 +30,6 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    /// The application.
     pub app: App,
 }
 

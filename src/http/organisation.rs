@@ -19,15 +19,15 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// The organisation and its settings.
 #[derive(Serialize, ToSchema)]
 pub struct OrganisationResponse {
-    /// Id.
+    /// The `org_id` of its humans and agents.
     pub id: Uuid,
-    /// Name.
+    /// Unique across Tauros; `bootstrap-approver --org` names it.
     pub name: String,
     /// An approver may not decide on invoices of agents they own.
     pub four_eyes: bool,
     /// Approvers see and decide on the invoices of every agent in the org.
     pub shared_review: bool,
-    /// Created.
+    /// When the organisation was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
 
@@ -47,9 +47,9 @@ impl From<OrgView> for OrganisationResponse {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateOrganisationRequest {
-    /// New `four_eyes`.
+    /// `true`: an approver may not decide on invoices of agents they own.
     pub four_eyes: Option<bool>,
-    /// New `shared_review`.
+    /// `true`: approvers see and decide on the invoices of every agent in the org.
     pub shared_review: Option<bool>,
 }
 

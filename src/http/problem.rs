@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// The problem+json media type.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// One offending field of a 422.
@@ -29,7 +28,7 @@ pub struct Problem {
     pub type_: String,
     /// Short summary of the problem type.
     pub title: String,
-    /// The HTTP status.
+    /// The response's HTTP status code, repeated for clients that only keep the body.
     pub status: u16,
     /// Stable machine-readable name; clients match on this.
     pub code: String,
@@ -59,7 +58,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// Builds an error.
+    /// The title comes from the code; unknown codes get "Bad request".
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -71,7 +70,7 @@ impl ApiError {
         }
     }
 
-    /// 400 with a code from the conventions table.
+    /// 400 with a stable code (`invalid_json`, `unknown_field`, `invalid_type`, …).
     pub fn bad_request(code: &'static str, detail: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, detail)
     }
@@ -260,7 +259,7 @@ pub fn for_status(status: StatusCode) -> ApiError {
     }
 }
 
-/// 413.
+/// 413: the body is over [`super::BODY_LIMIT`].
 pub fn too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -269,7 +268,7 @@ pub fn too_large() -> ApiError {
     )
 }
 
-/// 415.
+/// 415: the body is not declared as JSON.
 pub fn unsupported_media_type() -> ApiError {
     ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,

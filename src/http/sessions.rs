@@ -30,7 +30,7 @@ pub struct SignInRequest {
     /// The human's email (case-insensitive).
     #[schema(example = "demo@tauros.local")]
     pub email: String,
-    /// Their password.
+    /// The password set on accepting the invitation (or with `bootstrap-approver`).
     #[schema(example = "tauros-demo-password")]
     pub password: String,
 }
@@ -38,16 +38,16 @@ pub struct SignInRequest {
 /// A human.
 #[derive(Serialize, ToSchema)]
 pub struct UserResponse {
-    /// Id.
+    /// The human's id (`approver_id` on decisions, `actor_id` on events).
     pub id: Uuid,
-    /// Organisation.
+    /// The organisation the human belongs to.
     pub org_id: Uuid,
-    /// Email.
+    /// The email the human signs in with (matched case-insensitively).
     pub email: String,
     /// `operator` or `approver`.
     #[schema(value_type = String, example = "approver")]
     pub role: Role,
-    /// Created.
+    /// When the human was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
 
@@ -121,9 +121,9 @@ pub struct MeResponse {
     /// `human` or `agent`.
     #[schema(example = "agent")]
     pub kind: &'static str,
-    /// The caller's id.
+    /// The human's or the agent's id.
     pub id: Uuid,
-    /// Organisation.
+    /// The caller's organisation.
     pub org_id: Uuid,
     /// Agents: their name.
     #[serde(skip_serializing_if = "Option::is_none")]

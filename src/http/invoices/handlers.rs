@@ -1,369 +1,26 @@
-//! `/v1/invoices`: proposals by agents, decisions by humans. Every command answers
-//! `{invoice, replayed}` with the `Idempotent-Replayed` header.
+//! The `/v1/invoices` handlers: parse, call `app`, shape the answer.
 
-use super::AppState;
-use super::destinations::REPLAYED;
-use super::extract::{
-    Auth, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
+use super::types::{
+    CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
+    DecisionResponse, EmptyRequest, EventList, EventResponse, EventsCheck, InvoiceList,
+    InvoiceResponse, ReviseRequest, RevisionCheck, RevisionList, VerifyResponse, invoice,
+    line_inputs, revision,
 };
-use super::problem::{ApiError, Problem};
 use crate::app::{
-    DecisionView, DraftInput, EventView, FieldError, InvoiceQuery, InvoiceView, Replayed,
-    RevisionView, VerifyReport,
+    Actor, DecisionView, DraftInput, EventView, FieldError, InvoiceQuery, InvoiceView, Replayed,
+    VerifyReport,
 };
 use crate::domain::invoice::DecisionKind;
-use crate::domain::lines::{LineInput, LineView};
-use crate::domain::money::MinorAmount;
+use crate::http::AppState;
+use crate::http::destinations::REPLAYED;
+use crate::http::extract::{
+    Auth, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
+};
+use crate::http::problem::{ApiError, Problem};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
-
-pub(super) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(create_invoice, list_invoices))
-        .routes(routes!(get_invoice))
-        .routes(routes!(list_revisions))
-        .routes(routes!(list_decisions))
-        .routes(routes!(list_events))
-        .routes(routes!(verify_invoice))
-        .routes(routes!(revise))
-        .routes(routes!(submit))
-        .routes(routes!(withdraw))
-        .routes(routes!(approve))
-        .routes(routes!(reject))
-        .routes(routes!(request_changes))
-        .routes(routes!(cancel))
-}
-
-/// One line of a request: exactly one of `unit_amount` and `unit_amount_minor`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct LineRequest {
-    /// 1–500 characters.
-    #[schema(example = "Discovery workshop")]
-    description: String,
-    /// Decimal string, > 0, ≤ 1,000,000,000, ≤ 6 decimals.
-    #[schema(example = "1.5")]
-    quantity: String,
-    /// Unit price in major units as a string (`"1200.50"`), at most the currency's decimals.
-    #[schema(example = "400.00")]
-    unit_amount: Option<String>,
-    /// Unit price in minor units: a JSON integer, or a string of digits beyond 2^53.
-    #[schema(value_type = Option<i64>, example = 40000)]
-    unit_amount_minor: Option<serde_json::Value>,
-}
-
-/// A new invoice proposal. All fields are required (they are optional in the schema only so
-/// that every missing one is reported at once, as a 422).
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct CreateInvoiceRequest {
-    /// The idempotency key, if not sent as the `Idempotency-Key` header (both: they must match).
-    pub idempotency_key: Option<String>,
-    /// One of your customers.
-    pub customer_id: Option<Uuid>,
-    /// One of your active payment destinations, receiving `currency`.
-    pub payment_destination_id: Option<Uuid>,
-    /// Currency code.
-    #[schema(example = "EUR")]
-    pub currency: Option<String>,
-    /// `YYYY-MM-DD`, today (UTC) or later.
-    #[schema(example = "2030-01-31")]
-    pub due_date: Option<String>,
-    /// 1–100 lines.
-    #[schema(value_type = Option<Vec<LineRequest>>)]
-    pub lines: Option<Vec<LineInput>>,
-    /// Why you propose this (not part of the seal), 1–4000 characters.
-    pub reasoning: Option<String>,
-}
-
-/// A revision: omitted fields keep the current revision's values; `reasoning` is required.
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ReviseRequest {
-    /// Why this revision (required).
-    pub reasoning: Option<String>,
-    /// New customer.
-    pub customer_id: Option<Uuid>,
-    /// New destination.
-    pub payment_destination_id: Option<Uuid>,
-    /// New currency (send `lines` too).
-    pub currency: Option<String>,
-    /// New due date.
-    pub due_date: Option<String>,
-    /// New lines (replace all).
-    #[schema(value_type = Option<Vec<LineRequest>>)]
-    pub lines: Option<Vec<LineInput>>,
-}
-
-/// A decision on one exact revision.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecideRequest {
-    /// The revision you reviewed (`current_revision.id`).
-    pub revision_id: Uuid,
-    /// Its `payload_hash`, as you reviewed it.
-    pub payload_hash: String,
-    /// Required for reject and request-changes (1–2000 characters), optional for approve.
-    pub reason: Option<String>,
-}
-
-/// A cancellation.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelRequest {
-    /// Why (1–2000 characters).
-    pub reason: Option<String>,
-}
-
-/// No fields: send `{}` or no body.
-#[derive(Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct EmptyRequest {}
-
-/// A line with every amount in both forms.
-#[derive(Serialize, ToSchema)]
-pub struct LineResponse {
-    /// As stored.
-    pub description: String,
-    /// Normalized decimal string.
-    pub quantity: String,
-    /// Exactly the currency's decimals.
-    pub unit_amount: String,
-    /// Minor units.
-    #[schema(value_type = i64)]
-    pub unit_amount_minor: MinorAmount,
-    /// `quantity × unit_amount`, exactly the currency's decimals.
-    pub amount: String,
-    /// Minor units.
-    #[schema(value_type = i64)]
-    pub amount_minor: MinorAmount,
-}
-
-/// A revision.
-#[derive(Serialize, ToSchema)]
-pub struct RevisionResponse {
-    /// Id.
-    pub id: Uuid,
-    /// 1, 2, …
-    pub number: i32,
-    /// Customer billed.
-    pub customer_id: Uuid,
-    /// Destination paid.
-    pub payment_destination_id: Uuid,
-    /// Currency code.
-    pub currency: String,
-    /// Due date.
-    pub due_date: NaiveDate,
-    /// Lines.
-    pub lines: Vec<LineResponse>,
-    /// Total, exactly the currency's decimals.
-    pub total: String,
-    /// Total in minor units.
-    #[schema(value_type = i64)]
-    pub total_minor: MinorAmount,
-    /// The agent's reasoning.
-    pub reasoning: String,
-    /// The exact canonical bytes that were hashed (a JSON string).
-    pub canonical_payload: String,
-    /// Lowercase hex SHA-256 of `canonical_payload`.
-    pub payload_hash: String,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-}
-
-/// An invoice with its current revision.
-#[derive(Serialize, ToSchema)]
-pub struct InvoiceResponse {
-    /// Id.
-    pub id: Uuid,
-    /// The proposing agent.
-    pub agent_id: Uuid,
-    /// The key it was created with.
-    pub idempotency_key: String,
-    /// `draft`, `pending_approval`, `approved`, `rejected`, `cancelled`, …
-    pub state: String,
-    /// Assigned at issue.
-    pub number: Option<String>,
-    /// The current revision.
-    pub current_revision: RevisionResponse,
-    /// How many revisions exist.
-    pub revision_count: i32,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-    /// Last changed.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// What every invoice command answers.
-#[derive(Serialize, ToSchema)]
-pub struct CommandResponse {
-    /// The invoice as it is now.
-    pub invoice: InvoiceResponse,
-    /// `true` when the command's goal already held and nothing was written.
-    pub replayed: bool,
-}
-
-/// A page of invoices.
-#[derive(Serialize, ToSchema)]
-pub struct InvoiceList {
-    /// The invoices.
-    pub items: Vec<InvoiceResponse>,
-    /// `?cursor=` for the next page; `null` on the last.
-    pub next_cursor: Option<String>,
-}
-
-/// All revisions, oldest first.
-#[derive(Serialize, ToSchema)]
-pub struct RevisionList {
-    /// The revisions.
-    pub items: Vec<RevisionResponse>,
-}
-
-/// A decision.
-#[derive(Serialize, ToSchema)]
-pub struct DecisionResponse {
-    /// Id.
-    pub id: Uuid,
-    /// The revision decided on.
-    pub revision_id: Uuid,
-    /// `approved`, `rejected` or `changes_requested`.
-    pub decision: String,
-    /// The hash decided on.
-    pub payload_hash: String,
-    /// The approver's reason.
-    pub reason: Option<String>,
-    /// The approver.
-    pub approver_id: Uuid,
-    /// When.
-    pub decided_at: DateTime<Utc>,
-}
-
-/// All decisions, oldest first.
-#[derive(Serialize, ToSchema)]
-pub struct DecisionList {
-    /// The decisions.
-    pub items: Vec<DecisionResponse>,
-}
-
-/// One audit event.
-#[derive(Serialize, ToSchema)]
-pub struct EventResponse {
-    /// Id.
-    pub id: Uuid,
-    /// 1, 2, … per invoice.
-    pub seq: i32,
-    /// The command.
-    pub action: String,
-    /// State before.
-    pub from_state: Option<String>,
-    /// State after.
-    pub to_state: String,
-    /// `human`, `agent` or `system`.
-    pub actor_kind: String,
-    /// Who.
-    pub actor_id: Option<Uuid>,
-    /// `api`, `mcp`, `ui`, `cli` or `job`.
-    pub interface: String,
-    /// The revision concerned.
-    pub revision_id: Option<Uuid>,
-    /// Its payload hash.
-    pub payload_hash: Option<String>,
-    /// The idempotency key (create only).
-    pub idempotency_key: Option<String>,
-    /// Reason or note.
-    pub note: Option<String>,
-    /// When.
-    pub occurred_at: DateTime<Utc>,
-    /// The hash of the event before (64 zeros for the first).
-    pub prev_hash: String,
-    /// This event's hash.
-    pub hash: String,
-}
-
-/// The trail, in order.
-#[derive(Serialize, ToSchema)]
-pub struct EventList {
-    /// The events.
-    pub items: Vec<EventResponse>,
-}
-
-/// One revision's seal check.
-#[derive(Serialize, ToSchema)]
-pub struct RevisionCheck {
-    /// Revision number.
-    pub number: i32,
-    /// Re-sealing its stored fields reproduced its stored bytes and hash.
-    pub ok: bool,
-}
-
-/// The event chain check.
-#[derive(Serialize, ToSchema)]
-pub struct EventsCheck {
-    /// Every link holds.
-    pub ok: bool,
-    /// The `seq` of the first broken link.
-    pub broken_at: Option<i32>,
-}
-
-/// The outcome of verify.
-#[derive(Serialize, ToSchema)]
-pub struct VerifyResponse {
-    /// Everything matched.
-    pub ok: bool,
-    /// Per revision.
-    pub revisions: Vec<RevisionCheck>,
-    /// The event chain.
-    pub events: EventsCheck,
-}
-
-fn line(l: LineView) -> LineResponse {
-    LineResponse {
-        description: l.description,
-        quantity: l.quantity.to_string(),
-        unit_amount: l.unit_amount,
-        unit_amount_minor: l.unit_amount_minor,
-        amount: l.amount,
-        amount_minor: l.amount_minor,
-    }
-}
-
-fn revision(r: RevisionView) -> RevisionResponse {
-    RevisionResponse {
-        id: r.id,
-        number: r.number,
-        customer_id: r.customer_id,
-        payment_destination_id: r.payment_destination_id,
-        currency: r.currency,
-        due_date: r.due_date,
-        lines: r.lines.into_iter().map(line).collect(),
-        total: r.total,
-        total_minor: r.total_minor,
-        reasoning: r.reasoning,
-        canonical_payload: r.canonical_payload,
-        payload_hash: r.payload_hash,
-        created_at: r.created_at,
-    }
-}
-
-fn invoice(i: InvoiceView) -> InvoiceResponse {
-    InvoiceResponse {
-        id: i.id,
-        agent_id: i.agent_id,
-        idempotency_key: i.idempotency_key,
-        state: i.state.as_str().to_owned(),
-        number: i.number,
-        current_revision: revision(i.current_revision),
-        revision_count: i.revision_count,
-        created_at: i.created_at,
-        updated_at: i.updated_at,
-    }
-}
 
 type CommandAnswer = (
     StatusCode,
@@ -391,19 +48,6 @@ fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
     )
 }
 
-impl From<CreateInvoiceRequest> for DraftInput {
-    fn from(b: CreateInvoiceRequest) -> Self {
-        DraftInput {
-            customer_id: b.customer_id,
-            payment_destination_id: b.payment_destination_id,
-            currency: b.currency,
-            due_date: b.due_date,
-            lines: b.lines,
-            reasoning: b.reasoning,
-        }
-    }
-}
-
 /// Propose an invoice (agents). The same key and payload again answers 200 with the invoice as
 /// it is now and `replayed: true`; the same key with another payload is 409.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices", security(("bearer" = [])),
@@ -415,7 +59,7 @@ impl From<CreateInvoiceRequest> for DraftInput {
         (status = 403, description = "`forbidden`: humans may not propose invoices", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`idempotency_conflict`: the key was used with another payload", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn create_invoice(
+pub(super) async fn create_invoice(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdempotencyKeyHeader(header_key): IdempotencyKeyHeader,
@@ -457,7 +101,7 @@ async fn create_invoice(
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
     responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
-async fn list_invoices(
+pub(super) async fn list_invoices(
     State(state): State<AppState>,
     Auth(actor): Auth,
     params: ListParams,
@@ -486,7 +130,7 @@ async fn list_invoices(
         (status = 200, description = "The invoice", body = InvoiceResponse),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn get_invoice(
+pub(super) async fn get_invoice(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -501,7 +145,7 @@ async fn get_invoice(
         (status = 200, description = "The revisions", body = RevisionList),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn list_revisions(
+pub(super) async fn list_revisions(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -519,7 +163,7 @@ async fn list_revisions(
         (status = 200, description = "The decisions", body = DecisionList),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn list_decisions(
+pub(super) async fn list_decisions(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -547,7 +191,7 @@ async fn list_decisions(
         (status = 200, description = "The events", body = EventList),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn list_events(
+pub(super) async fn list_events(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -584,7 +228,7 @@ async fn list_events(
         (status = 403, description = "`forbidden`: agents may not verify", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn verify_invoice(
+pub(super) async fn verify_invoice(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -615,7 +259,7 @@ async fn verify_invoice(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn revise(
+pub(super) async fn revise(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -626,7 +270,7 @@ async fn revise(
         payment_destination_id: body.payment_destination_id,
         currency: body.currency,
         due_date: body.due_date,
-        lines: body.lines,
+        lines: line_inputs(body.lines),
         reasoning: body.reasoning,
     };
     Ok(answer(
@@ -645,7 +289,7 @@ async fn revise(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`, `revision_already_decided` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn submit(
+pub(super) async fn submit(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -663,7 +307,7 @@ async fn submit(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn withdraw(
+pub(super) async fn withdraw(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -677,7 +321,7 @@ async fn withdraw(
 
 async fn decide(
     state: AppState,
-    actor: crate::app::Actor,
+    actor: Actor,
     id: Uuid,
     kind: DecisionKind,
     body: DecideRequest,
@@ -706,7 +350,7 @@ async fn decide(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch`, `payload_integrity` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn approve(
+pub(super) async fn approve(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -725,7 +369,7 @@ async fn approve(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn reject(
+pub(super) async fn reject(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -744,7 +388,7 @@ async fn reject(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn request_changes(
+pub(super) async fn request_changes(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
@@ -763,7 +407,7 @@ async fn request_changes(
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn cancel(
+pub(super) async fn cancel(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,

@@ -1,0 +1,28 @@
+//! `/v1/invoices`: proposals by agents, decisions by humans. Every command answers
+//! `{invoice, replayed}` with the `Idempotent-Replayed` header.
+//!
+//! `handlers` parse, call `app` and shape the answer; `types` holds the request and response
+//! bodies (the OpenAPI schemas) and their conversions from and to the app's types.
+
+mod handlers;
+mod types;
+
+use super::AppState;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(handlers::create_invoice, handlers::list_invoices))
+        .routes(routes!(handlers::get_invoice))
+        .routes(routes!(handlers::list_revisions))
+        .routes(routes!(handlers::list_decisions))
+        .routes(routes!(handlers::list_events))
+        .routes(routes!(handlers::verify_invoice))
+        .routes(routes!(handlers::revise))
+        .routes(routes!(handlers::submit))
+        .routes(routes!(handlers::withdraw))
+        .routes(routes!(handlers::approve))
+        .routes(routes!(handlers::reject))
+        .routes(routes!(handlers::request_changes))
+        .routes(routes!(handlers::cancel))
+}
