@@ -3,7 +3,7 @@
 use super::PageRequest;
 use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
 use crate::domain::identity::{ApiKey, Capabilities, Capability};
-use crate::domain::text::checked_text;
+use crate::domain::text::required_text;
 use crate::store::{AgentRow, ApiKeyRow, Lock, Reader, Tx};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -12,7 +12,7 @@ use uuid::Uuid;
 #[derive(Debug)]
 pub struct NewAgent {
     /// Display name, 1–160 characters after trimming.
-    pub name: String,
+    pub name: Option<String>,
     /// Capabilities; empty means the default (`invoicing`).
     pub capabilities: Vec<Capability>,
 }
@@ -44,10 +44,10 @@ impl App {
     ) -> AppResult<(AgentView, String)> {
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = checked_text("name", &input.name, NAME_MAX, &mut errors);
-        if !errors.is_empty() {
+        let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
+        let Some(name) = name.filter(|_| errors.is_empty()) else {
             return Err(AppError::Validation(errors));
-        }
+        };
         let now = now();
         let agent = AgentRow {
             id: Uuid::now_v7(),
@@ -98,13 +98,18 @@ impl App {
     }
 
     /// Renames an agent.
-    pub async fn rename_agent(&self, actor: &Actor, id: Uuid, name: &str) -> AppResult<AgentView> {
+    pub async fn rename_agent(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        name: Option<&str>,
+    ) -> AppResult<AgentView> {
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = checked_text("name", name, NAME_MAX, &mut errors);
-        if !errors.is_empty() {
+        let name = required_text("name", name, NAME_MAX, &mut errors);
+        let Some(name) = name.filter(|_| errors.is_empty()) else {
             return Err(AppError::Validation(errors));
-        }
+        };
         let mut tx = self.store.begin().await?;
         let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
         if agent.name != name {

@@ -5,6 +5,7 @@ use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, password,
     random_32,
 };
+use crate::domain::error::required;
 use crate::domain::identity::{self, Capabilities, Credential, Role};
 use crate::store::{Constraint, InvitationRow, SessionRow, StoreError, UserRow};
 use chrono::{DateTime, Duration, Utc};
@@ -115,7 +116,17 @@ impl App {
     }
 
     /// Signs a human in with email and password.
-    pub async fn sign_in(&self, email: &str, password: String) -> AppResult<SignedIn> {
+    pub async fn sign_in(
+        &self,
+        email: Option<&str>,
+        password: Option<String>,
+    ) -> AppResult<SignedIn> {
+        let mut errors = Vec::new();
+        let email = required("email", email, &mut errors);
+        let password = required("password", password, &mut errors);
+        let (Some(email), Some(password)) = (email, password) else {
+            return Err(AppError::Validation(errors));
+        };
         let normalized = identity::normalize_email(email);
         let user = self
             .store
@@ -190,17 +201,25 @@ impl App {
     pub async fn invite_user(
         &self,
         actor: &Actor,
-        email: &str,
-        role: Role,
+        email: Option<&str>,
+        role: Option<Role>,
     ) -> AppResult<(UserView, String, DateTime<Utc>)> {
         let inviter = actor.human()?.approver()?;
-        let email = email.trim();
-        if !identity::email_is_valid(email) {
-            return Err(AppError::field(
+        let mut errors = Vec::new();
+        let email = required("email", email, &mut errors).map(str::trim);
+        let role = required("role", role, &mut errors);
+        if email.is_some_and(|e| !identity::email_is_valid(e)) {
+            errors.push(FieldError::plain(
                 "email",
                 "invalid_email",
                 "send an email address like name@example.com (1–254 characters, one @, no spaces)",
             ));
+        }
+        let (Some(email), Some(role)) = (email, role) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
         }
         let now = now();
         let user = UserRow {
@@ -243,9 +262,25 @@ impl App {
     }
 
     /// Accepts an invitation once: sets the password and opens a session.
-    pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<SignedIn> {
-        if !identity::password_is_acceptable(&password) {
-            return Err(password_error());
+    pub async fn accept_invitation(
+        &self,
+        token: Option<&str>,
+        password: Option<String>,
+    ) -> AppResult<SignedIn> {
+        let mut errors = Vec::new();
+        let token = required("invitation_token", token, &mut errors);
+        let password = required("password", password, &mut errors);
+        if password
+            .as_deref()
+            .is_some_and(|p| !identity::password_is_acceptable(p))
+        {
+            errors.push(password_field_error());
+        }
+        let (Some(token), Some(password)) = (token, password) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
         }
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
@@ -271,7 +306,11 @@ impl App {
 
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {
-    AppError::Validation(vec![FieldError::plain(
+    AppError::Validation(vec![password_field_error()])
+}
+
+fn password_field_error() -> FieldError {
+    FieldError::plain(
         "password",
         "password_too_short",
         format!(
@@ -279,7 +318,7 @@ pub(crate) fn password_error() -> AppError {
             identity::MIN_PASSWORD_CHARS,
             identity::MAX_PASSWORD_CHARS
         ),
-    )])
+    )
 }
 
 /// Inserts a human, turning a duplicate email into a field error.

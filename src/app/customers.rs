@@ -2,9 +2,10 @@
 
 use super::PageRequest;
 use super::{Actor, App, AppError, AppResult, AuditActor, audit, now};
+use crate::domain::error::required;
 use crate::domain::identity;
 use crate::domain::identity::Capability;
-use crate::domain::text::checked_text;
+use crate::domain::text::{checked_text, required_text};
 use crate::domain::visibility::Scope;
 use crate::store::{CustomerRow, Lock, Reader, Tx};
 use chrono::{DateTime, Utc};
@@ -55,26 +56,39 @@ fn check_email(email: &str, errors: &mut Vec<super::FieldError>) -> String {
     email.to_owned()
 }
 
+/// A new customer, as sent (every member optional so that all missing ones are reported).
+#[derive(Clone, Debug, Default)]
+pub struct NewCustomer {
+    /// One of the caller's agents.
+    pub agent_id: Option<Uuid>,
+    /// 1–160 characters.
+    pub name: Option<String>,
+    pub email: Option<String>,
+}
+
 impl App {
     /// A human creates a customer for one of their own agents.
     pub async fn create_customer(
         &self,
         actor: &Actor,
-        agent_id: Uuid,
-        name: &str,
-        email: &str,
+        input: NewCustomer,
     ) -> AppResult<CustomerView> {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut errors = Vec::new();
-        let name = checked_text("name", name, 160, &mut errors);
-        let email = check_email(email, &mut errors);
+        let agent_id = required("agent_id", input.agent_id, &mut errors);
+        let name = required_text("name", input.name.as_deref(), 160, &mut errors);
+        let email = required("email", input.email.as_deref(), &mut errors)
+            .map(|email| check_email(email, &mut errors));
         let mut tx = self.store.begin().await?;
         // Share-locked: the agent cannot be deleted before this customer is committed.
-        let owns = tx
-            .lock_agent(human.org_id, agent_id, Lock::Share)
-            .await?
-            .is_some_and(|a| a.owner_id == human.id);
+        let owns = match agent_id {
+            None => true,
+            Some(agent_id) => tx
+                .lock_agent(human.org_id, agent_id, Lock::Share)
+                .await?
+                .is_some_and(|a| a.owner_id == human.id),
+        };
         if !owns {
             // Another human's agent and an unknown id get the same answer.
             errors.insert(
@@ -86,6 +100,9 @@ impl App {
                 ),
             );
         }
+        let (Some(agent_id), Some(name), Some(email)) = (agent_id, name, email) else {
+            return Err(AppError::Validation(errors));
+        };
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }

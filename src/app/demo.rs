@@ -2,8 +2,8 @@
 
 use super::auth::insert_user;
 use super::{
-    Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewDestination, now,
-    password,
+    Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewCustomer,
+    NewDestination, now, password,
 };
 use crate::domain::identity::{self, Capability, Role};
 use crate::domain::lines::LineInput;
@@ -88,7 +88,7 @@ impl App {
         let (agent_id, agent_key) = match agents.into_iter().find(|a| a.name == DEMO_AGENT) {
             None => {
                 let new = NewAgent {
-                    name: DEMO_AGENT.into(),
+                    name: Some(DEMO_AGENT.into()),
                     capabilities: vec![Capability::Invoicing],
                 };
                 let (view, key) = self.create_agent(&actor, new).await?;
@@ -125,17 +125,23 @@ impl App {
     async fn seed_invoices(&self, approver: &Actor, agent_id: Uuid) -> AppResult<()> {
         let agent = self.agent_actor(approver.org_id(), agent_id).await?;
         let acme = self
-            .create_customer(approver, agent_id, "Acme Inc", "billing@acme.example")
+            .create_customer(
+                approver,
+                new_customer(agent_id, "Acme Inc", "billing@acme.example"),
+            )
             .await?;
         let globex = self
-            .create_customer(approver, agent_id, "Globex GmbH", "ap@globex.example")
+            .create_customer(
+                approver,
+                new_customer(agent_id, "Globex GmbH", "ap@globex.example"),
+            )
             .await?;
         let destination =
             |label: &str, currency: &str, network: &str, address: &str| NewDestination {
-                label: label.into(),
-                currency: currency.into(),
-                network: network.into(),
-                address: address.into(),
+                label: Some(label.into()),
+                currency: Some(currency.into()),
+                network: Some(network.into()),
+                address: Some(address.into()),
                 supersedes_id: None,
             };
         let eur = self
@@ -241,5 +247,13 @@ impl App {
             Err(e) => return Err(e),
         }
         Ok(())
+    }
+}
+
+fn new_customer(agent_id: Uuid, name: &str, email: &str) -> NewCustomer {
+    NewCustomer {
+        agent_id: Some(agent_id),
+        name: Some(name.into()),
+        email: Some(email.into()),
     }
 }

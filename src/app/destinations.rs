@@ -7,9 +7,10 @@ use super::{PageRequest, Replayed};
 use crate::domain::address::Network;
 use crate::domain::currency::Currency;
 use crate::domain::destination::DestinationState;
+use crate::domain::error::required;
 use crate::domain::fingerprint::{fingerprint, key_is_valid};
 use crate::domain::identity::Capability;
-use crate::domain::text::checked_text;
+use crate::domain::text::required_text;
 use crate::store::{Constraint, DestinationRow, Lock, StoreError};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
@@ -19,11 +20,11 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct NewDestination {
     /// Display label (not hashed), 1–160 characters.
-    pub label: String,
-    pub currency: String,
-    pub network: String,
+    pub label: Option<String>,
+    pub currency: Option<String>,
+    pub network: Option<String>,
     /// Address on that network.
-    pub address: String,
+    pub address: Option<String>,
     /// An active destination of the same agent that this one replaces.
     pub supersedes_id: Option<Uuid>,
 }
@@ -278,25 +279,30 @@ fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<Replayed<De
 /// Field rules of a new destination, every offending field at once.
 fn validate_destination(input: &NewDestination) -> AppResult<(String, Currency, Network, String)> {
     let mut errors = Vec::new();
-    let label = checked_text("label", &input.label, 160, &mut errors);
-    let currency = Currency::from_str(input.currency.trim())
-        .map_err(|e| errors.push(FieldError::new("currency", &e)))
-        .ok();
-    let network = Network::from_str(input.network.trim())
-        .map_err(|e| errors.push(FieldError::new("network", &e)))
-        .ok();
-    let mut address = None;
-    if let (Some(currency), Some(network)) = (currency, network) {
+    let label = required_text("label", input.label.as_deref(), 160, &mut errors);
+    let currency = required("currency", input.currency.as_deref(), &mut errors).and_then(|c| {
+        Currency::from_str(c.trim())
+            .map_err(|e| errors.push(FieldError::new("currency", &e)))
+            .ok()
+    });
+    let network = required("network", input.network.as_deref(), &mut errors).and_then(|n| {
+        Network::from_str(n.trim())
+            .map_err(|e| errors.push(FieldError::new("network", &e)))
+            .ok()
+    });
+    let address = required("address", input.address.as_deref(), &mut errors);
+    let mut checked_address = None;
+    if let (Some(currency), Some(network), Some(address)) = (currency, network, address) {
         match network.check_carries(currency) {
             Err(e) => errors.push(FieldError::new("network", &e)),
-            Ok(()) => match network.validate_address(&input.address) {
-                Ok(a) => address = Some(a),
+            Ok(()) => match network.validate_address(address) {
+                Ok(a) => checked_address = Some(a),
                 Err(e) => errors.push(FieldError::new("address", &e)),
             },
         }
     }
-    match (currency, network, address) {
-        (Some(c), Some(n), Some(a)) if errors.is_empty() => Ok((label, c, n, a)),
+    match (label, currency, network, checked_address) {
+        (Some(l), Some(c), Some(n), Some(a)) if errors.is_empty() => Ok((l, c, n, a)),
         _ => Err(AppError::Validation(errors)),
     }
 }

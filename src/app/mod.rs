@@ -21,7 +21,7 @@ use uuid::Uuid;
 pub use agents::{AgentView, NewAgent};
 pub use auth::{Me, SignedIn, UserView};
 pub use bootstrap::BootstrapOutcome;
-pub use customers::{CustomerChange, CustomerView};
+pub use customers::{CustomerChange, CustomerView, NewCustomer};
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError};

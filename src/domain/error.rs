@@ -43,6 +43,20 @@ impl FieldError {
     }
 }
 
+/// A required member of a request: its value, or `None` with a `required` error pushed, so a
+/// route lists every missing member together with every broken rule (api.md Conventions).
+pub fn required<T>(field: &str, value: Option<T>, errors: &mut Vec<FieldError>) -> Option<T> {
+    if value.is_none() {
+        errors.push(missing(field));
+    }
+    value
+}
+
+/// The error of a required member that was not sent.
+pub fn missing(field: &str) -> FieldError {
+    FieldError::plain(field, "required", format!("`{field}` is required"))
+}
+
 /// Shortens a client-supplied value for echoing in an error sentence.
 ///
 /// Bodies may be up to 1 MiB; an error message must not repeat all of it.

@@ -21,8 +21,12 @@ use super::quantity::{Quantity, QuantityError};
 /// Marker that starts the serde error message of a float in a money or quantity field.
 pub const FLOAT_NOT_ALLOWED: &str = "float_not_allowed";
 
-/// The sentence that follows the marker; docs/MONEY.md quotes it, so keep the two alike.
-pub const FLOAT_NOT_ALLOWED_DETAIL: &str = "send amounts as decimal strings or integer minor units; floating-point numbers are never accepted";
+/// How each field is sent instead of a float; docs/MONEY.md quotes these, so keep them alike.
+const MAJOR_HINT: &str = "send unit_amount as a decimal string in major units such as \"1200.50\"";
+const MINOR_HINT: &str =
+    "send unit_amount_minor as an integer number of minor units such as 120050";
+const QUANTITY_HINT: &str = "send quantity as a decimal string such as \"1.5\"";
+const NEVER: &str = "floating-point numbers are never accepted";
 
 /// `unit_amount` as sent: a decimal string in major units (`"1200.50"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,19 +69,18 @@ impl QuantityInput {
     }
 }
 
-fn float_error<E: de::Error>(value: f64) -> E {
+/// The error of a float in a field, with that field's own hint.
+fn float_error<E: de::Error>(value: f64, hint: &str) -> E {
     // A whole number this large most likely was an exact integer that the JSON parser could
     // only read as a float; tell the client how to send it instead.
     const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
     if value.fract() == 0.0 && value.abs() >= TWO_POW_53 {
         E::custom(format_args!(
-            "{FLOAT_NOT_ALLOWED}: {FLOAT_NOT_ALLOWED_DETAIL}; integers beyond 2^53 must be sent \
-             as strings of digits"
+            "{FLOAT_NOT_ALLOWED}: {hint}; {NEVER}; integers beyond 2^53 must be sent as strings \
+             of digits"
         ))
     } else {
-        E::custom(format_args!(
-            "{FLOAT_NOT_ALLOWED}: {FLOAT_NOT_ALLOWED_DETAIL}"
-        ))
+        E::custom(format_args!("{FLOAT_NOT_ALLOWED}: {hint}; {NEVER}"))
     }
 }
 
@@ -115,7 +118,7 @@ impl Visitor<'_> for MajorVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Err(float_error(value))
+        Err(float_error(value, MAJOR_HINT))
     }
 }
 
@@ -153,7 +156,7 @@ impl Visitor<'_> for MinorVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Err(float_error(value))
+        Err(float_error(value, MINOR_HINT))
     }
 }
 
@@ -187,7 +190,7 @@ impl Visitor<'_> for QuantityVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Err(float_error(value))
+        Err(float_error(value, QUANTITY_HINT))
     }
 }
 
@@ -214,7 +217,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const FLOAT_PREFIX: &str = "float_not_allowed: send amounts as decimal strings or integer minor units; floating-point numbers are never accepted";
+    const FLOAT_PREFIX: &str = "float_not_allowed: send ";
 
     fn error<T: for<'de> Deserialize<'de> + fmt::Debug>(json: &str) -> String {
         serde_json::from_str::<T>(json).unwrap_err().to_string()
@@ -237,6 +240,20 @@ mod tests {
                 "{json}"
             );
             assert!(!error::<MinorAmountInput>(json).contains("2^53"), "{json}");
+        }
+    }
+
+    #[test]
+    fn each_field_says_how_to_send_it() {
+        assert!(error::<QuantityInput>("1.5").contains("send quantity as a decimal string"));
+        assert!(error::<MajorAmountInput>("1.5").contains("send unit_amount as a decimal string"));
+        assert!(error::<MinorAmountInput>("1.5").contains("send unit_amount_minor as an integer"));
+        for message in [
+            error::<QuantityInput>("1.5"),
+            error::<MajorAmountInput>("1.5"),
+            error::<MinorAmountInput>("1.5"),
+        ] {
+            assert!(message.contains(NEVER), "{message}");
         }
     }
 

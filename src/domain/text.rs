@@ -1,6 +1,16 @@
 //! Free-text fields (names, labels, reasons, reasoning): trimmed, then 1 to `max` characters.
 
-use crate::domain::error::FieldError;
+use crate::domain::error::{FieldError, required};
+
+/// [`checked_text`] of a required member: `None` when it is missing (with a `required` error).
+pub fn required_text(
+    field: &str,
+    value: Option<&str>,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    required(field, value, errors).map(|v| checked_text(field, v, max, errors))
+}
 
 /// Trims a text field and checks its length in characters; `field` names it in the error,
 /// which is pushed onto `errors` so that every field of a request is reported at once.

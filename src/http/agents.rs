@@ -26,8 +26,8 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
-    #[schema(example = "Billing agent", min_length = 1, max_length = 160)]
-    pub name: String,
+    #[schema(value_type = String, required = true, example = "Billing agent", min_length = 1, max_length = 160)]
+    pub name: Option<String>,
     /// `invoicing` (the default) and/or `settlement`.
     #[schema(value_type = Option<Vec<String>>, example = json!(["invoicing"]))]
     pub capabilities: Option<Vec<Capability>>,
@@ -38,8 +38,8 @@ pub struct CreateAgentRequest {
 #[serde(deny_unknown_fields)]
 pub struct RenameAgentRequest {
     /// New name, 1–160 characters.
-    #[schema(min_length = 1, max_length = 160)]
-    pub name: String,
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 160)]
+    pub name: Option<String>,
 }
 
 /// An agent (never its key).
@@ -181,7 +181,11 @@ async fn rename_agent(
     StrictJson(body): StrictJson<RenameAgentRequest>,
 ) -> Result<Json<AgentResponse>, ApiError> {
     Ok(Json(
-        state.app.rename_agent(&actor, id, &body.name).await?.into(),
+        state
+            .app
+            .rename_agent(&actor, id, body.name.as_deref())
+            .await?
+            .into(),
     ))
 }
 

@@ -3,7 +3,7 @@
 use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
-use crate::app::{CustomerChange, CustomerView};
+use crate::app::{CustomerChange, CustomerView, NewCustomer};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -24,13 +24,14 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct CreateCustomerRequest {
     /// An agent the calling human owns.
-    pub agent_id: Uuid,
+    #[schema(value_type = Uuid, required = true)]
+    pub agent_id: Option<Uuid>,
     /// 1–160 characters.
-    #[schema(example = "Acme Inc", min_length = 1, max_length = 160)]
-    pub name: String,
+    #[schema(value_type = String, required = true, example = "Acme Inc", min_length = 1, max_length = 160)]
+    pub name: Option<String>,
     /// 1–254 characters, one `@`.
-    #[schema(example = "billing@acme.example", min_length = 3, max_length = 254)]
-    pub email: String,
+    #[schema(value_type = String, required = true, example = "billing@acme.example", min_length = 3, max_length = 254)]
+    pub email: Option<String>,
 }
 
 /// Fields to change; `agent_id` is immutable.
@@ -98,7 +99,14 @@ async fn create_customer(
 ) -> Result<(StatusCode, Json<CustomerResponse>), ApiError> {
     let customer = state
         .app
-        .create_customer(&actor, body.agent_id, &body.name, &body.email)
+        .create_customer(
+            &actor,
+            NewCustomer {
+                agent_id: body.agent_id,
+                name: body.name,
+                email: body.email,
+            },
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(customer.into())))
 }

@@ -28,17 +28,17 @@ pub(super) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-repl
 #[serde(deny_unknown_fields)]
 pub struct CreateDestinationRequest {
     /// Display label, 1–160 characters (not part of any invoice seal).
-    #[schema(example = "Operating account", min_length = 1, max_length = 160)]
-    pub label: String,
+    #[schema(value_type = String, required = true, example = "Operating account", min_length = 1, max_length = 160)]
+    pub label: Option<String>,
     /// Currency code (`EUR`, `USDC`, …).
-    #[schema(example = "EUR")]
-    pub currency: String,
+    #[schema(value_type = String, required = true, example = "EUR")]
+    pub currency: Option<String>,
     /// `iban`, `bitcoin`, `ethereum`, `arbitrum` or `base`; must carry the currency.
-    #[schema(example = "iban")]
-    pub network: String,
+    #[schema(value_type = String, required = true, example = "iban")]
+    pub network: Option<String>,
     /// Address on that network (checksums are verified).
-    #[schema(example = "DE89370400440532013000", min_length = 1, max_length = 128)]
-    pub address: String,
+    #[schema(value_type = String, required = true, example = "DE89370400440532013000", min_length = 1, max_length = 128)]
+    pub address: Option<String>,
     /// One of your active destinations that this one replaces (it becomes `superseded`).
     pub supersedes_id: Option<Uuid>,
 }

@@ -2,9 +2,9 @@
 //! bodies, bearer authentication, UUID path parameters and list parameters.
 
 use super::AppState;
+use super::json::parse_json;
 use super::problem::{ApiError, too_large, unsupported_media_type};
 use crate::app::{Actor, AppError, FieldError};
-use crate::domain::input::FLOAT_NOT_ALLOWED;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
@@ -69,82 +69,6 @@ fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
         .trim()
         .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
-}
-
-/// Parses a JSON body into `T`, mapping every serde failure to its documented problem.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let path = err.path().to_string();
-        json_error(if path == "." { "" } else { &path }, err.inner())
-    })?;
-    de.end().map_err(|e| json_error("", &e))?;
-    Ok(value)
-}
-
-fn json_error(path: &str, err: &serde_json::Error) -> ApiError {
-    use serde_json::error::Category;
-    let full = err.to_string();
-    let message = full
-        .rsplit_once(" at line ")
-        .map_or(full.as_str(), |(m, _)| m);
-    match err.classify() {
-        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
-            "invalid_json",
-            format!("the body is not valid JSON ({full}); send a JSON object"),
-        ),
-        Category::Data => {
-            if let Some(rest) = message.strip_prefix(FLOAT_NOT_ALLOWED) {
-                let why = rest.trim_start_matches(':').trim();
-                return ApiError::bad_request("float_not_allowed", format!("`{path}`: {why}"))
-                    .with_field(path);
-            }
-            if let Some(name) = backticked(message, "unknown field `") {
-                // The path already ends at the unknown key.
-                let field = if path.ends_with(name) {
-                    path.to_owned()
-                } else {
-                    join(path, name)
-                };
-                return ApiError::bad_request(
-                    "unknown_field",
-                    format!("`{field}` is not a field of this request; remove it ({message})"),
-                )
-                .with_field(field);
-            }
-            if let Some(name) = backticked(message, "missing field `") {
-                let field = join(path, name);
-                return ApiError::validation(vec![FieldError::plain(
-                    field.clone(),
-                    "required",
-                    format!("`{field}` is required"),
-                )]);
-            }
-            if message.starts_with("unknown variant") || message.starts_with("invalid value") {
-                let field = if path.is_empty() { "body" } else { path };
-                return ApiError::validation(vec![FieldError::plain(
-                    field,
-                    "invalid_value",
-                    message.to_owned(),
-                )]);
-            }
-            let field = if path.is_empty() { "body" } else { path };
-            ApiError::bad_request("invalid_type", format!("`{field}`: {message}")).with_field(field)
-        }
-    }
-}
-
-fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
-    let rest = message.strip_prefix(prefix)?;
-    rest.split_once('`').map(|(name, _)| name)
-}
-
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{path}.{name}")
-    }
 }
 
 /// The authenticated caller: an agent (API key) or a human (session token).

@@ -6,6 +6,7 @@ mod customers;
 mod destinations;
 pub mod extract;
 mod invoices;
+pub mod json;
 pub mod middleware;
 pub mod openapi;
 mod ops;

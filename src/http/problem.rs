@@ -92,6 +92,12 @@ impl ApiError {
         }
     }
 
+    /// Lists every offending field (a 400 about several members of one body).
+    pub fn with_errors(mut self, errors: Vec<FieldError>) -> ApiError {
+        self.errors = errors;
+        self
+    }
+
     /// Names the one field a 400 is about (a top-level `field` member of the problem).
     pub fn with_field(self, field: impl Into<String>) -> ApiError {
         self.with_member("field", field)

@@ -28,11 +28,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct SignInRequest {
     /// The human's email (case-insensitive).
-    #[schema(example = "demo@tauros.local")]
-    pub email: String,
+    #[schema(value_type = String, required = true, example = "demo@tauros.local")]
+    pub email: Option<String>,
     /// The password set on accepting the invitation (or with `bootstrap-approver`).
-    #[schema(example = "tauros-demo-password")]
-    pub password: String,
+    #[schema(value_type = String, required = true, example = "tauros-demo-password")]
+    pub password: Option<String>,
 }
 
 /// A human.
@@ -96,7 +96,10 @@ async fn sign_in(
     State(state): State<AppState>,
     StrictJson(body): StrictJson<SignInRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
-    let signed_in = state.app.sign_in(&body.email, body.password).await?;
+    let signed_in = state
+        .app
+        .sign_in(body.email.as_deref(), body.password)
+        .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
 
@@ -181,11 +184,11 @@ async fn me(
 #[serde(deny_unknown_fields)]
 pub struct InviteRequest {
     /// Their email (unique across Tauros).
-    #[schema(example = "ops@example.com")]
-    pub email: String,
+    #[schema(value_type = String, required = true, example = "ops@example.com")]
+    pub email: Option<String>,
     /// `operator` or `approver`; fixed for good.
-    #[schema(value_type = String, example = "operator")]
-    pub role: Role,
+    #[schema(value_type = String, required = true, example = "operator")]
+    pub role: Option<Role>,
 }
 
 /// The invited human and their one-time invitation token.
@@ -213,7 +216,7 @@ async fn invite_user(
 ) -> Result<(StatusCode, Json<InviteResponse>), ApiError> {
     let (user, token, expires_at) = state
         .app
-        .invite_user(&actor, &body.email, body.role)
+        .invite_user(&actor, body.email.as_deref(), body.role)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -230,10 +233,11 @@ async fn invite_user(
 #[serde(deny_unknown_fields)]
 pub struct AcceptInvitationRequest {
     /// The token from the invitation.
-    pub invitation_token: String,
+    #[schema(value_type = String, required = true)]
+    pub invitation_token: Option<String>,
     /// At least 12 characters.
-    #[schema(min_length = 12, max_length = 1024)]
-    pub password: String,
+    #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    pub password: Option<String>,
 }
 
 /// Accept an invitation: set a password and get a session.
@@ -251,7 +255,7 @@ async fn accept_invitation(
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
     let signed_in = state
         .app
-        .accept_invitation(&body.invitation_token, body.password)
+        .accept_invitation(body.invitation_token.as_deref(), body.password)
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }

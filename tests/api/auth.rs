@@ -320,7 +320,7 @@ async fn expired_credentials_are_401(backend: Backend) {
         .create_agent(
             &actor,
             tauros::app::NewAgent {
-                name: "Old".into(),
+                name: Some("Old".into()),
                 capabilities: vec![],
             },
         )

@@ -393,8 +393,8 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .app
         .invite_user(
             &approver,
-            &format!("operator-{tag}@example.com"),
-            Role::Operator,
+            Some(&format!("operator-{tag}@example.com")),
+            Some(Role::Operator),
         )
         .await
         .unwrap();
@@ -420,7 +420,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_agent(
             owner,
             NewAgent {
-                name: "Model agent".into(),
+                name: Some("Model agent".into()),
                 capabilities: vec![],
             },
         )
@@ -428,7 +428,14 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .unwrap();
     let customer = app
         .app
-        .create_customer(owner, agent.id, "Acme Inc", "billing@example.com")
+        .create_customer(
+            owner,
+            tauros::app::NewCustomer {
+                agent_id: Some(agent.id),
+                name: Some("Acme Inc".into()),
+                email: Some("billing@example.com".into()),
+            },
+        )
         .await
         .unwrap();
     let agent = Actor::Agent(Agent {
@@ -443,10 +450,10 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_destination(
             &agent,
             NewDestination {
-                label: "Account".into(),
-                currency: "EUR".into(),
-                network: "iban".into(),
-                address: IBAN.into(),
+                label: Some("Account".into()),
+                currency: Some("EUR".into()),
+                network: Some("iban".into()),
+                address: Some(IBAN.into()),
                 supersedes_id: None,
             },
             None,
@@ -579,8 +586,8 @@ async fn run(
                     f.actor(who),
                     id(slot),
                     kind,
-                    revision_id,
-                    &payload_hash,
+                    Some(revision_id),
+                    Some(&payload_hash),
                     reason,
                 )
                 .await

@@ -8,13 +8,15 @@
 
 use super::chain::{EventInput, next_event};
 use super::content::{
-    checked_parties, current_content, revision_row, seal_into, seal_to, seals_as, stored,
+    checked_parties, current_content, refused_parties, revision_row, seal_into, seal_to, seals_as,
+    stored,
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
 use crate::app::{Actor, App, AppError, AppResult, AuditActor, FieldError, Replayed, now};
 use crate::domain::audit::GENESIS;
 use crate::domain::destination::DestinationState;
+use crate::domain::error::required;
 use crate::domain::fingerprint::key_is_valid;
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{
@@ -42,18 +44,25 @@ impl App {
         let Actor::Agent(agent) = actor else {
             return Err(AppError::Forbidden("only agents propose invoices"));
         };
-        let mut errors = Vec::new();
-        if !key_is_valid(key) {
-            errors.push(invalid_key());
-        }
-        let content = check_content(&input, None).map_err(|mut e| errors.append(&mut e));
-        let content = match content {
-            Ok(content) if errors.is_empty() => content,
-            _ => return Err(AppError::Validation(errors)),
+        let mut conn = self.store.reader().await?;
+        let content = match (key_is_valid(key), check_content(&input, None)) {
+            (true, Ok(content)) => content,
+            (key_ok, checked) => {
+                // Refused anyway: list every rule the body breaks, parties included.
+                let mut errors = if key_ok { vec![] } else { vec![invalid_key()] };
+                let known = match checked {
+                    Ok(content) => content.known(),
+                    Err(refused) => {
+                        errors.extend(refused.errors);
+                        refused.known
+                    }
+                };
+                errors.extend(refused_parties(&mut *conn, actor, known).await?);
+                return Err(AppError::Validation(errors));
+            }
         };
 
         // Fast path: a replay costs one indexed read and takes no lock.
-        let mut conn = self.store.reader().await?;
         if let Some(existing) = conn
             .invoice_joined_by_key(agent.org_id, agent.id, key)
             .await?
@@ -140,7 +149,10 @@ impl App {
     ) -> AppResult<Vec<FieldError>> {
         actor.require(Capability::Invoicing)?;
         rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
-        Ok(check_content(input, None).err().unwrap_or_default())
+        Ok(check_content(input, None)
+            .err()
+            .map(|refused| refused.errors)
+            .unwrap_or_default())
     }
 
     /// The proposing agent replaces the financial content: a new revision (the invoice returns
@@ -161,8 +173,14 @@ impl App {
             return Err(AppError::Internal("revise never replays by state".into()));
         };
         let current = current_revision(&mut *tx, &invoice).await?;
-        let content =
-            check_content(&input, Some(current_content(&current))).map_err(AppError::Validation)?;
+        let content = match check_content(&input, Some(current_content(&current))) {
+            Ok(content) => content,
+            Err(refused) => {
+                let mut errors = refused.errors;
+                errors.extend(refused_parties(&mut *tx, actor, refused.known).await?);
+                return Err(AppError::Validation(errors));
+            }
+        };
         // A revise whose content is already the current revision's is a replay, recognised
         // before the parties are checked again (domain.md §7): its destination may have been
         // retired or its due date passed since the revise that made it.
@@ -294,8 +312,8 @@ impl App {
         actor: &Actor,
         id: Uuid,
         kind: DecisionKind,
-        revision_id: Uuid,
-        payload_hash: &str,
+        revision_id: Option<Uuid>,
+        payload_hash: Option<&str>,
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
@@ -306,13 +324,18 @@ impl App {
         // After the access check: an agent or operator hears 403 (a stranger 404), never that a
         // reason is missing. Then every field rule at once.
         let mut errors = Vec::new();
-        if let Err(e) = check_payload_hash(payload_hash) {
+        let revision_id = required("revision_id", revision_id, &mut errors);
+        let payload_hash = required("payload_hash", payload_hash, &mut errors);
+        if let Some(Err(e)) = payload_hash.map(check_payload_hash) {
             errors.push(e);
         }
         let reason = rules::validate_reason(action, reason)
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
+        let (Some(revision_id), Some(payload_hash)) = (revision_id, payload_hash) else {
+            return Err(AppError::Validation(errors));
+        };
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }

@@ -6,10 +6,10 @@ use super::super::{Actor, AppError, AppResult, FieldError, now};
 use crate::domain::address::Network;
 use crate::domain::destination::DestinationState;
 use crate::domain::invoice::{
-    CurrentContent, DraftContent, NamedDestination, PartyFacts, check_parties,
+    CurrentContent, DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
 };
 use crate::domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
-use crate::store::{DestinationRow, Lock, RevisionRow, Tx};
+use crate::store::{CustomerRow, DestinationRow, Lock, Reader, RevisionRow, Tx};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use uuid::Uuid;
@@ -40,20 +40,64 @@ pub(super) async fn checked_parties(
         .await?;
     let destination = tx
         .lock_destination(org_id, content.destination_id, Lock::Share)
-        .await?
-        .filter(|d| is_agents_own(actor, d.agent_id));
-    check_parties(PartyFacts {
-        today: now().date_naive(),
-        due_date: content.due_date,
-        currency: content.currency,
-        customer_is_agents: customer.is_some_and(|c| is_agents_own(actor, c.agent_id)),
-        destination: destination.as_ref().map(|d| NamedDestination {
-            active: d.state == DestinationState::Active,
-            currency: &d.currency,
-        }),
-    })
+        .await?;
+    check_parties(facts(
+        actor,
+        content.known(),
+        customer.as_ref(),
+        destination.as_ref(),
+    ))
     .map_err(AppError::Validation)?;
     destination.ok_or_else(|| AppError::Internal("checked destination vanished".into()))
+}
+
+/// The party rules of a draft that is refused anyway, judged on what could be read of it, so
+/// that one answer lists every rule the body breaks. Plain reads: nothing will be written.
+pub(super) async fn refused_parties(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    known: KnownMembers,
+) -> AppResult<Vec<FieldError>> {
+    let org_id = actor.org_id();
+    let customer = match known.customer_id {
+        Some(id) => conn.customer_by_id(org_id, id).await?,
+        None => None,
+    };
+    let destination = match known.destination_id {
+        Some(id) => conn.destination_by_id(org_id, id).await?,
+        None => None,
+    };
+    let facts = facts(actor, known, customer.as_ref(), destination.as_ref());
+    Ok(check_parties(facts).err().unwrap_or_default())
+}
+
+fn facts<'a>(
+    actor: &Actor,
+    known: KnownMembers,
+    customer: Option<&CustomerRow>,
+    destination: Option<&'a DestinationRow>,
+) -> PartyFacts<'a> {
+    let party = |named: Option<Uuid>, owner: Option<Uuid>| match (named, owner) {
+        (None, _) => Party::NotNamed,
+        (Some(_), Some(agent_id)) if is_agents_own(actor, agent_id) => Party::Agents(()),
+        (Some(_), _) => Party::NotAgents,
+    };
+    PartyFacts {
+        today: now().date_naive(),
+        due_date: known.due_date,
+        currency: known.currency,
+        customer: party(known.customer_id, customer.map(|c| c.agent_id)),
+        destination: match party(known.destination_id, destination.map(|d| d.agent_id)) {
+            Party::NotNamed => Party::NotNamed,
+            Party::NotAgents => Party::NotAgents,
+            Party::Agents(()) => destination.map_or(Party::NotAgents, |d| {
+                Party::Agents(NamedDestination {
+                    active: d.state == DestinationState::Active,
+                    currency: &d.currency,
+                })
+            }),
+        },
+    }
 }
 
 /// Invoices are created and revised by agents only, each with its own customers and

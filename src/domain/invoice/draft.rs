@@ -10,12 +10,15 @@
 //! 2. [`check_parties`], on facts read under the invoice's locks: the due date is today (UTC)
 //!    or later, the customer is the agent's own, and the destination is the agent's own,
 //!    active, and receives the invoice's currency.
+//!
+//! A draft refused in step 1 is checked against step 2 too, with whatever members step 1 could
+//! read ([`RefusedContent::known`]), so that one answer lists every rule the body breaks.
 
 use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::domain::currency::Currency;
-use crate::domain::error::FieldError;
+use crate::domain::error::{FieldError, missing};
 use crate::domain::lines::{LineInput, validate_lines};
 use crate::domain::payload::{Payload, PayloadDestination, PayloadLine, decode_lines};
 use crate::domain::text::checked_text;
@@ -66,6 +69,16 @@ pub struct DraftContent {
 }
 
 impl DraftContent {
+    /// Its members as the party rules read them.
+    pub fn known(&self) -> KnownMembers {
+        KnownMembers {
+            customer_id: Some(self.customer_id),
+            destination_id: Some(self.destination_id),
+            currency: Some(self.currency),
+            due_date: Some(self.due_date),
+        }
+    }
+
     /// What the seal covers, with the destination's network and address as stored.
     pub fn payload(&self, destination: PayloadDestination) -> Payload {
         Payload {
@@ -78,21 +91,37 @@ impl DraftContent {
     }
 }
 
+/// The members of a refused draft that could still be read, for the party rules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KnownMembers {
+    pub customer_id: Option<Uuid>,
+    pub destination_id: Option<Uuid>,
+    pub currency: Option<Currency>,
+    pub due_date: Option<NaiveDate>,
+}
+
+/// Why step 1 refused a draft, and what it could read of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedContent {
+    pub errors: Vec<FieldError>,
+    pub known: KnownMembers,
+}
+
 /// Step 1: every field rule of a create (`current` is `None`) or a revise.
 pub fn check_content(
     input: &DraftInput,
     current: Option<CurrentContent<'_>>,
-) -> Result<DraftContent, Vec<FieldError>> {
+) -> Result<DraftContent, RefusedContent> {
     let mut errors = Vec::new();
     let customer_id = input.customer_id.or(current.map(|c| c.customer_id));
     if customer_id.is_none() {
-        errors.push(required("customer_id"));
+        errors.push(missing("customer_id"));
     }
     let destination_id = input
         .payment_destination_id
         .or(current.map(|c| c.destination_id));
     if destination_id.is_none() {
-        errors.push(required("payment_destination_id"));
+        errors.push(missing("payment_destination_id"));
     }
     let currency = match (&input.currency, current) {
         (Some(code), _) => code
@@ -102,7 +131,7 @@ pub fn check_content(
             .ok(),
         (None, Some(c)) => c.currency.parse::<Currency>().ok(),
         (None, None) => {
-            errors.push(required("currency"));
+            errors.push(missing("currency"));
             None
         }
     };
@@ -110,7 +139,7 @@ pub fn check_content(
         (Some(text), _) => parse_due_date(text).map_err(|e| errors.push(e)).ok(),
         (None, Some(c)) => Some(c.due_date),
         (None, None) => {
-            errors.push(required("due_date"));
+            errors.push(missing("due_date"));
             None
         }
     };
@@ -122,7 +151,7 @@ pub fn check_content(
             &mut errors,
         )),
         None => {
-            errors.push(required("reasoning"));
+            errors.push(missing("reasoning"));
             None
         }
     };
@@ -150,7 +179,7 @@ pub fn check_content(
             .ok(),
         (None, _, current) => {
             if current.is_none() {
-                errors.push(required("lines"));
+                errors.push(missing("lines"));
             }
             None
         }
@@ -167,7 +196,15 @@ pub fn check_content(
     };
     match content() {
         Some(content) if errors.is_empty() => Ok(content),
-        _ => Err(errors),
+        _ => Err(RefusedContent {
+            errors,
+            known: KnownMembers {
+                customer_id,
+                destination_id,
+                currency,
+                due_date,
+            },
+        }),
     }
 }
 
@@ -180,30 +217,38 @@ pub struct NamedDestination<'a> {
     pub currency: &'a str,
 }
 
-/// What step 2 needs, read under the invoice's locks.
+/// A party a draft names: not named at all (its own error is step 1's), not one of the
+/// proposing agent's (unknown and foreign are the same), or the agent's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Party<T> {
+    NotNamed,
+    NotAgents,
+    Agents(T),
+}
+
+/// What step 2 needs, read under the invoice's locks (or, for a draft step 1 refused, without
+/// them). A rule whose inputs are unknown is skipped: step 1 already reported them.
 #[derive(Debug, Clone, Copy)]
 pub struct PartyFacts<'a> {
     /// Today's date in UTC.
     pub today: NaiveDate,
-    pub due_date: NaiveDate,
-    pub currency: Currency,
-    /// Whether the customer exists and belongs to the proposing agent.
-    pub customer_is_agents: bool,
-    /// The destination, if it exists and belongs to the proposing agent.
-    pub destination: Option<NamedDestination<'a>>,
+    pub due_date: Option<NaiveDate>,
+    pub currency: Option<Currency>,
+    pub customer: Party<()>,
+    pub destination: Party<NamedDestination<'a>>,
 }
 
 /// Step 2: the rules that depend on the database's current state.
 pub fn check_parties(facts: PartyFacts<'_>) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
-    if facts.due_date < facts.today {
+    if facts.due_date.is_some_and(|due| due < facts.today) {
         errors.push(FieldError::plain(
             "due_date",
             "due_date_in_past",
             format!("due_date must be today ({}, UTC) or later", facts.today),
         ));
     }
-    if !facts.customer_is_agents {
+    if facts.customer == Party::NotAgents {
         errors.push(FieldError::plain(
             "customer_id",
             "unknown_customer",
@@ -211,35 +256,34 @@ pub fn check_parties(facts: PartyFacts<'_>) -> Result<(), Vec<FieldError>> {
         ));
     }
     match facts.destination {
-        None => errors.push(FieldError::plain(
+        Party::NotNamed => {}
+        Party::NotAgents => errors.push(FieldError::plain(
             "payment_destination_id",
             "unknown_destination",
             "no payment destination with this id is yours; send one of your destinations' ids",
         )),
-        Some(d) if !d.active => errors.push(FieldError::plain(
+        Party::Agents(d) if !d.active => errors.push(FieldError::plain(
             "payment_destination_id",
             "destination_inactive",
             "this payment destination no longer receives money; send an active one (GET /v1/payment-destinations?state=active)",
         )),
-        Some(d) if d.currency != facts.currency.code() => errors.push(FieldError::plain(
+        Party::Agents(d) if facts.currency.is_some_and(|c| c.code() != d.currency) => {
+            errors.push(FieldError::plain(
             "currency",
             "currency_mismatch",
             format!(
                 "the payment destination receives {}; send currency {} or another destination",
                 d.currency, d.currency
             ),
-        )),
-        Some(_) => {}
+            ));
+        }
+        Party::Agents(_) => {}
     }
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors)
     }
-}
-
-fn required(field: &str) -> FieldError {
-    FieldError::plain(field, "required", format!("`{field}` is required"))
 }
 
 /// Reads `YYYY-MM-DD`. Whether the date is still ahead is a party rule (step 2), so that a
@@ -293,7 +337,9 @@ mod tests {
 
     #[test]
     fn an_empty_create_names_every_missing_field() {
-        let errors = check_content(&DraftInput::default(), None).unwrap_err();
+        let errors = check_content(&DraftInput::default(), None)
+            .unwrap_err()
+            .errors;
         assert_eq!(
             fields(&errors),
             [
@@ -330,7 +376,9 @@ mod tests {
             currency: Some("USD".into()),
             ..only_reasoning
         };
-        let errors = check_content(&new_currency, Some(current)).unwrap_err();
+        let errors = check_content(&new_currency, Some(current))
+            .unwrap_err()
+            .errors;
         assert_eq!(fields(&errors), [("lines", "required")]);
     }
 
@@ -342,7 +390,10 @@ mod tests {
             reasoning: Some(" ".into()),
             ..full()
         };
-        let errors = check_content(&input, None).unwrap_err();
+        let refused = check_content(&input, None).unwrap_err();
+        assert_eq!(refused.known.due_date, None);
+        assert_eq!(refused.known.customer_id, Some(Uuid::from_u128(1)));
+        let errors = refused.errors;
         assert_eq!(
             fields(&errors),
             [
@@ -353,12 +404,12 @@ mod tests {
         );
     }
 
-    fn facts(destination: Option<NamedDestination<'_>>) -> PartyFacts<'_> {
+    fn facts(destination: Party<NamedDestination<'_>>) -> PartyFacts<'_> {
         PartyFacts {
             today: NaiveDate::from_ymd_opt(2030, 1, 31).unwrap(),
-            due_date: NaiveDate::from_ymd_opt(2030, 1, 31).unwrap(),
-            currency: Currency::Eur,
-            customer_is_agents: true,
+            due_date: NaiveDate::from_ymd_opt(2030, 1, 31),
+            currency: Some(Currency::Eur),
+            customer: Party::Agents(()),
             destination,
         }
     }
@@ -369,17 +420,17 @@ mod tests {
             active: true,
             currency: "EUR",
         };
-        assert!(check_parties(facts(Some(ok))).is_ok());
+        assert!(check_parties(facts(Party::Agents(ok))).is_ok());
     }
 
     #[test]
     fn every_party_rule_is_reported_at_once() {
-        let mut f = facts(Some(NamedDestination {
+        let mut f = facts(Party::Agents(NamedDestination {
             active: true,
             currency: "USD",
         }));
-        f.due_date = f.today.pred_opt().unwrap();
-        f.customer_is_agents = false;
+        f.due_date = f.today.pred_opt();
+        f.customer = Party::NotAgents;
         let errors = check_parties(f).unwrap_err();
         assert_eq!(
             fields(&errors),
@@ -393,15 +444,21 @@ mod tests {
             active: false,
             currency: "EUR",
         };
-        let errors = check_parties(facts(Some(inactive))).unwrap_err();
+        let errors = check_parties(facts(Party::Agents(inactive))).unwrap_err();
         assert_eq!(
             fields(&errors),
             [("payment_destination_id", "destination_inactive")]
         );
-        let errors = check_parties(facts(None)).unwrap_err();
+        let errors = check_parties(facts(Party::NotAgents)).unwrap_err();
         assert_eq!(
             fields(&errors),
             [("payment_destination_id", "unknown_destination")]
         );
+        // What step 1 could not read is not judged again.
+        let mut unknown = facts(Party::NotNamed);
+        unknown.due_date = None;
+        unknown.currency = None;
+        unknown.customer = Party::NotNamed;
+        assert!(check_parties(unknown).is_ok());
     }
 }

@@ -26,7 +26,7 @@ pub use decide::{
     SubmitFacts, check_payload_hash, decide, submit_transition, validate_reason,
 };
 pub use draft::{
-    CurrentContent, DraftContent, DraftInput, MAX_REASONING_CHARS, NamedDestination, PartyFacts,
-    check_content, check_parties,
+    CurrentContent, DraftContent, DraftInput, KnownMembers, MAX_REASONING_CHARS, NamedDestination,
+    Party, PartyFacts, RefusedContent, check_content, check_parties,
 };
 pub use state::{Action, DecisionKind, InvalidTransition, InvoiceState, Transition, transition};

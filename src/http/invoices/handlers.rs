@@ -333,7 +333,7 @@ async fn decide(
             id,
             kind,
             body.revision_id,
-            &body.payload_hash,
+            body.payload_hash.as_deref(),
             body.reason.as_deref(),
         )
         .await?;

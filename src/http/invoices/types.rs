@@ -100,9 +100,11 @@ pub struct ReviseRequest {
 #[serde(deny_unknown_fields)]
 pub struct DecideRequest {
     /// The revision you reviewed (`current_revision.id`).
-    pub revision_id: Uuid,
+    #[schema(value_type = Uuid, required = true)]
+    pub revision_id: Option<Uuid>,
     /// Its `payload_hash`, as you reviewed it.
-    pub payload_hash: String,
+    #[schema(value_type = String, required = true)]
+    pub payload_hash: Option<String>,
     /// Required for reject and request-changes (1–2000 characters), optional for approve.
     pub reason: Option<String>,
 }

@@ -1,0 +1,460 @@
+//! Reading a JSON body into a request type: syntax first, then every shape error at once.
+//!
+//! 1. **Syntax.** The whole body is parsed as JSON before any member is typed, so a body that is
+//!    not JSON is always 400 `invalid_json`, even when an earlier member also has the wrong
+//!    type (api.md Conventions). A member that appears twice is refused here too: which of the
+//!    two the client meant cannot be guessed.
+//! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
+//!    first error, so each error is recorded, the offending member is taken out of the value,
+//!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds).
+//!    Request types take their members as `Option`s, so a removed member never causes a new
+//!    error; array elements that are removed are remembered, so later errors still name their
+//!    original index. A wrong type, an unknown member or a float in money is a 400; an
+//!    unknown enum value is a 422, as a rule violation is. The answer lists every error in
+//!    `errors[]` (members of one object in the order of their names); its top-level `code` and
+//!    `field` are the first one's.
+
+use super::problem::ApiError;
+use crate::app::FieldError;
+use crate::domain::input::FLOAT_NOT_ALLOWED;
+use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The most errors one answer lists (api.md: `errors[]` holds at most 100 entries).
+pub const MAX_ERRORS: usize = 100;
+
+/// Parses a JSON object body into `T`, reporting every shape error at once.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut value = parse_syntax(bytes)?;
+    if !value.is_object() {
+        // Every request body is an object (serde would otherwise read an array as the
+        // struct's members in order).
+        return Err(ApiError::bad_request(
+            "invalid_type",
+            "the body must be a JSON object with the request's members",
+        )
+        .with_field("body"));
+    }
+    let mut removed = Removed::default();
+    let mut found: Vec<ShapeError> = Vec::new();
+    loop {
+        match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(parsed) if found.is_empty() => return Ok(parsed),
+            Ok(_) => break,
+            Err(err) => {
+                let message = message_of(err.inner());
+                let mut path: Vec<Segment> = err.path().iter().filter_map(Segment::of).collect();
+                // An unknown member's path may stop at the object that holds it.
+                if let Some(name) = backticked(&message, "unknown field `")
+                    && path.last() != Some(&Segment::Key(name.to_owned()))
+                {
+                    path.push(Segment::Key(name.to_owned()));
+                }
+                let error = shape_error(&render(&removed.original(&path)), &message);
+                let stuck = found.len() + 1 >= MAX_ERRORS || !removed.take(&mut value, &path);
+                found.push(error);
+                if stuck {
+                    break;
+                }
+            }
+        }
+    }
+    Err(answer(found))
+}
+
+/// Step 1: the body as a JSON value, or 400 `invalid_json`.
+fn parse_syntax(bytes: &[u8]) -> Result<Value, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = StrictValue::deserialize_from(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            let full = e.to_string();
+            let detail = if e.classify() == serde_json::error::Category::Data {
+                // Only a repeated member reaches here as data.
+                format!("{full}; send each member once")
+            } else {
+                format!("the body is not valid JSON ({full}); send a JSON object")
+            };
+            ApiError::bad_request("invalid_json", detail)
+        })?;
+    Ok(value)
+}
+
+/// One step of a path into the body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl Segment {
+    fn of(segment: &serde_path_to_error::Segment) -> Option<Segment> {
+        match segment {
+            serde_path_to_error::Segment::Map { key } => Some(Segment::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => Some(Segment::Index(*index)),
+            _ => None,
+        }
+    }
+}
+
+/// The request's own name for a path: `lines[1].quantity`.
+fn render(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            Segment::Key(key) if out.is_empty() => out.push_str(key),
+            Segment::Key(key) => {
+                out.push('.');
+                out.push_str(key);
+            }
+            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Array elements taken out so far, by the original path of their array, as original indexes.
+#[derive(Default)]
+struct Removed(Vec<(Vec<Segment>, Vec<usize>)>);
+
+impl Removed {
+    /// Maps a path in the current value back to the path in the body as sent.
+    fn original(&self, path: &[Segment]) -> Vec<Segment> {
+        let mut out: Vec<Segment> = Vec::with_capacity(path.len());
+        for segment in path {
+            let mapped = match segment {
+                Segment::Index(current) => Segment::Index(self.original_index(&out, *current)),
+                key => key.clone(),
+            };
+            out.push(mapped);
+        }
+        out
+    }
+
+    fn original_index(&self, array: &[Segment], current: usize) -> usize {
+        let gone = self
+            .0
+            .iter()
+            .find(|(path, _)| path == array)
+            .map_or(&[][..], |(_, gone)| gone.as_slice());
+        (0..)
+            .filter(|i| !gone.contains(i))
+            .nth(current)
+            .unwrap_or(current)
+    }
+
+    /// Takes the member at `path` (current indexes) out of `value`; false when there is none.
+    fn take(&mut self, value: &mut Value, path: &[Segment]) -> bool {
+        let Some((last, parent)) = path.split_last() else {
+            return false;
+        };
+        let mut node = &mut *value;
+        for segment in parent {
+            node = match (segment, node) {
+                (Segment::Key(k), Value::Object(map)) => match map.get_mut(k) {
+                    Some(next) => next,
+                    None => return false,
+                },
+                (Segment::Index(i), Value::Array(items)) => match items.get_mut(*i) {
+                    Some(next) => next,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+        match (last, node) {
+            (Segment::Key(k), Value::Object(map)) => map.remove(k).is_some(),
+            (Segment::Index(i), Value::Array(items)) if *i < items.len() => {
+                items.remove(*i);
+                let array = self.original(parent);
+                let original = self.original_index(&array, *i);
+                match self.0.iter_mut().find(|(p, _)| *p == array) {
+                    Some((_, gone)) => gone.push(original),
+                    None => self.0.push((array, vec![original])),
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One shape error: the field error, and whether it is a 400 (else a 422).
+struct ShapeError {
+    field: FieldError,
+    bad_request: bool,
+}
+
+/// serde's sentence without its " at line … column …" suffix.
+fn message_of(err: &serde_json::Error) -> String {
+    let full = err.to_string();
+    full.rsplit_once(" at line ")
+        .map_or(full.as_str(), |(m, _)| m)
+        .to_owned()
+}
+
+fn shape_error(at: &str, message: &str) -> ShapeError {
+    let field = if at.is_empty() { "body" } else { at };
+    let error = |code: &'static str, detail: String, bad_request: bool| ShapeError {
+        field: FieldError::plain(field, code, detail),
+        bad_request,
+    };
+    if let Some(rest) = message.strip_prefix(FLOAT_NOT_ALLOWED) {
+        let why = rest.trim_start_matches(':').trim();
+        return error("float_not_allowed", format!("`{field}`: {why}"), true);
+    }
+    if backticked(message, "unknown field `").is_some() {
+        return error(
+            "unknown_field",
+            format!("`{field}` is not a field of this request; remove it ({message})"),
+            true,
+        );
+    }
+    if let Some(name) = backticked(message, "missing field `") {
+        let field = join(field, name);
+        return ShapeError {
+            field: FieldError::plain(field.clone(), "required", format!("`{field}` is required")),
+            bad_request: false,
+        };
+    }
+    if message.starts_with("unknown variant") || message.starts_with("invalid value") {
+        return error("invalid_value", message.to_owned(), false);
+    }
+    error("invalid_type", format!("`{field}`: {message}"), true)
+}
+
+/// The answer: a 400 when any error is one of shape (its first one's code and field on top),
+/// else the 422 of rule violations; `errors[]` lists them all.
+fn answer(found: Vec<ShapeError>) -> ApiError {
+    let first_400 = found.iter().position(|e| e.bad_request);
+    let errors: Vec<FieldError> = found.into_iter().map(|e| e.field).collect();
+    match first_400 {
+        None => ApiError::validation(errors),
+        Some(i) => {
+            let first = &errors[i];
+            let detail = if errors.len() == 1 {
+                first.detail.clone()
+            } else {
+                format!(
+                    "{} ({} problems in this body; `errors` lists every one)",
+                    first.detail,
+                    errors.len()
+                )
+            };
+            ApiError::bad_request(first.code, detail)
+                .with_field(first.field.clone())
+                .with_errors(errors)
+        }
+    }
+}
+
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = message.strip_prefix(prefix)?;
+    rest.split_once('`').map(|(name, _)| name)
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() || path == "body" {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+/// A JSON value whose objects may not repeat a member.
+struct StrictValue;
+
+impl StrictValue {
+    fn deserialize_from<'de, D: Deserializer<'de>>(de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // Finite by construction: JSON has no NaN or infinity.
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Seed)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if members.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "the member `{key}` appears twice"
+                )));
+            }
+            let value = map.next_value_seed(Seed)?;
+            members.insert(key, value);
+        }
+        Ok(Value::Object(members))
+    }
+}
+
+struct Seed;
+
+impl<'de> de::DeserializeSeed<'de> for Seed {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(StrictVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        name: Option<String>,
+        count: Option<u32>,
+        items: Option<Vec<Item>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        label: Option<String>,
+    }
+
+    fn problem(body: &str) -> serde_json::Value {
+        let err = parse_json::<Body>(body.as_bytes()).unwrap_err();
+        serde_json::to_value(err.problem()).unwrap()
+    }
+
+    fn fields(problem: &serde_json::Value) -> Vec<(String, String)> {
+        problem["errors"]
+            .as_array()
+            .map(|errors| {
+                errors
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["field"].as_str().unwrap().to_owned(),
+                            e["code"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn syntax_is_decided_before_any_member_is_typed() {
+        let p = problem(r#"{"name": 5, "items": ["#);
+        assert_eq!(p["code"], "invalid_json");
+        assert_eq!(p["status"], 400);
+    }
+
+    #[test]
+    fn a_repeated_member_is_refused() {
+        let p = problem(r#"{"name": "a", "name": "b"}"#);
+        assert_eq!(p["code"], "invalid_json");
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap()
+                .contains("`name` appears twice")
+        );
+    }
+
+    #[test]
+    fn every_shape_error_is_listed_with_its_original_index() {
+        let p = problem(
+            r#"{"name": 5, "count": "x", "extra": 1,
+                "items": [{"label": 1}, {"label": "ok"}, {"label": 2, "nope": 0}]}"#,
+        );
+        assert_eq!(p["code"], "invalid_type");
+        assert_eq!(p["field"], "count");
+        assert_eq!(
+            fields(&p),
+            [
+                ("count".to_owned(), "invalid_type".to_owned()),
+                ("extra".to_owned(), "unknown_field".to_owned()),
+                ("items[0].label".to_owned(), "invalid_type".to_owned()),
+                ("items[2].label".to_owned(), "invalid_type".to_owned()),
+                ("items[2].nope".to_owned(), "unknown_field".to_owned()),
+                ("name".to_owned(), "invalid_type".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn elements_of_the_wrong_type_keep_later_indexes_right() {
+        let p = problem(r#"{"items": [1, {"label": "ok"}, true, {"label": 3}]}"#);
+        assert_eq!(
+            fields(&p),
+            [
+                ("items[0]".to_owned(), "invalid_type".to_owned()),
+                ("items[2]".to_owned(), "invalid_type".to_owned()),
+                ("items[3].label".to_owned(), "invalid_type".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_one_type_error() {
+        let p = problem("[1, 2]");
+        assert_eq!(p["code"], "invalid_type");
+        assert_eq!(p["field"], "body");
+    }
+
+    #[test]
+    fn a_valid_body_parses() {
+        let body: Body = parse_json(br#"{"name": "a", "items": [{"label": "b"}]}"#).unwrap();
+        assert_eq!(body.name.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn the_list_is_bounded() {
+        let items: Vec<String> = (0..300).map(|_| "1".to_owned()).collect();
+        let p = problem(&format!(r#"{{"items": [{}]}}"#, items.join(",")));
+        assert_eq!(p["errors"].as_array().unwrap().len(), MAX_ERRORS);
+    }
+}
