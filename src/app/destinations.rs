@@ -3,7 +3,7 @@
 
 use super::customers::{scope_of, sees_agent};
 use super::{Actor, App, AppError, AppResult, AuditActor, FieldError, audit, now};
-use super::{PageRequest, Replayed};
+use super::{KeyHolder, PageRequest, Replayed};
 use crate::domain::address::Network;
 use crate::domain::currency::Currency;
 use crate::domain::destination::DestinationState;
@@ -272,7 +272,9 @@ fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<Replayed<De
     if existing.request_hash.as_deref() == Some(request_hash) {
         Ok(Replayed::replay(existing.into()))
     } else {
-        Err(AppError::IdempotencyConflict)
+        Err(AppError::IdempotencyConflict(KeyHolder::Destination(
+            existing.id,
+        )))
     }
 }
 

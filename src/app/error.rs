@@ -51,8 +51,9 @@ pub enum AppError {
         detail: String,
     },
     /// The idempotency key was used before with a different payload; nothing was written.
+    /// Names the caller's own record that holds the key (so nothing leaks).
     #[error("idempotency key reused with a different payload")]
-    IdempotencyConflict,
+    IdempotencyConflict(KeyHolder),
     /// The record still owns other records.
     #[error("record has dependents")]
     HasDependents,
@@ -80,6 +81,13 @@ impl From<StoreError> for AppError {
             other => AppError::Internal(other.to_string()),
         }
     }
+}
+
+/// The record an idempotency key already belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHolder {
+    Invoice(uuid::Uuid),
+    Destination(uuid::Uuid),
 }
 
 /// Shorthand for use-case results.

@@ -24,9 +24,10 @@ pub use bootstrap::BootstrapOutcome;
 pub use customers::{CustomerChange, CustomerView, NewCustomer};
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
-pub use error::{AppError, AppResult, FieldError};
+pub use error::{AppError, AppResult, FieldError, KeyHolder};
 pub use invoices::{
-    DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, RevisionView, VerifyReport,
+    DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, LatestDecision, RevisionView,
+    VerifyReport,
 };
 pub use org::{OrgSettingsChange, OrgView};
 

@@ -2,6 +2,7 @@
 //! OpenAPI document. Handlers are thin: parse, call `app`, shape the answer.
 
 mod agents;
+mod currencies;
 mod customers;
 mod destinations;
 pub mod extract;
@@ -52,6 +53,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(customers::routes())
         .merge(destinations::routes())
         .merge(invoices::routes())
+        .merge(currencies::routes())
         .merge(ops::routes())
 }
 

@@ -25,6 +25,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "customers", description = "Customers: managed by humans, read by their agents"),
         (name = "payment destinations", description = "Where invoices are paid: registered by agents"),
         (name = "invoices", description = "Proposals by agents, decisions by humans"),
+        (name = "currencies", description = "The currencies, exponents and networks Tauros accepts"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -1,7 +1,7 @@
 //! RFC 9457 problem details: the one shape every error leaving Tauros has, and the one place
 //! where app errors become HTTP statuses and codes.
 
-use crate::app::{AppError, FieldError};
+use crate::app::{AppError, FieldError, KeyHolder};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -196,14 +196,22 @@ impl From<AppError> for ApiError {
                 .with_member("from", from)
                 .with_member("action", action),
             AppError::Conflict { code, detail } => ApiError::new(S::CONFLICT, code, detail),
-            AppError::IdempotencyConflict => {
+            AppError::IdempotencyConflict(holder) => {
                 metrics::counter!("tauros_idempotency_conflicts_total").increment(1);
+                let (member, id) = match holder {
+                    KeyHolder::Invoice(id) => ("invoice_id", id),
+                    KeyHolder::Destination(id) => ("payment_destination_id", id),
+                };
                 ApiError::new(
                     S::CONFLICT,
                     "idempotency_conflict",
-                    "this idempotency key was already used with a different payload; nothing was written. \
-                 Send the original payload to get the original result, or use a new key for a new request",
+                    format!(
+                        "this idempotency key was already used with a different payload for your \
+                         {member} {id}; nothing was written. Send the original payload to get the \
+                         original result, or use a new key for a new request"
+                    ),
                 )
+                .with_member(member, id.to_string())
             }
             AppError::HasDependents => ApiError::new(
                 S::CONFLICT,

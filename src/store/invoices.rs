@@ -24,6 +24,8 @@ pub struct InvoiceRow {
     pub last_event_hash: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The latest decision on any of its revisions.
+    pub last_decision_id: Option<Uuid>,
 }
 
 /// One immutable revision: the financial content and its seal.
@@ -71,6 +73,11 @@ pub struct InvoiceJoined {
     pub four_eyes: bool,
     /// The org's `shared_review` setting.
     pub shared_review: bool,
+    /// The latest decision on any of its revisions, if there is one.
+    pub last_decision: Option<DecisionKind>,
+    pub last_decision_reason: Option<String>,
+    pub last_decision_revision_id: Option<Uuid>,
+    pub last_decided_at: Option<DateTime<Utc>>,
 }
 
 /// A human's decision on one revision.
@@ -116,6 +123,10 @@ pub struct InvoiceFilter {
     pub state: Option<InvoiceState>,
     pub customer_id: Option<Uuid>,
     pub agent_id: Option<Uuid>,
+    /// Only invoices whose latest decision is this one.
+    pub decision: Option<DecisionKind>,
+    /// Only the invoice created with this key.
+    pub idempotency_key: Option<String>,
     /// Oldest first (the approver's inbox) instead of newest first.
     pub oldest_first: bool,
 }

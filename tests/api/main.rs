@@ -7,9 +7,11 @@
 mod helpers;
 
 mod adversarial;
+mod agent_hints;
 mod agents;
 mod auth;
 mod authorization;
+mod bodies;
 mod bootstrap;
 mod capabilities;
 mod concurrency;

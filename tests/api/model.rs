@@ -490,7 +490,7 @@ fn code(e: &AppError) -> String {
         AppError::FourEyesRequired(_) => "four_eyes_required".into(),
         AppError::InvalidTransition { .. } => "invalid_transition".into(),
         AppError::Conflict { code, .. } => (*code).into(),
-        AppError::IdempotencyConflict => "idempotency_conflict".into(),
+        AppError::IdempotencyConflict(_) => "idempotency_conflict".into(),
         AppError::Validation(errors) => format!("validation_failed {errors:?}"),
         // Never expected: it fails the comparison with its whole text.
         other => format!("unexpected {other:?}"),

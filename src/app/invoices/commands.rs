@@ -13,7 +13,9 @@ use super::content::{
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
-use crate::app::{Actor, App, AppError, AppResult, AuditActor, FieldError, Replayed, now};
+use crate::app::{
+    Actor, App, AppError, AppResult, AuditActor, FieldError, KeyHolder, Replayed, now,
+};
 use crate::domain::audit::GENESIS;
 use crate::domain::destination::DestinationState;
 use crate::domain::error::required;
@@ -108,6 +110,7 @@ impl App {
             last_event_hash: GENESIS.to_owned(),
             created_at: now,
             updated_at: now,
+            last_decision_id: None,
         };
         let event = next_event(
             &mut invoice,
@@ -218,8 +221,7 @@ impl App {
         tx.insert_revision(&revision).await?;
         tx.update_invoice(&invoice).await?;
         tx.insert_event(&event).await?;
-        tx.commit().await?;
-        Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
+        written(tx, &invoice).await
     }
 
     /// The proposing agent asks for approval.
@@ -388,6 +390,7 @@ impl App {
                     reason: reason.clone(),
                     decided_at: now(),
                 };
+                invoice.last_decision_id = Some(decision.id);
                 match tx.insert_decision(&decision).await {
                     // The invoice lock already serializes deciders; the unique index is the backstop.
                     Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
@@ -447,7 +450,9 @@ async fn replay_create(
     if matches {
         Ok(Replayed::replay(joined_view(existing)?))
     } else {
-        Err(AppError::IdempotencyConflict)
+        Err(AppError::IdempotencyConflict(KeyHolder::Invoice(
+            existing.revision.invoice_id,
+        )))
     }
 }
 
@@ -502,11 +507,18 @@ async fn apply(
     );
     tx.update_invoice(invoice).await?;
     tx.insert_event(&event).await?;
+    written(tx, invoice).await
+}
+
+/// Commits what a command wrote and answers the invoice as it is now, read back inside the
+/// transaction (with its latest decision).
+async fn written(mut tx: Box<dyn Tx>, invoice: &InvoiceRow) -> AppResult<Replayed<InvoiceView>> {
+    let joined = tx
+        .invoice_joined(invoice.org_id, invoice.id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice vanished inside its transaction".into()))?;
     tx.commit().await?;
-    Ok(Replayed::fresh(invoice_view(
-        invoice,
-        change.revision.clone(),
-    )?))
+    Ok(Replayed::fresh(joined_view(joined)?))
 }
 
 /// A replay: nothing is written; the invoice is answered as it is now.

@@ -11,7 +11,7 @@ mod views;
 
 pub use crate::domain::invoice::DraftInput;
 pub use queries::InvoiceQuery;
-pub use views::{DecisionView, EventView, InvoiceView, RevisionView, VerifyReport};
+pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
 
 use super::{Actor, AppError, AppResult};
 use crate::domain::error::Coded;

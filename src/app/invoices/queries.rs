@@ -10,7 +10,7 @@ use super::{access_error, caller, joined_access};
 use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest};
 use crate::domain::audit::first_break;
 use crate::domain::identity::Capability;
-use crate::domain::invoice::{self as rules, InvoiceState};
+use crate::domain::invoice::{self as rules, DecisionKind, InvoiceState};
 use crate::domain::payload::verify;
 use crate::domain::visibility::Scope;
 use crate::store::{InvoiceFilter, InvoiceJoined, Reader};
@@ -24,6 +24,11 @@ pub struct InvoiceQuery {
     pub customer_id: Option<Uuid>,
     /// Only this agent's invoices.
     pub agent_id: Option<Uuid>,
+    /// Only invoices whose latest decision is this one (`approved`, `rejected`,
+    /// `changes_requested`).
+    pub decision: Option<String>,
+    /// Only the invoice the caller created with this key.
+    pub idempotency_key: Option<String>,
 }
 
 impl App {
@@ -42,16 +47,32 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
-        let state = match query.state.as_deref() {
-            None => None,
-            Some(s) => Some(InvoiceState::parse(s).ok_or_else(|| {
-                AppError::Validation(vec![FieldError::plain(
+        let mut errors = Vec::new();
+        let state = query.state.as_deref().and_then(|s| {
+            let state = InvoiceState::parse(s);
+            if state.is_none() {
+                errors.push(FieldError::plain(
                     "state",
                     "invalid_value",
                     "state must be one of draft, pending_approval, approved, issued, partially_paid, paid, rejected, cancelled",
-                )])
-            })?),
-        };
+                ));
+            }
+            state
+        });
+        let decision = query.decision.as_deref().and_then(|s| {
+            let kind = DecisionKind::parse(s);
+            if kind.is_none() {
+                errors.push(FieldError::plain(
+                    "decision",
+                    "invalid_value",
+                    "decision must be one of approved, rejected, changes_requested",
+                ));
+            }
+            kind
+        });
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
         let mut conn = self.store.reader().await?;
         let shared_review = match actor {
             Actor::Agent(_) => false,
@@ -68,6 +89,8 @@ impl App {
             state,
             customer_id: query.customer_id,
             agent_id: query.agent_id,
+            decision,
+            idempotency_key: query.idempotency_key,
         };
         let rows = conn.invoices(actor.org_id(), &filter, page.into()).await?;
         rows.into_iter().map(joined_view).collect()

@@ -47,8 +47,20 @@ pub struct InvoiceView {
     pub number: Option<String>,
     pub current_revision: RevisionView,
     pub revision_count: i32,
+    /// The latest decision on any of its revisions (after `request_changes`: why).
+    pub decision: Option<LatestDecision>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The latest decision on an invoice, as every read of the invoice carries it.
+#[derive(Debug, Clone)]
+pub struct LatestDecision {
+    pub decision: DecisionKind,
+    pub reason: Option<String>,
+    /// The revision decided on (an older one once the agent revised since).
+    pub revision_id: Uuid,
+    pub decided_at: DateTime<Utc>,
 }
 
 /// A human's decision on one revision.
@@ -128,7 +140,7 @@ pub(super) fn revision_view(r: RevisionRow) -> AppResult<RevisionView> {
     })
 }
 
-/// The invoice as a command just wrote it, with its current revision.
+/// A new invoice as create just wrote it, with its first revision (and no decision yet).
 pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppResult<InvoiceView> {
     Ok(InvoiceView {
         id: invoice.id,
@@ -138,6 +150,7 @@ pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppRe
         number: invoice.number.clone(),
         current_revision: revision_view(revision)?,
         revision_count: invoice.revision_count,
+        decision: None,
         created_at: invoice.created_at,
         updated_at: invoice.updated_at,
     })
@@ -152,6 +165,19 @@ pub(super) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
         state: j.state,
         number: j.invoice_number,
         revision_count: j.revision_count,
+        decision: match (
+            j.last_decision,
+            j.last_decision_revision_id,
+            j.last_decided_at,
+        ) {
+            (Some(decision), Some(revision_id), Some(decided_at)) => Some(LatestDecision {
+                decision,
+                reason: j.last_decision_reason,
+                revision_id,
+                decided_at,
+            }),
+            _ => None,
+        },
         created_at: j.invoice_created_at,
         updated_at: j.invoice_updated_at,
         current_revision: revision_view(j.revision)?,

@@ -97,6 +97,8 @@ pub(super) async fn create_invoice(
         ("state" = Option<String>, Query, description = "Only this state"),
         ("customer_id" = Option<Uuid>, Query, description = "Only this customer's"),
         ("agent_id" = Option<Uuid>, Query, description = "Only this agent's"),
+        ("decision" = Option<String>, Query, description = "Only invoices whose latest decision is this one: `approved`, `rejected` or `changes_requested`"),
+        ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
         ("limit" = Option<i64>, Query, description = "1–100, default 50"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
@@ -111,6 +113,8 @@ pub(super) async fn list_invoices(
         state: query.get("state").map(str::to_owned),
         customer_id: query.uuid("customer_id")?,
         agent_id: query.uuid("agent_id")?,
+        decision: query.get("decision").map(str::to_owned),
+        idempotency_key: query.get("idempotency_key").map(str::to_owned),
     };
     let rows = state
         .app

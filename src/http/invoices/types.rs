@@ -190,10 +190,26 @@ pub struct InvoiceResponse {
     pub current_revision: RevisionResponse,
     /// How many revisions exist.
     pub revision_count: i32,
+    /// The latest decision on any of its revisions, `null` before the first: after
+    /// `request_changes` the invoice is `draft` again and this says why.
+    pub decision: Option<LatestDecisionResponse>,
     /// When the invoice was proposed (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
     /// When its latest event happened (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
+}
+
+/// The latest decision on an invoice.
+#[derive(Serialize, ToSchema)]
+pub struct LatestDecisionResponse {
+    /// `approved`, `rejected` or `changes_requested`.
+    pub decision: String,
+    /// The approver's reason (required for `rejected` and `changes_requested`).
+    pub reason: Option<String>,
+    /// The revision decided on; an older one than `current_revision` once the agent revised.
+    pub revision_id: Uuid,
+    /// When the approver decided (RFC 3339, UTC).
+    pub decided_at: DateTime<Utc>,
 }
 
 /// What every invoice command answers.
@@ -356,6 +372,12 @@ pub(super) fn invoice(i: InvoiceView) -> InvoiceResponse {
         number: i.number,
         current_revision: revision(i.current_revision),
         revision_count: i.revision_count,
+        decision: i.decision.map(|d| LatestDecisionResponse {
+            decision: d.decision.as_str().to_owned(),
+            reason: d.reason,
+            revision_id: d.revision_id,
+            decided_at: d.decided_at,
+        }),
         created_at: i.created_at,
         updated_at: i.updated_at,
     }

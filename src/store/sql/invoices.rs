@@ -77,6 +77,8 @@ macro_rules! impl_invoice_store {
                         .bind(f.agent_id)
                         .bind(page.after)
                         .bind(page.limit)
+                        .bind(f.decision.map(|k| k.as_str()))
+                        .bind(&f.idempotency_key)
                         .fetch_all(self.0.conn())
                         .await
                         .map_err($map_err)
@@ -152,8 +154,9 @@ macro_rules! impl_invoice_store {
                     let done = ::sqlx::query(
                         "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
                              number, current_revision_id, revision_count, first_payload_hash,
-                             event_count, last_event_hash, created_at, updated_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                             event_count, last_event_hash, created_at, updated_at,
+                             last_decision_id)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                          on conflict (org_id, agent_id, idempotency_key) do nothing",
                     )
                     .bind(i.id)
@@ -170,6 +173,7 @@ macro_rules! impl_invoice_store {
                     .bind(&i.last_event_hash)
                     .bind(i.created_at)
                     .bind(i.updated_at)
+                    .bind(i.last_decision_id)
                     .execute(self.0.conn())
                     .await
                     .map_err($map_err)?;
@@ -181,7 +185,7 @@ macro_rules! impl_invoice_store {
                     ::sqlx::query(
                         "update invoices set state = $3, cancelled_by = $4, number = $5,
                              current_revision_id = $6, revision_count = $7, event_count = $8,
-                             last_event_hash = $9, updated_at = $10
+                             last_event_hash = $9, updated_at = $10, last_decision_id = $11
                          where org_id = $1 and id = $2",
                     )
                     .bind(i.org_id)
@@ -194,6 +198,7 @@ macro_rules! impl_invoice_store {
                     .bind(i.event_count)
                     .bind(&i.last_event_hash)
                     .bind(i.updated_at)
+                    .bind(i.last_decision_id)
                     .execute(self.0.conn())
                     .await
                     .map_err($map_err)?;
@@ -310,15 +315,19 @@ macro_rules! joined_invoice {
         "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
              i.number as invoice_number, i.revision_count, i.first_payload_hash,
              i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review
+             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
+             d.decision as last_decision, d.reason as last_decision_reason,
+             d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
          from invoices i join invoice_revisions r on r.id = i.current_revision_id
          join agents a on a.org_id = i.org_id and a.id = i.agent_id
-         join orgs o on o.id = i.org_id"
+         join orgs o on o.id = i.org_id
+         left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id"
     };
 }
 
 /// The filters of an invoice list: scope (`$2` one agent, `$3` one owner's agents), state,
-/// customer and agent.
+/// customer, agent, latest decision (`$9`) and idempotency key (`$10`); `$7` and `$8` are the
+/// page's.
 macro_rules! invoice_list_filters {
     () => {
         " where i.org_id = $1
@@ -327,7 +336,9 @@ macro_rules! invoice_list_filters {
                 (select own.id from agents own where own.org_id = $1 and own.owner_id = $3))
            and ($4 is null or i.state = $4)
            and ($5 is null or r.customer_id = $5)
-           and ($6 is null or i.agent_id = $6)"
+           and ($6 is null or i.agent_id = $6)
+           and ($9 is null or d.decision = $9)
+           and ($10 is null or i.idempotency_key = $10)"
     };
 }
 

@@ -1,0 +1,320 @@
+//! What a client hears about a bad body (api.md Conventions): a body that is not JSON is
+//! `invalid_json` whatever its members; every shape error of a body arrives in one 400; every
+//! missing member and every broken rule arrives in one 422, on every route; each hint fits its
+//! field. Nothing is written by any of these requests.
+
+use crate::helpers::{Billing, TestApp, both_backends, error_fields, expect_problem, sql_count};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+both_backends!(
+    an_empty_body_names_every_required_member_on_every_route,
+    missing_members_and_broken_rules_come_in_one_answer,
+    a_body_that_is_not_json_is_invalid_json_whatever_its_members,
+    every_shape_error_of_a_body_comes_in_one_answer,
+    each_float_hint_fits_its_field,
+);
+
+/// Sends `body` with `token` and returns the problem, asserting its status and code.
+async fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: &Value,
+    status: StatusCode,
+    code: &str,
+) -> Value {
+    let mut req = app.client.request(method, app.url(path)).json(body);
+    if let Some(token) = token {
+        req = req.bearer_auth(token);
+    }
+    expect_problem(req.send().await.unwrap(), status, code).await
+}
+
+/// Row counts of every table a refused body could have written to.
+async fn written(app: &TestApp) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for table in [
+        "agents",
+        "users",
+        "sessions",
+        "customers",
+        "payment_destinations",
+        "invoices",
+        "invoice_revisions",
+        "decisions",
+        "invoice_events",
+        "audit_events",
+    ] {
+        counts.push(sql_count(&app.database_url, &format!("select count(*) from {table}")).await);
+    }
+    counts
+}
+
+async fn an_empty_body_names_every_required_member_on_every_route(app: TestApp) {
+    let b = app.billing().await;
+    let invoice = app.pending(&b, "bodies").await;
+    let id = invoice["id"].as_str().unwrap();
+    let approver = Some(b.org.approver_token.as_str());
+    let agent = Some(b.org.agent_key.as_str());
+    let before = written(&app).await;
+    let cases: Vec<(Method, String, Option<&str>, Vec<&str>)> = vec![
+        (
+            Method::POST,
+            "/v1/payment-destinations".into(),
+            agent,
+            vec!["label", "currency", "network", "address"],
+        ),
+        (
+            Method::POST,
+            "/v1/customers".into(),
+            approver,
+            vec!["agent_id", "name", "email"],
+        ),
+        (Method::POST, "/v1/agents".into(), approver, vec!["name"]),
+        (
+            Method::PATCH,
+            format!("/v1/agents/{}", b.org.agent_id),
+            approver,
+            vec!["name"],
+        ),
+        (
+            Method::POST,
+            "/v1/users".into(),
+            approver,
+            vec!["email", "role"],
+        ),
+        (
+            Method::POST,
+            "/v1/invitations/accept".into(),
+            None,
+            vec!["invitation_token", "password"],
+        ),
+        (
+            Method::POST,
+            "/v1/sessions".into(),
+            None,
+            vec!["email", "password"],
+        ),
+        (
+            Method::POST,
+            format!("/v1/invoices/{id}/reject"),
+            approver,
+            vec!["revision_id", "payload_hash", "reason"],
+        ),
+        (
+            Method::POST,
+            format!("/v1/invoices/{id}/approve"),
+            approver,
+            vec!["revision_id", "payload_hash"],
+        ),
+        (
+            Method::POST,
+            "/v1/invoices".into(),
+            agent,
+            vec![
+                "idempotency_key",
+                "customer_id",
+                "payment_destination_id",
+                "currency",
+                "due_date",
+                "reasoning",
+                "lines",
+            ],
+        ),
+    ];
+    for (method, path, token, fields) in cases {
+        let problem = send(
+            &app,
+            method.clone(),
+            &path,
+            token,
+            &json!({}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(error_fields(&problem), fields, "{method} {path}");
+        for error in problem["errors"].as_array().unwrap() {
+            assert_eq!(error["code"], "required", "{method} {path}: {error}");
+        }
+    }
+    assert_eq!(written(&app).await, before);
+}
+
+async fn missing_members_and_broken_rules_come_in_one_answer(app: TestApp) {
+    let b = app.billing().await;
+    let before = written(&app).await;
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/payment-destinations",
+        Some(&b.org.agent_key),
+        &json!({"currency": "EURO"}),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        error_fields(&problem),
+        ["label", "currency", "network", "address"]
+    );
+    assert_eq!(problem["errors"][1]["code"], "unknown_currency");
+
+    // A draft with an unknown currency and a past due date hears both, with the parties.
+    let mut body = crate::helpers::invoice_body(&b);
+    body["currency"] = json!("EURO");
+    body["due_date"] = json!("2001-01-01");
+    body["customer_id"] = json!(uuid::Uuid::now_v7());
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/invoices",
+        Some(&b.org.agent_key),
+        &with_key(body, "all-rules"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    let codes: Vec<(&str, &str)> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["field"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("currency", "unknown_currency"),
+            ("due_date", "due_date_in_past"),
+            ("customer_id", "unknown_customer"),
+        ]
+    );
+    assert_eq!(written(&app).await, before);
+}
+
+fn with_key(mut body: Value, key: &str) -> Value {
+    body["idempotency_key"] = json!(key);
+    body
+}
+
+async fn a_body_that_is_not_json_is_invalid_json_whatever_its_members(app: TestApp) {
+    let b = app.billing().await;
+    let before = written(&app).await;
+    for text in [
+        r#"{"customer_id": "x", "lines": ["#,
+        r#"{"customer_id": 5} trailing"#,
+        r#"{"currency": "EUR", "currency": "USD"}"#,
+    ] {
+        let res = app
+            .client
+            .post(app.url("/v1/invoices"))
+            .bearer_auth(&b.org.agent_key)
+            .header("content-type", "application/json")
+            .header("idempotency-key", "not-json")
+            .body(text)
+            .send()
+            .await
+            .unwrap();
+        expect_problem(res, StatusCode::BAD_REQUEST, "invalid_json").await;
+    }
+    assert_eq!(written(&app).await, before);
+}
+
+async fn every_shape_error_of_a_body_comes_in_one_answer(app: TestApp) {
+    let b: Billing = app.billing().await;
+    let before = written(&app).await;
+    // Six numbers where strings belong: one round trip, not six.
+    let body = json!({
+        "idempotency_key": "shapes",
+        "customer_id": 1,
+        "payment_destination_id": 2,
+        "currency": 3,
+        "due_date": 4,
+        "reasoning": 5,
+        "lines": [
+            {"description": 6, "quantity": "1", "unit_amount": "1"},
+            {"description": "ok", "quantity": "1", "unit_amount": "1", "colour": "red"}
+        ],
+    });
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/invoices",
+        Some(&b.org.agent_key),
+        &body,
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    let mut fields = error_fields(&problem);
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "currency",
+            "customer_id",
+            "due_date",
+            "lines[0].description",
+            "lines[1].colour",
+            "payment_destination_id",
+            "reasoning",
+        ]
+    );
+    assert!(problem["field"].is_string());
+
+    let problem = send(
+        &app,
+        Method::PATCH,
+        "/v1/organisation",
+        Some(&b.org.approver_token),
+        &json!({"four_eyes": "yes", "shared_review": 1}),
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    assert_eq!(error_fields(&problem), ["four_eyes", "shared_review"]);
+    assert_eq!(written(&app).await, before);
+}
+
+async fn each_float_hint_fits_its_field(app: TestApp) {
+    let b = app.billing().await;
+    for (line, field, hint) in [
+        (
+            json!({"description": "d", "quantity": 1.5, "unit_amount": "1"}),
+            "lines[0].quantity",
+            "send quantity as a decimal string",
+        ),
+        (
+            json!({"description": "d", "quantity": "1", "unit_amount": 1.5}),
+            "lines[0].unit_amount",
+            "send unit_amount as a decimal string",
+        ),
+        (
+            json!({"description": "d", "quantity": "1", "unit_amount_minor": 1.5}),
+            "lines[0].unit_amount_minor",
+            "send unit_amount_minor as an integer",
+        ),
+    ] {
+        let mut body = crate::helpers::invoice_body(&b);
+        body["lines"] = json!([line]);
+        let problem = send(
+            &app,
+            Method::POST,
+            "/v1/invoices",
+            Some(&b.org.agent_key),
+            &with_key(body, "floats"),
+            StatusCode::BAD_REQUEST,
+            "float_not_allowed",
+        )
+        .await;
+        assert_eq!(problem["field"], field);
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(hint), "{detail}");
+        assert!(
+            !detail.contains("minor units;") || field.ends_with("minor"),
+            "{detail}"
+        );
+    }
+}
