@@ -70,9 +70,15 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     if config.metrics_on_main {
         router = router.merge(ops::metrics_router());
     }
+    with_layers(router.with_state(AppState { app }), config)
+}
+
+/// Every layer a request passes through, outermost last. The panic catcher sits inside the
+/// request-id and problem layers, so a panic's 500 still carries `X-Request-Id` and
+/// `request_id` like every other answer.
+pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     let request_id = HeaderName::from_static(middleware::REQUEST_ID);
     router
-        .with_state(AppState { app })
         .layer(axum::middleware::from_fn(middleware::metrics))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(cors(&config.cors_origins))
@@ -81,10 +87,10 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
                 .make_span_with(span)
                 .on_failure(()),
         )
+        .layer(CatchPanicLayer::custom(panic_response))
         .layer(axum::middleware::from_fn(middleware::problem_details))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .layer(CatchPanicLayer::custom(panic_response))
 }
 
 fn span(request: &Request) -> tracing::Span {

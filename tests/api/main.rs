@@ -19,6 +19,7 @@ mod conventions;
 mod invoices;
 mod model;
 mod organisation;
+mod panics;
 mod parties;
 mod races;
 mod replays;
