@@ -138,7 +138,15 @@ pub fn validate_lines(
     lines: &[LineInput],
 ) -> Result<ValidatedLines, Vec<FieldError>> {
     let mut errors = Vec::new();
-    if !(MIN_LINES..=MAX_LINES).contains(&lines.len()) {
+    if lines.len() > MAX_LINES {
+        // Refused before any line is checked: a list far over its maximum must not cost a
+        // check (and an error) per item.
+        return Err(vec![FieldError::new(
+            "lines",
+            &LineError::LineCount(lines.len()),
+        )]);
+    }
+    if lines.len() < MIN_LINES {
         errors.push(FieldError::new("lines", &LineError::LineCount(lines.len())));
     }
     let mut valid = Vec::with_capacity(lines.len());
@@ -340,6 +348,10 @@ mod tests {
         );
         let too_many = lines(json!(vec![one; 101]));
         let errors = validate_lines(Currency::Eur, &too_many).unwrap_err();
+        assert_eq!(fields(&errors), [("lines", "invalid_line_count")]);
+        // Over the maximum, no line is checked: 10,000 empty lines are one error, not 30,000.
+        let empty = lines(json!(vec![json!({}); 10_000]));
+        let errors = validate_lines(Currency::Eur, &empty).unwrap_err();
         assert_eq!(fields(&errors), [("lines", "invalid_line_count")]);
     }
 

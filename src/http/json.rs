@@ -6,7 +6,8 @@
 //!    two the client meant cannot be guessed.
 //! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
 //!    first error, so each error is recorded, the offending member is taken out of the value,
-//!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds).
+//!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds, fewer
+//!    for a large body: the passes are bounded in bytes, `REPARSE_BUDGET`).
 //!    Request types take their members as `Option`s, so a removed member never causes a new
 //!    error; array elements that are removed are remembered, so later errors still name their
 //!    original index. A wrong type, an unknown member or a float in money is a 400; an
@@ -14,15 +15,16 @@
 //!    `errors[]` (members of one object in the order of their names); its top-level `code` and
 //!    `field` are the first one's.
 
-use super::problem::ApiError;
+use super::problem::{ApiError, MAX_ERRORS};
 use crate::app::FieldError;
 use crate::domain::input::FLOAT_NOT_ALLOWED;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// The most errors one answer lists (api.md: `errors[]` holds at most 100 entries).
-pub const MAX_ERRORS: usize = 100;
+/// Each shape error costs one more pass over the body, so a large body gets fewer passes: at
+/// most this many bytes are deserialized again in all, and never fewer than 8 passes.
+const REPARSE_BUDGET: usize = 4 * 1024 * 1024;
 
 /// Parses a JSON object body into `T`, reporting every shape error at once.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -38,6 +40,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let mut removed = Removed::default();
     let mut found: Vec<ShapeError> = Vec::new();
+    let max_errors = (REPARSE_BUDGET / bytes.len().max(1)).clamp(8, MAX_ERRORS);
     loop {
         match serde_path_to_error::deserialize::<_, T>(&value) {
             Ok(parsed) if found.is_empty() => return Ok(parsed),
@@ -52,7 +55,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     path.push(Segment::Key(name.to_owned()));
                 }
                 let error = shape_error(&render(&removed.original(&path)), &message);
-                let stuck = found.len() + 1 >= MAX_ERRORS || !removed.take(&mut value, &path);
+                let stuck = found.len() + 1 >= max_errors || !removed.take(&mut value, &path);
                 found.push(error);
                 if stuck {
                     break;

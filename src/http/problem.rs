@@ -9,6 +9,9 @@ use utoipa::ToSchema;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// The most entries `errors[]` holds (api.md Conventions, resource bounds).
+pub const MAX_ERRORS: usize = 100;
+
 /// One offending field of a 422.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProblemField {
@@ -75,8 +78,9 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, detail)
     }
 
-    /// 422 listing every offending field.
-    pub fn validation(errors: Vec<FieldError>) -> ApiError {
+    /// 422 listing every offending field (at most [`MAX_ERRORS`]).
+    pub fn validation(mut errors: Vec<FieldError>) -> ApiError {
+        errors.truncate(MAX_ERRORS);
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         let detail = format!(
             "fix these fields and send the request again: {}",
@@ -93,7 +97,8 @@ impl ApiError {
     }
 
     /// Lists every offending field (a 400 about several members of one body).
-    pub fn with_errors(mut self, errors: Vec<FieldError>) -> ApiError {
+    pub fn with_errors(mut self, mut errors: Vec<FieldError>) -> ApiError {
+        errors.truncate(MAX_ERRORS);
         self.errors = errors;
         self
     }
