@@ -1,9 +1,17 @@
 //! `spawn_app()`: a real server on 127.0.0.1:0 over a fresh database of the chosen backend,
 //! and a small typed client for the routes the tests use.
+//!
+//! PostgreSQL databases live on the server `TAUROS_TEST_POSTGRES_URL` names, or on a
+//! throwaway cluster the first PostgreSQL test starts (see [`postgres`]). Every test's database
+//! is removed when its [`TestApp`] is dropped. `TEST_LOG=1` prints the servers' logs (filter:
+//! `TAUROS_LOG`, default `tauros=debug,tower_http=debug,info`) with each test's output.
+
+mod postgres;
 
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
 use tauros::app::{App, AppConfig};
 use tauros::http::{HttpConfig, router};
 use tauros::store::{self, DynStore};
@@ -26,47 +34,60 @@ pub struct TestApp {
     _cleanup: Cleanup,
 }
 
-struct Cleanup(Option<std::path::PathBuf>);
+/// What a test leaves behind, removed when its [`TestApp`] is dropped (also when it panics).
+enum Cleanup {
+    /// A SQLite database's temporary directory.
+    Dir(PathBuf),
+    /// A PostgreSQL database on [`postgres::admin_url`]'s server.
+    Database(String),
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let _ = std::fs::remove_dir_all(dir);
+        match self {
+            Cleanup::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Cleanup::Database(name) => postgres::drop_database(name),
         }
     }
 }
 
-/// A fresh database URL for one test.
-pub async fn fresh_database(backend: Backend) -> (String, Option<std::path::PathBuf>) {
+/// A fresh database URL for one test, and what removes it again.
+async fn fresh_database(backend: Backend) -> (String, Cleanup) {
     match backend {
         Backend::Sqlite => {
             let dir = std::env::temp_dir().join(format!("tauros-test-{}", Uuid::new_v4().simple()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             (
                 format!("sqlite://{}/t.db?mode=rwc", dir.display()),
-                Some(dir),
+                Cleanup::Dir(dir),
             )
         }
         Backend::Postgres => {
-            let admin = std::env::var("TAUROS_TEST_POSTGRES_URL").expect(
-                "TAUROS_TEST_POSTGRES_URL is not set: run the tests with scripts/test, which starts \
-                 a throwaway PostgreSQL, or point the variable at a server you own",
-            );
-            let name = format!("tauros_test_{}", Uuid::new_v4().simple());
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
-                .await
-                .expect("connect to the test PostgreSQL");
-            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
-                .execute(&mut conn)
-                .await
-                .expect("create test database");
-            let base = admin
-                .rsplit_once('/')
-                .map_or(admin.as_str(), |(b, _)| b)
-                .to_owned();
-            (format!("{base}/{name}"), None)
+            let (url, name) = postgres::create_database().await;
+            (url, Cleanup::Database(name))
         }
     }
+}
+
+/// With `TEST_LOG` set (to anything but `0`), the servers' tracing output goes to the test
+/// writer: shown with a failing test's output, or with `--nocapture`. The filter is
+/// `TAUROS_LOG`, as for the binary. Installed once per test binary.
+fn init_test_log() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        if std::env::var_os("TEST_LOG").is_none_or(|v| v.is_empty() || v == "0") {
+            return;
+        }
+        let filter = std::env::var("TAUROS_LOG")
+            .unwrap_or_else(|_| "tauros=debug,tower_http=debug,info".to_owned());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .try_init();
+    });
 }
 
 pub async fn spawn_app(backend: Backend) -> TestApp {
@@ -74,7 +95,8 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfig) -> TestApp {
-    let (database_url, dir) = fresh_database(backend).await;
+    init_test_log();
+    let (database_url, cleanup) = fresh_database(backend).await;
     let store: DynStore = store::connect(&database_url, 8).await.expect("open store");
     store.migrate().await.expect("migrate");
     let app = App::new(Arc::clone(&store), config);
@@ -96,7 +118,7 @@ pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfi
         app,
         backend,
         database_url,
-        _cleanup: Cleanup(dir),
+        _cleanup: cleanup,
     }
 }
 
