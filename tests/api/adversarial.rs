@@ -5,8 +5,8 @@
 //! written when the answer is a refusal.
 
 use crate::helpers::{
-    Billing, IBAN, TestApp, both_backends, expect_problem, expect_status, invoice_body, sql_count,
-    sql_exec,
+    IBAN, TestApp, both_backends, error_fields, expect_problem, expect_status, id_of, invoice_body,
+    invoice_body_for, uuid_of, without_request_id,
 };
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -35,122 +35,16 @@ both_backends!(
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-fn id_of(invoice: &Value) -> String {
-    invoice["id"].as_str().unwrap().to_owned()
-}
-
-async fn command(app: &TestApp, token: &str, id: &str, action: &str, body: Value) -> Response {
-    app.post(&format!("/v1/invoices/{id}/{action}"), token, body)
-        .await
-}
-
-async fn invoice_now(app: &TestApp, token: &str, id: &str) -> Value {
-    expect_status(
-        app.get(&format!("/v1/invoices/{id}"), token).await,
-        StatusCode::OK,
-    )
-    .await
-}
-
-async fn actions(app: &TestApp, token: &str, id: &str) -> Vec<String> {
-    let events = expect_status(
-        app.get(&format!("/v1/invoices/{id}/events"), token).await,
-        StatusCode::OK,
-    )
-    .await;
-    events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["action"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-async fn decisions(app: &TestApp, token: &str, id: &str) -> Vec<Value> {
-    let body = expect_status(
-        app.get(&format!("/v1/invoices/{id}/decisions"), token)
-            .await,
-        StatusCode::OK,
-    )
-    .await;
-    body["items"].as_array().unwrap().clone()
-}
-
-/// Row counts of every invoice table, to show that a refusal wrote nothing.
-async fn written(app: &TestApp) -> [i64; 4] {
-    let url = &app.database_url;
-    [
-        sql_count(url, "select count(*) from invoices").await,
-        sql_count(url, "select count(*) from invoice_revisions").await,
-        sql_count(url, "select count(*) from decisions").await,
-        sql_count(url, "select count(*) from invoice_events").await,
-    ]
-}
-
-/// Status and problem body without the request id (the only member allowed to differ).
-async fn answer(res: Response) -> (StatusCode, Value) {
-    let status = res.status();
-    let mut body: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
-    body.as_object_mut().unwrap().remove("request_id");
-    (status, body)
-}
-
-/// Asserts two responses are identical apart from the request id; returns the shared body.
+/// Asserts two responses are identical apart from the request id; returns the shared status
+/// and body.
 async fn identical(foreign: Response, random: Response) -> (StatusCode, Value) {
-    let foreign = answer(foreign).await;
-    let random = answer(random).await;
+    let foreign = without_request_id(foreign).await;
+    let random = without_request_id(random).await;
     assert_eq!(
         foreign, random,
         "a foreign id must answer exactly like a random one"
     );
     foreign
-}
-
-async fn verify(app: &TestApp, token: &str, id: &str) -> Value {
-    expect_status(
-        app.get(&format!("/v1/invoices/{id}/verify"), token).await,
-        StatusCode::OK,
-    )
-    .await
-}
-
-async fn set_org(app: &TestApp, approver_token: &str, settings: Value) {
-    expect_status(
-        app.patch("/v1/organisation", approver_token, settings)
-            .await,
-        StatusCode::OK,
-    )
-    .await;
-}
-
-async fn approve(app: &TestApp, token: &str, invoice: &Value) -> Response {
-    command(
-        app,
-        token,
-        &id_of(invoice),
-        "approve",
-        TestApp::decision_body(invoice, None),
-    )
-    .await
-}
-
-async fn deactivate(app: &TestApp, token: &str, destination: Uuid) -> Value {
-    expect_status(
-        app.post(
-            &format!("/v1/payment-destinations/{destination}/deactivate"),
-            token,
-            json!({}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await
-}
-
-fn with_destination(b: &Billing, destination: Uuid) -> Value {
-    let mut body = invoice_body(b);
-    body["payment_destination_id"] = json!(destination);
-    body
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,17 +54,16 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
     let b = app.billing().await;
     let pending = app.pending(&b, "inv-1").await;
     let id = id_of(&pending);
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     for (action, reason) in [
         ("approve", None),
         ("reject", Some("no")),
         ("request-changes", Some("redo")),
     ] {
         let body = expect_problem(
-            command(
-                &app,
+            app.command(
                 &b.org.agent_key,
-                &id,
+                id,
                 action,
                 TestApp::decision_body(&pending, reason),
             )
@@ -189,16 +82,17 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
     for action in ["reject", "request-changes"] {
         let body = TestApp::decision_body(&pending, None);
         expect_problem(
-            command(&app, &b.org.agent_key, &id, action, body.clone()).await,
+            app.command(&b.org.agent_key, id, action, body.clone())
+                .await,
             StatusCode::FORBIDDEN,
             "forbidden",
         )
         .await;
         let stranger = app.org().await;
         let (status, _) = identical(
-            command(&app, &stranger.approver_token, &id, action, body.clone()).await,
-            command(
-                &app,
+            app.command(&stranger.approver_token, id, action, body.clone())
+                .await,
+            app.command(
                 &stranger.approver_token,
                 &Uuid::new_v4().to_string(),
                 action,
@@ -210,7 +104,7 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
         assert_eq!(status, StatusCode::NOT_FOUND);
         // The approver who may decide learns what is missing.
         let problem = expect_problem(
-            command(&app, &b.org.approver_token, &id, action, body).await,
+            app.command(&b.org.approver_token, id, action, body).await,
             StatusCode::UNPROCESSABLE_ENTITY,
             "validation_failed",
         )
@@ -247,23 +141,22 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
         )
         .await;
     }
-    assert_eq!(written(&app).await, before, "refusals write nothing");
-    let now = invoice_now(&app, &b.org.approver_token, &id).await;
+    assert_eq!(app.invoice_rows().await, before, "refusals write nothing");
+    let now = app.invoice(&b.org.approver_token, id).await;
     assert_eq!(now["state"], "pending_approval");
-    assert!(decisions(&app, &b.org.approver_token, &id).await.is_empty());
+    assert!(app.decisions(&b.org.approver_token, id).await.is_empty());
 
     // Approved by the human; the agent still cannot cancel.
     expect_status(
-        approve(&app, &b.org.approver_token, &pending).await,
+        app.approve(&b.org.approver_token, &pending).await,
         StatusCode::OK,
     )
     .await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     expect_problem(
-        command(
-            &app,
+        app.command(
             &b.org.agent_key,
-            &id,
+            id,
             "cancel",
             json!({"reason": "the agent wants out"}),
         )
@@ -273,13 +166,14 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
     )
     .await;
     expect_problem(
-        command(&app, &b.org.agent_key, &id, "cancel", json!({})).await,
+        app.command(&b.org.agent_key, id, "cancel", json!({})).await,
         StatusCode::FORBIDDEN,
         "forbidden",
     )
     .await;
     let problem = expect_problem(
-        command(&app, &b.org.approver_token, &id, "cancel", json!({})).await,
+        app.command(&b.org.approver_token, id, "cancel", json!({}))
+            .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
@@ -287,29 +181,24 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
     assert_eq!(problem["errors"][0]["field"], "reason");
     // Nor withdraw or revise an approved invoice (state rules, after authority).
     expect_problem(
-        command(&app, &b.org.agent_key, &id, "withdraw", json!({})).await,
+        app.command(&b.org.agent_key, id, "withdraw", json!({}))
+            .await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
     .await;
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     assert_eq!(
-        invoice_now(&app, &b.org.approver_token, &id).await["state"],
+        app.invoice(&b.org.approver_token, id).await["state"],
         "approved"
     );
     // An operator who owns an agent cannot decide either.
     let (_, operator) = app.human(&b.org.approver_token, "operator").await;
-    let res = app
-        .post("/v1/agents", &operator, json!({"name": "Operator's"}))
-        .await;
-    let created = expect_status(res, StatusCode::CREATED).await;
-    let op_agent: Uuid = created["agent"]["id"].as_str().unwrap().parse().unwrap();
-    let op_key = created["api_key"].as_str().unwrap();
+    let (op_agent, op_key) = app.agent(&operator, "Operator's").await;
+    let op_key = op_key.as_str();
     let customer = app.customer(&operator, op_agent, "Op customer").await;
     let destination = app.destination(op_key, "EUR", "iban", IBAN).await;
-    let mut body = invoice_body(&b);
-    body["customer_id"] = json!(customer);
-    body["payment_destination_id"] = json!(destination);
+    let body = invoice_body_for(customer, destination);
     let draft = expect_status(
         app.create_invoice(op_key, "op-1", &body).await,
         StatusCode::CREATED,
@@ -317,29 +206,26 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
     .await["invoice"]
         .clone();
     let pending = expect_status(
-        command(&app, op_key, &id_of(&draft), "submit", json!({})).await,
+        app.command(op_key, id_of(&draft), "submit", json!({}))
+            .await,
         StatusCode::OK,
     )
     .await["invoice"]
         .clone();
     expect_problem(
-        approve(&app, &operator, &pending).await,
+        app.approve(&operator, &pending).await,
         StatusCode::FORBIDDEN,
         "forbidden",
     )
     .await;
-    assert!(
-        decisions(&app, &operator, &id_of(&pending))
-            .await
-            .is_empty()
-    );
+    assert!(app.decisions(&operator, id_of(&pending)).await.is_empty());
 }
 
 async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
     let b = app.billing().await;
     let draft = app.draft(&b, "inv-1").await;
     let id = id_of(&draft);
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     let smuggled = [
         ("state", json!("approved")),
         ("total_minor", json!(1)),
@@ -364,7 +250,7 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
         assert!(problem["detail"].as_str().unwrap().contains(field));
 
         let problem = expect_problem(
-            command(&app, &b.org.agent_key, &id, "revise", {
+            app.command(&b.org.agent_key, id, "revise", {
                 let mut body = json!({"reasoning": "sneaky"});
                 body[*field] = value.clone();
                 body
@@ -390,12 +276,12 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
     // Commands take no state either.
     for (action, smuggled) in [("submit", "approved"), ("withdraw", "draft")] {
         let body = json!({ "state": smuggled });
-        let res = command(&app, &b.org.agent_key, &id, action, body).await;
+        let res = app.command(&b.org.agent_key, id, action, body).await;
         let problem = expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
         assert_eq!(problem["field"], "state", "{action}");
     }
-    assert_eq!(written(&app).await, before, "nothing was written");
-    let now = invoice_now(&app, &b.org.agent_key, &id).await;
+    assert_eq!(app.invoice_rows().await, before, "nothing was written");
+    let now = app.invoice(&b.org.agent_key, id).await;
     assert_eq!(now["state"], "draft");
     assert_eq!(now["revision_count"], 1);
     assert_eq!(now["agent_id"], b.org.agent_id.to_string());
@@ -412,9 +298,9 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
 
     // Approving a draft.
     let draft = app.draft(&b, "draft").await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        approve(&app, approver, &draft).await,
+        app.approve(approver, &draft).await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
@@ -428,18 +314,17 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
             .contains("`approve` is not allowed while the invoice is `draft`"),
         "{problem}"
     );
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
 
     // Revising, submitting or withdrawing an approved invoice.
     let pending = app.pending(&b, "approved").await;
     let id = id_of(&pending);
-    expect_status(approve(&app, approver, &pending).await, StatusCode::OK).await;
-    let before = written(&app).await;
+    expect_status(app.approve(approver, &pending).await, StatusCode::OK).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        command(
-            &app,
+        app.command(
             key,
-            &id,
+            id,
             "revise",
             json!({"reasoning": "one more change", "due_date": (chrono::Utc::now() + chrono::Duration::days(60)).date_naive().to_string()}),
         )
@@ -454,7 +339,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
     );
     for action in ["submit", "withdraw"] {
         let problem = expect_problem(
-            command(&app, key, &id, action, json!({})).await,
+            app.command(key, id, action, json!({})).await,
             StatusCode::CONFLICT,
             "invalid_transition",
         )
@@ -462,16 +347,15 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         assert_eq!(problem["from"], "approved");
         assert_eq!(problem["action"], action);
     }
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
 
     // Approving a rejected invoice: the revision is decided, and it stays rejected.
     let pending = app.pending(&b, "rejected").await;
     let id = id_of(&pending);
     expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "reject",
             TestApp::decision_body(&pending, Some("Not agreed.")),
         )
@@ -479,17 +363,18 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         StatusCode::OK,
     )
     .await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     expect_problem(
-        approve(&app, approver, &pending).await,
+        app.approve(approver, &pending).await,
         StatusCode::CONFLICT,
         "already_decided",
     )
     .await;
-    assert_eq!(written(&app).await, before);
-    assert_eq!(invoice_now(&app, approver, &id).await["state"], "rejected");
+    assert_eq!(app.invoice_rows().await, before);
+    assert_eq!(app.invoice(approver, id).await["state"], "rejected");
     let problem = expect_problem(
-        command(&app, key, &id, "revise", json!({"reasoning": "try again"})).await,
+        app.command(key, id, "revise", json!({"reasoning": "try again"}))
+            .await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
@@ -500,13 +385,13 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
     let pending = app.pending(&b, "withdrawn").await;
     let id = id_of(&pending);
     expect_status(
-        command(&app, key, &id, "withdraw", json!({})).await,
+        app.command(key, id, "withdraw", json!({})).await,
         StatusCode::OK,
     )
     .await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        approve(&app, approver, &pending).await,
+        app.approve(approver, &pending).await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
@@ -516,7 +401,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         (&json!("cancelled"), &json!("approve"))
     );
     let problem = expect_problem(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
@@ -526,12 +411,13 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         (&json!("cancelled"), &json!("submit"))
     );
     expect_problem(
-        command(&app, key, &id, "revise", json!({"reasoning": "again"})).await,
+        app.command(key, id, "revise", json!({"reasoning": "again"}))
+            .await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
     .await;
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
 }
 
 async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
@@ -542,10 +428,9 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
     let id = id_of(&r1);
     // Revise (back to draft, revision 2) and submit again.
     let revised = expect_status(
-        command(
-            &app,
+        app.command(
             key,
-            &id,
+            id,
             "revise",
             json!({"reasoning": "Workshop ran long.", "lines": [{"description": "Discovery workshop", "quantity": "1", "unit_amount": "1250.00"}]}),
         )
@@ -557,17 +442,17 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
     assert_eq!(revised["state"], "draft");
     assert_eq!(revised["current_revision"]["number"], 2);
     let r2 = expect_status(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::OK,
     )
     .await["invoice"]
         .clone();
     let other = app.pending(&b, "inv-2").await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
 
     // The reviewer's copy of revision 1 is stale.
     let problem = expect_problem(
-        approve(&app, approver, &r1).await,
+        app.approve(approver, &r1).await,
         StatusCode::CONFLICT,
         "stale_revision",
     )
@@ -585,10 +470,9 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
         json!("0".repeat(64)),
     ] {
         expect_problem(
-            command(
-                &app,
+            app.command(
                 approver,
-                &id,
+                id,
                 "approve",
                 json!({"revision_id": r2["current_revision"]["id"], "payload_hash": hash}),
             )
@@ -606,10 +490,9 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
         .to_uppercase();
     for hash in ["not a hash", "", &upper] {
         let problem = expect_problem(
-            command(
-                &app,
+            app.command(
                 approver,
-                &id,
+                id,
                 "reject",
                 json!({"revision_id": r2["current_revision"]["id"], "payload_hash": hash}),
             )
@@ -618,15 +501,14 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
             "validation_failed",
         )
         .await;
-        let fields = crate::helpers::error_fields(&problem);
+        let fields = error_fields(&problem);
         assert_eq!(fields, ["payload_hash", "reason"], "all at once: {problem}");
     }
     // A revision (and its hash) of another invoice.
     expect_problem(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "approve",
             TestApp::decision_body(&other, None),
         )
@@ -637,10 +519,9 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
     .await;
     // A revision id that exists nowhere.
     expect_problem(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "approve",
             json!({"revision_id": Uuid::new_v4(), "payload_hash": r2["current_revision"]["payload_hash"]}),
         )
@@ -650,16 +531,16 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
     )
     .await;
     assert_eq!(
-        written(&app).await,
+        app.invoice_rows().await,
         before,
         "no refused decision wrote anything"
     );
-    assert!(decisions(&app, approver, &id).await.is_empty());
+    assert!(app.decisions(approver, id).await.is_empty());
 
     // The exact current revision and hash: approved; the decision records them.
-    let approved = expect_status(approve(&app, approver, &r2).await, StatusCode::OK).await;
+    let approved = expect_status(app.approve(approver, &r2).await, StatusCode::OK).await;
     assert_eq!(approved["invoice"]["state"], "approved");
-    let decided = decisions(&app, approver, &id).await;
+    let decided = app.decisions(approver, id).await;
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0]["revision_id"], r2["current_revision"]["id"]);
     assert_eq!(
@@ -678,7 +559,7 @@ async fn other_tenants_ids_answer_exactly_like_random_ids(app: TestApp) {
     let theirs = app.pending(&b, "theirs").await;
     let their_id = id_of(&theirs);
     let random = Uuid::new_v4().to_string();
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
 
     for (token, who) in [
         (&a.org.approver_token, "approver"),
@@ -708,8 +589,8 @@ async fn other_tenants_ids_answer_exactly_like_random_ids(app: TestApp) {
             ("revise", json!({"reasoning": "mine now"})),
         ] {
             let (status, problem) = identical(
-                command(&app, token, &their_id, action, body.clone()).await,
-                command(&app, token, &random, action, body).await,
+                app.command(token, their_id, action, body.clone()).await,
+                app.command(token, &random, action, body).await,
             )
             .await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{who} {action}: {problem}");
@@ -821,18 +702,16 @@ async fn other_tenants_ids_answer_exactly_like_random_ids(app: TestApp) {
     // Revising ours to their destination: the same 422 as a random one.
     let ours = app.draft(&a, "ours").await;
     let (status, problem) = identical(
-        command(
-            &app,
+        app.command(
             &a.org.agent_key,
-            &id_of(&ours),
+            id_of(&ours),
             "revise",
             json!({"reasoning": "move the money", "payment_destination_id": b.destination_id}),
         )
         .await,
-        command(
-            &app,
+        app.command(
             &a.org.agent_key,
-            &id_of(&ours),
+            id_of(&ours),
             "revise",
             json!({"reasoning": "move the money", "payment_destination_id": random}),
         )
@@ -847,8 +726,8 @@ async fn other_tenants_ids_answer_exactly_like_random_ids(app: TestApp) {
     expected[0] += 1;
     expected[1] += 1;
     expected[3] += 1;
-    assert_eq!(written(&app).await, expected);
-    let now = invoice_now(&app, &b.org.approver_token, &their_id).await;
+    assert_eq!(app.invoice_rows().await, expected);
+    let now = app.invoice(&b.org.approver_token, their_id).await;
     assert_eq!(now["state"], "pending_approval");
     let destination = expect_status(
         app.get(
@@ -865,22 +744,12 @@ async fn other_tenants_ids_answer_exactly_like_random_ids(app: TestApp) {
 async fn other_agents_parties_answer_exactly_like_random_ids(app: TestApp) {
     let b = app.billing().await;
     // A sibling agent of the same owner, with its own customer and destination.
-    let res = app
-        .post(
-            "/v1/agents",
-            &b.org.approver_token,
-            json!({"name": "Sibling"}),
-        )
-        .await;
-    let sibling = expect_status(res, StatusCode::CREATED).await;
-    let sibling_id: Uuid = sibling["agent"]["id"].as_str().unwrap().parse().unwrap();
-    let sibling_key = sibling["api_key"].as_str().unwrap();
-    let sibling_customer = app
-        .customer(&b.org.approver_token, sibling_id, "Sibling's customer")
-        .await;
-    let sibling_destination = app.destination(sibling_key, "EUR", "iban", IBAN).await;
+    let sibling = app.second_agent(&b).await;
+    let sibling_key = sibling.org.agent_key.as_str();
+    let sibling_customer = sibling.customer_id;
+    let sibling_destination = sibling.destination_id;
     let random = Uuid::new_v4();
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     for (field, theirs) in [
         ("customer_id", sibling_customer),
         ("payment_destination_id", sibling_destination),
@@ -901,13 +770,11 @@ async fn other_agents_parties_answer_exactly_like_random_ids(app: TestApp) {
         assert_eq!(problem["errors"].as_array().unwrap().len(), 1, "{problem}");
         assert_eq!(problem["errors"][0]["field"], field);
     }
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     // The sibling's invoice is invisible to our agent, like a random id.
-    let mut theirs = invoice_body(&b);
-    theirs["customer_id"] = json!(sibling_customer);
-    theirs["payment_destination_id"] = json!(sibling_destination);
     let created = expect_status(
-        app.create_invoice(sibling_key, "sib-1", &theirs).await,
+        app.create_invoice(sibling_key, "sib-1", &invoice_body(&sibling))
+            .await,
         StatusCode::CREATED,
     )
     .await;
@@ -920,15 +787,10 @@ async fn other_agents_parties_answer_exactly_like_random_ids(app: TestApp) {
     )
     .await;
     identical(
-        command(&app, &b.org.agent_key, &their_id, "submit", json!({})).await,
-        command(
-            &app,
-            &b.org.agent_key,
-            &random.to_string(),
-            "submit",
-            json!({}),
-        )
-        .await,
+        app.command(&b.org.agent_key, their_id, "submit", json!({}))
+            .await,
+        app.command(&b.org.agent_key, &random.to_string(), "submit", json!({}))
+            .await,
     )
     .await;
     identical(
@@ -944,10 +806,7 @@ async fn other_agents_parties_answer_exactly_like_random_ids(app: TestApp) {
         .await,
     )
     .await;
-    assert_eq!(
-        invoice_now(&app, sibling_key, &their_id).await["state"],
-        "draft"
-    );
+    assert_eq!(app.invoice(sibling_key, their_id).await["state"], "draft");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -960,10 +819,10 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
 
     // Naming a deactivated destination on create or revise: 422 on payment_destination_id.
     let retired = app.destination(key, "EUR", "iban", IBAN).await;
-    deactivate(&app, key, retired).await;
-    let before = written(&app).await;
+    app.deactivate(key, retired).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        app.create_invoice(key, "to-retired", &with_destination(&b, retired))
+        app.create_invoice(key, "to-retired", &invoice_body_for(b.customer_id, retired))
             .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
@@ -972,12 +831,11 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
     assert_eq!(problem["errors"][0]["code"], "destination_inactive");
     let draft = app.draft(&b, "draft").await;
-    let before_revise = written(&app).await;
+    let before_revise = app.invoice_rows().await;
     let problem = expect_problem(
-        command(
-            &app,
+        app.command(
             key,
-            &id_of(&draft),
+            id_of(&draft),
             "revise",
             json!({"reasoning": "pay elsewhere", "payment_destination_id": retired}),
         )
@@ -987,7 +845,7 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     )
     .await;
     assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
-    assert_eq!(written(&app).await, before_revise);
+    assert_eq!(app.invoice_rows().await, before_revise);
     assert_eq!(
         before[0] + 1,
         before_revise[0],
@@ -997,25 +855,22 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     // A draft whose destination is deactivated before submit.
     let d2 = app.destination(key, "EUR", "iban", IBAN).await;
     let draft = expect_status(
-        app.create_invoice(key, "d2", &with_destination(&b, d2))
+        app.create_invoice(key, "d2", &invoice_body_for(b.customer_id, d2))
             .await,
         StatusCode::CREATED,
     )
     .await["invoice"]
         .clone();
-    deactivate(&app, approver, d2).await;
-    let before = written(&app).await;
+    app.deactivate(approver, d2).await;
+    let before = app.invoice_rows().await;
     expect_problem(
-        command(&app, key, &id_of(&draft), "submit", json!({})).await,
+        app.command(key, id_of(&draft), "submit", json!({})).await,
         StatusCode::CONFLICT,
         "destination_inactive",
     )
     .await;
-    assert_eq!(written(&app).await, before);
-    assert_eq!(
-        invoice_now(&app, key, &id_of(&draft)).await["state"],
-        "draft"
-    );
+    assert_eq!(app.invoice_rows().await, before);
+    assert_eq!(app.invoice(key, id_of(&draft)).await["state"], "draft");
 
     // Pending invoices whose destination is deactivated after submit: approve is refused,
     // reject and request-changes still work.
@@ -1023,37 +878,40 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     let mut pending = Vec::new();
     for n in 0..3 {
         let created = expect_status(
-            app.create_invoice(key, &format!("d3-{n}"), &with_destination(&b, d3))
-                .await,
+            app.create_invoice(
+                key,
+                &format!("d3-{n}"),
+                &invoice_body_for(b.customer_id, d3),
+            )
+            .await,
             StatusCode::CREATED,
         )
         .await;
         let id = id_of(&created["invoice"]);
         pending.push(
             expect_status(
-                command(&app, key, &id, "submit", json!({})).await,
+                app.command(key, id, "submit", json!({})).await,
                 StatusCode::OK,
             )
             .await["invoice"]
                 .clone(),
         );
     }
-    deactivate(&app, key, d3).await;
-    let before = written(&app).await;
+    app.deactivate(key, d3).await;
+    let before = app.invoice_rows().await;
     for invoice in &pending {
         expect_problem(
-            approve(&app, approver, invoice).await,
+            app.approve(approver, invoice).await,
             StatusCode::CONFLICT,
             "destination_inactive",
         )
         .await;
     }
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     let rejected = expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id_of(&pending[0]),
+            id_of(&pending[0]),
             "reject",
             TestApp::decision_body(&pending[0], Some("The account is closed.")),
         )
@@ -1063,10 +921,9 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     .await;
     assert_eq!(rejected["invoice"]["state"], "rejected");
     let sent_back = expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id_of(&pending[1]),
+            id_of(&pending[1]),
             "request-changes",
             TestApp::decision_body(&pending[1], Some("Use the new account.")),
         )
@@ -1077,10 +934,9 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     assert_eq!(sent_back["invoice"]["state"], "draft");
     // The agent revises onto an active destination; now it can be approved.
     let revised = expect_status(
-        command(
-            &app,
+        app.command(
             key,
-            &id_of(&pending[1]),
+            id_of(&pending[1]),
             "revise",
             json!({"reasoning": "New account.", "payment_destination_id": b.destination_id}),
         )
@@ -1090,15 +946,16 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
     .await;
     assert_eq!(revised["replayed"], false);
     let resubmitted = expect_status(
-        command(&app, key, &id_of(&pending[1]), "submit", json!({})).await,
+        app.command(key, id_of(&pending[1]), "submit", json!({}))
+            .await,
         StatusCode::OK,
     )
     .await["invoice"]
         .clone();
-    let approved = expect_status(approve(&app, approver, &resubmitted).await, StatusCode::OK).await;
+    let approved = expect_status(app.approve(approver, &resubmitted).await, StatusCode::OK).await;
     assert_eq!(approved["invoice"]["state"], "approved");
     assert_eq!(
-        invoice_now(&app, approver, &id_of(&pending[2])).await["state"],
+        app.invoice(approver, id_of(&pending[2])).await["state"],
         "pending_approval"
     );
 }
@@ -1127,11 +984,9 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
     assert_eq!(read["state"], "superseded");
 
     // A second replacement of the same destination is refused, nothing written.
-    let destinations = sql_count(
-        &app.database_url,
-        "select count(*) from payment_destinations",
-    )
-    .await;
+    let destinations = app
+        .sql_count("select count(*) from payment_destinations")
+        .await;
     let problem = expect_problem(
         app.post("/v1/payment-destinations", key, body(old)).await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -1143,12 +998,10 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
     let other = app.org().await;
     let theirs = app.destination(&other.agent_key, "EUR", "iban", IBAN).await;
     let retired = app.destination(key, "EUR", "iban", IBAN).await;
-    deactivate(&app, key, retired).await;
-    let destinations_then = sql_count(
-        &app.database_url,
-        "select count(*) from payment_destinations",
-    )
-    .await;
+    app.deactivate(key, retired).await;
+    let destinations_then = app
+        .sql_count("select count(*) from payment_destinations")
+        .await;
     for target in [retired, Uuid::new_v4(), theirs] {
         let problem = expect_problem(
             app.post("/v1/payment-destinations", key, body(target))
@@ -1160,11 +1013,8 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
         assert_eq!(problem["errors"][0]["field"], "supersedes_id");
     }
     assert_eq!(
-        sql_count(
-            &app.database_url,
-            "select count(*) from payment_destinations"
-        )
-        .await,
+        app.sql_count("select count(*) from payment_destinations")
+            .await,
         destinations_then
     );
     assert_eq!(
@@ -1174,7 +1024,7 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
     );
     // A superseded destination receives nothing new.
     let problem = expect_problem(
-        app.create_invoice(key, "to-superseded", &with_destination(&b, old))
+        app.create_invoice(key, "to-superseded", &invoice_body_for(b.customer_id, old))
             .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
@@ -1183,26 +1033,23 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
     assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
 
     // Deactivate is idempotent: 200 twice, one audit event.
-    let id: Uuid = replacement["id"].as_str().unwrap().parse().unwrap();
-    let first = deactivate(&app, key, id).await;
+    let id = uuid_of(&replacement["id"]);
+    let first = app.deactivate(key, id).await;
     assert_eq!(first["state"], "deactivated");
-    let second = deactivate(&app, &b.org.approver_token, id).await;
+    let second = app.deactivate(&b.org.approver_token, id).await;
     assert_eq!(
         second, first,
         "the second answer is the destination as it is"
     );
     // Deactivating a superseded destination keeps it superseded and writes nothing.
-    let still = deactivate(&app, key, old).await;
+    let still = app.deactivate(key, old).await;
     assert_eq!(still["state"], "superseded");
-    let mut conn = app.app.store().reader().await.unwrap();
-    let trail = conn.audit_for_subject(b.org.org_id, id).await.unwrap();
     assert_eq!(
-        trail.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        app.audit_actions(b.org.org_id, id).await,
         ["destination.created", "destination.deactivated"]
     );
-    let trail = conn.audit_for_subject(b.org.org_id, old).await.unwrap();
     assert_eq!(
-        trail.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        app.audit_actions(b.org.org_id, old).await,
         ["destination.created", "destination.superseded"]
     );
 }
@@ -1216,7 +1063,7 @@ async fn revisions_must_change_something_and_be_revised_after_changes(app: TestA
     let approver = &b.org.approver_token;
     let pending = app.pending(&b, "inv-1").await;
     let id = id_of(&pending);
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
 
     // The same payload (amounts written another way, reworded reasoning): nothing happens, and
     // a pending invoice stays pending.
@@ -1233,7 +1080,7 @@ async fn revisions_must_change_something_and_be_revised_after_changes(app: TestA
             b
         },
     ] {
-        let res = command(&app, key, &id, "revise", body).await;
+        let res = app.command(key, id, "revise", body).await;
         assert_eq!(res.headers()["idempotent-replayed"], "true");
         let replay = expect_status(res, StatusCode::OK).await;
         assert_eq!(replay["replayed"], true);
@@ -1245,15 +1092,14 @@ async fn revisions_must_change_something_and_be_revised_after_changes(app: TestA
             "the stored reasoning is kept"
         );
     }
-    assert_eq!(written(&app).await, before, "no revision, no event");
-    assert_eq!(actions(&app, key, &id).await, ["create_draft", "submit"]);
+    assert_eq!(app.invoice_rows().await, before, "no revision, no event");
+    assert_eq!(app.event_actions(key, id).await, ["create_draft", "submit"]);
 
     // After request-changes, submit needs a new revision first.
     expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "request-changes",
             TestApp::decision_body(&pending, Some("Split the days per week.")),
         )
@@ -1261,40 +1107,33 @@ async fn revisions_must_change_something_and_be_revised_after_changes(app: TestA
         StatusCode::OK,
     )
     .await;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     expect_problem(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::CONFLICT,
         "revision_already_decided",
     )
     .await;
     // Revising to the same payload is not a new revision either.
     let replay = expect_status(
-        command(
-            &app,
-            key,
-            &id,
-            "revise",
-            json!({"reasoning": "As you asked."}),
-        )
-        .await,
+        app.command(key, id, "revise", json!({"reasoning": "As you asked."}))
+            .await,
         StatusCode::OK,
     )
     .await;
     assert_eq!(replay["replayed"], true);
     expect_problem(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::CONFLICT,
         "revision_already_decided",
     )
     .await;
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     // A real revision, then submit and approve revision 2.
     expect_status(
-        command(
-            &app,
+        app.command(
             key,
-            &id,
+            id,
             "revise",
             json!({"reasoning": "Split per week.", "lines": [
                 {"description": "Discovery workshop", "quantity": "1", "unit_amount": "400"},
@@ -1307,22 +1146,23 @@ async fn revisions_must_change_something_and_be_revised_after_changes(app: TestA
     )
     .await;
     let r2 = expect_status(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::OK,
     )
     .await["invoice"]
         .clone();
     assert_eq!(r2["current_revision"]["number"], 2);
     assert_eq!(r2["current_revision"]["total_minor"], 120000);
-    expect_status(approve(&app, approver, &r2).await, StatusCode::OK).await;
-    let decided: Vec<Value> = decisions(&app, key, &id)
+    expect_status(app.approve(approver, &r2).await, StatusCode::OK).await;
+    let decided: Vec<Value> = app
+        .decisions(key, id)
         .await
         .iter()
         .map(|d| d["decision"].clone())
         .collect();
     assert_eq!(decided, [json!("changes_requested"), json!("approved")]);
     assert_eq!(
-        actions(&app, key, &id).await,
+        app.event_actions(key, id).await,
         [
             "create_draft",
             "submit",
@@ -1346,7 +1186,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     let pending = app.pending(&b, "withdrawn").await;
     let id = id_of(&pending);
     let replay = expect_status(
-        command(&app, key, &id, "submit", json!({})).await,
+        app.command(key, id, "submit", json!({})).await,
         StatusCode::OK,
     )
     .await;
@@ -1356,31 +1196,25 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
         "a replay changes nothing, not even updated_at"
     );
     let first = expect_status(
-        command(&app, key, &id, "withdraw", json!({})).await,
+        app.command(key, id, "withdraw", json!({})).await,
         StatusCode::OK,
     )
     .await;
     assert_eq!(first["replayed"], false);
-    let res = command(&app, approver, &id, "withdraw", json!({})).await;
+    let res = app.command(approver, id, "withdraw", json!({})).await;
     assert_eq!(res.headers()["idempotent-replayed"], "true");
     let second = expect_status(res, StatusCode::OK).await;
     assert_eq!(second["replayed"], true);
     assert_eq!(second["invoice"]["state"], "cancelled");
     assert_eq!(
-        actions(&app, key, &id).await,
+        app.event_actions(key, id).await,
         ["create_draft", "submit", "withdraw"]
     );
     // Cancel on a withdrawn invoice is not a replay.
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        command(
-            &app,
-            approver,
-            &id,
-            "cancel",
-            json!({"reason": "Cancel it too."}),
-        )
-        .await,
+        app.command(approver, id, "cancel", json!({"reason": "Cancel it too."}))
+            .await,
         StatusCode::CONFLICT,
         "invalid_transition",
     )
@@ -1389,23 +1223,23 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
         (&problem["from"], &problem["action"]),
         (&json!("cancelled"), &json!("cancel"))
     );
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
 
     // Approve, then cancel twice; withdraw on the cancelled invoice is not a replay.
     let pending = app.pending(&b, "cancelled").await;
     let id = id_of(&pending);
-    let approved = expect_status(approve(&app, approver, &pending).await, StatusCode::OK).await;
+    let approved = expect_status(app.approve(approver, &pending).await, StatusCode::OK).await;
     assert_eq!(approved["replayed"], false);
     // The same approver approving again: a replay.
-    let again = expect_status(approve(&app, approver, &pending).await, StatusCode::OK).await;
+    let again = expect_status(app.approve(approver, &pending).await, StatusCode::OK).await;
     assert_eq!(again["replayed"], true);
     assert_eq!(again["invoice"]["state"], "approved");
     // Another approver (who sees it through shared_review): already decided.
     let (_, other) = app.human(approver, "approver").await;
-    set_org(&app, approver, json!({"shared_review": true})).await;
-    let before = written(&app).await;
+    app.set_org(approver, json!({"shared_review": true})).await;
+    let before = app.invoice_rows().await;
     let problem = expect_problem(
-        approve(&app, &other, &pending).await,
+        app.approve(&other, &pending).await,
         StatusCode::CONFLICT,
         "already_decided",
     )
@@ -1413,10 +1247,9 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     assert!(problem["detail"].as_str().unwrap().contains("approved"));
     // The same approver with another decision on the same revision: already decided too.
     expect_problem(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "reject",
             TestApp::decision_body(&pending, Some("Changed my mind.")),
         )
@@ -1425,12 +1258,11 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
         "already_decided",
     )
     .await;
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     let cancelled = expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "cancel",
             json!({"reason": "Customer went bust."}),
         )
@@ -1440,10 +1272,9 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     .await;
     assert_eq!(cancelled["invoice"]["state"], "cancelled");
     let again = expect_status(
-        command(
-            &app,
+        app.command(
             approver,
-            &id,
+            id,
             "cancel",
             json!({"reason": "Customer went bust."}),
         )
@@ -1452,10 +1283,10 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     )
     .await;
     assert_eq!(again["replayed"], true);
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     for token in [key, approver] {
         let problem = expect_problem(
-            command(&app, token, &id, "withdraw", json!({})).await,
+            app.command(token, id, "withdraw", json!({})).await,
             StatusCode::CONFLICT,
             "invalid_transition",
         )
@@ -1465,7 +1296,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
             (&json!("cancelled"), &json!("withdraw"))
         );
     }
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     let events = expect_status(
         app.get(&format!("/v1/invoices/{id}/events"), approver)
             .await,
@@ -1476,7 +1307,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     assert_eq!(last["action"], "cancel");
     assert_eq!(last["note"], "Customer went bust.");
     assert_eq!(
-        actions(&app, key, &id).await,
+        app.event_actions(key, id).await,
         ["create_draft", "submit", "approve", "cancel"]
     );
 }
@@ -1489,14 +1320,13 @@ async fn append_only_tables_refuse_update_and_delete(app: TestApp) {
     let pending = app.pending(&b, "inv-1").await;
     let id = id_of(&pending);
     expect_status(
-        approve(&app, &b.org.approver_token, &pending).await,
+        app.approve(&b.org.approver_token, &pending).await,
         StatusCode::OK,
     )
     .await;
     let ok = json!({"ok": true, "revisions": [{"number": 1, "ok": true}], "events": {"ok": true, "broken_at": null}});
-    assert_eq!(verify(&app, &b.org.approver_token, &id).await, ok);
-    let before = written(&app).await;
-    let url = &app.database_url;
+    assert_eq!(app.verify(&b.org.approver_token, id).await, ok);
+    let before = app.invoice_rows().await;
     for statement in [
         "update invoice_revisions set total_minor = '1'",
         "update invoice_revisions set due_date = '2099-12-31'",
@@ -1512,17 +1342,17 @@ async fn append_only_tables_refuse_update_and_delete(app: TestApp) {
         "delete from audit_events",
     ] {
         assert!(
-            !sql_exec(url, statement).await,
+            !app.sql_exec(statement).await,
             "the database must refuse: {statement}"
         );
     }
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
     assert_eq!(
-        verify(&app, &b.org.approver_token, &id).await,
+        app.verify(&b.org.approver_token, id).await,
         ok,
         "the refused tampering left the invoice intact"
     );
-    let decided = decisions(&app, &b.org.approver_token, &id).await;
+    let decided = app.decisions(&b.org.approver_token, id).await;
     assert_eq!(decided[0]["decision"], "approved");
 }
 
@@ -1532,8 +1362,7 @@ async fn tampering_outside_tauros_is_detected(app: TestApp) {
     let b = app.billing().await;
     let pending = app.pending(&b, "inv-1").await;
     let id = id_of(&pending);
-    let url = &app.database_url;
-    let postgres = !url.starts_with("sqlite");
+    let postgres = !app.database_url.starts_with("sqlite");
     let unguard = |table: &str| {
         if postgres {
             format!("alter table {table} disable trigger {table}_append_only")
@@ -1541,31 +1370,31 @@ async fn tampering_outside_tauros_is_detected(app: TestApp) {
             format!("drop trigger {table}_no_update")
         }
     };
-    assert!(sql_exec(url, &unguard("invoice_revisions")).await);
-    assert!(sql_exec(url, "update invoice_revisions set due_date = '2099-12-31'").await);
-    let report = verify(&app, &b.org.approver_token, &id).await;
+    assert!(app.sql_exec(&unguard("invoice_revisions")).await);
+    assert!(
+        app.sql_exec("update invoice_revisions set due_date = '2099-12-31'")
+            .await
+    );
+    let report = app.verify(&b.org.approver_token, id).await;
     assert_eq!(report["ok"], false);
     assert_eq!(report["revisions"], json!([{"number": 1, "ok": false}]));
     assert_eq!(report["events"]["ok"], true);
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     expect_problem(
-        approve(&app, &b.org.approver_token, &pending).await,
+        app.approve(&b.org.approver_token, &pending).await,
         StatusCode::CONFLICT,
         "payload_integrity",
     )
     .await;
-    assert_eq!(written(&app).await, before);
+    assert_eq!(app.invoice_rows().await, before);
 
     // Editing a past event breaks the chain at that event.
-    assert!(sql_exec(url, &unguard("invoice_events")).await);
+    assert!(app.sql_exec(&unguard("invoice_events")).await);
     assert!(
-        sql_exec(
-            url,
-            "update invoice_events set note = 'approved by the CEO' where seq = 2"
-        )
-        .await
+        app.sql_exec("update invoice_events set note = 'approved by the CEO' where seq = 2")
+            .await
     );
-    let report = verify(&app, &b.org.approver_token, &id).await;
+    let report = app.verify(&b.org.approver_token, id).await;
     assert_eq!(report["events"], json!({"ok": false, "broken_at": 2}));
 }
 
@@ -1575,7 +1404,7 @@ async fn tampering_outside_tauros_is_detected(app: TestApp) {
 async fn money_is_exact_over_http(app: TestApp) {
     let b = app.billing().await;
     let key = &b.org.agent_key;
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
 
     // A float in a money or quantity field.
     for (line, field) in [
@@ -1652,17 +1481,17 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields = crate::helpers::error_fields(&problem);
+    let fields = error_fields(&problem);
     assert_eq!(fields, ["lines[0]", "lines[1].unit_amount"], "{problem}");
     assert_eq!(
-        written(&app).await,
+        app.invoice_rows().await,
         before,
         "no refused create wrote anything"
     );
 
     // JPY has no minor unit: "1200" is 1200 minor.
     let jpy = app.destination(key, "JPY", "iban", IBAN).await;
-    let mut body = with_destination(&b, jpy);
+    let mut body = invoice_body_for(b.customer_id, jpy);
     body["currency"] = json!("JPY");
     body["lines"] = json!([{"description": "Consulting", "quantity": "1", "unit_amount": "1200"}]);
     let created = expect_status(
@@ -1694,7 +1523,7 @@ async fn money_is_exact_over_http(app: TestApp) {
         )
         .await;
     let wei = "12345678901234567891234";
-    let mut body = with_destination(&b, eth);
+    let mut body = invoice_body_for(b.customer_id, eth);
     body["currency"] = json!("ETH");
     body["lines"] =
         json!([{"description": "Node operation", "quantity": "1", "unit_amount_minor": wei}]);
@@ -1732,11 +1561,9 @@ async fn currency_must_be_the_destinations(app: TestApp) {
     let b = app.billing().await;
     let key = &b.org.agent_key;
     // A destination on a network that does not carry the currency.
-    let count = sql_count(
-        &app.database_url,
-        "select count(*) from payment_destinations",
-    )
-    .await;
+    let count = app
+        .sql_count("select count(*) from payment_destinations")
+        .await;
     for (currency, network, address) in [
         ("BTC", "iban", IBAN),
         (
@@ -1760,15 +1587,12 @@ async fn currency_must_be_the_destinations(app: TestApp) {
         assert_eq!(problem["errors"][0]["field"], "network", "{problem}");
     }
     assert_eq!(
-        sql_count(
-            &app.database_url,
-            "select count(*) from payment_destinations"
-        )
-        .await,
+        app.sql_count("select count(*) from payment_destinations")
+            .await,
         count
     );
     // An invoice in a currency the destination does not receive (the IBAN receives EUR).
-    let before = written(&app).await;
+    let before = app.invoice_rows().await;
     for currency in ["USD", "CHF", "BTC"] {
         let mut body = invoice_body(&b);
         body["currency"] = json!(currency);
@@ -1794,12 +1618,11 @@ async fn currency_must_be_the_destinations(app: TestApp) {
     // Revising only the currency, without new lines, is refused (the amounts would change
     // meaning), and so is a currency the destination does not receive.
     let draft = app.draft(&b, "eur").await;
-    let before_revise = written(&app).await;
+    let before_revise = app.invoice_rows().await;
     let problem = expect_problem(
-        command(
-            &app,
+        app.command(
             key,
-            &id_of(&draft),
+            id_of(&draft),
             "revise",
             json!({"reasoning": "bill in dollars", "currency": "USD"}),
         )
@@ -1810,10 +1633,9 @@ async fn currency_must_be_the_destinations(app: TestApp) {
     .await;
     assert_eq!(problem["errors"][0]["field"], "lines");
     let problem = expect_problem(
-        command(
-            &app,
+        app.command(
             key,
-            &id_of(&draft),
+            id_of(&draft),
             "revise",
             json!({"reasoning": "bill in dollars", "currency": "USD",
                    "lines": [{"description": "a", "quantity": "1", "unit_amount": "100"}]}),
@@ -1824,7 +1646,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
     )
     .await;
     assert_eq!(problem["errors"][0]["field"], "currency");
-    assert_eq!(written(&app).await, before_revise);
+    assert_eq!(app.invoice_rows().await, before_revise);
     assert_eq!(before[0] + 1, before_revise[0]);
 }
 
@@ -1836,7 +1658,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields = crate::helpers::error_fields(&problem);
+    let mut fields = error_fields(&problem);
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -1866,7 +1688,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields = crate::helpers::error_fields(&problem);
+    let mut fields = error_fields(&problem);
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -1897,7 +1719,11 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
     assert_eq!(problem["errors"].as_array().unwrap().len(), 1, "{problem}");
     assert_eq!(problem["errors"][0]["field"], "idempotency_key");
     assert_eq!(problem["errors"][0]["code"], "required");
-    assert_eq!(written(&app).await, [0, 0, 0, 0], "nothing was written");
+    assert_eq!(
+        app.invoice_rows().await,
+        [0, 0, 0, 0],
+        "nothing was written"
+    );
 }
 
 async fn idempotency_key_in_header_and_body_must_agree(app: TestApp) {
@@ -1912,10 +1738,7 @@ async fn idempotency_key_in_header_and_body_must_agree(app: TestApp) {
     )
     .await;
     assert_eq!(problem["field"], "idempotency_key");
-    assert_eq!(
-        sql_count(&app.database_url, "select count(*) from invoices").await,
-        0
-    );
+    assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
     // The body alone, or the same key in both, is the same key.
     let created = expect_status(
         app.post("/v1/invoices", &b.org.agent_key, body.clone())
@@ -1967,10 +1790,7 @@ async fn humans_never_propose_and_agents_never_verify(app: TestApp) {
         )
         .await;
     }
-    assert_eq!(
-        sql_count(&app.database_url, "select count(*) from invoices").await,
-        0
-    );
+    assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
     let draft = app.draft(&b, "inv-1").await;
     let problem = expect_problem(
         app.get(
