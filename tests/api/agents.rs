@@ -211,13 +211,8 @@ async fn rename_validates_and_audits(app: TestApp) {
         StatusCode::OK,
     )
     .await;
-    let mut conn = app.app.store().reader().await.unwrap();
-    let trail = conn
-        .audit_for_subject(org.org_id, org.agent_id)
-        .await
-        .unwrap();
     assert_eq!(
-        trail.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        app.audit_actions(org.org_id, org.agent_id).await,
         ["agent.created", "agent.renamed"]
     );
 }
@@ -297,12 +292,7 @@ async fn concurrent_rotations_leave_exactly_one_key(app: TestApp) {
     let org = app.org().await;
     let path = format!("/v1/agents/{}/rotate-key", org.agent_id);
     let requests = (0..6)
-        .map(|_| {
-            app.client
-                .post(app.url(&path))
-                .bearer_auth(&org.approver_token)
-                .json(&json!({}))
-        })
+        .map(|_| app.post_request(&path, &org.approver_token, &json!({})))
         .collect();
     let responses = parallel(requests).await;
     let mut keys = Vec::new();

@@ -6,9 +6,10 @@
 //! Each test runs on its own fresh database, so whole-table counts are the test's own rows.
 
 use crate::helpers::{
-    Billing, IBAN, Org, TestApp, both_backends, expect_status, invoice_body, parallel, sql_count,
+    Billing, IBAN, TestApp, both_backends, expect_status, id_of, invoice_body, invoice_body_for,
+    parallel,
 };
-use reqwest::{RequestBuilder, Response, StatusCode};
+use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
 both_backends!(
@@ -93,50 +94,9 @@ fn ok_replayed(a: &Answer) -> bool {
     replayed
 }
 
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sql_count(&app.database_url, sql).await
-}
-
-/// (invoices, revisions, decisions, invoice events) in the whole database.
-async fn rows(app: &TestApp) -> (i64, i64, i64, i64) {
-    (
-        count(app, "select count(*) from invoices").await,
-        count(app, "select count(*) from invoice_revisions").await,
-        count(app, "select count(*) from decisions").await,
-        count(app, "select count(*) from invoice_events").await,
-    )
-}
-
-fn create_request(app: &TestApp, b: &Billing, key: &str, body: &Value) -> RequestBuilder {
-    app.client
-        .post(app.url("/v1/invoices"))
-        .bearer_auth(&b.org.agent_key)
-        .header("idempotency-key", key)
-        .json(body)
-}
-
-// Call sites build the body inline; taking it by value keeps them short.
-#[allow(clippy::needless_pass_by_value)]
-fn command(app: &TestApp, token: &str, id: &str, command: &str, body: Value) -> RequestBuilder {
-    app.client
-        .post(app.url(&format!("/v1/invoices/{id}/{command}")))
-        .bearer_auth(token)
-        .json(&body)
-}
-
-async fn state_of(app: &TestApp, b: &Billing, id: &str) -> Value {
-    let res = app
-        .get(&format!("/v1/invoices/{id}"), &b.org.approver_token)
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
-    res.json().await.unwrap()
-}
-
+/// Asserts that `verify` finds the invoice intact after the race.
 async fn verify_ok(app: &TestApp, b: &Billing, id: &str) {
-    let res = app
-        .get(&format!("/v1/invoices/{id}/verify"), &b.org.approver_token)
-        .await;
-    let body: Value = res.json().await.unwrap();
+    let body = app.verify(&b.org.approver_token, id).await;
     assert_eq!(body["ok"], true, "verify after the race: {body}");
 }
 
@@ -146,7 +106,7 @@ async fn identical_parallel_creates_make_one_invoice(app: TestApp) {
     let b = app.billing().await;
     let body = invoice_body(&b);
     let requests = (0..16)
-        .map(|_| create_request(&app, &b, "storm-1", &body))
+        .map(|_| app.create_invoice_request(&b.org.agent_key, "storm-1", &body))
         .collect();
     let got = answers(parallel(requests).await).await;
     let created: Vec<&Answer> = got
@@ -175,7 +135,7 @@ async fn identical_parallel_creates_make_one_invoice(app: TestApp) {
         got.iter().filter(|a| a.status == StatusCode::OK).count(),
         15
     );
-    assert_eq!(rows(&app).await, (1, 1, 0, 1));
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
     verify_ok(&app, &b, &id).await;
 }
 
@@ -189,9 +149,8 @@ async fn conflicting_parallel_creates_keep_the_winners_payload(app: TestApp) {
     b_body["lines"][0]["unit_amount"] = json!("401");
     let requests = (0..16)
         .map(|i| {
-            create_request(
-                &app,
-                &b,
+            app.create_invoice_request(
+                &b.org.agent_key,
                 "race-1",
                 if i % 2 == 0 { &a_body } else { &b_body },
             )
@@ -236,17 +195,16 @@ async fn conflicting_parallel_creates_keep_the_winners_payload(app: TestApp) {
             assert_eq!(a.code(), "idempotency_conflict", "{}", a.body);
         }
     }
-    assert_eq!(rows(&app).await, (1, 1, 0, 1));
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
     // The one stored revision is the winner's, byte for byte (no mix of A and B).
     assert_eq!(
-        count(
-            &app,
-            &format!("select count(*) from invoice_revisions where payload_hash = '{hash}'"),
-        )
+        app.sql_count(&format!(
+            "select count(*) from invoice_revisions where payload_hash = '{hash}'"
+        ))
         .await,
         1
     );
-    let now = state_of(&app, &b, &id).await;
+    let now = app.invoice(&b.org.approver_token, &id).await;
     assert_eq!(now["current_revision"]["payload_hash"], hash);
     assert_eq!(now["current_revision"]["total_minor"], expected_total);
     assert_eq!(
@@ -254,11 +212,8 @@ async fn conflicting_parallel_creates_keep_the_winners_payload(app: TestApp) {
         winner.body["invoice"]["current_revision"]["canonical_payload"]
     );
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from invoice_events where action = 'create_draft'"
-        )
-        .await,
+        app.sql_count("select count(*) from invoice_events where action = 'create_draft'")
+            .await,
         1
     );
     verify_ok(&app, &b, &id).await;
@@ -270,7 +225,7 @@ async fn parallel_creates_with_distinct_keys_all_succeed(app: TestApp) {
     let b = app.billing().await;
     let body = invoice_body(&b);
     let requests = (0..16)
-        .map(|i| create_request(&app, &b, &format!("distinct-{i}"), &body))
+        .map(|i| app.create_invoice_request(&b.org.agent_key, &format!("distinct-{i}"), &body))
         .collect();
     let got = answers(parallel(requests).await).await;
     let mut ids: Vec<&str> = Vec::new();
@@ -282,7 +237,7 @@ async fn parallel_creates_with_distinct_keys_all_succeed(app: TestApp) {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 16, "sixteen distinct invoices");
-    assert_eq!(rows(&app).await, (16, 16, 0, 16));
+    assert_eq!(app.invoice_rows().await, [16, 16, 0, 16]);
 }
 
 /// Five identical approvals at once: one decision, all 200, one fresh and four replays, one
@@ -293,7 +248,7 @@ async fn identical_parallel_approvals_make_one_decision(app: TestApp) {
     let id = invoice["id"].as_str().unwrap();
     let body = TestApp::decision_body(&invoice, Some("looks right"));
     let requests = (0..5)
-        .map(|_| command(&app, &b.org.approver_token, id, "approve", body.clone()))
+        .map(|_| app.command_request(&b.org.approver_token, id, "approve", &body))
         .collect();
     let got = answers(parallel(requests).await).await;
     for a in &got {
@@ -302,13 +257,10 @@ async fn identical_parallel_approvals_make_one_decision(app: TestApp) {
     }
     let fresh = got.iter().filter(|a| !ok_replayed(a)).count();
     assert_eq!(fresh, 1, "one approval is recorded, four replay it");
-    assert_eq!(rows(&app).await, (1, 1, 1, 3));
+    assert_eq!(app.invoice_rows().await, [1, 1, 1, 3]);
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from invoice_events where action = 'approve'"
-        )
-        .await,
+        app.sql_count("select count(*) from invoice_events where action = 'approve'")
+            .await,
         1
     );
     verify_ok(&app, &b, id).await;
@@ -326,8 +278,8 @@ async fn approve_racing_reject_has_one_winner(app: TestApp) {
         let approve = TestApp::decision_body(&invoice, Some("fine"));
         let reject = TestApp::decision_body(&invoice, Some("wrong customer"));
         let mut requests = vec![
-            command(&app, &b.org.approver_token, id, "approve", approve),
-            command(&app, &b.org.approver_token, id, "reject", reject),
+            app.command_request(&b.org.approver_token, id, "approve", &approve),
+            app.command_request(&b.org.approver_token, id, "reject", &reject),
         ];
         if round % 2 == 1 {
             requests.reverse();
@@ -353,19 +305,10 @@ async fn approve_racing_reject_has_one_winner(app: TestApp) {
                 approve.body, reject.body
             ),
         };
-        let now = state_of(&app, &b, id).await;
+        let now = app.invoice(&b.org.approver_token, id).await;
         assert_eq!(now["state"], winner_state);
-        let decisions = app
-            .get(
-                &format!("/v1/invoices/{id}/decisions"),
-                &b.org.approver_token,
-            )
-            .await
-            .json::<Value>()
-            .await
-            .unwrap();
-        let items = decisions["items"].as_array().unwrap();
-        assert_eq!(items.len(), 1, "{decisions}");
+        let items = app.decisions(&b.org.approver_token, id).await;
+        assert_eq!(items.len(), 1, "{items:?}");
         let expected_kind = if winner_state == "approved" {
             "approved"
         } else {
@@ -375,7 +318,10 @@ async fn approve_racing_reject_has_one_winner(app: TestApp) {
         verify_ok(&app, &b, id).await;
     }
     // Per invoice: one revision, one decision, events create + submit + the winner.
-    assert_eq!(rows(&app).await, (ROUNDS, ROUNDS, ROUNDS, 3 * ROUNDS));
+    assert_eq!(
+        app.invoice_rows().await,
+        [ROUNDS, ROUNDS, ROUNDS, 3 * ROUNDS]
+    );
 }
 
 /// Revise (a changed amount) races approve on a pending invoice, several times over: either
@@ -392,13 +338,12 @@ async fn revise_racing_approve_never_both(app: TestApp) {
         lines[0]["unit_amount"] = json!("450");
         let revise = json!({"lines": lines, "reasoning": "Workshop ran longer."});
         let mut requests = vec![
-            command(&app, &b.org.agent_key, id, "revise", revise),
-            command(
-                &app,
+            app.command_request(&b.org.agent_key, id, "revise", &revise),
+            app.command_request(
                 &b.org.approver_token,
                 id,
                 "approve",
-                TestApp::decision_body(&invoice, None),
+                &TestApp::decision_body(&invoice, None),
             ),
         ];
         if round % 2 == 1 {
@@ -409,7 +354,7 @@ async fn revise_racing_approve_never_both(app: TestApp) {
             got.reverse();
         }
         let (revise, approve) = (&got[0], &got[1]);
-        let now = state_of(&app, &b, id).await;
+        let now = app.invoice(&b.org.approver_token, id).await;
         match (revise.status, approve.status) {
             (StatusCode::CONFLICT, StatusCode::OK) => {
                 assert_eq!(revise.code(), "invalid_transition", "{}", revise.body);
@@ -442,8 +387,8 @@ async fn revise_racing_approve_never_both(app: TestApp) {
     let rounds = ROUNDS as i64;
     // Events per invoice: create, submit, and the winner's.
     assert_eq!(
-        rows(&app).await,
-        (rounds, rounds + revised, approved, 3 * rounds)
+        app.invoice_rows().await,
+        [rounds, rounds + revised, approved, 3 * rounds]
     );
 }
 
@@ -464,8 +409,8 @@ async fn submit_racing_withdraw_is_consistent(app: TestApp) {
             &b.org.approver_token
         };
         let requests = vec![
-            command(&app, &b.org.agent_key, id, "submit", json!({})),
-            command(&app, withdrawer, id, "withdraw", json!({})),
+            app.command_request(&b.org.agent_key, id, "submit", &json!({})),
+            app.command_request(withdrawer, id, "withdraw", &json!({})),
         ];
         let got = answers(parallel(requests).await).await;
         let (submit, withdraw) = (&got[0], &got[1]);
@@ -485,11 +430,11 @@ async fn submit_racing_withdraw_is_consistent(app: TestApp) {
             }
             other => panic!("submit: {other} {}", submit.body),
         }
-        let now = state_of(&app, &b, id).await;
+        let now = app.invoice(&b.org.approver_token, id).await;
         assert_eq!(now["state"], "cancelled");
         // A retry of the withdraw replays (cancelled by withdraw), writing nothing.
         let again = answers(vec![
-            command(&app, &b.org.agent_key, id, "withdraw", json!({}))
+            app.command_request(&b.org.agent_key, id, "withdraw", &json!({}))
                 .send()
                 .await
                 .unwrap(),
@@ -500,13 +445,13 @@ async fn submit_racing_withdraw_is_consistent(app: TestApp) {
         verify_ok(&app, &b, id).await;
     }
     let rounds = ROUNDS as i64;
-    assert_eq!(rows(&app).await, (rounds, rounds, 0, expected_events));
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from invoice_events where action = 'withdraw'"
-        )
-        .await,
+        app.invoice_rows().await,
+        [rounds, rounds, 0, expected_events]
+    );
+    assert_eq!(
+        app.sql_count("select count(*) from invoice_events where action = 'withdraw'")
+            .await,
         rounds
     );
 }
@@ -525,7 +470,7 @@ async fn identical_parallel_commands_write_one_event_each(app: TestApp) {
     ) -> Vec<Answer> {
         let requests = calls
             .into_iter()
-            .map(|(token, id, cmd, body)| command(app, token, id, cmd, body))
+            .map(|(token, id, cmd, body)| app.command_request(token, id, cmd, &body))
             .collect();
         let got = answers(parallel(requests).await).await;
         for a in &got {
@@ -567,14 +512,8 @@ async fn identical_parallel_commands_write_one_event_each(app: TestApp) {
     )
     .await;
     // Approve the new revision, then cancel six times at once: one cancel.
-    let now = state_of(&app, &b, &id).await;
-    let res = app
-        .post(
-            &format!("/v1/invoices/{id}/approve"),
-            approver,
-            TestApp::decision_body(&now, None),
-        )
-        .await;
+    let now = app.invoice(&b.org.approver_token, &id).await;
+    let res = app.approve(approver, &now).await;
     assert_eq!(res.status(), StatusCode::OK);
     storm(
         &app,
@@ -608,7 +547,7 @@ async fn identical_parallel_commands_write_one_event_each(app: TestApp) {
     .await;
 
     // First invoice: create, submit, revise, submit, approve, cancel. Second: create, withdraw.
-    assert_eq!(rows(&app).await, (2, 3, 1, 8));
+    assert_eq!(app.invoice_rows().await, [2, 3, 1, 8]);
     for (action, n) in [
         ("revise", 1),
         ("submit", 2),
@@ -617,10 +556,9 @@ async fn identical_parallel_commands_write_one_event_each(app: TestApp) {
         ("withdraw", 1),
     ] {
         assert_eq!(
-            count(
-                &app,
-                &format!("select count(*) from invoice_events where action = '{action}'"),
-            )
+            app.sql_count(&format!(
+                "select count(*) from invoice_events where action = '{action}'"
+            ))
             .await,
             n,
             "{action} events"
@@ -636,13 +574,7 @@ async fn parallel_destination_creates_with_one_key_make_one_row(app: TestApp) {
     let b = app.billing().await;
     let body = json!({"label": "Treasury", "currency": "EUR", "network": "iban", "address": "CH9300762011623852957"});
     let requests = (0..8)
-        .map(|_| {
-            app.client
-                .post(app.url("/v1/payment-destinations"))
-                .bearer_auth(&b.org.agent_key)
-                .header("idempotency-key", "dest-1")
-                .json(&body)
-        })
+        .map(|_| app.create_destination_request(&b.org.agent_key, "dest-1", &body))
         .collect();
     let got = answers(parallel(requests).await).await;
     let created = got
@@ -668,23 +600,18 @@ async fn parallel_destination_creates_with_one_key_make_one_row(app: TestApp) {
     }
     // The fixture's own destination plus this one.
     assert_eq!(
-        count(&app, "select count(*) from payment_destinations").await,
+        app.sql_count("select count(*) from payment_destinations")
+            .await,
         2
     );
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from payment_destinations where idempotency_key = 'dest-1'"
-        )
-        .await,
+        app.sql_count("select count(*) from payment_destinations where idempotency_key = 'dest-1'")
+            .await,
         1
     );
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from audit_events where action = 'destination.created'"
-        )
-        .await,
+        app.sql_count("select count(*) from audit_events where action = 'destination.created'")
+            .await,
         2
     );
 }
@@ -701,10 +628,7 @@ async fn parallel_deactivations_write_one_audit_event(app: TestApp) {
             } else {
                 &b.org.approver_token
             };
-            app.client
-                .post(app.url(&path))
-                .bearer_auth(token)
-                .json(&json!({}))
+            app.post_request(&path, token, &json!({}))
         })
         .collect();
     let got = answers(parallel(requests).await).await;
@@ -713,50 +637,15 @@ async fn parallel_deactivations_write_one_audit_event(app: TestApp) {
         assert_eq!(a.body["state"], "deactivated");
     }
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from audit_events where action = 'destination.deactivated'"
-        )
-        .await,
+        app.sql_count("select count(*) from audit_events where action = 'destination.deactivated'")
+            .await,
         1
     );
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from payment_destinations where state = 'deactivated'"
-        )
-        .await,
+        app.sql_count("select count(*) from payment_destinations where state = 'deactivated'")
+            .await,
         1
     );
-}
-
-/// A second agent of the same organisation, with its own customer and destination.
-async fn second_agent(app: &TestApp, b: &Billing) -> Billing {
-    let res = app
-        .post(
-            "/v1/agents",
-            &b.org.approver_token,
-            json!({"name": "Agent B"}),
-        )
-        .await;
-    let body = expect_status(res, StatusCode::CREATED).await;
-    let agent_id = body["agent"]["id"].as_str().unwrap().parse().unwrap();
-    let agent_key = body["api_key"].as_str().unwrap().to_owned();
-    let customer_id = app
-        .customer(&b.org.approver_token, agent_id, "Beta Ltd")
-        .await;
-    let destination_id = app.destination(&agent_key, "EUR", "iban", IBAN).await;
-    Billing {
-        org: Org {
-            org_id: b.org.org_id,
-            approver_token: b.org.approver_token.clone(),
-            approver_id: b.org.approver_id,
-            agent_id,
-            agent_key,
-        },
-        customer_id,
-        destination_id,
-    }
 }
 
 /// Keys are scoped to the agent: eight identical creates by agent A and eight by agent B, all
@@ -764,14 +653,14 @@ async fn second_agent(app: &TestApp, b: &Billing) -> Billing {
 /// own agent's.
 async fn one_key_of_two_agents_in_parallel_makes_two_invoices(app: TestApp) {
     let a = app.billing().await;
-    let b = second_agent(&app, &a).await;
+    let b = app.second_agent(&a).await;
     let (a_body, b_body) = (invoice_body(&a), invoice_body(&b));
     let requests = (0..16)
         .map(|i| {
             if i % 2 == 0 {
-                create_request(&app, &a, "shared", &a_body)
+                app.create_invoice_request(&a.org.agent_key, "shared", &a_body)
             } else {
-                create_request(&app, &b, "shared", &b_body)
+                app.create_invoice_request(&b.org.agent_key, "shared", &b_body)
             }
         })
         .collect();
@@ -799,7 +688,7 @@ async fn one_key_of_two_agents_in_parallel_makes_two_invoices(app: TestApp) {
         assert_eq!(x.invoice_id(), got[i % 2].invoice_id());
     }
     assert_ne!(got[0].invoice_id(), got[1].invoice_id());
-    assert_eq!(rows(&app).await, (2, 2, 0, 2));
+    assert_eq!(app.invoice_rows().await, [2, 2, 0, 2]);
 }
 
 /// A human withdraws while the approver approves the same pending invoice, several times
@@ -817,18 +706,17 @@ async fn withdraw_racing_approve_never_both(app: TestApp) {
             &b.org.approver_token
         };
         let requests = vec![
-            command(&app, withdrawer, id, "withdraw", json!({})),
-            command(
-                &app,
+            app.command_request(withdrawer, id, "withdraw", &json!({})),
+            app.command_request(
                 &b.org.approver_token,
                 id,
                 "approve",
-                TestApp::decision_body(&invoice, None),
+                &TestApp::decision_body(&invoice, None),
             ),
         ];
         let got = answers(parallel(requests).await).await;
         let (withdraw, approve) = (&got[0], &got[1]);
-        let now = state_of(&app, &b, id).await;
+        let now = app.invoice(&b.org.approver_token, id).await;
         match (withdraw.status, approve.status) {
             (StatusCode::OK, StatusCode::CONFLICT) => {
                 assert!(!ok_replayed(withdraw));
@@ -851,7 +739,10 @@ async fn withdraw_racing_approve_never_both(app: TestApp) {
         verify_ok(&app, &b, id).await;
     }
     // Events per invoice: create, submit, and the winner's.
-    assert_eq!(rows(&app).await, (ROUNDS, ROUNDS, approved, 3 * ROUNDS));
+    assert_eq!(
+        app.invoice_rows().await,
+        [ROUNDS, ROUNDS, approved, 3 * ROUNDS]
+    );
 }
 
 /// The agent deactivates the destination while the approver approves an invoice paying to
@@ -865,41 +756,32 @@ async fn approve_racing_deactivation_is_consistent(app: TestApp) {
     let mut approved = 0i64;
     for round in 0..ROUNDS {
         let destination = app.destination(&b.org.agent_key, "EUR", "iban", IBAN).await;
-        let mut body = invoice_body(&b);
-        body["payment_destination_id"] = json!(destination);
+        let body = invoice_body_for(b.customer_id, destination);
         let res = app
             .create_invoice(&b.org.agent_key, &format!("retire-{round}"), &body)
             .await;
         let invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
-        let id = invoice["id"].as_str().unwrap();
-        let res = app
-            .post(
-                &format!("/v1/invoices/{id}/submit"),
-                &b.org.agent_key,
-                json!({}),
-            )
-            .await;
+        let id = id_of(&invoice);
+        let res = app.command(&b.org.agent_key, id, "submit", json!({})).await;
         expect_status(res, StatusCode::OK).await;
         let requests = vec![
-            command(
-                &app,
+            app.command_request(
                 &b.org.approver_token,
                 id,
                 "approve",
-                TestApp::decision_body(&invoice, None),
+                &TestApp::decision_body(&invoice, None),
             ),
-            app.client
-                .post(app.url(&format!(
-                    "/v1/payment-destinations/{destination}/deactivate"
-                )))
-                .bearer_auth(&b.org.agent_key)
-                .json(&json!({})),
+            app.post_request(
+                &format!("/v1/payment-destinations/{destination}/deactivate"),
+                &b.org.agent_key,
+                &json!({}),
+            ),
         ];
         let got = answers(parallel(requests).await).await;
         let (approve, deactivate) = (&got[0], &got[1]);
         assert_eq!(deactivate.status, StatusCode::OK, "{}", deactivate.body);
         assert_eq!(deactivate.body["state"], "deactivated");
-        let now = state_of(&app, &b, id).await;
+        let now = app.invoice(&b.org.approver_token, id).await;
         match approve.status {
             StatusCode::OK => {
                 assert!(!ok_replayed(approve));
@@ -914,15 +796,12 @@ async fn approve_racing_deactivation_is_consistent(app: TestApp) {
         }
     }
     assert_eq!(
-        rows(&app).await,
-        (ROUNDS, ROUNDS, approved, 2 * ROUNDS + approved)
+        app.invoice_rows().await,
+        [ROUNDS, ROUNDS, approved, 2 * ROUNDS + approved]
     );
     assert_eq!(
-        count(
-            &app,
-            "select count(*) from audit_events where action = 'destination.deactivated'"
-        )
-        .await,
+        app.sql_count("select count(*) from audit_events where action = 'destination.deactivated'")
+            .await,
         ROUNDS
     );
 }

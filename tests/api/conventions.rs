@@ -228,15 +228,7 @@ async fn health_readiness_and_metrics(app: TestApp) {
         json!({"status": "ready", "database": backend, "migrations": "current"})
     );
     app.client.get(app.url("/v1/me")).send().await.unwrap();
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(
         text.lines().any(|l| l.starts_with("http_requests_total{")
             && l.contains(r#"route="/v1/me""#)

@@ -1,9 +1,18 @@
 //! `spawn_app()`: a real server on 127.0.0.1:0 over a fresh database of the chosen backend,
-//! and a small typed client for the routes the tests use.
+//! and a small typed client for the routes the tests use; the fixtures and raw-SQL helpers the
+//! test files share.
+//!
+//! PostgreSQL databases live on the server `TAUROS_TEST_POSTGRES_URL` names, or on a
+//! throwaway cluster the first PostgreSQL test starts (see [`postgres`]). Every test's database
+//! is removed when its [`TestApp`] is dropped. `TEST_LOG=1` prints the servers' logs (filter:
+//! `TAUROS_LOG`, default `tauros=debug,tower_http=debug,info`) with each test's output.
 
-use reqwest::{Response, StatusCode};
+mod postgres;
+
+use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
 use tauros::app::{App, AppConfig};
 use tauros::http::{HttpConfig, router};
 use tauros::store::{self, DynStore};
@@ -26,47 +35,60 @@ pub struct TestApp {
     _cleanup: Cleanup,
 }
 
-struct Cleanup(Option<std::path::PathBuf>);
+/// What a test leaves behind, removed when its [`TestApp`] is dropped (also when it panics).
+enum Cleanup {
+    /// A SQLite database's temporary directory.
+    Dir(PathBuf),
+    /// A PostgreSQL database on [`postgres::admin_url`]'s server.
+    Database(String),
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let _ = std::fs::remove_dir_all(dir);
+        match self {
+            Cleanup::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Cleanup::Database(name) => postgres::drop_database(name),
         }
     }
 }
 
-/// A fresh database URL for one test.
-pub async fn fresh_database(backend: Backend) -> (String, Option<std::path::PathBuf>) {
+/// A fresh database URL for one test, and what removes it again.
+async fn fresh_database(backend: Backend) -> (String, Cleanup) {
     match backend {
         Backend::Sqlite => {
             let dir = std::env::temp_dir().join(format!("tauros-test-{}", Uuid::new_v4().simple()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             (
                 format!("sqlite://{}/t.db?mode=rwc", dir.display()),
-                Some(dir),
+                Cleanup::Dir(dir),
             )
         }
         Backend::Postgres => {
-            let admin = std::env::var("TAUROS_TEST_POSTGRES_URL").expect(
-                "TAUROS_TEST_POSTGRES_URL is not set: run the tests with scripts/test, which starts \
-                 a throwaway PostgreSQL, or point the variable at a server you own",
-            );
-            let name = format!("tauros_test_{}", Uuid::new_v4().simple());
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
-                .await
-                .expect("connect to the test PostgreSQL");
-            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
-                .execute(&mut conn)
-                .await
-                .expect("create test database");
-            let base = admin
-                .rsplit_once('/')
-                .map_or(admin.as_str(), |(b, _)| b)
-                .to_owned();
-            (format!("{base}/{name}"), None)
+            let (url, name) = postgres::create_database().await;
+            (url, Cleanup::Database(name))
         }
     }
+}
+
+/// With `TEST_LOG` set (to anything but `0`), the servers' tracing output goes to the test
+/// writer: shown with a failing test's output, or with `--nocapture`. The filter is
+/// `TAUROS_LOG`, as for the binary. Installed once per test binary.
+fn init_test_log() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        if std::env::var_os("TEST_LOG").is_none_or(|v| v.is_empty() || v == "0") {
+            return;
+        }
+        let filter = std::env::var("TAUROS_LOG")
+            .unwrap_or_else(|_| "tauros=debug,tower_http=debug,info".to_owned());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .try_init();
+    });
 }
 
 pub async fn spawn_app(backend: Backend) -> TestApp {
@@ -74,7 +96,8 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfig) -> TestApp {
-    let (database_url, dir) = fresh_database(backend).await;
+    init_test_log();
+    let (database_url, cleanup) = fresh_database(backend).await;
     let store: DynStore = store::connect(&database_url, 8).await.expect("open store");
     store.migrate().await.expect("migrate");
     let app = App::new(Arc::clone(&store), config);
@@ -96,7 +119,7 @@ pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfi
         app,
         backend,
         database_url,
-        _cleanup: Cleanup(dir),
+        _cleanup: cleanup,
     }
 }
 
@@ -125,11 +148,16 @@ impl TestApp {
             .expect("request")
     }
 
-    pub async fn post(&self, path: &str, token: &str, body: Value) -> Response {
+    /// `POST path` with a bearer token and a JSON body, not sent yet (for [`parallel`]).
+    pub fn post_request(&self, path: &str, token: &str, body: &Value) -> RequestBuilder {
         self.client
             .post(self.url(path))
             .bearer_auth(token)
-            .json(&body)
+            .json(body)
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Response {
+        self.post_request(path, token, &body)
             .send()
             .await
             .expect("request")
@@ -186,21 +214,24 @@ impl TestApp {
             .await
             .expect("bootstrap");
         let approver_token = self.sign_in(&email, PASSWORD).await;
-        let res = self
-            .post("/v1/agents", &approver_token, json!({"name": "Agent A"}))
-            .await;
-        let body = expect_status(res, StatusCode::CREATED).await;
+        let (agent_id, agent_key) = self.agent(&approver_token, "Agent A").await;
         Org {
             org_id: outcome.org_id,
             approver_id: outcome.user_id,
             approver_token,
-            agent_id: body["agent"]["id"]
-                .as_str()
-                .expect("id")
-                .parse()
-                .expect("uuid"),
-            agent_key: body["api_key"].as_str().expect("key").to_owned(),
+            agent_id,
+            agent_key,
         }
+    }
+
+    /// Creates an agent owned by the human `token`; returns (agent id, API key).
+    pub async fn agent(&self, token: &str, name: &str) -> (Uuid, String) {
+        let res = self.post("/v1/agents", token, json!({"name": name})).await;
+        let body = expect_status(res, StatusCode::CREATED).await;
+        (
+            uuid_of(&body["agent"]["id"]),
+            body["api_key"].as_str().expect("key").to_owned(),
+        )
     }
 
     /// Invites a human of `role` into the org of `approver_token` and accepts the invitation;
@@ -338,11 +369,7 @@ impl TestApp {
                 json!({"agent_id": agent_id, "name": name, "email": "billing@example.com"}),
             )
             .await;
-        expect_status(res, StatusCode::CREATED).await["id"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap()
+        uuid_of(&expect_status(res, StatusCode::CREATED).await["id"])
     }
 
     /// Registers an active destination as the agent `key`.
@@ -355,11 +382,7 @@ impl TestApp {
     ) -> Uuid {
         let body = json!({"label": "Account", "currency": currency, "network": network, "address": address});
         let res = self.post("/v1/payment-destinations", key, body).await;
-        expect_status(res, StatusCode::CREATED).await["id"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap()
+        uuid_of(&expect_status(res, StatusCode::CREATED).await["id"])
     }
 
     /// An org whose agent has one customer and one EUR destination.
@@ -376,16 +399,95 @@ impl TestApp {
         }
     }
 
+    /// A second agent of `b`'s organisation and owner, with its own customer and EUR
+    /// destination.
+    pub async fn second_agent(&self, b: &Billing) -> Billing {
+        let (agent_id, agent_key) = self.agent(&b.org.approver_token, "Agent B").await;
+        let customer_id = self
+            .customer(&b.org.approver_token, agent_id, "Beta Ltd")
+            .await;
+        let destination_id = self.destination(&agent_key, "EUR", "iban", IBAN).await;
+        Billing {
+            org: Org {
+                org_id: b.org.org_id,
+                approver_token: b.org.approver_token.clone(),
+                approver_id: b.org.approver_id,
+                agent_id,
+                agent_key,
+            },
+            customer_id,
+            destination_id,
+        }
+    }
+
+    /// `POST /v1/payment-destinations` with `Idempotency-Key: key`, not sent yet.
+    pub fn create_destination_request(
+        &self,
+        token: &str,
+        key: &str,
+        body: &Value,
+    ) -> RequestBuilder {
+        self.post_request("/v1/payment-destinations", token, body)
+            .header("idempotency-key", key)
+    }
+
+    /// Deactivates a destination as `token`; returns the destination.
+    pub async fn deactivate(&self, token: &str, destination: Uuid) -> Value {
+        let path = format!("/v1/payment-destinations/{destination}/deactivate");
+        expect_status(self.post(&path, token, json!({})).await, StatusCode::OK).await
+    }
+
+    /// Changes the organisation's settings as the approver `token`; returns them.
+    pub async fn set_org(&self, token: &str, settings: Value) -> Value {
+        expect_status(
+            self.patch("/v1/organisation", token, settings).await,
+            StatusCode::OK,
+        )
+        .await
+    }
+
+    /// `POST /v1/invoices` with `Idempotency-Key: key`, not sent yet.
+    pub fn create_invoice_request(
+        &self,
+        agent_key: &str,
+        key: &str,
+        body: &Value,
+    ) -> RequestBuilder {
+        self.post_request("/v1/invoices", agent_key, body)
+            .header("idempotency-key", key)
+    }
+
     /// `POST /v1/invoices` with `Idempotency-Key: key`.
     pub async fn create_invoice(&self, agent_key: &str, key: &str, body: &Value) -> Response {
-        self.client
-            .post(self.url("/v1/invoices"))
-            .bearer_auth(agent_key)
-            .header("idempotency-key", key)
-            .json(body)
+        self.create_invoice_request(agent_key, key, body)
             .send()
             .await
             .expect("request")
+    }
+
+    /// `POST /v1/invoices/{id}/{action}` (`submit`, `approve`, …), not sent yet.
+    pub fn command_request(
+        &self,
+        token: &str,
+        id: &str,
+        action: &str,
+        body: &Value,
+    ) -> RequestBuilder {
+        self.post_request(&format!("/v1/invoices/{id}/{action}"), token, body)
+    }
+
+    /// `POST /v1/invoices/{id}/{action}` (`submit`, `approve`, …).
+    pub async fn command(&self, token: &str, id: &str, action: &str, body: Value) -> Response {
+        self.command_request(token, id, action, &body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Approves the revision `invoice` shows (its current one when it was read), no reason.
+    pub async fn approve(&self, token: &str, invoice: &Value) -> Response {
+        let body = TestApp::decision_body(invoice, None);
+        self.command(token, id_of(invoice), "approve", body).await
     }
 
     /// Creates a draft and returns the command envelope's invoice.
@@ -399,15 +501,44 @@ impl TestApp {
     /// Creates and submits a draft; returns the pending invoice.
     pub async fn pending(&self, b: &Billing, key: &str) -> Value {
         let invoice = self.draft(b, key).await;
-        let id = invoice["id"].as_str().unwrap();
         let res = self
-            .post(
-                &format!("/v1/invoices/{id}/submit"),
-                &b.org.agent_key,
-                json!({}),
-            )
+            .command(&b.org.agent_key, id_of(&invoice), "submit", json!({}))
             .await;
         expect_status(res, StatusCode::OK).await["invoice"].clone()
+    }
+
+    /// `GET /v1/invoices/{id}` as `token`, which must answer 200.
+    pub async fn invoice(&self, token: &str, id: &str) -> Value {
+        let res = self.get(&format!("/v1/invoices/{id}"), token).await;
+        expect_status(res, StatusCode::OK).await
+    }
+
+    /// The `action` of every event of an invoice, oldest first.
+    pub async fn event_actions(&self, token: &str, id: &str) -> Vec<String> {
+        let res = self.get(&format!("/v1/invoices/{id}/events"), token).await;
+        expect_status(res, StatusCode::OK).await["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|e| e["action"].as_str().expect("action").to_owned())
+            .collect()
+    }
+
+    /// Every decision on an invoice, oldest first.
+    pub async fn decisions(&self, token: &str, id: &str) -> Vec<Value> {
+        let res = self
+            .get(&format!("/v1/invoices/{id}/decisions"), token)
+            .await;
+        expect_status(res, StatusCode::OK).await["items"]
+            .as_array()
+            .expect("items")
+            .clone()
+    }
+
+    /// `GET /v1/invoices/{id}/verify` as `token`, which must answer 200; returns the report.
+    pub async fn verify(&self, token: &str, id: &str) -> Value {
+        let res = self.get(&format!("/v1/invoices/{id}/verify"), token).await;
+        expect_status(res, StatusCode::OK).await
     }
 
     /// `{revision_id, payload_hash}` of an invoice's current revision, plus `reason`.
@@ -457,13 +588,84 @@ pub fn error_fields(problem: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Raw SQL against a test database (for row counts and tampering tests), on either backend.
-pub async fn sql_count(database_url: &str, sql: &str) -> i64 {
-    sql_scalar(database_url, sql).await
+/// An invoice's (or any record's) `id`.
+pub fn id_of(record: &Value) -> &str {
+    record["id"].as_str().expect("id")
 }
 
-/// One value from raw SQL, on either backend.
-pub async fn sql_scalar<T>(database_url: &str, sql: &str) -> T
+/// A JSON string member that holds a UUID.
+pub fn uuid_of(value: &Value) -> Uuid {
+    value.as_str().expect("a string").parse().expect("a UUID")
+}
+
+/// The status and JSON body of an answer, without the request id (the one member two
+/// otherwise identical answers may differ in).
+pub async fn without_request_id(res: Response) -> (StatusCode, Value) {
+    let status = res.status();
+    let mut body: Value = serde_json::from_str(&res.text().await.expect("body")).expect("JSON");
+    body.as_object_mut()
+        .expect("an object")
+        .remove("request_id");
+    (status, body)
+}
+
+impl TestApp {
+    /// The text `/metrics` serves.
+    pub async fn metrics(&self) -> String {
+        let res = self.client.get(self.url("/metrics")).send().await;
+        res.expect("request").text().await.expect("body")
+    }
+
+    /// The actions of the org audit trail of one subject, oldest first (through the store).
+    pub async fn audit_actions(&self, org_id: Uuid, subject: Uuid) -> Vec<String> {
+        let mut conn = self.app.store().reader().await.expect("reader");
+        conn.audit_for_subject(org_id, subject)
+            .await
+            .expect("audit trail")
+            .into_iter()
+            .map(|e| e.action)
+            .collect()
+    }
+
+    /// `select count(*) …` (or any integer) on this test's database.
+    pub async fn sql_count(&self, sql: &str) -> i64 {
+        self.sql_scalar(sql).await
+    }
+
+    /// One value from raw SQL on this test's database, on either backend.
+    pub async fn sql_scalar<T>(&self, sql: &str) -> T
+    where
+        T: Send
+            + Unpin
+            + for<'r> sqlx::Decode<'r, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>
+            + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>,
+    {
+        sql_scalar(&self.database_url, sql).await
+    }
+
+    /// Runs one raw SQL statement on this test's database; returns whether it was accepted.
+    pub async fn sql_exec(&self, sql: &str) -> bool {
+        sql_exec(&self.database_url, sql).await
+    }
+
+    /// Row counts of the invoice tables, in the order invoices, revisions, decisions, events:
+    /// what a refusal must leave as it was.
+    pub async fn invoice_rows(&self) -> [i64; 4] {
+        [
+            self.sql_count("select count(*) from invoices").await,
+            self.sql_count("select count(*) from invoice_revisions")
+                .await,
+            self.sql_count("select count(*) from decisions").await,
+            self.sql_count("select count(*) from invoice_events").await,
+        ]
+    }
+}
+
+/// One value from raw SQL against a test database (for row counts and tampering tests), on
+/// either backend.
+async fn sql_scalar<T>(database_url: &str, sql: &str) -> T
 where
     T: Send
         + Unpin
@@ -487,7 +689,7 @@ where
 }
 
 /// Runs one raw SQL statement; returns whether the database accepted it.
-pub async fn sql_exec(database_url: &str, sql: &str) -> bool {
+async fn sql_exec(database_url: &str, sql: &str) -> bool {
     if database_url.starts_with("sqlite") {
         let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
             .await
@@ -504,5 +706,14 @@ pub async fn sql_exec(database_url: &str, sql: &str) -> bool {
             .execute(&mut conn)
             .await
             .is_ok()
+    }
+}
+
+/// A UUID literal in the backend's own spelling (SQLite stores UUIDs as 16-byte blobs).
+pub fn sql_uuid(database_url: &str, id: &str) -> String {
+    if database_url.starts_with("sqlite") {
+        format!("x'{}'", id.replace('-', ""))
+    } else {
+        format!("'{id}'")
     }
 }

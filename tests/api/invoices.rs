@@ -1,7 +1,8 @@
 //! The invoice lifecycle through HTTP: the happy path, replays and the idempotency contract.
 
 use crate::helpers::{
-    TestApp, both_backends, expect_problem, expect_status, invoice_body, sql_count,
+    IBAN, TestApp, both_backends, expect_problem, expect_status, id_of, invoice_body,
+    invoice_body_for, sql_uuid,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -36,21 +37,16 @@ async fn create_submit_approve_with_events_and_verify(app: TestApp) {
         rev["payload_hash"], digest,
         "the hash is the SHA-256 of the canonical bytes"
     );
-    let id = invoice["id"].as_str().unwrap();
-    let pending = app
-        .post(
-            &format!("/v1/invoices/{id}/submit"),
-            &b.org.agent_key,
-            json!({}),
-        )
-        .await;
+    let id = id_of(&invoice);
+    let pending = app.command(&b.org.agent_key, id, "submit", json!({})).await;
     let pending = expect_status(pending, StatusCode::OK).await;
     assert_eq!(pending["replayed"], false);
     assert_eq!(pending["invoice"]["state"], "pending_approval");
     let approve = app
-        .post(
-            &format!("/v1/invoices/{id}/approve"),
+        .command(
             &b.org.approver_token,
+            id,
+            "approve",
             TestApp::decision_body(&invoice, Some("ok")),
         )
         .await;
@@ -72,24 +68,14 @@ async fn create_submit_approve_with_events_and_verify(app: TestApp) {
     assert_eq!(actions, ["create_draft", "submit", "approve"]);
     assert_eq!(events["items"][0]["idempotency_key"], "inv-1");
     assert_eq!(events["items"][2]["actor_kind"], "human");
-    let verify = expect_status(
-        app.get(&format!("/v1/invoices/{id}/verify"), &b.org.approver_token)
-            .await,
-        StatusCode::OK,
-    )
-    .await;
+    let verify = app.verify(&b.org.approver_token, id).await;
     assert_eq!(
         verify,
         json!({"ok": true, "revisions": [{"number": 1, "ok": true}], "events": {"ok": true, "broken_at": null}})
     );
-    let decisions = expect_status(
-        app.get(&format!("/v1/invoices/{id}/decisions"), &b.org.agent_key)
-            .await,
-        StatusCode::OK,
-    )
-    .await;
-    assert_eq!(decisions["items"][0]["decision"], "approved");
-    assert_eq!(decisions["items"][0]["reason"], "ok");
+    let decisions = app.decisions(&b.org.agent_key, id).await;
+    assert_eq!(decisions[0]["decision"], "approved");
+    assert_eq!(decisions[0]["reason"], "ok");
 }
 
 async fn replays_follow_the_idempotency_contract(app: TestApp) {
@@ -117,15 +103,7 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
     )
     .await;
     // Replays and conflicts are counted for operators.
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("tauros_replays_total{resource=\"invoice\"}"),
         "{metrics}"
@@ -134,27 +112,14 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
         metrics.contains("tauros_idempotency_conflicts_total"),
         "{metrics}"
     );
-    let url = &app.database_url;
-    assert_eq!(sql_count(url, "select count(*) from invoices").await, 1);
-    assert_eq!(
-        sql_count(url, "select count(*) from invoice_revisions").await,
-        1
-    );
-    assert_eq!(
-        sql_count(url, "select count(*) from invoice_events").await,
-        1
-    );
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
     // Another agent's k1 is independent.
     let other = app.org().await;
     let customer = app
         .customer(&other.approver_token, other.agent_id, "Other")
         .await;
-    let destination = app
-        .destination(&other.agent_key, "EUR", "iban", crate::helpers::IBAN)
-        .await;
-    let mut theirs = body.clone();
-    theirs["customer_id"] = json!(customer);
-    theirs["payment_destination_id"] = json!(destination);
+    let destination = app.destination(&other.agent_key, "EUR", "iban", IBAN).await;
+    let theirs = invoice_body_for(customer, destination);
     let res = app.create_invoice(&other.agent_key, "k1", &theirs).await;
     let created = expect_status(res, StatusCode::CREATED).await;
     assert_ne!(created["invoice"]["id"], first["invoice"]["id"]);
@@ -186,10 +151,7 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     .await;
     assert_eq!(body["errors"][0]["field"], "due_date");
     assert_eq!(body["errors"][0]["code"], "due_date_in_past");
-    assert_eq!(
-        sql_count(&app.database_url, "select count(*) from invoices").await,
-        0
-    );
+    assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
 
     let invoice = app.draft(&b, "made-in-time").await;
     let line = |d: &str, q: &str, minor: i128| PayloadLine {
@@ -202,7 +164,7 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
         destination: PayloadDestination {
             id: b.destination_id,
             network: Network::from_str("iban").unwrap(),
-            address: crate::helpers::IBAN.into(),
+            address: IBAN.into(),
         },
         currency: Currency::from_str("EUR").unwrap(),
         due_date: yesterday,
@@ -212,22 +174,14 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
         ],
     })
     .unwrap();
-    let id = invoice["id"].as_str().unwrap();
     let forged = format!(
         "update invoices set first_payload_hash = '{}' where id = {}",
         sealed_yesterday.hash,
-        sql_uuid(&app.database_url, id)
+        sql_uuid(&app.database_url, id_of(&invoice))
     );
-    assert!(crate::helpers::sql_exec(&app.database_url, &forged).await);
+    assert!(app.sql_exec(&forged).await);
     // The destination is retired too.
-    let res = app
-        .post(
-            &format!("/v1/payment-destinations/{}/deactivate", b.destination_id),
-            &b.org.agent_key,
-            json!({}),
-        )
-        .await;
-    expect_status(res, StatusCode::OK).await;
+    app.deactivate(&b.org.agent_key, b.destination_id).await;
     let replay = expect_status(
         app.create_invoice(&b.org.agent_key, "made-in-time", &past)
             .await,
@@ -237,16 +191,7 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     assert_eq!(replay["replayed"], true);
     assert_eq!(replay["invoice"]["id"], invoice["id"]);
     assert_eq!(
-        sql_count(&app.database_url, "select count(*) from invoice_events").await,
+        app.sql_count("select count(*) from invoice_events").await,
         1
     );
-}
-
-/// A UUID literal in the backend's own spelling (SQLite stores UUIDs as 16-byte blobs).
-fn sql_uuid(database_url: &str, id: &str) -> String {
-    if database_url.starts_with("sqlite") {
-        format!("x'{}'", id.replace('-', ""))
-    } else {
-        format!("'{id}'")
-    }
 }

@@ -1,5 +1,7 @@
 //! Integration tests through HTTP. Every test runs on both backends (`…::sqlite`,
-//! `…::postgres`), each on a fresh database.
+//! `…::postgres`), each on a fresh database; only the check that docs/AUTHORIZATION.md shows
+//! the authorization matrix needs no database and runs once. PostgreSQL: see
+//! `helpers/postgres.rs` (plain `cargo test` starts a throwaway server).
 
 // Tests may panic on unexpected results: that is how they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

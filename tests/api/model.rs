@@ -18,7 +18,7 @@
 //! a failure prints the shrunk command sequence. `MODEL_STATS=1 … -- --nocapture` prints each
 //! command's outcome class, to check that the generator still reaches every outcome.
 
-use crate::helpers::{Backend, IBAN, PASSWORD, TestApp, spawn_app, sql_count};
+use crate::helpers::{Backend, IBAN, PASSWORD, TestApp, spawn_app};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::collections::HashMap;
@@ -599,16 +599,6 @@ async fn run(
     }
 }
 
-async fn counts(app: &TestApp) -> [i64; 4] {
-    let url = &app.database_url;
-    [
-        sql_count(url, "select count(*) from invoices").await,
-        sql_count(url, "select count(*) from invoice_revisions").await,
-        sql_count(url, "select count(*) from decisions").await,
-        sql_count(url, "select count(*) from invoice_events").await,
-    ]
-}
-
 fn slot_of(cmd: Cmd) -> usize {
     match cmd {
         Cmd::Create { slot, .. }
@@ -746,7 +736,7 @@ impl Case<'_> {
 }
 
 async fn run_case(app: &TestApp, setup: Setup, plan: Vec<Planned>) -> Result<(), TestCaseError> {
-    let before = counts(app).await;
+    let before = app.invoice_rows().await;
     let mut case = Case {
         app,
         f: fixture(app, setup).await,
@@ -771,7 +761,7 @@ async fn run_case(app: &TestApp, setup: Setup, plan: Vec<Planned>) -> Result<(),
     }
     // Rows written by this case: one event per applied command, and nothing for replays or
     // refusals.
-    let after = counts(app).await;
+    let after = app.invoice_rows().await;
     let invoices = case.model.slots.iter().flatten().collect::<Vec<_>>();
     let expected = [
         invoices.len() as i64,

@@ -19,42 +19,20 @@ async fn approvers_change_settings_and_changes_are_audited(app: TestApp) {
     assert_eq!(read["id"], org.org_id.to_string());
     assert_eq!(read["four_eyes"], false);
     assert_eq!(read["shared_review"], false);
-    let changed = expect_status(
-        app.patch(
-            "/v1/organisation",
-            &org.approver_token,
-            json!({"four_eyes": true}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
+    let changed = app
+        .set_org(&org.approver_token, json!({"four_eyes": true}))
+        .await;
     assert_eq!(changed["four_eyes"], true);
     assert_eq!(
         changed["shared_review"], false,
         "omitted settings keep their value"
     );
     // The same change again writes nothing.
-    expect_status(
-        app.patch(
-            "/v1/organisation",
-            &org.approver_token,
-            json!({"four_eyes": true}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
-    let changed = expect_status(
-        app.patch(
-            "/v1/organisation",
-            &org.approver_token,
-            json!({"shared_review": true}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
+    app.set_org(&org.approver_token, json!({"four_eyes": true}))
+        .await;
+    let changed = app
+        .set_org(&org.approver_token, json!({"shared_review": true}))
+        .await;
     assert_eq!(changed["four_eyes"], true);
     assert_eq!(changed["shared_review"], true);
     let read = expect_status(

@@ -2,9 +2,10 @@
 //! idempotency key, lists (filter and pages), and the org audit trail.
 
 use crate::helpers::{
-    IBAN, TestApp, both_backends, expect_problem, expect_status, invoice_body, sql_count,
+    IBAN, TestApp, both_backends, error_fields, expect_problem, expect_status, id_of,
+    invoice_body_for, uuid_of, without_request_id,
 };
-use reqwest::{Response, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -18,28 +19,6 @@ both_backends!(
     destination_lists_filter_by_state_and_page,
     customer_lists_page_newest_first,
 );
-
-async fn audit_actions(app: &TestApp, org_id: Uuid, subject: Uuid) -> Vec<String> {
-    let mut conn = app.app.store().reader().await.unwrap();
-    conn.audit_for_subject(org_id, subject)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.action)
-        .collect()
-}
-
-fn uuid(v: &Value) -> Uuid {
-    v.as_str().unwrap().parse().unwrap()
-}
-
-/// The problem body without the request id.
-async fn problem_body(res: Response) -> (StatusCode, Value) {
-    let status = res.status();
-    let mut body: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
-    body.as_object_mut().unwrap().remove("request_id");
-    (status, body)
-}
 
 fn ids(page: &Value) -> Vec<String> {
     page["items"]
@@ -85,7 +64,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
     assert_eq!(created["email"], "billing@acme.example");
     assert_eq!(created["agent_id"], org.agent_id.to_string());
     assert_eq!(created["created_at"], created["updated_at"]);
-    let id = uuid(&created["id"]);
+    let id = uuid_of(&created["id"]);
     let path = format!("/v1/customers/{id}");
 
     // The owner and the agent read the same customer.
@@ -109,7 +88,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
         "validation_failed",
     )
     .await;
-    let fields = crate::helpers::error_fields(&problem);
+    let fields = error_fields(&problem);
     assert_eq!(fields, ["name", "email"]);
     let problem = expect_problem(
         app.patch(
@@ -164,7 +143,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
     .await;
     assert_eq!(same, changed);
     assert_eq!(
-        audit_actions(&app, org.org_id, id).await,
+        app.audit_actions(org.org_id, id).await,
         ["customer.created", "customer.updated"]
     );
 
@@ -206,12 +185,12 @@ async fn a_customer_belongs_to_an_agent_its_human_owns(app: TestApp) {
     let (_, other_approver) = app.human(&org.approver_token, "approver").await;
     let (_, operator) = app.human(&org.approver_token, "operator").await;
     let other_org = app.org().await;
-    let count = || sql_count(&app.database_url, "select count(*) from customers");
+    let count = || app.sql_count("select count(*) from customers");
     let before = count().await;
     let body =
         |agent_id: Uuid| json!({"agent_id": agent_id, "name": "Acme", "email": "a@acme.example"});
     // The same answer for an unknown agent, another human's agent, another org's agent.
-    let (status, unknown) = problem_body(
+    let (status, unknown) = without_request_id(
         app.post("/v1/customers", &other_approver, body(Uuid::new_v4()))
             .await,
     )
@@ -225,7 +204,7 @@ async fn a_customer_belongs_to_an_agent_its_human_owns(app: TestApp) {
         (&org.approver_token, other_org.agent_id),
     ] {
         let (status, foreign) =
-            problem_body(app.post("/v1/customers", token, body(agent)).await).await;
+            without_request_id(app.post("/v1/customers", token, body(agent)).await).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(foreign, unknown, "no existence oracle");
     }
@@ -239,27 +218,15 @@ async fn a_customer_belongs_to_an_agent_its_human_owns(app: TestApp) {
     .await;
     assert_eq!(count().await, before, "nothing was written");
     // An operator may create customers for an agent they own.
-    let res = app
-        .post("/v1/agents", &operator, json!({"name": "Ops agent"}))
-        .await;
-    let agent = expect_status(res, StatusCode::CREATED).await;
+    let (agent_id, agent_key) = app.agent(&operator, "Ops agent").await;
     let created = expect_status(
-        app.post(
-            "/v1/customers",
-            &operator,
-            body(uuid(&agent["agent"]["id"])),
-        )
-        .await,
+        app.post("/v1/customers", &operator, body(agent_id)).await,
         StatusCode::CREATED,
     )
     .await;
     // Which only the operator and that agent see.
-    let path = format!("/v1/customers/{}", created["id"].as_str().unwrap());
-    expect_status(
-        app.get(&path, agent["api_key"].as_str().unwrap()).await,
-        StatusCode::OK,
-    )
-    .await;
+    let path = format!("/v1/customers/{}", id_of(&created));
+    expect_status(app.get(&path, &agent_key).await, StatusCode::OK).await;
     for token in [&org.approver_token, &other_approver, &org.agent_key] {
         expect_problem(
             app.get(&path, token).await,
@@ -282,9 +249,10 @@ async fn a_referenced_customer_cannot_be_deleted(app: TestApp) {
     .await;
     // Still referenced after the invoice is withdrawn: revisions are history.
     expect_status(
-        app.post(
-            &format!("/v1/invoices/{}/withdraw", invoice["id"].as_str().unwrap()),
+        app.command(
             &b.org.approver_token,
+            id_of(&invoice),
+            "withdraw",
             json!({}),
         )
         .await,
@@ -299,7 +267,7 @@ async fn a_referenced_customer_cannot_be_deleted(app: TestApp) {
     .await;
     expect_status(app.get(&path, &b.org.agent_key).await, StatusCode::OK).await;
     assert_eq!(
-        audit_actions(&app, b.org.org_id, b.customer_id).await,
+        app.audit_actions(b.org.org_id, b.customer_id).await,
         ["customer.created"],
         "refusals are not audited"
     );
@@ -309,9 +277,10 @@ async fn a_referenced_customer_cannot_be_deleted(app: TestApp) {
         .await;
     let draft = app.draft(&b, "inv-2").await;
     expect_status(
-        app.post(
-            &format!("/v1/invoices/{}/revise", draft["id"].as_str().unwrap()),
+        app.command(
             &b.org.agent_key,
+            id_of(&draft),
+            "revise",
             json!({"reasoning": "Bill the subsidiary.", "customer_id": second}),
         )
         .await,
@@ -337,20 +306,8 @@ async fn a_referenced_customer_cannot_be_deleted(app: TestApp) {
 
 async fn an_agent_with_records_cannot_be_deleted(app: TestApp) {
     let org = app.org().await;
-    let new_agent = |name: &'static str| {
-        let token = org.approver_token.clone();
-        let app = &app;
-        async move {
-            let res = app.post("/v1/agents", &token, json!({"name": name})).await;
-            let body = expect_status(res, StatusCode::CREATED).await;
-            (
-                uuid(&body["agent"]["id"]),
-                body["api_key"].as_str().unwrap().to_owned(),
-            )
-        }
-    };
     // Owns a customer.
-    let (with_customer, _) = new_agent("With customer").await;
+    let (with_customer, _) = app.agent(&org.approver_token, "With customer").await;
     let customer = app
         .customer(&org.approver_token, with_customer, "Acme")
         .await;
@@ -370,18 +327,9 @@ async fn an_agent_with_records_cannot_be_deleted(app: TestApp) {
     let res = app.delete(&path, &org.approver_token).await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     // Owns a destination (even a deactivated one): refused.
-    let (with_destination, key) = new_agent("With destination").await;
+    let (with_destination, key) = app.agent(&org.approver_token, "With destination").await;
     let destination = app.destination(&key, "EUR", "iban", IBAN).await;
-    expect_status(
-        app.post(
-            &format!("/v1/payment-destinations/{destination}/deactivate"),
-            &key,
-            json!({}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
+    app.deactivate(&key, destination).await;
     expect_problem(
         app.delete(
             &format!("/v1/agents/{with_destination}"),
@@ -395,19 +343,14 @@ async fn an_agent_with_records_cannot_be_deleted(app: TestApp) {
     // Its key still works: nothing was deleted.
     expect_status(app.get("/v1/me", &key).await, StatusCode::OK).await;
     assert_eq!(
-        audit_actions(&app, org.org_id, with_destination).await,
+        app.audit_actions(org.org_id, with_destination).await,
         ["agent.created"]
     );
 }
 
 async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
     let org = app.org().await;
-    let count = || {
-        sql_count(
-            &app.database_url,
-            "select count(*) from payment_destinations",
-        )
-    };
+    let count = || app.sql_count("select count(*) from payment_destinations");
     let good = json!({"label": "  Operating account ", "currency": "EUR", "network": "iban", "address": IBAN});
     // Humans do not register destinations.
     let (_, operator) = app.human(&org.approver_token, "operator").await;
@@ -432,7 +375,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields = crate::helpers::error_fields(&problem);
+    let fields = error_fields(&problem);
     assert_eq!(fields, ["label", "address"], "{problem}");
     let problem = expect_problem(
         app.post(
@@ -481,7 +424,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
     assert_eq!(created["agent_id"], org.agent_id.to_string());
     assert_eq!(created["state"], "active");
     assert_eq!(created["supersedes_id"], Value::Null);
-    let id = uuid(&created["id"]);
+    let id = uuid_of(&created["id"]);
     let read = expect_status(
         app.get(
             &format!("/v1/payment-destinations/{id}"),
@@ -520,12 +463,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
 async fn a_destination_key_replays_the_same_body_and_refuses_another(app: TestApp) {
     let org = app.org().await;
     let post = |key: &str, token: &str, body: Value| {
-        app.client
-            .post(app.url("/v1/payment-destinations"))
-            .bearer_auth(token)
-            .header("idempotency-key", key)
-            .json(&body)
-            .send()
+        app.create_destination_request(token, key, &body).send()
     };
     let body = json!({"label": "Operating", "currency": "EUR", "network": "iban", "address": IBAN});
     let res = post("dest-1", &org.agent_key, body.clone()).await.unwrap();
@@ -538,12 +476,7 @@ async fn a_destination_key_replays_the_same_body_and_refuses_another(app: TestAp
 
     // Another body with the same key: 409, nothing written (even a new label, not hashed in
     // invoices, is another request).
-    let count = || {
-        sql_count(
-            &app.database_url,
-            "select count(*) from payment_destinations",
-        )
-    };
+    let count = || app.sql_count("select count(*) from payment_destinations");
     for change in [
         json!({"label": "Renamed"}),
         json!({"address": "CH9300762011623852957", "currency": "CHF"}),
@@ -561,7 +494,7 @@ async fn a_destination_key_replays_the_same_body_and_refuses_another(app: TestAp
         .await;
     }
     assert_eq!(count().await, 1);
-    let id = uuid(&first["id"]);
+    let id = uuid_of(&first["id"]);
     let read = expect_status(
         app.get(&format!("/v1/payment-destinations/{id}"), &org.agent_key)
             .await,
@@ -573,20 +506,11 @@ async fn a_destination_key_replays_the_same_body_and_refuses_another(app: TestAp
         "the refused supersede changed nothing"
     );
     assert_eq!(
-        audit_actions(&app, org.org_id, id).await,
+        app.audit_actions(org.org_id, id).await,
         ["destination.created"]
     );
     // A replay after a deactivation answers the destination as it is now.
-    expect_status(
-        app.post(
-            &format!("/v1/payment-destinations/{id}/deactivate"),
-            &org.agent_key,
-            json!({}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
+    app.deactivate(&org.agent_key, id).await;
     let replay = expect_status(
         post("dest-1", &org.agent_key, body.clone()).await.unwrap(),
         StatusCode::OK,
@@ -595,14 +519,9 @@ async fn a_destination_key_replays_the_same_body_and_refuses_another(app: TestAp
     assert_eq!(replay["id"], first["id"]);
     assert_eq!(replay["state"], "deactivated");
     // Keys are per agent: another agent's dest-1 is independent.
-    let res = app
-        .post("/v1/agents", &org.approver_token, json!({"name": "Second"}))
-        .await;
-    let second = expect_status(res, StatusCode::CREATED).await;
+    let (_, second_key) = app.agent(&org.approver_token, "Second").await;
     let theirs = expect_status(
-        post("dest-1", second["api_key"].as_str().unwrap(), body)
-            .await
-            .unwrap(),
+        post("dest-1", &second_key, body).await.unwrap(),
         StatusCode::CREATED,
     )
     .await;
@@ -628,17 +547,8 @@ async fn destination_lists_filter_by_state_and_page(app: TestApp) {
         StatusCode::CREATED,
     )
     .await;
-    let replacement = uuid(&replacement["id"]);
-    expect_status(
-        app.post(
-            &format!("/v1/payment-destinations/{retired}/deactivate"),
-            key,
-            json!({}),
-        )
-        .await,
-        StatusCode::OK,
-    )
-    .await;
+    let replacement = uuid_of(&replacement["id"]);
+    app.deactivate(key, retired).await;
     let s = |ids: &[Uuid]| ids.iter().map(Uuid::to_string).collect::<Vec<_>>();
     // Newest first, for the agent and its owner alike.
     for token in [key, &b.org.approver_token] {
@@ -697,18 +607,11 @@ async fn destination_lists_filter_by_state_and_page(app: TestApp) {
     .await;
     assert_eq!(problem["errors"][0]["field"], "limit");
     // Nobody else sees them: a sibling agent, another approver, another org.
-    let res = app
-        .post(
-            "/v1/agents",
-            &b.org.approver_token,
-            json!({"name": "Sibling"}),
-        )
-        .await;
-    let sibling = expect_status(res, StatusCode::CREATED).await;
+    let (_, sibling_key) = app.agent(&b.org.approver_token, "Sibling").await;
     let (_, other_approver) = app.human(&b.org.approver_token, "approver").await;
     let other = app.org().await;
     for token in [
-        sibling["api_key"].as_str().unwrap(),
+        &sibling_key,
         &other_approver,
         &other.agent_key,
         &other.approver_token,
@@ -721,8 +624,7 @@ async fn destination_lists_filter_by_state_and_page(app: TestApp) {
         assert_eq!(page["items"], json!([]));
     }
     // An invoice may only name the active ones of its currency.
-    let mut body = invoice_body(&b);
-    body["payment_destination_id"] = json!(replacement);
+    let body = invoice_body_for(b.customer_id, replacement);
     expect_status(
         app.create_invoice(key, "on-replacement", &body).await,
         StatusCode::CREATED,
