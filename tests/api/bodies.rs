@@ -3,7 +3,7 @@
 //! missing member and every broken rule arrives in one 422, on every route; each hint fits its
 //! field. Nothing is written by any of these requests.
 
-use crate::helpers::{Billing, TestApp, both_backends, error_fields, expect_problem, sql_count};
+use crate::helpers::{Billing, TestApp, both_backends, error_fields, expect_problem};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -47,7 +47,10 @@ async fn written(app: &TestApp) -> Vec<i64> {
         "invoice_events",
         "audit_events",
     ] {
-        counts.push(sql_count(&app.database_url, &format!("select count(*) from {table}")).await);
+        counts.push(
+            app.sql_count(&format!("select count(*) from {table}"))
+                .await,
+        );
     }
     counts
 }

@@ -3,7 +3,7 @@
 //! `missing_capability` naming it, right after authentication: before the record is looked up
 //! (an unknown invoice is 403 too, not 404), before the body's rules, and nothing is written.
 
-use crate::helpers::{IBAN, TestApp, both_backends, expect_problem, expect_status, sql_count};
+use crate::helpers::{IBAN, TestApp, both_backends, expect_problem, expect_status};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -35,7 +35,10 @@ async fn a_settlement_only_key_may_not_touch_invoicing_routes(app: TestApp) {
     ];
     let mut before = Vec::new();
     for table in tables {
-        before.push(sql_count(&app.database_url, &format!("select count(*) from {table}")).await);
+        before.push(
+            app.sql_count(&format!("select count(*) from {table}"))
+                .await,
+        );
     }
 
     let known = invoice["id"].as_str().unwrap().to_owned();
@@ -117,7 +120,9 @@ async fn a_settlement_only_key_may_not_touch_invoicing_routes(app: TestApp) {
     }
 
     for (table, count) in tables.iter().zip(before) {
-        let now = sql_count(&app.database_url, &format!("select count(*) from {table}")).await;
+        let now = app
+            .sql_count(&format!("select count(*) from {table}"))
+            .await;
         assert_eq!(now, count, "{table} changed");
     }
     // The same key's agent still authenticates: capabilities are not identity.

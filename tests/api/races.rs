@@ -3,7 +3,7 @@
 //! picks, the pair of answers is one that a serial order gives, and no row is left orphaned.
 
 use crate::helpers::{
-    Billing, IBAN, TestApp, both_backends, expect_status, invoice_body_for, parallel, sql_count,
+    Billing, IBAN, TestApp, both_backends, expect_status, invoice_body_for, parallel,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -33,25 +33,23 @@ async fn new_agent(app: &TestApp, b: &Billing, name: &str) -> (Uuid, String) {
 /// Rows whose parent is gone (the foreign keys should make this impossible; the count proves
 /// the answers were not bought by dropping a check).
 async fn orphans(app: &TestApp) -> i64 {
-    let url = &app.database_url;
-    sql_count(
-        url,
+    app.sql_count(
         "select count(*) from payment_destinations d where not exists
            (select 1 from agents a where a.id = d.agent_id)",
     )
     .await
-        + sql_count(
-            url,
-            "select count(*) from customers c where not exists
+        + app
+            .sql_count(
+                "select count(*) from customers c where not exists
                (select 1 from agents a where a.id = c.agent_id)",
-        )
-        .await
-        + sql_count(
-            url,
-            "select count(*) from invoice_revisions r where not exists
+            )
+            .await
+        + app
+            .sql_count(
+                "select count(*) from invoice_revisions r where not exists
                (select 1 from customers c where c.id = r.customer_id)",
-        )
-        .await
+            )
+            .await
 }
 
 async fn deleting_an_agent_while_its_key_registers_a_destination(app: TestApp) {
@@ -71,11 +69,11 @@ async fn deleting_an_agent_while_its_key_registers_a_destination(app: TestApp) {
         ])
         .await;
         let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let destinations = sql_count(
-            &app.database_url,
-            &format!("select count(*) from payment_destinations where label = '{label}'"),
-        )
-        .await;
+        let destinations = app
+            .sql_count(&format!(
+                "select count(*) from payment_destinations where label = '{label}'"
+            ))
+            .await;
         match (statuses[0], statuses[1]) {
             // The delete first: the key no longer authenticates anyone.
             (StatusCode::NO_CONTENT, StatusCode::UNAUTHORIZED) => {
@@ -108,11 +106,11 @@ async fn deleting_an_agent_while_its_owner_creates_a_customer_for_it(app: TestAp
         ])
         .await;
         let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let customers = sql_count(
-            &app.database_url,
-            &format!("select count(*) from customers where name = '{name}'"),
-        )
-        .await;
+        let customers = app
+            .sql_count(&format!(
+                "select count(*) from customers where name = '{name}'"
+            ))
+            .await;
         match (statuses[0], statuses[1]) {
             // The delete first: the agent is unknown, a field error on agent_id.
             (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(customers, 0),
@@ -141,11 +139,11 @@ async fn deleting_a_customer_while_an_invoice_naming_it_is_created(app: TestApp)
         ])
         .await;
         let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let invoices = sql_count(
-            &app.database_url,
-            &format!("select count(*) from invoices where idempotency_key = 'race-{round}'"),
-        )
-        .await;
+        let invoices = app
+            .sql_count(&format!(
+                "select count(*) from invoices where idempotency_key = 'race-{round}'"
+            ))
+            .await;
         match (statuses[0], statuses[1]) {
             // The delete first: the draft names an unknown customer.
             (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(invoices, 0),
@@ -177,11 +175,11 @@ async fn deleting_a_customer_while_a_revise_names_it(app: TestApp) {
         ])
         .await;
         let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let revisions = sql_count(
-            &app.database_url,
-            &format!("select count(*) from invoice_revisions where reasoning = 'Round {round}.'"),
-        )
-        .await;
+        let revisions = app
+            .sql_count(&format!(
+                "select count(*) from invoice_revisions where reasoning = 'Round {round}.'"
+            ))
+            .await;
         match (statuses[0], statuses[1]) {
             (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(revisions, 0),
             (StatusCode::CONFLICT, StatusCode::OK) => assert_eq!(revisions, 1),
