@@ -76,9 +76,11 @@ enum Caller {
     OtherOrgApprover,
     /// No `Authorization` header.
     Anonymous,
+    /// An agent of the subject's owner whose key has only the `settlement` capability.
+    SettlementAgent,
 }
 
-const CALLERS: [Caller; 9] = [
+const CALLERS: [Caller; 10] = [
     Caller::OwningAgent,
     Caller::SiblingAgent,
     Caller::OtherOrgAgent,
@@ -88,6 +90,7 @@ const CALLERS: [Caller; 9] = [
     Caller::NonOwnerApprover,
     Caller::OtherOrgApprover,
     Caller::Anonymous,
+    Caller::SettlementAgent,
 ];
 
 /// The organisation settings a row runs under.
@@ -122,74 +125,76 @@ enum Expect {
     Invalid,
     /// 401 `unauthorized`.
     NoAuth,
+    /// 403 `missing_capability`: the key lacks `invoicing`, whatever the record.
+    NoCap,
 }
 
-use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NotFound, Yes};
+use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NoCap, NotFound, Yes};
 use Route::*;
 use Settings::{Defaults, FourEyesSharedReview, SharedReview};
 
 /// The matrix. Columns, in order: owning agent, sibling agent, other org's agent, owner
 /// operator, non-owner operator, owner approver, non-owner approver, other org's approver, no
-/// credential.
+/// credential, an agent whose key has only the `settlement` capability.
 #[rustfmt::skip]
-const MATRIX: &[(Settings, Route, [Expect; 9])] = &[
-    //                                      agent      sibling    other-org  owner-op   other-op   owner-ap   other-ap   org-B-ap   anonymous
-    (Defaults, CreateInvoice,              [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
-    (Defaults, ListInvoices,               [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
-    (Defaults, GetInvoice,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Revisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Decisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Events,                     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Verify,                     [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Revise,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth]),
-    (Defaults, Submit,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth]),
-    (Defaults, Withdraw,                   [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Approve,                    [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Reject,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, RequestChanges,             [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Cancel,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, CreateCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       Invalid,   Yes,       Invalid,   Invalid,   NoAuth]),
-    (Defaults, ListCustomers,              [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
-    (Defaults, GetCustomer,                [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, PatchCustomer,              [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, DeleteCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, CreateDestination,          [Yes,       Yes,       Yes,       Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
-    (Defaults, ListDestinations,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
-    (Defaults, GetDestination,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Defaults, Deactivate,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
+    //                                      agent      sibling    other-org  owner-op   other-op   owner-ap   other-ap   org-B-ap   anonymous  settlement
+    (Defaults, CreateInvoice,              [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
+    (Defaults, ListInvoices,               [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
+    (Defaults, GetInvoice,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Revisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Decisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Events,                     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Verify,                     [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Revise,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Submit,                     [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Withdraw,                   [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Approve,                    [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Reject,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, RequestChanges,             [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Cancel,                     [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, CreateCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       Invalid,   Yes,       Invalid,   Invalid,   NoAuth,    NoCap]),
+    (Defaults, ListCustomers,              [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
+    (Defaults, GetCustomer,                [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, PatchCustomer,              [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, DeleteCustomer,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, CreateDestination,          [Yes,       Yes,       Yes,       Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
+    (Defaults, ListDestinations,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
+    (Defaults, GetDestination,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, Deactivate,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
 
-    (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (Settings::FourEyes, Approve,          [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
-    (Settings::FourEyes, Reject,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
-    (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
-    (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth]),
+    (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, Approve,          [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, Reject,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
 
-    (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth]),
-    (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth]),
-    (SharedReview, GetInvoice,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Revisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Decisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Events,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Verify,                 [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Revise,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth]),
-    (SharedReview, Submit,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth]),
-    (SharedReview, Withdraw,               [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Approve,                [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Reject,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, RequestChanges,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, Cancel,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (SharedReview, ListCustomers,          [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
-    (SharedReview, GetCustomer,            [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
-    (SharedReview, ListDestinations,       [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth]),
-    (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth]),
+    (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
+    (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    NoCap]),
+    (SharedReview, GetInvoice,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Revisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Decisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Events,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Verify,                 [Forbid,    NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Revise,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Submit,                 [Yes,       NotFound,  NotFound,  Forbid,    NotFound,  Forbid,    Forbid,    NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Withdraw,               [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Approve,                [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Reject,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, RequestChanges,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, Cancel,                 [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (SharedReview, ListCustomers,          [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
+    (SharedReview, GetCustomer,            [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (SharedReview, ListDestinations,       [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
+    (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
 
-    (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth]),
-    (FourEyesSharedReview, Approve,        [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
-    (FourEyesSharedReview, Reject,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
-    (FourEyesSharedReview, RequestChanges, [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
-    (FourEyesSharedReview, Cancel,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth]),
+    (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, Approve,        [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, Reject,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, RequestChanges, [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, Cancel,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
 ];
 
 async fn default_settings_on_invoices(app: TestApp) {
@@ -280,6 +285,7 @@ fn cell(route: Route, expect: Expect) -> String {
         NotFound => "404 not_found".into(),
         Invalid => "422 validation_failed".into(),
         NoAuth => "401 unauthorized".into(),
+        NoCap => "403 missing_capability".into(),
     }
 }
 
@@ -379,6 +385,7 @@ impl Caller {
             Caller::NonOwnerApprover => "non-owner approver",
             Caller::OtherOrgApprover => "other org's approver",
             Caller::Anonymous => "no credential",
+            Caller::SettlementAgent => "settlement-only agent",
         }
     }
 }
@@ -433,6 +440,7 @@ struct World {
     other_approver_token: String,
     foreign_key: String,
     foreign_approver_token: String,
+    settlement_key: String,
     /// The org's (four_eyes, shared_review) as last set.
     flags: (bool, bool),
 }
@@ -447,6 +455,17 @@ impl World {
         let y_destination = app.destination(&y_key, "EUR", "iban", IBAN).await;
         let (_, other_approver_token) = app.human(&a.org.approver_token, "approver").await;
         let b = app.org().await;
+        let res = app
+            .post(
+                "/v1/agents",
+                &a.org.approver_token,
+                json!({"name": "Bank feed", "capabilities": ["settlement"]}),
+            )
+            .await;
+        let settlement_key = expect_status(res, StatusCode::CREATED).await["api_key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         World {
             x: Party {
                 agent_id: a.org.agent_id,
@@ -467,6 +486,7 @@ impl World {
             other_approver_token,
             foreign_key: b.agent_key,
             foreign_approver_token: b.approver_token,
+            settlement_key,
             flags: (false, false),
         }
     }
@@ -480,6 +500,7 @@ impl World {
             Caller::OwnerApprover => &self.x.owner_token,
             Caller::NonOwnerApprover => &self.other_approver_token,
             Caller::OtherOrgApprover => &self.foreign_approver_token,
+            Caller::SettlementAgent => &self.settlement_key,
             Caller::Anonymous => return None,
         })
     }
