@@ -116,15 +116,7 @@ impl App {
             updated_at: now,
         };
         let mut tx = self.store.begin().await?;
-        // The agent may have been deleted since its key was checked: answer as a request after
-        // the delete would be answered. The share lock keeps it until this commits.
-        if tx
-            .lock_agent(agent.org_id, agent.id, Lock::Share)
-            .await?
-            .is_none()
-        {
-            return Err(AppError::Unauthorized);
-        }
+        agent.hold(&mut *tx).await?;
         let actor_audit = AuditActor::agent(agent);
         if let Some(old_id) = input.supersedes_id {
             let old = tx

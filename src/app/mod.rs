@@ -14,7 +14,7 @@ mod org;
 mod password;
 
 use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
-use crate::store::{AuditRow, DynStore, Page, Tx};
+use crate::store::{AuditRow, DynStore, Lock, Page, Tx};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use uuid::Uuid;
 
@@ -178,6 +178,18 @@ impl Actor {
             Actor::Agent(_) => Err(AppError::Forbidden(
                 "this route is for humans; agents may not call it",
             )),
+        }
+    }
+}
+
+impl Agent {
+    /// Share-locks this agent's row for the rest of the transaction, so it cannot be deleted
+    /// before what the agent writes commits. An agent deleted since its key was checked gets
+    /// what a request after the delete gets: 401.
+    pub(crate) async fn hold(&self, tx: &mut dyn Tx) -> AppResult<()> {
+        match tx.lock_agent(self.org_id, self.id, Lock::Share).await? {
+            Some(_) => Ok(()),
+            None => Err(AppError::Unauthorized),
         }
     }
 }

@@ -74,15 +74,7 @@ impl App {
         drop(conn);
 
         let mut tx = self.store.begin().await?;
-        // The agent may have been deleted since its key was checked: the answer is then the
-        // one a request after the delete gets. The share lock keeps it until this commits.
-        if tx
-            .lock_agent(agent.org_id, agent.id, Lock::Share)
-            .await?
-            .is_none()
-        {
-            return Err(AppError::Unauthorized);
-        }
+        agent.hold(&mut *tx).await?;
         let destination = checked_parties(&mut *tx, actor, &content).await?;
         let sealed = seal_into(&content, &destination)?;
         let now = now();
