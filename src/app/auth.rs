@@ -127,6 +127,12 @@ impl App {
         let (Some(email), Some(password)) = (email, password) else {
             return Err(AppError::Validation(errors));
         };
+        if !identity::email_is_valid(email.trim()) {
+            // No account has such an email; answered as any unknown email is, after the same
+            // password work, so the two cannot be told apart by time.
+            let _ = password::verify(password, None).await?;
+            return Err(AppError::InvalidCredentials);
+        }
         let normalized = identity::normalize_email(email);
         let user = self
             .store

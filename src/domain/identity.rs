@@ -305,7 +305,11 @@ pub fn normalize_email(email: &str) -> String {
 /// Checks an email's shape (1–254 chars, exactly one `@` with text on both sides, no spaces).
 pub fn email_is_valid(email: &str) -> bool {
     let len = email.chars().count();
-    if len == 0 || len > 254 || email.chars().any(char::is_whitespace) {
+    if len == 0
+        || len > 254
+        || email.chars().any(char::is_whitespace)
+        || crate::domain::text::unclean(email, crate::domain::text::Lines::One).is_some()
+    {
         return false;
     }
     match email.split_once('@') {

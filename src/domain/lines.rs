@@ -11,6 +11,7 @@ use super::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
 use super::money::{MinorAmount, MoneyError, invoice_total};
 use super::payload::PayloadLine;
 use super::quantity::Quantity;
+use super::text::{Lines, unclean};
 
 /// Fewest lines an invoice may have.
 pub const MIN_LINES: usize = 1;
@@ -93,6 +94,12 @@ pub enum LineError {
     /// No lines, or too many.
     #[error("an invoice has {MIN_LINES} to {MAX_LINES} lines; {0} were sent")]
     LineCount(usize),
+    /// A control, bidirectional or invisible character (domain::text).
+    #[error(
+        "description holds an invisible or control character (U+{0:04X} at position {1}); send \
+         plain text: an approver must see exactly what is sealed"
+    )]
+    HiddenCharacter(u32, usize),
 }
 
 impl Coded for LineError {
@@ -104,6 +111,7 @@ impl Coded for LineError {
             LineError::ConflictingUnitPrices => "conflicting_fields",
             LineError::DescriptionTooLong(_) => "invalid_length",
             LineError::LineCount(_) => "invalid_line_count",
+            LineError::HiddenCharacter(..) => "invalid_characters",
         }
     }
 }
@@ -226,6 +234,9 @@ fn record<T, E: Coded>(
 fn description(line: &LineInput) -> Result<String, LineError> {
     let text = line.description.as_deref().unwrap_or_default();
     let normalized: String = text.trim().nfc().collect();
+    if let Some((position, c)) = unclean(&normalized, Lines::Many) {
+        return Err(LineError::HiddenCharacter(u32::from(c), position));
+    }
     match normalized.chars().count() {
         0 => Err(LineError::MissingDescription),
         n if n > MAX_DESCRIPTION_CHARS => Err(LineError::DescriptionTooLong(n)),

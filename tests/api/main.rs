@@ -25,4 +25,5 @@ mod panics;
 mod parties;
 mod races;
 mod replays;
+mod security;
 mod serve;

@@ -9,6 +9,7 @@ use super::views::{
 use super::{access_error, caller, joined_access};
 use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest};
 use crate::domain::audit::first_break;
+use crate::domain::fingerprint::key_is_valid;
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{self as rules, DecisionKind, InvoiceState};
 use crate::domain::payload::verify;
@@ -70,6 +71,17 @@ impl App {
             }
             kind
         });
+        if query
+            .idempotency_key
+            .as_deref()
+            .is_some_and(|k| !key_is_valid(k))
+        {
+            errors.push(FieldError::plain(
+                "idempotency_key",
+                "invalid_idempotency_key",
+                "an idempotency key has 1–200 characters without control characters",
+            ));
+        }
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }

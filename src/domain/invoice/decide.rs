@@ -14,6 +14,7 @@ use super::state::{
     Action, DecisionKind, InvalidTransition, InvoiceState, Transition, apply_target,
 };
 use crate::domain::error::{Coded, FieldError, echo};
+use crate::domain::text::{Lines, unclean, unclean_error};
 
 /// Longest decision or cancellation reason, in characters after trimming.
 pub const MAX_REASON_CHARS: usize = 2000;
@@ -67,7 +68,9 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         None => Ok(None),
         Some(text) => {
             let len = text.chars().count();
-            if len > MAX_REASON_CHARS {
+            if let Some(found) = unclean(text, Lines::Many) {
+                Err(unclean_error("reason", found))
+            } else if len > MAX_REASON_CHARS {
                 Err(FieldError::plain(
                     "reason",
                     "too_long",

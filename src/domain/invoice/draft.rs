@@ -21,7 +21,7 @@ use crate::domain::currency::Currency;
 use crate::domain::error::{FieldError, missing};
 use crate::domain::lines::{LineInput, validate_lines};
 use crate::domain::payload::{Payload, PayloadDestination, PayloadLine, decode_lines};
-use crate::domain::text::checked_text;
+use crate::domain::text::checked_multiline_text;
 
 /// The most characters of an agent's `reasoning`.
 pub const MAX_REASONING_CHARS: usize = 4000;
@@ -144,7 +144,7 @@ pub fn check_content(
         }
     };
     let reasoning = match &input.reasoning {
-        Some(text) => Some(checked_text(
+        Some(text) => Some(checked_multiline_text(
             "reasoning",
             text,
             MAX_REASONING_CHARS,

@@ -1,0 +1,115 @@
+//! Attacks on the running service, each shown refused (issue: security hardening). So far:
+//! clean text (api.md, text hygiene): control, bidirectional and invisible characters never
+//! reach the database or a seal, on either backend.
+
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, invoice_body};
+use reqwest::StatusCode;
+use serde_json::json;
+
+both_backends!(
+    hidden_characters_are_refused_on_every_text_field,
+    a_nul_never_reaches_the_database,
+);
+
+async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
+    let b = app.billing().await;
+    let before = app.invoice_rows().await;
+    let customers = app.sql_count("select count(*) from customers").await;
+
+    // A right-to-left override in a line description would show an approver other text than
+    // the one sealed; a zero-width space in the reasoning hides content.
+    for (path, value, field) in [
+        (
+            "/lines/0/description",
+            "Consulting \u{202E}0001 EUR",
+            "lines[0].description",
+        ),
+        ("/reasoning", "Agreed\u{200B} in writing.", "reasoning"),
+    ] {
+        let mut body = invoice_body(&b);
+        *body.pointer_mut(path).unwrap() = json!(value);
+        let res = app.create_invoice(&b.org.agent_key, "hidden", &body).await;
+        let problem =
+            expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
+        assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+    }
+    // Line breaks and tabs are fine where a text spans lines.
+    let mut body = invoice_body(&b);
+    body["reasoning"] = json!("Agreed in writing.\n\tSee the statement of work.");
+    let res = app
+        .create_invoice(&b.org.agent_key, "multiline", &body)
+        .await;
+    expect_status(res, StatusCode::CREATED).await;
+
+    // Single-line fields refuse them, and names refuse bidirectional isolates.
+    let res = app
+        .post(
+            "/v1/customers",
+            &b.org.approver_token,
+            json!({"agent_id": b.org.agent_id, "name": "Acme\nInc", "email": "a@example.com"}),
+        )
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "name");
+    let res = app
+        .post(
+            "/v1/agents",
+            &b.org.approver_token,
+            json!({"name": "Billing \u{2066}agent\u{2069}"}),
+        )
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+
+    let pending = app.pending(&b, "reasoned").await;
+    let id = pending["id"].as_str().unwrap();
+    let res = app
+        .post(
+            &format!("/v1/invoices/{id}/reject"),
+            &b.org.approver_token,
+            TestApp::decision_body(&pending, Some("No\u{202D}pe")),
+        )
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "reason");
+
+    assert_eq!(
+        app.sql_count("select count(*) from customers").await,
+        customers
+    );
+    let after = app.invoice_rows().await;
+    // Only the multi-line draft and the pending invoice were written.
+    assert_eq!(after[0], before[0] + 2);
+    assert_eq!(after[2], before[2]);
+}
+
+async fn a_nul_never_reaches_the_database(app: TestApp) {
+    let b = app.billing().await;
+    let res = app
+        .post(
+            "/v1/payment-destinations",
+            &b.org.agent_key,
+            json!({"label": "Acc\u{0}ount", "currency": "EUR", "network": "iban", "address": crate::helpers::IBAN}),
+        )
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "label");
+    assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+
+    // Sign-in with a NUL in the email is an unknown email, not a database error.
+    let res = app
+        .post_public(
+            "/v1/sessions",
+            json!({"email": "demo\u{0}@example.com", "password": "whatever-it-is"}),
+        )
+        .await;
+    expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
+
+    // A list filter that can never match is refused by name, not sent to the database.
+    let res = app
+        .get("/v1/invoices?idempotency_key=a%00b", &b.org.agent_key)
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "idempotency_key");
+}
