@@ -1,6 +1,7 @@
 //! Attacks on the running service, each shown refused (issue: security hardening). So far:
 //! clean text (api.md, text hygiene): control, bidirectional and invisible characters never
-//! reach the database or a seal, on either backend.
+//! reach the database or a seal, on either backend; and metric labels that a client cannot
+//! multiply.
 
 use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, invoice_body};
 use reqwest::StatusCode;
@@ -9,6 +10,7 @@ use serde_json::json;
 both_backends!(
     hidden_characters_are_refused_on_every_text_field,
     a_nul_never_reaches_the_database,
+    made_up_methods_and_paths_cannot_grow_the_metrics,
 );
 
 async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
@@ -112,4 +114,36 @@ async fn a_nul_never_reaches_the_database(app: TestApp) {
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(problem["errors"][0]["field"], "idempotency_key");
+}
+
+async fn made_up_methods_and_paths_cannot_grow_the_metrics(app: TestApp) {
+    // Warm every label the flood below could use, then measure.
+    let warm = |method: &str, path: &str| {
+        app.client
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                app.url(path),
+            )
+            .send()
+    };
+    warm("BREW", "/nowhere-0").await.unwrap();
+    let other = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("method=\"OTHER\""))
+            .count()
+    };
+    let before = other(&app.metrics().await);
+    assert!(before > 0, "the made-up method is counted as OTHER");
+    for n in 0..200 {
+        let method = format!("M{n}X");
+        warm(&method, &format!("/nowhere-{n}")).await.unwrap();
+    }
+    let after = app.metrics().await;
+    assert!(!after.contains("M7X"), "a client's method became a label");
+    assert!(
+        !after.contains("nowhere-7"),
+        "a client's path became a label"
+    );
+    // Only the counters' values grew, not the number of series.
+    assert_eq!(other(&after), before);
 }
