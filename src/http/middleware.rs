@@ -11,6 +11,43 @@ use std::time::Instant;
 
 pub const REQUEST_ID: &str = "x-request-id";
 
+/// The longest request id a client may choose; longer, or with other than safe characters, and
+/// the server makes its own.
+const MAX_REQUEST_ID: usize = 128;
+
+/// Drops a client's `X-Request-Id` unless it is 1–128 safe characters (letters, digits,
+/// `-_.:`), so that ids echoed into headers, bodies and logs stay small and inert.
+pub async fn client_request_id(mut request: Request, next: Next) -> Response {
+    let acceptable = request.headers().get(REQUEST_ID).is_none_or(|v| {
+        let bytes = v.as_bytes();
+        (1..=MAX_REQUEST_ID).contains(&bytes.len())
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    });
+    if !acceptable {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    next.run(request).await
+}
+
+/// Headers every response carries: `nosniff`, and `Cache-Control: no-store` on the API's own
+/// answers (some carry secrets: session tokens, API keys, invitation tokens; none may be kept
+/// by a cache).
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let api = request.uri().path().starts_with("/v1/");
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if api {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
 /// Problem bodies are small; anything bigger than this is not one of ours.
 const MAX_PROBLEM_BYTES: usize = 64 * 1024;
 

@@ -89,8 +89,10 @@ pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
         )
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(axum::middleware::from_fn(middleware::problem_details))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(middleware::client_request_id))
 }
 
 fn span(request: &Request) -> tracing::Span {

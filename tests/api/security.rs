@@ -11,6 +11,7 @@ both_backends!(
     hidden_characters_are_refused_on_every_text_field,
     a_nul_never_reaches_the_database,
     made_up_methods_and_paths_cannot_grow_the_metrics,
+    responses_are_not_sniffed_or_cached_and_request_ids_stay_small,
 );
 
 async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
@@ -146,4 +147,56 @@ async fn made_up_methods_and_paths_cannot_grow_the_metrics(app: TestApp) {
     );
     // Only the counters' values grew, not the number of series.
     assert_eq!(other(&after), before);
+}
+
+async fn responses_are_not_sniffed_or_cached_and_request_ids_stay_small(app: TestApp) {
+    let res = app
+        .post_public(
+            "/v1/sessions",
+            json!({"email": "nobody@example.com", "password": "wrong password here"}),
+        )
+        .await;
+    assert_eq!(res.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    let b = app.billing().await;
+    // The answer that carries an API key is never cached.
+    let res = app
+        .post(
+            "/v1/agents",
+            &b.org.approver_token,
+            json!({"name": "Cached?"}),
+        )
+        .await;
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    assert_eq!(res.headers()["x-content-type-options"], "nosniff");
+    expect_status(res, StatusCode::CREATED).await;
+
+    let header =
+        |res: &reqwest::Response| res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let fine = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-request-id", "trace-42.a:b_c")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&fine), "trace-42.a:b_c");
+    for bad in [
+        "x".repeat(10_000),
+        "has space".to_owned(),
+        "semi;colon".to_owned(),
+    ] {
+        let res = app
+            .client
+            .get(app.url("/v1/me"))
+            .header("x-request-id", bad.as_str())
+            .send()
+            .await
+            .unwrap();
+        let id = header(&res);
+        assert_ne!(id, bad);
+        assert!((1..=128).contains(&id.len()), "{id}");
+        let body = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
+        assert_eq!(body["request_id"], id.as_str());
+    }
 }
