@@ -105,10 +105,7 @@ async fn create_customer(
 
 /// The customers the caller may see: an agent its own, a human those of their agents.
 #[utoipa::path(get, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
-    params(
-        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
-    ),
+    params(super::schema::Page),
     responses((status = 200, description = "A page of customers", body = CustomerList)))]
 async fn list_customers(
     State(state): State<AppState>,
