@@ -28,8 +28,13 @@ pub struct CreateCustomerRequest {
     /// 1–160 characters.
     #[schema(example = "Acme Inc", min_length = 1, max_length = 160)]
     pub name: String,
-    /// 1–254 characters, one `@`.
-    #[schema(example = "billing@acme.example", min_length = 3, max_length = 254)]
+    /// 1–254 characters, one `@`, no spaces inside (surrounding ones are trimmed).
+    #[schema(
+        example = "billing@acme.example",
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: String,
 }
 
@@ -40,8 +45,12 @@ pub struct UpdateCustomerRequest {
     /// Replaces the name; 1–160 characters.
     #[schema(min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// Replaces the email; 1–254 characters, one `@`.
-    #[schema(min_length = 3, max_length = 254)]
+    /// Replaces the email; 1–254 characters, one `@`, no spaces inside.
+    #[schema(
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: Option<String>,
 }
 

@@ -183,8 +183,12 @@ async fn me(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InviteRequest {
-    /// Their email (unique across Tauros).
-    #[schema(example = "ops@example.com")]
+    /// Their email (unique across Tauros): one `@`, no spaces inside.
+    #[schema(
+        example = "ops@example.com",
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: String,
     /// What the human may do; fixed for good.
     #[schema(example = "operator")]

@@ -22,7 +22,11 @@ pub struct LineRequest {
     #[schema(value_type = String, example = "Discovery workshop", min_length = 1, max_length = 500)]
     pub description: Option<String>,
     /// How many units: a decimal string, > 0, ≤ 1,000,000,000, ≤ 6 decimals.
-    #[schema(value_type = String, example = "1.5", pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    #[schema(
+        value_type = String,
+        example = "1.5",
+        pattern = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$"
+    )]
     pub quantity: Option<QuantityInput>,
     /// Unit price in major units as a decimal string (`"1200.50"`), with at most the
     /// currency's decimals; exact at any size. Send this or `unit_amount_minor`, not both.
@@ -62,7 +66,12 @@ pub(super) fn line_inputs(lines: Option<Vec<LineRequest>>) -> Option<Vec<LineInp
 pub struct CreateInvoiceRequest {
     /// The idempotency key, when it is not sent as the `Idempotency-Key` header (if both are
     /// sent they must be equal): 1–200 characters, no leading or trailing space.
-    #[schema(nullable = false, min_length = 1, max_length = 200)]
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
+    )]
     pub idempotency_key: Option<String>,
     /// One of your customers.
     #[schema(value_type = Uuid, required = true)]
