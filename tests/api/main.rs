@@ -14,6 +14,7 @@ mod bootstrap;
 mod capabilities;
 mod concurrency;
 mod conventions;
+mod document;
 mod invoices;
 mod model;
 mod organisation;
