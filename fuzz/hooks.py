@@ -7,7 +7,8 @@
   header (a negative case) is sent as generated.
 - Whole numbers as integers: to JSON Schema `200.0` is an integer, but Tauros refuses money
   written as a JSON float (`float_not_allowed`, api.md), so a whole-number float is sent as the
-  integer it equals. Fractions are sent as generated.
+  integer it equals (up to 2^64 - 1, the document's maximum). Fractions and negative whole
+  numbers are sent as generated.
 
 Schemathesis re-validates a case after these hooks, so its positive/negative labels stay true.
 """
@@ -23,7 +24,7 @@ HEADER_KEY = re.compile(r"^[!-~](?:[ -~]{0,198}[!-~])?$")
 
 
 def whole_numbers_as_integers(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**64:
         return int(value)
     if isinstance(value, dict):
         return {k: whole_numbers_as_integers(v) for k, v in value.items()}

@@ -232,8 +232,11 @@ schema_enum!(
             ObjectBuilder::new()
                 .schema_type(Type::Integer)
                 .minimum(Some(0))
+                // JSON integers beyond 2^64 - 1 reach the parser only as floats (refused).
+                .maximum(Some(u64::MAX))
                 .description(Some(
-                    "A JSON integer (JSON numbers with a fraction or an exponent are refused)",
+                    "A JSON integer up to 2^64 - 1 (JSON numbers with a fraction or an \
+                     exponent are refused)",
                 )),
         )
         .item(
@@ -247,7 +250,7 @@ schema_enum!(
         .description(Some(
             "Minor units (cents for EUR): a non-negative JSON integer, or the same number as a \
              string of digits. JavaScript numbers are exact only up to 2^53 (9007199254740992); \
-             send larger amounts as strings.",
+             send larger amounts as strings (beyond 2^64 - 1 a string is the only way).",
         ))
         .into()
 );
