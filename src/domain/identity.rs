@@ -27,6 +27,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in the order the API lists them.
+    pub const ALL: [Role; 2] = [Role::Operator, Role::Approver];
+
     /// The stored and serialized name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -58,6 +61,9 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability, in the order the API lists them.
+    pub const ALL: [Capability; 2] = [Capability::Invoicing, Capability::Settlement];
+
     /// The stored and serialized name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -128,6 +134,9 @@ pub enum ActorKind {
 }
 
 impl ActorKind {
+    /// Every kind of actor.
+    pub const ALL: [ActorKind; 3] = [ActorKind::Human, ActorKind::Agent, ActorKind::System];
+
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -154,6 +163,15 @@ pub enum Interface {
 }
 
 impl Interface {
+    /// Every interface.
+    pub const ALL: [Interface; 5] = [
+        Interface::Api,
+        Interface::Mcp,
+        Interface::Ui,
+        Interface::Cli,
+        Interface::Job,
+    ];
+
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -327,6 +345,47 @@ pub fn password_is_acceptable(password: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ALL` lists every variant once (the API document's enums are built from it): the
+    /// matches fail to compile when a variant is added, as a reminder to add it to `ALL` too.
+    #[test]
+    fn all_lists_every_variant_once() {
+        fn distinct(names: &[&str]) -> usize {
+            names
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        }
+        let role = |r: Role| match r {
+            Role::Operator | Role::Approver => r.as_str(),
+        };
+        let roles = Role::ALL.map(role);
+        assert_eq!(distinct(&roles), 2);
+        assert!(
+            Role::ALL
+                .iter()
+                .all(|r| Role::parse(r.as_str()) == Some(*r))
+        );
+        let capability = |c: Capability| match c {
+            Capability::Invoicing | Capability::Settlement => c.as_str(),
+        };
+        assert_eq!(distinct(&Capability::ALL.map(capability)), 2);
+        assert!(
+            Capability::ALL
+                .iter()
+                .all(|c| Capability::parse(c.as_str()) == Some(*c))
+        );
+        let kind = |k: ActorKind| match k {
+            ActorKind::Human | ActorKind::Agent | ActorKind::System => k.as_str(),
+        };
+        assert_eq!(distinct(&ActorKind::ALL.map(kind)), 3);
+        let interface = |i: Interface| match i {
+            Interface::Api | Interface::Mcp | Interface::Ui | Interface::Cli | Interface::Job => {
+                i.as_str()
+            }
+        };
+        assert_eq!(distinct(&Interface::ALL.map(interface)), 5);
+    }
 
     #[test]
     fn api_key_round_trips_and_detects_typos() {

@@ -28,8 +28,8 @@ pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
     #[schema(value_type = String, required = true, example = "Billing agent", min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// `invoicing` (the default) and/or `settlement`.
-    #[schema(value_type = Option<Vec<String>>, example = json!(["invoicing"]))]
+    /// What its key may do; omitted, `null` or empty: `["invoicing"]`.
+    #[schema(example = json!(["invoicing"]))]
     pub capabilities: Option<Vec<Capability>>,
 }
 
@@ -54,7 +54,6 @@ pub struct AgentResponse {
     /// Display name, 1–160 characters.
     pub name: String,
     /// What its key may do.
-    #[schema(value_type = Vec<String>)]
     pub capabilities: Vec<Capability>,
     /// When the current key expires.
     pub key_expires_at: Option<DateTime<Utc>>,
@@ -128,10 +127,7 @@ async fn create_agent(
 
 /// The agents the calling human owns, newest first.
 #[utoipa::path(get, path = "/v1/agents", tag = "agents", security(("bearer" = [])),
-    params(
-        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
-    ),
+    params(super::schema::Page),
     responses(
         (status = 200, description = "A page of agents", body = AgentList),
         (status = 403, description = "`forbidden`: agents may not list agents", body = Problem, content_type = "application/problem+json"),

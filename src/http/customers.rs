@@ -29,8 +29,15 @@ pub struct CreateCustomerRequest {
     /// 1–160 characters.
     #[schema(value_type = String, required = true, example = "Acme Inc", min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// 1–254 characters, one `@`.
-    #[schema(value_type = String, required = true, example = "billing@acme.example", min_length = 3, max_length = 254)]
+    /// 1–254 characters, one `@`, no spaces inside (surrounding ones are trimmed).
+    #[schema(
+        value_type = String,
+        required = true,
+        example = "billing@acme.example",
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: Option<String>,
 }
 
@@ -41,8 +48,12 @@ pub struct UpdateCustomerRequest {
     /// Replaces the name; 1–160 characters.
     #[schema(min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// Replaces the email; 1–254 characters, one `@`.
-    #[schema(min_length = 3, max_length = 254)]
+    /// Replaces the email; 1–254 characters, one `@`, no spaces inside.
+    #[schema(
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: Option<String>,
 }
 
@@ -113,10 +124,7 @@ async fn create_customer(
 
 /// The customers the caller may see: an agent its own, a human those of their agents.
 #[utoipa::path(get, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
-    params(
-        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
-    ),
+    params(super::schema::Page),
     responses((status = 200, description = "A page of customers", body = CustomerList)))]
 async fn list_customers(
     State(state): State<AppState>,

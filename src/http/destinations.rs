@@ -33,8 +33,8 @@ pub struct CreateDestinationRequest {
     /// Currency code (`EUR`, `USDC`, …).
     #[schema(value_type = String, required = true, example = "EUR")]
     pub currency: Option<String>,
-    /// `iban`, `bitcoin`, `ethereum`, `arbitrum` or `base`; must carry the currency.
-    #[schema(value_type = String, required = true, example = "iban")]
+    /// The network paid on; it must carry the currency.
+    #[schema(value_type = crate::domain::address::Network, required = true, example = "iban")]
     pub network: Option<String>,
     /// Address on that network (checksums are verified).
     #[schema(value_type = String, required = true, example = "DE89370400440532013000", min_length = 1, max_length = 128)]
@@ -54,11 +54,13 @@ pub struct DestinationResponse {
     pub label: String,
     /// The one currency this destination receives.
     pub currency: String,
-    /// `iban`, `bitcoin`, `ethereum`, `arbitrum` or `base`.
+    /// The network paid on.
+    #[schema(value_type = crate::domain::address::Network)]
     pub network: String,
     /// As sent, trimmed, case kept; sealed into every invoice paid here.
     pub address: String,
-    /// `active`, `deactivated` or `superseded`.
+    /// Whether it still receives money.
+    #[schema(value_type = crate::domain::destination::DestinationState)]
     pub state: String,
     /// The destination this one replaced.
     pub supersedes_id: Option<Uuid>,
@@ -105,13 +107,12 @@ fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
 /// answers 200 with the original and `Idempotent-Replayed: true`.
 #[utoipa::path(post, path = "/v1/payment-destinations", tag = "payment destinations",
     security(("bearer" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1–200 characters")),
+    params(("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+        description = "Optional; makes retries safe: the same key and body again answers the same destination (200, `Idempotent-Replayed: true`); the same key with another body is 409 `idempotency_conflict`. 1–200 visible ASCII characters, no leading or trailing space (a UUID makes a good key).")),
     request_body = CreateDestinationRequest,
     responses(
-        (status = 201, description = "Created", body = DestinationResponse,
-            headers(("Idempotent-Replayed" = String, description = "`false`"))),
-        (status = 200, description = "Replay of an earlier request with the same key and body", body = DestinationResponse,
-            headers(("Idempotent-Replayed" = String, description = "`true`"))),
+        (status = 201, description = "Created", body = DestinationResponse),
+        (status = 200, description = "Replay of an earlier request with the same key and body", body = DestinationResponse),
         (status = 403, description = "`forbidden`: humans may not register destinations", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -154,9 +155,8 @@ async fn create_destination(
 #[utoipa::path(get, path = "/v1/payment-destinations", tag = "payment destinations",
     security(("bearer" = [])),
     params(
-        ("state" = Option<String>, Query, description = "`active`, `deactivated` or `superseded`"),
-        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        ("state" = Option<crate::domain::destination::DestinationState>, Query, description = "Only destinations in this state; `active` ones receive money"),
+        super::schema::Page,
     ),
     responses((status = 200, description = "A page of destinations", body = DestinationList)))]
 async fn list_destinations(

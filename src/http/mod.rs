@@ -13,6 +13,7 @@ pub mod openapi;
 mod ops;
 mod organisation;
 pub mod problem;
+mod schema;
 mod sessions;
 
 use crate::app::App;

@@ -3,11 +3,16 @@
 
 use super::AppState;
 use super::problem::{PROBLEM_JSON, Problem, ProblemField};
+use crate::domain::destination::DestinationState;
+use crate::domain::invoice::{Action, InvoiceState};
 use axum::Router;
-use utoipa::OpenApi;
+use std::collections::BTreeMap;
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder};
+use utoipa::{OpenApi, PartialSchema, ToSchema};
 use utoipa_swagger_ui::SwaggerUi;
 
 #[derive(OpenApi)]
@@ -17,7 +22,8 @@ use utoipa_swagger_ui::SwaggerUi;
         description = "AI agents propose invoices; humans approve them. Every financial command is safe to repeat.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(Problem, ProblemField)),
+    servers((url = "/", description = "The server this document was fetched from")),
+    components(schemas(Problem, ProblemField, InvoiceState, Action, DestinationState)),
     tags(
         (name = "sessions", description = "Humans: sign-in, sign-out, invitations"),
         (name = "organisation", description = "The organisation and its settings"),
@@ -56,8 +62,10 @@ pub fn document() -> utoipa::openapi::OpenApi {
     finish(doc)
 }
 
-/// Adds the statuses that come from shared machinery rather than from a handler: bad bodies,
-/// bad path parameters, missing credentials, an unreachable database.
+/// Adds what comes from shared machinery rather than from a handler: the statuses of bad
+/// bodies, bad path parameters, missing credentials, rate limits and an unreachable database;
+/// the headers of replays and rate limits; and the schema rules no derive can state (a line's
+/// exactly-one amount, the problem members added per code).
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         let ops = [
@@ -71,7 +79,20 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
             complete(path, op);
         }
     }
+    if let Some(components) = doc.components.as_mut() {
+        exactly_one_amount(&mut components.schemas);
+        problem_members(&mut components.schemas);
+    }
     doc
+}
+
+fn problem(description: &str) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        PROBLEM_JSON,
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    )
 }
 
 fn complete(path: &str, op: &mut Operation) {
@@ -82,22 +103,16 @@ fn complete(path: &str, op: &mut Operation) {
         .parameters
         .as_ref()
         .is_some_and(|ps| ps.iter().any(|p| p.name == "limit"));
+    let idempotent = op
+        .parameters
+        .as_ref()
+        .is_some_and(|ps| ps.iter().any(|p| p.name == IDEMPOTENCY_KEY));
+    let command = idempotent || answers_with(op, "CommandResponse");
     let mut add = |status: &str, description: &str| {
         op.responses
             .responses
             .entry(status.to_owned())
-            .or_insert_with(|| {
-                ResponseBuilder::new()
-                    .description(description)
-                    .content(
-                        PROBLEM_JSON,
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("Problem")))
-                            .build(),
-                    )
-                    .build()
-                    .into()
-            });
+            .or_insert_with(|| problem(description).build().into());
     };
     if has_body {
         add(
@@ -125,6 +140,10 @@ fn complete(path: &str, op: &mut Operation) {
             "401",
             "`unauthorized`: missing, malformed, expired or revoked credential",
         );
+        add(
+            "429",
+            "`rate_limited`: this credential sent too many requests; retry after `Retry-After` seconds",
+        );
     }
     if v1 {
         add(
@@ -132,6 +151,175 @@ fn complete(path: &str, op: &mut Operation) {
             "`unavailable`: the database is unreachable; retry the same request",
         );
     }
+    for (status, response) in op.responses.responses.iter_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        match status.as_str() {
+            "401" => insert_header(
+                &mut response.headers,
+                "WWW-Authenticate",
+                HeaderBuilder::new()
+                    .schema(string_enum(["Bearer"]))
+                    .description(Some(
+                        "Always `Bearer`: send `Authorization: Bearer <credential>`",
+                    ))
+                    .build(),
+            ),
+            "429" => insert_header(
+                &mut response.headers,
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(0)),
+                    )
+                    .description(Some("Whole seconds to wait before retrying"))
+                    .build(),
+            ),
+            s if command && s.starts_with('2') => insert_header(
+                &mut response.headers,
+                REPLAYED,
+                HeaderBuilder::new()
+                    .schema(string_enum(["true", "false"]))
+                    .description(Some(
+                        "`true` when the command's goal already held (a retry) and nothing was \
+                         written; `false` when this request did the work",
+                    ))
+                    .build(),
+            ),
+            _ => {}
+        }
+    }
+    optional_body_without_null(op);
+}
+
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+const REPLAYED: &str = "Idempotent-Replayed";
+
+fn insert_header(headers: &mut BTreeMap<String, Header>, name: &str, header: Header) {
+    headers.insert(name.to_owned(), header);
+}
+
+fn string_enum<const N: usize>(values: [&str; N]) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values))
+}
+
+/// Whether a success of `op` answers with the component `schema`.
+fn answers_with(op: &Operation, schema: &str) -> bool {
+    let wanted = format!("#/components/schemas/{schema}");
+    op.responses.responses.iter().any(|(status, response)| {
+        status.starts_with('2')
+            && matches!(response, RefOr::T(r) if r.content.values().any(|c| {
+                matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location == wanted)
+            }))
+    })
+}
+
+/// `request_body(content = Option<T>)` reads as "T or null"; the server means "T or no body"
+/// (a JSON `null` is refused). Say so: the body is optional and never null.
+fn optional_body_without_null(op: &mut Operation) {
+    let Some(body) = op.request_body.as_mut() else {
+        return;
+    };
+    let mut optional = false;
+    for content in body.content.values_mut() {
+        if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
+            let mut rest = one_of.items.iter().filter(|s| !is_null(s));
+            if let (Some(only), None) = (rest.next(), rest.next()) {
+                content.schema = Some(only.clone());
+                optional = true;
+            }
+        }
+    }
+    if optional {
+        body.required = Some(Required::False);
+    }
+}
+
+fn is_null(schema: &RefOr<Schema>) -> bool {
+    matches!(schema, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
+}
+
+/// A request line names its price in exactly one of `unit_amount` and `unit_amount_minor`.
+/// The derived `LineRequest` lists both as optional; the document splits it into two shapes,
+/// each requiring its amount and refusing the other, and makes `LineRequest` one of them.
+fn exactly_one_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
+    let Some(RefOr::T(Schema::Object(line))) = schemas.get("LineRequest").cloned() else {
+        return;
+    };
+    let variant = |amount: &str, other: &str, description: &str| {
+        let mut shape = line.clone();
+        shape.properties.remove(other);
+        shape.required.retain(|r| r != other);
+        if !shape.required.iter().any(|r| r == amount) {
+            shape.required.push(amount.to_owned());
+        }
+        shape.description = Some(description.to_owned());
+        RefOr::T(Schema::Object(shape))
+    };
+    schemas.insert(
+        "LineWithUnitAmount".to_owned(),
+        variant(
+            "unit_amount",
+            "unit_amount_minor",
+            "A request line priced in major units (`unit_amount`, a decimal string).",
+        ),
+    );
+    schemas.insert(
+        "LineWithUnitAmountMinor".to_owned(),
+        variant(
+            "unit_amount_minor",
+            "unit_amount",
+            "A request line priced in minor units (`unit_amount_minor`).",
+        ),
+    );
+    schemas.insert(
+        "LineRequest".to_owned(),
+        OneOfBuilder::new()
+            .item(Ref::from_schema_name("LineWithUnitAmount"))
+            .item(Ref::from_schema_name("LineWithUnitAmountMinor"))
+            .description(line.description)
+            .into(),
+    );
+}
+
+/// Members a problem carries for some codes, besides the RFC 9457 ones; `Problem` adds them
+/// as a flattened map, which no derive can see.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ProblemMembers {
+    /// The one request member a 400 is about (`unknown_field`, `invalid_type`,
+    /// `float_not_allowed`, `idempotency_key_mismatch`): a body path such as
+    /// `lines[0].unit_amount`, `id` for the path, or `Idempotency-Key` for the header.
+    #[schema(nullable = false)]
+    field: Option<String>,
+    /// `invalid_transition`: the invoice's state when the command arrived.
+    #[schema(nullable = false)]
+    from: Option<InvoiceState>,
+    /// `invalid_transition`: the command that this state does not allow.
+    #[schema(nullable = false)]
+    action: Option<Action>,
+    /// `idempotency_conflict` on a create of an invoice: the caller's own invoice that holds
+    /// the key (`GET /v1/invoices/{invoice_id}`).
+    #[schema(nullable = false)]
+    invoice_id: Option<uuid::Uuid>,
+    /// `idempotency_conflict` on a create of a payment destination: the caller's own
+    /// destination that holds the key.
+    #[schema(nullable = false)]
+    payment_destination_id: Option<uuid::Uuid>,
+}
+
+fn problem_members(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
+    let (Some(RefOr::T(Schema::Object(problem))), RefOr::T(Schema::Object(members))) =
+        (schemas.get_mut("Problem"), ProblemMembers::schema())
+    else {
+        return;
+    };
+    problem.properties.extend(members.properties);
 }
 
 /// `/openapi.json` and the Swagger UI at `/docs`, with its assets embedded in the binary.
@@ -141,6 +329,8 @@ pub fn docs_router(doc: utoipa::openapi::OpenApi) -> Router<AppState> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     /// The committed document must be exactly what this build generates. To accept a change:
     /// `cargo run -- openapi > openapi/openapi.json` (or run this test with
     /// `TAUROS_UPDATE_OPENAPI=1`), then review the diff.
@@ -177,6 +367,12 @@ mod tests {
                 }
                 if op.get("security").is_some() {
                     assert!(has("401"), "{method} {path} lacks 401");
+                    assert!(has("429"), "{method} {path} lacks 429");
+                    let retry_after = &op["responses"]["429"]["headers"]["Retry-After"];
+                    assert!(
+                        retry_after.is_object(),
+                        "{method} {path}: 429 lacks Retry-After"
+                    );
                 }
                 if path.starts_with("/v1/") {
                     assert!(has("503"), "{method} {path} lacks 503");
@@ -185,6 +381,99 @@ mod tests {
                     assert!(has("400") && has("404"), "{method} {path} lacks 400/404");
                 }
             }
+        }
+    }
+
+    fn operations(doc: &Value) -> impl Iterator<Item = (String, &Value)> {
+        doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .iter()
+                    .map(move |(method, op)| (format!("{method} {path}"), op))
+            })
+    }
+
+    fn walk<'a>(value: &'a Value, visit: &mut impl FnMut(&'a Value)) {
+        visit(value);
+        match value {
+            Value::Object(map) => map.values().for_each(|v| walk(v, visit)),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, visit)),
+            _ => {}
+        }
+    }
+
+    /// Generated clients fail on a dangling `$ref`.
+    #[test]
+    fn every_reference_resolves() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        walk(&doc, &mut |value| {
+            if let Some(target) = value.get("$ref").and_then(Value::as_str) {
+                let name = target.trim_start_matches("#/components/schemas/");
+                assert!(schemas.contains_key(name), "{target} does not resolve");
+            }
+        });
+    }
+
+    /// Every command (an invoice command, or a create that takes an idempotency key) declares
+    /// `Idempotent-Replayed` on its successes; optional bodies have no `null` branch.
+    #[test]
+    fn commands_declare_replays_and_bodies_are_never_null() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        for (name, op) in operations(&doc) {
+            let successes = op["responses"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(status, _)| status.starts_with('2'));
+            let command = name.contains("/v1/invoices") && name.starts_with("post")
+                || op["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+            for (status, response) in successes {
+                let declared = response["headers"]["Idempotent-Replayed"].is_object();
+                assert_eq!(declared, command, "{name} {status}: Idempotent-Replayed");
+            }
+            walk(&op["requestBody"], &mut |value| {
+                assert!(
+                    value.get("type") != Some(&json!("null")),
+                    "{name}: a null body"
+                );
+            });
+        }
+    }
+
+    /// A line names exactly one of its two amounts; either is its own shape.
+    #[test]
+    fn a_line_is_one_of_two_shapes() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(
+            schemas["LineRequest"]["oneOf"],
+            json!([
+                {"$ref": "#/components/schemas/LineWithUnitAmount"},
+                {"$ref": "#/components/schemas/LineWithUnitAmountMinor"},
+            ])
+        );
+        for (shape, amount, other) in [
+            ("LineWithUnitAmount", "unit_amount", "unit_amount_minor"),
+            (
+                "LineWithUnitAmountMinor",
+                "unit_amount_minor",
+                "unit_amount",
+            ),
+        ] {
+            let shape = &schemas[shape];
+            assert_eq!(
+                shape["required"],
+                json!(["description", "quantity", amount])
+            );
+            assert!(shape["properties"][other].is_null());
+            assert_eq!(shape["additionalProperties"], json!(false));
         }
     }
 }

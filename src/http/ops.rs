@@ -30,9 +30,11 @@ pub struct Health {
     pub status: &'static str,
     /// Readiness: the backend (`sqlite` or `postgres`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub database: Option<&'static str>,
     /// Readiness: `current` when every migration of this binary is applied.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub migrations: Option<&'static str>,
 }
 

@@ -42,6 +42,7 @@ pub struct Problem {
     pub errors: Vec<ProblemField>,
     /// The request id, as in the `X-Request-Id` header.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub request_id: Option<String>,
     /// Facts a client needs for some codes (`from` and `action` of `invalid_transition`).
     #[serde(flatten)]

@@ -44,8 +44,8 @@ pub struct UserResponse {
     pub org_id: Uuid,
     /// The email the human signs in with (matched case-insensitively).
     pub email: String,
-    /// `operator` or `approver`.
-    #[schema(value_type = String, example = "approver")]
+    /// What the human may do.
+    #[schema(example = "approver")]
     pub role: Role,
     /// When the human was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
@@ -91,6 +91,7 @@ impl From<SignedIn> for SessionResponse {
     responses(
         (status = 201, description = "Signed in", body = SessionResponse),
         (status = 401, description = "`invalid_credentials`", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: too many failed sign-ins for this email and address; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn sign_in(
     State(state): State<AppState>,
@@ -121,8 +122,8 @@ async fn sign_out(
 /// The caller: a human or an agent.
 #[derive(Serialize, ToSchema)]
 pub struct MeResponse {
-    /// `human` or `agent`.
-    #[schema(example = "agent")]
+    /// Whether the caller is a human or an agent; says which of the members below are present.
+    #[schema(value_type = super::schema::CallerKind, example = "agent")]
     pub kind: &'static str,
     /// The human's or the agent's id.
     pub id: Uuid,
@@ -130,17 +131,19 @@ pub struct MeResponse {
     pub org_id: Uuid,
     /// Agents: their name.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub name: Option<String>,
     /// Humans: their email.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub email: Option<String>,
-    /// Humans: `operator` or `approver`.
+    /// Humans: what they may do.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(nullable = false)]
     pub role: Option<Role>,
     /// Agents: what the key may do.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(nullable = false)]
     pub capabilities: Option<Vec<Capability>>,
 }
 
@@ -183,11 +186,17 @@ async fn me(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InviteRequest {
-    /// Their email (unique across Tauros).
-    #[schema(value_type = String, required = true, example = "ops@example.com")]
+    /// Their email (unique across Tauros): one `@`, no spaces inside.
+    #[schema(
+        value_type = String,
+        required = true,
+        example = "ops@example.com",
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
     pub email: Option<String>,
-    /// `operator` or `approver`; fixed for good.
-    #[schema(value_type = String, required = true, example = "operator")]
+    /// What the human may do; fixed for good.
+    #[schema(value_type = Role, required = true, example = "operator")]
     pub role: Option<Role>,
 }
 

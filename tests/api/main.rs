@@ -18,6 +18,7 @@ mod bootstrap;
 mod capabilities;
 mod concurrency;
 mod conventions;
+mod document;
 mod invoices;
 mod model;
 mod organisation;

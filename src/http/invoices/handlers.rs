@@ -51,7 +51,8 @@ fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
 /// Propose an invoice (agents). The same key and payload again answers 200 with the invoice as
 /// it is now and `replayed: true`; the same key with another payload is 409.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices", security(("bearer" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Required here or as `idempotency_key` in the body; 1–200 characters")),
+    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+        description = "Makes retries safe: the same key and body again answers the same invoice (200, `replayed: true`); the same key with another body is 409 `idempotency_conflict`. 1–200 visible ASCII characters, no leading or trailing space (a UUID makes a good key). The key may instead travel as `idempotency_key` in the body (both sent: they must be equal); one of the two is required.")),
     request_body = CreateInvoiceRequest,
     responses(
         (status = 201, description = "Created", body = CommandResponse),
@@ -94,13 +95,12 @@ pub(super) async fn create_invoice(
 /// The invoices you may see. `?state=pending_approval` is the approver's inbox, oldest first.
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices", security(("bearer" = [])),
     params(
-        ("state" = Option<String>, Query, description = "Only this state"),
+        ("state" = Option<crate::domain::invoice::InvoiceState>, Query, description = "Only invoices in this state; `pending_approval` is the approver's inbox, listed oldest first"),
         ("customer_id" = Option<Uuid>, Query, description = "Only this customer's"),
         ("agent_id" = Option<Uuid>, Query, description = "Only this agent's"),
-        ("decision" = Option<String>, Query, description = "Only invoices whose latest decision is this one: `approved`, `rejected` or `changes_requested`"),
+        ("decision" = Option<crate::domain::invoice::DecisionKind>, Query, description = "Only invoices whose latest decision is this one"),
         ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
-        ("limit" = Option<i64>, Query, description = "1–100, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        crate::http::schema::Page,
     ),
     responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
 pub(super) async fn list_invoices(

@@ -18,17 +18,22 @@ use uuid::Uuid;
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LineRequest {
-    /// 1–500 characters.
-    #[schema(value_type = String, example = "Discovery workshop")]
+    /// What is billed, 1–500 characters (sealed into the payload).
+    #[schema(value_type = String, example = "Discovery workshop", min_length = 1, max_length = 500)]
     pub description: Option<String>,
-    /// Decimal string, > 0, ≤ 1,000,000,000, ≤ 6 decimals.
-    #[schema(value_type = String, example = "1.5")]
+    /// How many units: a decimal string, > 0, ≤ 1,000,000,000, ≤ 6 decimals.
+    #[schema(
+        value_type = String,
+        example = "1.5",
+        pattern = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$"
+    )]
     pub quantity: Option<QuantityInput>,
-    /// Unit price in major units as a string (`"1200.50"`), at most the currency's decimals.
-    #[schema(value_type = Option<String>, example = "400.00")]
+    /// Unit price in major units as a decimal string (`"1200.50"`), with at most the
+    /// currency's decimals; exact at any size. Send this or `unit_amount_minor`, not both.
+    #[schema(value_type = String, required = false, example = "400.00", pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub unit_amount: Option<MajorAmountInput>,
-    /// Unit price in minor units: a JSON integer, or a string of digits beyond 2^53.
-    #[schema(value_type = Option<i64>, example = 40000)]
+    /// Unit price in minor units (`40000` is 400.00 EUR). Send this or `unit_amount`, not both.
+    #[schema(value_type = crate::http::schema::MinorUnitsInput, required = false)]
     pub unit_amount_minor: Option<MinorAmountInput>,
 }
 
@@ -54,26 +59,37 @@ pub(super) fn line_inputs(lines: Option<Vec<LineRequest>>) -> Option<Vec<LineInp
     lines.map(|lines| lines.into_iter().map(LineInput::from).collect())
 }
 
-/// A new invoice proposal. All fields are required (they are optional in the schema only so
-/// that every missing one is reported at once, as a 422).
+/// A new invoice proposal. Every member but `idempotency_key` is required (the Rust fields are
+/// optional only so that every missing one is reported at once, as a 422).
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvoiceRequest {
-    /// The idempotency key, if not sent as the `Idempotency-Key` header (both: they must match).
+    /// The idempotency key, when it is not sent as the `Idempotency-Key` header (if both are
+    /// sent they must be equal): 1–200 characters, no leading or trailing space.
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
+    )]
     pub idempotency_key: Option<String>,
     /// One of your customers.
+    #[schema(value_type = Uuid, required = true)]
     pub customer_id: Option<Uuid>,
     /// One of your active payment destinations, receiving `currency`.
+    #[schema(value_type = Uuid, required = true)]
     pub payment_destination_id: Option<Uuid>,
     /// Currency code of every amount in `lines`; must be the payment destination's currency.
-    #[schema(example = "EUR")]
+    #[schema(value_type = String, required = true, example = "EUR")]
     pub currency: Option<String>,
-    /// `YYYY-MM-DD`, today (UTC) or later.
-    #[schema(example = "2030-01-31")]
+    /// When payment is due: `YYYY-MM-DD`, today (UTC) or later.
+    #[schema(value_type = String, format = Date, required = true, example = "2030-01-31")]
     pub due_date: Option<String>,
-    /// 1–100 lines.
+    /// The lines, in the order the customer sees them (1–100).
+    #[schema(value_type = Vec<LineRequest>, required = true, min_items = 1, max_items = 100)]
     pub lines: Option<Vec<LineRequest>>,
-    /// Why you propose this (not part of the seal), 1–4000 characters.
+    /// Why you propose this, for the approver (not part of the seal), 1–4000 characters.
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 4000)]
     pub reasoning: Option<String>,
 }
 
@@ -81,7 +97,8 @@ pub struct CreateInvoiceRequest {
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReviseRequest {
-    /// Why this revision (required).
+    /// Why this revision, for the approver (not part of the seal), 1–4000 characters.
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 4000)]
     pub reasoning: Option<String>,
     /// Another of your customers to bill.
     pub customer_id: Option<Uuid>,
@@ -89,9 +106,11 @@ pub struct ReviseRequest {
     pub payment_destination_id: Option<Uuid>,
     /// New currency (send `lines` too).
     pub currency: Option<String>,
-    /// `YYYY-MM-DD`, today (UTC) or later.
+    /// When payment is due: `YYYY-MM-DD`, today (UTC) or later.
+    #[schema(format = Date)]
     pub due_date: Option<String>,
-    /// New lines (replace all).
+    /// New lines, replacing all of them (1–100).
+    #[schema(min_items = 1, max_items = 100)]
     pub lines: Option<Vec<LineRequest>>,
 }
 
@@ -102,8 +121,8 @@ pub struct DecideRequest {
     /// The revision you reviewed (`current_revision.id`).
     #[schema(value_type = Uuid, required = true)]
     pub revision_id: Option<Uuid>,
-    /// Its `payload_hash`, as you reviewed it.
-    #[schema(value_type = String, required = true)]
+    /// Its `payload_hash`, as you reviewed it (64 lowercase hex characters).
+    #[schema(value_type = String, required = true, pattern = "^[0-9a-f]{64}$")]
     pub payload_hash: Option<String>,
     /// Required for reject and request-changes (1–2000 characters), optional for approve.
     pub reason: Option<String>,
@@ -114,6 +133,7 @@ pub struct DecideRequest {
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     /// Why (1–2000 characters).
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 2000)]
     pub reason: Option<String>,
 }
 
@@ -131,13 +151,15 @@ pub struct LineResponse {
     pub quantity: String,
     /// Unit price in major units, with exactly the currency's decimals.
     pub unit_amount: String,
-    /// `unit_amount` in minor units: a JSON integer, even beyond 2^53.
-    #[schema(value_type = i64)]
+    /// `unit_amount` in minor units: an exact JSON integer at any size. JavaScript's
+    /// `JSON.parse` rounds integers above 2^53 (9007199254740992): read `unit_amount` there.
+    #[schema(value_type = u128)]
     pub unit_amount_minor: MinorAmount,
     /// `quantity × unit_amount`, exactly the currency's decimals.
     pub amount: String,
-    /// `amount` in minor units: a JSON integer, even beyond 2^53.
-    #[schema(value_type = i64)]
+    /// `amount` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
+    /// rounds integers above 2^53 (9007199254740992): read `amount` there.
+    #[schema(value_type = u128)]
     pub amount_minor: MinorAmount,
 }
 
@@ -158,10 +180,12 @@ pub struct RevisionResponse {
     pub due_date: NaiveDate,
     /// In the order they were sent.
     pub lines: Vec<LineResponse>,
-    /// Sum of the line amounts, with exactly the currency's decimals.
+    /// Sum of the line amounts as a decimal string with exactly the currency's decimals; exact
+    /// at any size.
     pub total: String,
-    /// `total` in minor units: a JSON integer, even beyond 2^53.
-    #[schema(value_type = i64)]
+    /// `total` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
+    /// rounds integers above 2^53 (9007199254740992): read `total` there.
+    #[schema(value_type = u128)]
     pub total_minor: MinorAmount,
     /// Why the agent proposed this revision (not part of the seal).
     pub reasoning: String,
@@ -182,7 +206,8 @@ pub struct InvoiceResponse {
     pub agent_id: Uuid,
     /// The key it was created with.
     pub idempotency_key: String,
-    /// `draft`, `pending_approval`, `approved`, `rejected`, `cancelled`, …
+    /// Where the invoice is in its lifecycle.
+    #[schema(value_type = crate::domain::invoice::InvoiceState)]
     pub state: String,
     /// Assigned at issue; `null` until then.
     pub number: Option<String>,
@@ -202,7 +227,7 @@ pub struct InvoiceResponse {
 /// The latest decision on an invoice.
 #[derive(Serialize, ToSchema)]
 pub struct LatestDecisionResponse {
-    /// `approved`, `rejected` or `changes_requested`.
+    #[schema(value_type = crate::domain::invoice::DecisionKind)]
     pub decision: String,
     /// The approver's reason (required for `rejected` and `changes_requested`).
     pub reason: Option<String>,
@@ -244,7 +269,8 @@ pub struct DecisionResponse {
     pub id: Uuid,
     /// The revision decided on.
     pub revision_id: Uuid,
-    /// `approved`, `rejected` or `changes_requested`.
+    /// What the approver decided.
+    #[schema(value_type = crate::domain::invoice::DecisionKind)]
     pub decision: String,
     /// The `payload_hash` the approver named, which matched the revision's.
     pub payload_hash: String,
@@ -270,17 +296,22 @@ pub struct EventResponse {
     pub id: Uuid,
     /// 1, 2, … per invoice, without gaps.
     pub seq: i32,
-    /// The command that caused it (`create_draft`, `submit`, `approve`, …).
+    /// The command that caused it.
+    #[schema(value_type = crate::domain::invoice::Action)]
     pub action: String,
     /// The invoice's state before the command; `null` for `create_draft`.
+    #[schema(value_type = Option<crate::domain::invoice::InvoiceState>)]
     pub from_state: Option<String>,
     /// The invoice's state after the command.
+    #[schema(value_type = crate::domain::invoice::InvoiceState)]
     pub to_state: String,
-    /// `human`, `agent` or `system`.
+    /// Who acted.
+    #[schema(value_type = crate::domain::identity::ActorKind)]
     pub actor_kind: String,
     /// The human or agent who acted; `null` for `system`.
     pub actor_id: Option<Uuid>,
-    /// `api`, `mcp`, `ui`, `cli` or `job`.
+    /// The entry point the command came through.
+    #[schema(value_type = crate::domain::identity::Interface)]
     pub interface: String,
     /// The revision concerned.
     pub revision_id: Option<Uuid>,

@@ -1,0 +1,354 @@
+//! Schemas of the OpenAPI document that no request or response type derives: the domain's
+//! enums, whose values come from each enum's `ALL` (so the document cannot list a value the
+//! server does not know, or miss one), and the shapes a request may use for minor units.
+//!
+//! Each enum's description explains every value through an exhaustive `match`: a new variant
+//! does not compile until it is explained here.
+
+use std::borrow::Cow;
+
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+
+use crate::domain::address::Network;
+use crate::domain::destination::DestinationState;
+use crate::domain::identity::{ActorKind, Capability, Interface, Role};
+use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
+
+/// A string enum whose description says what each value means.
+fn string_enum<T: Copy>(
+    lead: &str,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+    meaning: impl Fn(T) -> &'static str,
+) -> RefOr<Schema> {
+    let explained: Vec<String> = all
+        .iter()
+        .map(|v| format!("`{}`: {}", name(*v), meaning(*v)))
+        .collect();
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(all.iter().map(|v| name(*v))))
+        .description(Some(format!("{lead} {}.", explained.join("; "))))
+        .into()
+}
+
+/// Implements `ToSchema` for a domain enum under a component name.
+macro_rules! schema_enum {
+    ($ty:ty, $component:literal, $schema:expr) => {
+        impl PartialSchema for $ty {
+            fn schema() -> RefOr<Schema> {
+                $schema
+            }
+        }
+
+        impl ToSchema for $ty {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed($component)
+            }
+        }
+    };
+}
+
+schema_enum!(
+    InvoiceState,
+    "InvoiceState",
+    string_enum(
+        "Where an invoice is in its lifecycle.",
+        &InvoiceState::ALL,
+        InvoiceState::as_str,
+        |s| match s {
+            InvoiceState::Draft => "being written by its agent, not in any approver's inbox",
+            InvoiceState::PendingApproval => "submitted, waiting for an approver's decision",
+            InvoiceState::Approved => "approved by a human, not yet issued",
+            InvoiceState::Issued => "issued to the customer",
+            InvoiceState::PartiallyPaid => "some, not all, of the total has been paid",
+            InvoiceState::Paid => "fully paid (final)",
+            InvoiceState::Rejected => "refused by an approver (final)",
+            InvoiceState::Cancelled => {
+                "withdrawn by its proposer or cancelled by an approver (final)"
+            }
+        },
+    )
+);
+
+schema_enum!(
+    Action,
+    "InvoiceAction",
+    string_enum(
+        "An invoice command; the same names label the audit events.",
+        &Action::ALL,
+        Action::as_str,
+        |a| match a {
+            Action::CreateDraft => "the agent proposed the invoice (revision 1)",
+            Action::Revise => "the agent wrote a new revision",
+            Action::Submit => "the agent asked for a decision",
+            Action::Withdraw => "the agent, or a human who sees it, abandoned it",
+            Action::Approve => "an approver accepted the current revision",
+            Action::Reject => "an approver refused the invoice for good",
+            Action::RequestChanges => "an approver sent it back to its agent",
+            Action::Cancel => "an approver cancelled the approved invoice",
+        },
+    )
+);
+
+schema_enum!(
+    DecisionKind,
+    "DecisionKind",
+    string_enum(
+        "What an approver decided about one revision.",
+        &DecisionKind::ALL,
+        DecisionKind::as_str,
+        |d| match d {
+            DecisionKind::Approved => "the revision may be issued",
+            DecisionKind::Rejected => "the invoice is refused for good",
+            DecisionKind::ChangesRequested => "the agent must revise before submitting again",
+        },
+    )
+);
+
+schema_enum!(
+    DestinationState,
+    "DestinationState",
+    string_enum(
+        "Whether a payment destination still receives money.",
+        &DestinationState::ALL,
+        DestinationState::as_str,
+        |s| match s {
+            DestinationState::Active => "invoices may name it",
+            DestinationState::Deactivated => {
+                "stopped by its agent or owner; invoices naming it can no longer be submitted or approved"
+            }
+            DestinationState::Superseded => "replaced by a newer destination (`supersedes_id`)",
+        },
+    )
+);
+
+schema_enum!(
+    Network,
+    "Network",
+    string_enum(
+        "A payment network; it must carry the destination's currency.",
+        &Network::ALL,
+        Network::name,
+        |n| match n {
+            Network::Iban => "bank transfer to an IBAN (every fiat currency)",
+            Network::Bitcoin => "Bitcoin mainnet, Taproot addresses (BTC)",
+            Network::Ethereum => "Ethereum mainnet (ETH and every stablecoin)",
+            Network::Arbitrum => "Arbitrum One (ETH, USDC, USDT, DAI)",
+            Network::Base => "Base mainnet (ETH, USDC, DAI)",
+        },
+    )
+);
+
+schema_enum!(
+    Capability,
+    "Capability",
+    string_enum(
+        "What an agent's key may be used for.",
+        &Capability::ALL,
+        Capability::as_str,
+        |c| match c {
+            Capability::Invoicing => {
+                "customers, destinations and invoice proposals (the default)"
+            }
+            Capability::Settlement => "settlement events",
+        },
+    )
+);
+
+schema_enum!(
+    Role,
+    "Role",
+    string_enum(
+        "A human's role, fixed when the human is invited.",
+        &Role::ALL,
+        Role::as_str,
+        |r| match r {
+            Role::Operator => "manages agents and customers, may withdraw, never decides",
+            Role::Approver => "an operator who also decides on invoices and invites humans",
+        },
+    )
+);
+
+schema_enum!(
+    ActorKind,
+    "ActorKind",
+    string_enum(
+        "Who acted.",
+        &ActorKind::ALL,
+        ActorKind::as_str,
+        |k| match k {
+            ActorKind::Human => "a signed-in human",
+            ActorKind::Agent => "an agent with an API key",
+            ActorKind::System => "Tauros itself (a job, the command line)",
+        },
+    )
+);
+
+schema_enum!(
+    Interface,
+    "Interface",
+    string_enum(
+        "The entry point a command came through; set by Tauros, never by the caller.",
+        &Interface::ALL,
+        Interface::as_str,
+        |i| match i {
+            Interface::Api => "the REST API",
+            Interface::Mcp => "the MCP tool surface",
+            Interface::Ui => "the browser UI",
+            Interface::Cli => "the command line",
+            Interface::Job => "a background job",
+        },
+    )
+);
+
+/// `kind` of `GET /v1/me`: the two kinds of caller that hold a credential.
+pub struct CallerKind;
+
+schema_enum!(
+    CallerKind,
+    "CallerKind",
+    string_enum(
+        "Who is calling.",
+        &[ActorKind::Human, ActorKind::Agent],
+        ActorKind::as_str,
+        |k| match k {
+            ActorKind::Human => "a human with a session token",
+            ActorKind::Agent | ActorKind::System => "an agent with an API key",
+        },
+    )
+);
+
+/// Minor units as a request may send them: a JSON integer, or a string of digits.
+pub struct MinorUnitsInput;
+
+schema_enum!(
+    MinorUnitsInput,
+    "MinorUnitsInput",
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+                // JSON integers beyond 2^64 - 1 reach the parser only as floats (refused).
+                .maximum(Some(u64::MAX))
+                .description(Some(
+                    "A JSON integer up to 2^64 - 1 (JSON numbers with a fraction or an \
+                     exponent are refused)",
+                )),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9]+$"))
+                .description(Some(
+                    "A string of digits: exact at any size; use it beyond 2^53 from JavaScript",
+                )),
+        )
+        .description(Some(
+            "Minor units (cents for EUR): a non-negative JSON integer, or the same number as a \
+             string of digits. JavaScript numbers are exact only up to 2^53 (9007199254740992); \
+             send larger amounts as strings (beyond 2^64 - 1 a string is the only way).",
+        ))
+        .into()
+);
+
+/// `?limit=` and `?cursor=`, read by every list (`extract::ListParams`).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct Page {
+    /// How many items to return: 1–100 (default 50). Fewer items than asked, and a `null`
+    /// `next_cursor`, mean this is the last page.
+    #[param(minimum = 1, maximum = 100, default = 50)]
+    limit: Option<i64>,
+    /// Opaque: the `next_cursor` of the previous page, sent back unchanged. Omit it for the
+    /// first page.
+    cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn values<T: ToSchema>() -> Vec<String> {
+        let schema = serde_json::to_value(T::schema()).unwrap();
+        schema["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
+        all.iter().map(|v| name(*v).to_owned()).collect()
+    }
+
+    /// The document's enum lists are the domain's `ALL` constants, in order.
+    #[test]
+    fn enums_list_every_domain_value() {
+        assert_eq!(
+            values::<InvoiceState>(),
+            names(&InvoiceState::ALL, InvoiceState::as_str)
+        );
+        assert_eq!(values::<Action>(), names(&Action::ALL, Action::as_str));
+        assert_eq!(
+            values::<DecisionKind>(),
+            names(&DecisionKind::ALL, DecisionKind::as_str)
+        );
+        assert_eq!(
+            values::<DestinationState>(),
+            names(&DestinationState::ALL, DestinationState::as_str)
+        );
+        assert_eq!(values::<Network>(), names(&Network::ALL, Network::name));
+        assert_eq!(
+            values::<Capability>(),
+            names(&Capability::ALL, Capability::as_str)
+        );
+        assert_eq!(values::<Role>(), names(&Role::ALL, Role::as_str));
+        assert_eq!(
+            values::<ActorKind>(),
+            names(&ActorKind::ALL, ActorKind::as_str)
+        );
+        assert_eq!(
+            values::<Interface>(),
+            names(&Interface::ALL, Interface::as_str)
+        );
+    }
+
+    /// Every enum the document uses is a component with its values explained.
+    #[test]
+    fn every_value_is_explained() {
+        let doc = serde_json::to_value(crate::http::openapi::document()).unwrap();
+        for name in [
+            "InvoiceState",
+            "InvoiceAction",
+            "DecisionKind",
+            "DestinationState",
+            "Network",
+            "Capability",
+            "Role",
+            "ActorKind",
+            "Interface",
+            "CallerKind",
+        ] {
+            let schema = &doc["components"]["schemas"][name];
+            let description = schema["description"].as_str().unwrap_or_default();
+            let values = schema["enum"].as_array();
+            assert!(
+                values.is_some_and(|v| !v.is_empty()),
+                "{name} is not in the document"
+            );
+            for value in values.into_iter().flatten().filter_map(Value::as_str) {
+                assert!(
+                    description.contains(&format!("`{value}`: ")),
+                    "{name}: `{value}` is not explained"
+                );
+            }
+        }
+    }
+}
