@@ -265,6 +265,116 @@ fn join(path: &str, name: &str) -> String {
     }
 }
 
+/// A nested struct that must arrive as a JSON object. serde's derive also reads an array as
+/// the struct's members in order (`["a", "1", "400"]` as a line); a request never means that.
+/// (The body itself is checked to be an object before it is typed.)
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: de::Deserialize<'de>> de::Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        T::deserialize(StructAsMap(de)).map(Object)
+    }
+}
+
+/// Passes everything through, except that a struct is read only from a map.
+struct StructAsMap<D>(D);
+
+macro_rules! forward {
+    ($($method:ident),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            self.0.$method(visitor)
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for StructAsMap<D> {
+    type Error = D::Error;
+
+    forward!(
+        deserialize_any,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_option,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, visitor)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
 /// A JSON value whose objects may not repeat a member.
 struct StrictValue;
 
@@ -356,7 +466,7 @@ mod tests {
     struct Body {
         name: Option<String>,
         count: Option<u32>,
-        items: Option<Vec<Item>>,
+        items: Option<Vec<Object<Item>>>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -442,6 +552,14 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_struct_sent_as_an_array_is_a_type_error() {
+        let p = problem(r#"{"items": [["a"], {"label": "ok"}]}"#);
+        assert_eq!(p["code"], "invalid_type");
+        assert_eq!(p["field"], "items[0]");
+        assert_eq!(fields(&p).len(), 1);
+    }
+
+    #[test]
     fn a_body_that_is_not_an_object_is_one_type_error() {
         let p = problem("[1, 2]");
         assert_eq!(p["code"], "invalid_type");
@@ -452,6 +570,8 @@ mod tests {
     fn a_valid_body_parses() {
         let body: Body = parse_json(br#"{"name": "a", "items": [{"label": "b"}]}"#).unwrap();
         assert_eq!(body.name.as_deref(), Some("a"));
+        let items = body.items.unwrap();
+        assert_eq!(items[0].0.label.as_deref(), Some("b"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::app::{DraftInput, InvoiceView, RevisionView};
 use crate::domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
 use crate::domain::lines::{LineInput, LineView};
 use crate::domain::money::MinorAmount;
+use crate::http::json::Object;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -55,8 +56,13 @@ impl From<LineRequest> for LineInput {
     }
 }
 
-pub(super) fn line_inputs(lines: Option<Vec<LineRequest>>) -> Option<Vec<LineInput>> {
-    lines.map(|lines| lines.into_iter().map(LineInput::from).collect())
+pub(super) fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
+    lines.map(|lines| {
+        lines
+            .into_iter()
+            .map(|Object(line)| LineInput::from(line))
+            .collect()
+    })
 }
 
 /// A new invoice proposal. Every member but `idempotency_key` is required (the Rust fields are
@@ -87,7 +93,7 @@ pub struct CreateInvoiceRequest {
     pub due_date: Option<String>,
     /// The lines, in the order the customer sees them (1–100).
     #[schema(value_type = Vec<LineRequest>, required = true, min_items = 1, max_items = 100)]
-    pub lines: Option<Vec<LineRequest>>,
+    pub lines: Option<Vec<Object<LineRequest>>>,
     /// Why you propose this, for the approver (not part of the seal), 1–4000 characters.
     #[schema(value_type = String, required = true, min_length = 1, max_length = 4000)]
     pub reasoning: Option<String>,
@@ -110,8 +116,8 @@ pub struct ReviseRequest {
     #[schema(format = Date)]
     pub due_date: Option<String>,
     /// New lines, replacing all of them (1–100).
-    #[schema(min_items = 1, max_items = 100)]
-    pub lines: Option<Vec<LineRequest>>,
+    #[schema(value_type = Option<Vec<LineRequest>>, min_items = 1, max_items = 100)]
+    pub lines: Option<Vec<Object<LineRequest>>>,
 }
 
 /// A decision on one exact revision.
