@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// Lifetime of an invitation, in hours.
     #[arg(long, env = "TAUROS_INVITATION_TTL_HOURS", default_value_t = 168)]
     pub invitation_ttl_hours: i64,
+    /// Threads that hash passwords (default: half the cores, 1–4; each holds 19 MiB).
+    #[arg(long, env = "TAUROS_PASSWORD_THREADS", default_value_t = crate::app::default_password_threads())]
+    pub password_threads: usize,
+    /// Password hashing jobs that may wait; a sign-in beyond that hears 503 with Retry-After.
+    #[arg(long, env = "TAUROS_PASSWORD_QUEUE", default_value_t = 16)]
+    pub password_queue: usize,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
@@ -101,6 +107,8 @@ impl ServeArgs {
             session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
             api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
+            password_threads: self.password_threads.max(1),
+            password_queue: self.password_queue.max(1),
         }
     }
 

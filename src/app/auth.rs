@@ -2,8 +2,7 @@
 //! actor.
 
 use super::{
-    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, password,
-    random_32,
+    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, random_32,
 };
 use crate::domain::error::required;
 use crate::domain::identity::{self, Capabilities, Credential, Role};
@@ -130,7 +129,7 @@ impl App {
         if !identity::email_is_valid(email.trim()) {
             // No account has such an email; answered as any unknown email is, after the same
             // password work, so the two cannot be told apart by time.
-            let _ = password::verify(password, None).await?;
+            let _ = self.passwords.verify(password, None).await?;
             return Err(AppError::InvalidCredentials);
         }
         let normalized = identity::normalize_email(email);
@@ -141,7 +140,7 @@ impl App {
             .user_by_email(&normalized)
             .await?;
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
-        if !password::verify(password, stored).await? {
+        if !self.passwords.verify(password, stored).await? {
             return Err(AppError::InvalidCredentials);
         }
         let user = user.ok_or(AppError::InvalidCredentials)?;
@@ -291,7 +290,7 @@ impl App {
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
         };
-        let password_hash = password::hash(password).await?;
+        let password_hash = self.passwords.hash(password).await?;
         let now = now();
         let mut tx = self.store.begin().await?;
         // The conditional update is the one-time guard: a second accept finds nothing to update.

@@ -1,7 +1,7 @@
 //! `tauros bootstrap-approver`: an organisation and its first approver.
 
 use super::auth::{insert_user, password_error};
-use super::{App, AppError, AppResult, AuditActor, audit, now, password};
+use super::{App, AppError, AppResult, AuditActor, audit, now};
 use crate::domain::identity::{self, Role};
 use crate::domain::text::checked_text;
 use crate::store::{OrgRow, UserRow};
@@ -41,7 +41,7 @@ impl App {
         if !identity::password_is_acceptable(&password) {
             return Err(password_error());
         }
-        let password_hash = password::hash(password).await?;
+        let password_hash = self.passwords.hash(password).await?;
         let now = now();
         let mut tx = self.store.begin().await?;
         let new_org = OrgRow {

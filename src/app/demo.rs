@@ -3,7 +3,7 @@
 use super::auth::insert_user;
 use super::{
     Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewCustomer,
-    NewDestination, now, password,
+    NewDestination, now,
 };
 use crate::domain::identity::{self, Capability, Role};
 use crate::domain::lines::LineInput;
@@ -234,7 +234,7 @@ impl App {
             email: DEMO_OPERATOR.into(),
             email_normalized: identity::normalize_email(DEMO_OPERATOR),
             role: Role::Operator.as_str().into(),
-            password_hash: Some(password::hash(DEMO_PASSWORD.into()).await?),
+            password_hash: Some(self.passwords.hash(DEMO_PASSWORD.into()).await?),
             is_bootstrap: false,
             created_at: now,
             updated_at: now,

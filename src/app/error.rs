@@ -57,6 +57,9 @@ pub enum AppError {
     /// The record still owns other records.
     #[error("record has dependents")]
     HasDependents,
+    /// Too much work is queued (password hashing); the same request may be retried shortly.
+    #[error("busy")]
+    Busy,
     /// The database is unreachable; the same request may be retried.
     #[error("database unavailable")]
     Unavailable(#[source] StoreError),

@@ -93,6 +93,10 @@ pub struct AppConfig {
     pub api_key_ttl: Duration,
     /// How long an invitation may be accepted.
     pub invitation_ttl: Duration,
+    /// Threads that hash passwords (each holds a 19 MiB working memory).
+    pub password_threads: usize,
+    /// Password hashing jobs that may wait; beyond that a sign-in hears 503 at once.
+    pub password_queue: usize,
 }
 
 impl Default for AppConfig {
@@ -101,8 +105,18 @@ impl Default for AppConfig {
             session_ttl: Duration::hours(12),
             api_key_ttl: Duration::days(365),
             invitation_ttl: Duration::days(7),
+            password_threads: default_password_threads(),
+            password_queue: 16,
         }
     }
+}
+
+/// Half the machine's cores (at least one, at most four): sign-ins never take every core
+/// from the API.
+pub fn default_password_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .clamp(1, 4)
 }
 
 /// The application: the store plus configuration. Cheap to clone.
@@ -110,6 +124,7 @@ impl Default for AppConfig {
 pub struct App {
     store: DynStore,
     config: AppConfig,
+    passwords: password::Passwords,
 }
 
 /// A signed-in human, as established by their session token.
@@ -207,7 +222,12 @@ impl Human {
 impl App {
     /// Builds the application over a store.
     pub fn new(store: DynStore, config: AppConfig) -> App {
-        App { store, config }
+        let passwords = password::Passwords::start(config.password_threads, config.password_queue);
+        App {
+            store,
+            config,
+            passwords,
+        }
     }
 
     /// The store (for readiness checks and tests).

@@ -1,10 +1,11 @@
 //! Argon2id password hashing, off the async executor because it is deliberately slow.
 //!
-//! All hashing runs on one dedicated thread that owns one Argon2 working memory (19 MiB) and
-//! reuses it for every hash. Letting the crate allocate it per hash left each allocation
-//! resident (measured: every sign-in grew the process by 19 MiB, to 133 MiB after 12). One
-//! thread and one buffer bound the process to one working set, and concurrent sign-ins queue,
-//! which also bounds how much CPU a burst of sign-in attempts can take from the API.
+//! Hashing runs on a small pool of dedicated threads ([`Passwords`]), each owning one Argon2
+//! working memory (19 MiB) that it reuses for every hash. Letting the crate allocate it per
+//! hash left each allocation resident (measured: every sign-in grew the process by 19 MiB, to
+//! 133 MiB after 12). The queue in front of the pool is bounded: when it is full, a sign-in is
+//! answered 503 `unavailable` with `Retry-After` at once instead of waiting behind a flood of
+//! guesses (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
 
 use super::{AppError, AppResult};
 use argon2::password_hash::{
@@ -12,42 +13,82 @@ use argon2::password_hash::{
 };
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use std::cell::RefCell;
-use std::sync::OnceLock;
-use std::sync::mpsc;
+use std::sync::mpsc::{self, TrySendError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 type Job = Box<dyn FnOnce() + Send>;
 
-fn worker() -> &'static mpsc::Sender<Job> {
-    static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
-    WORKER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let spawned = std::thread::Builder::new()
-            .name("tauros-argon2".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start the password hashing thread");
+/// The password hashing pool: `threads` workers behind a queue of `queue` waiting jobs. Cheap
+/// to clone; the workers stop when the last clone is dropped.
+#[derive(Clone)]
+pub(crate) struct Passwords {
+    jobs: mpsc::SyncSender<Job>,
+}
+
+impl Passwords {
+    pub(crate) fn start(threads: usize, queue: usize) -> Passwords {
+        let (jobs, waiting) = mpsc::sync_channel::<Job>(queue);
+        let waiting = Arc::new(Mutex::new(waiting));
+        for n in 0..threads.max(1) {
+            let waiting = Arc::clone(&waiting);
+            let spawned = std::thread::Builder::new()
+                .name(format!("tauros-argon2-{n}"))
+                .spawn(move || {
+                    loop {
+                        // The lock is held only to take a job, never while running one.
+                        let job = match waiting.lock() {
+                            Ok(receiver) => receiver.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start a password hashing thread");
+            }
         }
-        tx
-    })
-}
+        Passwords { jobs }
+    }
 
-/// Runs `f` on the hashing thread and waits for its answer without blocking the executor.
-async fn on_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    worker()
-        .send(Box::new(move || {
+    async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
             let _ = tx.send(f());
-        }))
-        .map_err(|_| AppError::Internal("password hashing thread is gone".into()))?;
-    rx.await
-        .map_err(|_| AppError::Internal("password hashing job was dropped".into()))
+        });
+        match self.jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(AppError::Busy),
+            Err(TrySendError::Disconnected(_)) => {
+                return Err(AppError::Internal(
+                    "password hashing threads are gone".into(),
+                ));
+            }
+        }
+        rx.await
+            .map_err(|_| AppError::Internal("password hashing job was dropped".into()))
+    }
+
+    /// A PHC string of a new Argon2id hash of `password`.
+    pub(crate) async fn hash(&self, password: String) -> AppResult<String> {
+        self.run(move || hash_now(&password)).await?
+    }
+
+    /// Whether `password` matches `stored`. With no stored hash (unknown user, or an invitation
+    /// not yet accepted) the same work is done against a dummy hash, so timing does not tell
+    /// them apart; the answer is then `false`.
+    pub(crate) async fn verify(&self, password: String, stored: Option<String>) -> AppResult<bool> {
+        self.run(move || {
+            let has_real = stored.is_some();
+            let encoded = stored.unwrap_or_else(|| dummy_hash().to_owned());
+            matches(password.as_bytes(), &encoded) && has_real
+        })
+        .await
+    }
 }
 
-/// Argon2id with the crate's defaults (19 MiB, 2 passes, 1 lane): the OWASP recommendation.
 fn params() -> Params {
     Params::default()
 }
@@ -89,27 +130,23 @@ fn compute(
 }
 
 /// Hashes a password; the PHC string (`$argon2id$v=19$m=19456,t=2,p=1$…`) is what is stored.
-pub(crate) async fn hash(password: String) -> AppResult<String> {
-    on_worker(move || {
-        let params = params();
-        let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
-        let salt = SaltString::generate(&mut rand_core::OsRng);
-        let output = compute(&argon, &params, password.as_bytes(), salt.as_salt(), 32)
-            .ok_or_else(|| AppError::Internal("password hashing failed".into()))?;
-        let phc = PasswordHash {
-            algorithm: Algorithm::Argon2id.ident(),
-            version: Some(Version::V0x13.into()),
-            params: ParamsString::try_from(&params)
-                .map_err(|e| AppError::Internal(format!("password hashing failed: {e}")))?,
-            salt: Some(salt.as_salt()),
-            hash: Some(output),
-        };
-        Ok(phc.to_string())
-    })
-    .await?
+fn hash_now(password: &str) -> AppResult<String> {
+    let params = params();
+    let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let salt = SaltString::generate(&mut rand_core::OsRng);
+    let output = compute(&argon, &params, password.as_bytes(), salt.as_salt(), 32)
+        .ok_or_else(|| AppError::Internal("password hashing failed".into()))?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params)
+            .map_err(|e| AppError::Internal(format!("password hashing failed: {e}")))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(output),
+    };
+    Ok(phc.to_string())
 }
 
-/// Whether `password` matches the PHC string `encoded`; the output comparison is constant-time.
 fn matches(password: &[u8], encoded: &str) -> bool {
     let Ok(parsed) = PasswordHash::new(encoded) else {
         return false;
@@ -133,15 +170,6 @@ fn matches(password: &[u8], encoded: &str) -> bool {
 /// Verifies a password against a stored hash. With no stored hash (unknown email, or an
 /// invitation not yet accepted) it verifies against a fixed dummy hash, so that both answers
 /// take the same time and the caller cannot tell which emails exist.
-pub(crate) async fn verify(password: String, stored: Option<String>) -> AppResult<bool> {
-    on_worker(move || {
-        let has_real = stored.is_some();
-        let encoded = stored.unwrap_or_else(|| dummy_hash().to_owned());
-        matches(password.as_bytes(), &encoded) && has_real
-    })
-    .await
-}
-
 fn dummy_hash() -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
     DUMMY.get_or_init(|| {
@@ -160,7 +188,11 @@ mod tests {
 
     #[tokio::test]
     async fn hashes_verify_with_the_reference_implementation_and_back() {
-        let ours = hash("correct horse battery staple".into()).await.unwrap();
+        let pool = Passwords::start(1, 4);
+        let ours = pool
+            .hash("correct horse battery staple".into())
+            .await
+            .unwrap();
         assert!(ours.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
         let parsed = PasswordHash::new(&ours).unwrap();
         assert!(
@@ -179,24 +211,49 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            verify("another password!".into(), Some(theirs.clone()))
+            pool.verify("another password!".into(), Some(theirs.clone()))
                 .await
                 .unwrap()
         );
         assert!(
-            !verify("another password?".into(), Some(theirs))
+            !pool
+                .verify("another password?".into(), Some(theirs))
                 .await
                 .unwrap()
         );
         assert!(
-            !verify("correct horse battery staple".into(), None)
+            !pool
+                .verify("correct horse battery staple".into(), None)
                 .await
                 .unwrap()
         );
         assert!(
-            !verify("x".into(), Some("not a phc string".into()))
+            !pool
+                .verify("x".into(), Some("not a phc string".into()))
                 .await
                 .unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_answers_busy_at_once_and_the_pool_recovers() {
+        let pool = Passwords::start(1, 2);
+        let floods: Vec<_> = (0..12)
+            .map(|_| {
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.verify("guess".into(), None).await })
+            })
+            .collect();
+        let mut busy = 0;
+        for flood in floods {
+            match flood.await.unwrap() {
+                Ok(false) => {}
+                Err(AppError::Busy) => busy += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        // One running and two waiting at most: the rest were turned away.
+        assert!(busy >= 8, "only {busy} of 12 were turned away");
+        assert!(pool.verify("guess".into(), None).await.is_ok());
     }
 }

@@ -59,6 +59,8 @@ pub struct ApiError {
     detail: String,
     members: Vec<(&'static str, String)>,
     errors: Vec<FieldError>,
+    /// Seconds a client should wait before retrying (`Retry-After`).
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -71,6 +73,7 @@ impl ApiError {
             detail: detail.into(),
             members: Vec::new(),
             errors: Vec::new(),
+            retry_after: None,
         }
     }
 
@@ -95,6 +98,12 @@ impl ApiError {
                 detail,
             )
         }
+    }
+
+    /// Tells the client when to retry, in whole seconds.
+    pub fn retry_after(mut self, seconds: u32) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// Lists every offending field (a 400 about several members of one body).
@@ -153,6 +162,9 @@ impl IntoResponse for ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
@@ -224,6 +236,12 @@ impl From<AppError> for ApiError {
                 "has_dependents",
                 "this record still owns other records; remove those first",
             ),
+            AppError::Busy => ApiError::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "too many sign-ins are being checked right now; retry the same request in a second",
+            )
+            .retry_after(1),
             AppError::Unavailable(e) => {
                 tracing::warn!(error = %e, "database unavailable");
                 ApiError::new(

@@ -1,11 +1,17 @@
 //! Attacks on the running service, each shown refused (issue: security hardening). So far:
 //! clean text (api.md, text hygiene): control, bidirectional and invisible characters never
-//! reach the database or a seal, on either backend; and metric labels that a client cannot
-//! multiply.
+//! reach the database or a seal, on either backend; metric labels that a client cannot
+//! multiply; security headers; and password hashing that a flood of guesses cannot queue
+//! behind.
 
-use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, invoice_body};
+use crate::helpers::{
+    Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, invoice_body,
+    parallel, spawn_app_with,
+};
 use reqwest::StatusCode;
 use serde_json::json;
+use tauros::app::AppConfig;
+use tauros::http::HttpConfig;
 
 both_backends!(
     hidden_characters_are_refused_on_every_text_field,
@@ -199,4 +205,57 @@ async fn responses_are_not_sniffed_or_cached_and_request_ids_stay_small(app: Tes
         let body = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
         assert_eq!(body["request_id"], id.as_str());
     }
+}
+
+/// Sixty wrong-password sign-ins at once against a pool of one thread and two waiting places:
+/// the ones that do not fit are answered 503 with `Retry-After` at once, none is a 500, and a
+/// real sign-in works as soon as the flood is over.
+async fn a_flood_of_sign_ins_is_turned_away_not_queued(backend: Backend) {
+    let config = AppConfig {
+        password_threads: 1,
+        password_queue: 2,
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let org = app.org().await;
+    let email = app
+        .get("/v1/me", &org.approver_token)
+        .await
+        .json::<serde_json::Value>()
+        .await
+        .unwrap()["email"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let guesses = (0..60)
+        .map(|n| {
+            app.client
+                .post(app.url("/v1/sessions"))
+                .json(&json!({"email": email, "password": format!("guess number {n}")}))
+        })
+        .collect();
+    let mut turned_away = 0;
+    for res in parallel(guesses).await {
+        match res.status() {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(res.headers()["retry-after"], "1");
+                expect_problem(res, StatusCode::SERVICE_UNAVAILABLE, "unavailable").await;
+                turned_away += 1;
+            }
+            other => panic!("a guess got {other}"),
+        }
+    }
+    assert!(turned_away > 0, "no guess was turned away");
+    app.sign_in(&email, PASSWORD).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_sign_ins_is_turned_away_not_queued_sqlite() {
+    a_flood_of_sign_ins_is_turned_away_not_queued(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_sign_ins_is_turned_away_not_queued_postgres() {
+    a_flood_of_sign_ins_is_turned_away_not_queued(Backend::Postgres).await;
 }
