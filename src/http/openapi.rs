@@ -148,8 +148,27 @@ fn complete(path: &str, op: &mut Operation) {
     if v1 {
         add(
             "503",
-            "`unavailable`: the database is unreachable; retry the same request",
+            "`unavailable`: the database is unreachable, or too many sign-ins wait for \
+             password hashing (with `Retry-After`); retry the same request",
         );
+    }
+    let invoicing = ["/v1/invoices", "/v1/customers", "/v1/payment-destinations"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix));
+    if invoicing {
+        // Added to a 403 the route documents already, or as the route's only 403.
+        let forbidden = op.responses.responses.entry("403".to_owned()).or_insert_with(|| {
+            problem("`missing_capability`: an agent key without the `invoicing` capability")
+                .build()
+                .into()
+        });
+        if let RefOr::T(response) = forbidden
+            && !response.description.contains("missing_capability")
+        {
+            response.description.push_str(
+                "; `missing_capability`: an agent key without the `invoicing` capability",
+            );
+        }
     }
     for (status, response) in op.responses.responses.iter_mut() {
         let RefOr::T(response) = response else {
