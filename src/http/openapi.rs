@@ -157,11 +157,15 @@ fn complete(path: &str, op: &mut Operation) {
         .any(|prefix| path.starts_with(prefix));
     if invoicing {
         // Added to a 403 the route documents already, or as the route's only 403.
-        let forbidden = op.responses.responses.entry("403".to_owned()).or_insert_with(|| {
-            problem("`missing_capability`: an agent key without the `invoicing` capability")
-                .build()
-                .into()
-        });
+        let forbidden = op
+            .responses
+            .responses
+            .entry("403".to_owned())
+            .or_insert_with(|| {
+                problem("`missing_capability`: an agent key without the `invoicing` capability")
+                    .build()
+                    .into()
+            });
         if let RefOr::T(response) = forbidden
             && !response.description.contains("missing_capability")
         {

@@ -5,7 +5,7 @@
 use crate::helpers::{
     Billing, IBAN, TestApp, both_backends, expect_status, invoice_body_for, parallel,
 };
-use reqwest::StatusCode;
+use reqwest::{RequestBuilder, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -52,13 +52,42 @@ async fn orphans(app: &TestApp) -> i64 {
             .await
 }
 
+/// One round: the delete and the dependent write at once. Either the delete came first (204,
+/// and the write hears `refused`, leaving no row), or the write did (`written`, one row, and
+/// the delete hears 409 `has_dependents`). `rows` counts what the write would have made.
+async fn race(
+    app: &TestApp,
+    round: usize,
+    delete: RequestBuilder,
+    write: RequestBuilder,
+    (written, refused): (StatusCode, StatusCode),
+    rows: &str,
+) {
+    let responses = parallel(vec![delete, write]).await;
+    let outcome = (responses[0].status(), responses[1].status());
+    let rows = app.sql_count(rows).await;
+    if outcome == (StatusCode::NO_CONTENT, refused) {
+        assert_eq!(
+            rows, 0,
+            "round {round}: the delete won, yet the write left a row"
+        );
+    } else if outcome == (StatusCode::CONFLICT, written) {
+        assert_eq!(rows, 1, "round {round}: the write won, yet left no row");
+    } else {
+        panic!("round {round}: not a serial outcome: {outcome:?}");
+    }
+}
+
 async fn deleting_an_agent_while_its_key_registers_a_destination(app: TestApp) {
     let b = app.billing().await;
     for round in 0..ROUNDS {
         let (agent_id, key) = new_agent(&app, &b, &format!("Racer {round}")).await;
         let label = format!("Racer {round}");
         let body = json!({"label": label, "currency": "EUR", "network": "iban", "address": IBAN});
-        let responses = parallel(vec![
+        // Deleted first, the key no longer authenticates anyone.
+        race(
+            &app,
+            round,
             app.client
                 .delete(app.url(&format!("/v1/agents/{agent_id}")))
                 .bearer_auth(&b.org.approver_token),
@@ -66,25 +95,10 @@ async fn deleting_an_agent_while_its_key_registers_a_destination(app: TestApp) {
                 .post(app.url("/v1/payment-destinations"))
                 .bearer_auth(&key)
                 .json(&body),
-        ])
+            (StatusCode::CREATED, StatusCode::UNAUTHORIZED),
+            &format!("select count(*) from payment_destinations where label = '{label}'"),
+        )
         .await;
-        let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let destinations = app
-            .sql_count(&format!(
-                "select count(*) from payment_destinations where label = '{label}'"
-            ))
-            .await;
-        match (statuses[0], statuses[1]) {
-            // The delete first: the key no longer authenticates anyone.
-            (StatusCode::NO_CONTENT, StatusCode::UNAUTHORIZED) => {
-                assert_eq!(destinations, 0);
-            }
-            // The destination first: the agent now owns something and stays.
-            (StatusCode::CONFLICT, StatusCode::CREATED) => {
-                assert_eq!(destinations, 1);
-            }
-            other => panic!("round {round}: not a serial outcome: {other:?}"),
-        }
     }
     assert_eq!(orphans(&app).await, 0);
 }
@@ -95,7 +109,10 @@ async fn deleting_an_agent_while_its_owner_creates_a_customer_for_it(app: TestAp
         let (agent_id, _key) = new_agent(&app, &b, &format!("Racer {round}")).await;
         let name = format!("Acme {round}");
         let body = json!({"agent_id": agent_id, "name": name, "email": "billing@example.com"});
-        let responses = parallel(vec![
+        // Deleted first, the agent is unknown: a field error on agent_id.
+        race(
+            &app,
+            round,
             app.client
                 .delete(app.url(&format!("/v1/agents/{agent_id}")))
                 .bearer_auth(&b.org.approver_token),
@@ -103,20 +120,10 @@ async fn deleting_an_agent_while_its_owner_creates_a_customer_for_it(app: TestAp
                 .post(app.url("/v1/customers"))
                 .bearer_auth(&b.org.approver_token)
                 .json(&body),
-        ])
+            (StatusCode::CREATED, StatusCode::UNPROCESSABLE_ENTITY),
+            &format!("select count(*) from customers where name = '{name}'"),
+        )
         .await;
-        let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let customers = app
-            .sql_count(&format!(
-                "select count(*) from customers where name = '{name}'"
-            ))
-            .await;
-        match (statuses[0], statuses[1]) {
-            // The delete first: the agent is unknown, a field error on agent_id.
-            (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(customers, 0),
-            (StatusCode::CONFLICT, StatusCode::CREATED) => assert_eq!(customers, 1),
-            other => panic!("round {round}: not a serial outcome: {other:?}"),
-        }
     }
     assert_eq!(orphans(&app).await, 0);
 }
@@ -127,7 +134,10 @@ async fn deleting_a_customer_while_an_invoice_naming_it_is_created(app: TestApp)
         let customer_id = app
             .customer(&b.org.approver_token, b.org.agent_id, "Short-lived")
             .await;
-        let responses = parallel(vec![
+        // Deleted first, the draft names an unknown customer.
+        race(
+            &app,
+            round,
             app.client
                 .delete(app.url(&format!("/v1/customers/{customer_id}")))
                 .bearer_auth(&b.org.approver_token),
@@ -136,21 +146,10 @@ async fn deleting_a_customer_while_an_invoice_naming_it_is_created(app: TestApp)
                 .bearer_auth(&b.org.agent_key)
                 .header("idempotency-key", format!("race-{round}"))
                 .json(&invoice_body_for(customer_id, b.destination_id)),
-        ])
+            (StatusCode::CREATED, StatusCode::UNPROCESSABLE_ENTITY),
+            &format!("select count(*) from invoices where idempotency_key = 'race-{round}'"),
+        )
         .await;
-        let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let invoices = app
-            .sql_count(&format!(
-                "select count(*) from invoices where idempotency_key = 'race-{round}'"
-            ))
-            .await;
-        match (statuses[0], statuses[1]) {
-            // The delete first: the draft names an unknown customer.
-            (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(invoices, 0),
-            // The draft first: the customer is referenced and stays.
-            (StatusCode::CONFLICT, StatusCode::CREATED) => assert_eq!(invoices, 1),
-            other => panic!("round {round}: not a serial outcome: {other:?}"),
-        }
     }
     assert_eq!(orphans(&app).await, 0);
 }
@@ -164,7 +163,9 @@ async fn deleting_a_customer_while_a_revise_names_it(app: TestApp) {
             .customer(&b.org.approver_token, b.org.agent_id, "Short-lived")
             .await;
         let revise = json!({"customer_id": customer_id, "reasoning": format!("Round {round}.")});
-        let responses = parallel(vec![
+        race(
+            &app,
+            round,
             app.client
                 .delete(app.url(&format!("/v1/customers/{customer_id}")))
                 .bearer_auth(&b.org.approver_token),
@@ -172,19 +173,10 @@ async fn deleting_a_customer_while_a_revise_names_it(app: TestApp) {
                 .post(app.url(&format!("/v1/invoices/{id}/revise")))
                 .bearer_auth(&b.org.agent_key)
                 .json(&revise),
-        ])
+            (StatusCode::OK, StatusCode::UNPROCESSABLE_ENTITY),
+            &format!("select count(*) from invoice_revisions where reasoning = 'Round {round}.'"),
+        )
         .await;
-        let statuses: Vec<StatusCode> = responses.iter().map(|r| r.status()).collect();
-        let revisions = app
-            .sql_count(&format!(
-                "select count(*) from invoice_revisions where reasoning = 'Round {round}.'"
-            ))
-            .await;
-        match (statuses[0], statuses[1]) {
-            (StatusCode::NO_CONTENT, StatusCode::UNPROCESSABLE_ENTITY) => assert_eq!(revisions, 0),
-            (StatusCode::CONFLICT, StatusCode::OK) => assert_eq!(revisions, 1),
-            other => panic!("round {round}: not a serial outcome: {other:?}"),
-        }
     }
     assert_eq!(orphans(&app).await, 0);
     // The invoice itself is intact: every revision re-seals and the chain holds.
