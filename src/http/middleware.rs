@@ -48,8 +48,9 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     response
 }
 
-/// Problem bodies are small; anything bigger than this is not one of ours.
-const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+/// Our problem bodies stay far below this (`errors[]` holds at most 100 entries, and echoed
+/// values are shortened); it only bounds what this layer reads back.
+const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
 
 /// Makes sure every error response is problem+json with the request id in its body, whoever
 /// produced it (a handler, an extractor, the router's 404/405, a layer's 413).

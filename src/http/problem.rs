@@ -289,9 +289,8 @@ pub fn for_status(status: StatusCode) -> ApiError {
         }
         S::UNAUTHORIZED => AppError::Unauthorized.into(),
         S::FORBIDDEN => ApiError::new(status, "forbidden", "you may not do this"),
-        s if s.is_client_error() => {
-            ApiError::bad_request("bad_request", "the request was malformed")
-        }
+        // Another client error keeps its status (a 422 stays a 422).
+        s if s.is_client_error() => ApiError::new(s, "bad_request", "the request was malformed"),
         S::SERVICE_UNAVAILABLE => ApiError::new(status, "unavailable", "retry shortly"),
         _ => internal(),
     }

@@ -13,6 +13,7 @@ both_backends!(
     a_body_that_is_not_json_is_invalid_json_whatever_its_members,
     every_shape_error_of_a_body_comes_in_one_answer,
     each_float_hint_fits_its_field,
+    a_body_with_hundreds_of_errors_gets_one_bounded_answer,
 );
 
 /// Sends `body` with `token` and returns the problem, asserting its status and code.
@@ -320,4 +321,41 @@ async fn each_float_hint_fits_its_field(app: TestApp) {
             "{detail}"
         );
     }
+}
+
+async fn a_body_with_hundreds_of_errors_gets_one_bounded_answer(app: TestApp) {
+    let b = app.billing().await;
+    // 100 lines with three rule errors each: 300 problems, one answer of at most 100.
+    let mut body = crate::helpers::invoice_body(&b);
+    body["lines"] = json!(vec![
+        json!({"description": " ", "unit_amount_minor": -1});
+        100
+    ]);
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/invoices",
+        Some(&b.org.agent_key),
+        &with_key(body, "many-errors"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(problem["errors"].as_array().unwrap().len(), 100);
+
+    // Far over the maximum, the lines are not checked one by one at all.
+    let mut body = crate::helpers::invoice_body(&b);
+    body["lines"] = json!(vec![json!({}); 20_000]);
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/invoices",
+        Some(&b.org.agent_key),
+        &with_key(body, "far-too-many"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(error_fields(&problem), ["lines"]);
+    assert_eq!(problem["errors"][0]["code"], "invalid_line_count");
 }
