@@ -78,6 +78,18 @@ pub struct ServeArgs {
     /// Password hashing jobs that may wait; a sign-in beyond that hears 503 with Retry-After.
     #[arg(long, env = "TAUROS_PASSWORD_QUEUE", default_value_t = 16)]
     pub password_queue: usize,
+    /// Requests a second per credential (API key or session); 0 turns the limit off.
+    #[arg(long, env = "TAUROS_RATE_LIMIT_PER_SECOND", default_value_t = 100)]
+    pub rate_limit_per_second: u32,
+    /// Requests a credential may send at once above that rate.
+    #[arg(long, env = "TAUROS_RATE_LIMIT_BURST", default_value_t = 200)]
+    pub rate_limit_burst: u32,
+    /// Failed sign-ins per email and client address before further attempts wait; 0: off.
+    #[arg(long, env = "TAUROS_SIGN_IN_FAILURES", default_value_t = 10)]
+    pub sign_in_failures: u32,
+    /// The window those failed sign-ins are counted in, in minutes.
+    #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
+    pub sign_in_window_minutes: u64,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
@@ -109,6 +121,10 @@ impl ServeArgs {
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
             password_threads: self.password_threads.max(1),
             password_queue: self.password_queue.max(1),
+            rate_limit_per_second: self.rate_limit_per_second,
+            rate_limit_burst: self.rate_limit_burst,
+            sign_in_failures: self.sign_in_failures,
+            sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
         }
     }
 

@@ -61,8 +61,19 @@ pub enum Me {
 const LAST_USED_GRANULARITY: i64 = 60;
 
 impl App {
-    /// Turns a bearer token into an actor, or `Unauthorized` for every kind of bad credential.
+    /// Turns a bearer token into an actor, or `Unauthorized` for every kind of bad credential;
+    /// then takes one request from the credential's rate limit.
     pub async fn authenticate(&self, bearer: &str) -> AppResult<Actor> {
+        let actor = self.identify(bearer).await?;
+        let credential = match &actor {
+            Actor::Agent(a) => a.id,
+            Actor::Human(h) => h.session_id,
+        };
+        self.credentials.take(credential)?;
+        Ok(actor)
+    }
+
+    async fn identify(&self, bearer: &str) -> AppResult<Actor> {
         let Some(credential) = Credential::parse(bearer) else {
             return Err(AppError::Unauthorized);
         };
@@ -119,6 +130,7 @@ impl App {
         &self,
         email: Option<&str>,
         password: Option<String>,
+        client: Option<std::net::IpAddr>,
     ) -> AppResult<SignedIn> {
         let mut errors = Vec::new();
         let email = required("email", email, &mut errors);
@@ -126,19 +138,30 @@ impl App {
         let (Some(email), Some(password)) = (email, password) else {
             return Err(AppError::Validation(errors));
         };
+        let normalized = identity::normalize_email(email);
+        self.sign_ins.check(&normalized, client)?;
+        let signed_in = self.check_password(email, &normalized, password).await;
+        match &signed_in {
+            Err(AppError::InvalidCredentials) => self.sign_ins.failed(&normalized, client),
+            Ok(_) => self.sign_ins.succeeded(&normalized, client),
+            Err(_) => {}
+        }
+        signed_in
+    }
+
+    async fn check_password(
+        &self,
+        email: &str,
+        normalized: &str,
+        password: String,
+    ) -> AppResult<SignedIn> {
         if !identity::email_is_valid(email.trim()) {
             // No account has such an email; answered as any unknown email is, after the same
             // password work, so the two cannot be told apart by time.
             let _ = self.passwords.verify(password, None).await?;
             return Err(AppError::InvalidCredentials);
         }
-        let normalized = identity::normalize_email(email);
-        let user = self
-            .store
-            .reader()
-            .await?
-            .user_by_email(&normalized)
-            .await?;
+        let user = self.store.reader().await?.user_by_email(normalized).await?;
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
         if !self.passwords.verify(password, stored).await? {
             return Err(AppError::InvalidCredentials);

@@ -57,6 +57,12 @@ pub enum AppError {
     /// The record still owns other records.
     #[error("record has dependents")]
     HasDependents,
+    /// The credential (or the email and address of a sign-in) is over its rate limit.
+    #[error("rate limited")]
+    RateLimited {
+        /// Whole seconds until a retry can succeed.
+        retry_after: u32,
+    },
     /// Too much work is queued (password hashing); the same request may be retried shortly.
     #[error("busy")]
     Busy,

@@ -10,6 +10,7 @@ mod demo;
 mod destinations;
 mod error;
 mod invoices;
+mod limits;
 mod org;
 mod password;
 
@@ -97,6 +98,12 @@ pub struct AppConfig {
     pub password_threads: usize,
     /// Password hashing jobs that may wait; beyond that a sign-in hears 503 at once.
     pub password_queue: usize,
+    /// Requests a second per credential (0: no limit), and the burst above that rate.
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+    /// Failed sign-ins per email and client address within `sign_in_window` (0: no limit).
+    pub sign_in_failures: u32,
+    pub sign_in_window: std::time::Duration,
 }
 
 impl Default for AppConfig {
@@ -107,6 +114,10 @@ impl Default for AppConfig {
             invitation_ttl: Duration::days(7),
             password_threads: default_password_threads(),
             password_queue: 16,
+            rate_limit_per_second: 100,
+            rate_limit_burst: 200,
+            sign_in_failures: 10,
+            sign_in_window: std::time::Duration::from_secs(15 * 60),
         }
     }
 }
@@ -125,6 +136,8 @@ pub struct App {
     store: DynStore,
     config: AppConfig,
     passwords: password::Passwords,
+    credentials: limits::CredentialLimits,
+    sign_ins: limits::SignInFailures,
 }
 
 /// A signed-in human, as established by their session token.
@@ -223,10 +236,15 @@ impl App {
     /// Builds the application over a store.
     pub fn new(store: DynStore, config: AppConfig) -> App {
         let passwords = password::Passwords::start(config.password_threads, config.password_queue);
+        let credentials =
+            limits::CredentialLimits::new(config.rate_limit_per_second, config.rate_limit_burst);
+        let sign_ins = limits::SignInFailures::new(config.sign_in_failures, config.sign_in_window);
         App {
             store,
             config,
             passwords,
+            credentials,
+            sign_ins,
         }
     }
 

@@ -71,6 +71,23 @@ fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
+/// The client's address, when the server was started with connection info (`tauros serve`
+/// is); `None` otherwise. Used for the failed sign-in limit only.
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|info| info.0.ip()),
+        ))
+    }
+}
+
 /// The authenticated caller: an agent (API key) or a human (session token).
 pub struct Auth(pub Actor);
 

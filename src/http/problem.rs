@@ -236,6 +236,15 @@ impl From<AppError> for ApiError {
                 "has_dependents",
                 "this record still owns other records; remove those first",
             ),
+            AppError::RateLimited { retry_after } => ApiError::new(
+                S::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "too many requests with this credential (or failed sign-ins for this email \
+                     from this address); retry after {retry_after} seconds"
+                ),
+            )
+            .retry_after(retry_after),
             AppError::Busy => ApiError::new(
                 S::SERVICE_UNAVAILABLE,
                 "unavailable",

@@ -1,7 +1,7 @@
 //! Humans: sign-in and sign-out, `GET /v1/me`, invitations.
 
 use super::AppState;
-use super::extract::{Auth, StrictJson};
+use super::extract::{Auth, ClientAddr, StrictJson};
 use super::problem::{ApiError, Problem};
 use crate::app::{Me, SignedIn, UserView};
 use crate::domain::identity::{Capability, Role};
@@ -95,11 +95,12 @@ impl From<SignedIn> for SessionResponse {
     ))]
 async fn sign_in(
     State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
     StrictJson(body): StrictJson<SignInRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
     let signed_in = state
         .app
-        .sign_in(body.email.as_deref(), body.password)
+        .sign_in(body.email.as_deref(), body.password, client)
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }

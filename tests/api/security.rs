@@ -214,6 +214,8 @@ async fn a_flood_of_sign_ins_is_turned_away_not_queued(backend: Backend) {
     let config = AppConfig {
         password_threads: 1,
         password_queue: 2,
+        // This test is about the hashing pool; the failed sign-in limit has its own.
+        sign_in_failures: 0,
         ..AppConfig::default()
     };
     let app = spawn_app_with(backend, config, HttpConfig::default()).await;
@@ -248,6 +250,100 @@ async fn a_flood_of_sign_ins_is_turned_away_not_queued(backend: Backend) {
     }
     assert!(turned_away > 0, "no guess was turned away");
     app.sign_in(&email, PASSWORD).await;
+}
+
+/// A credential over its bucket hears 429 with `Retry-After`; another credential is not slowed.
+async fn each_credential_has_its_own_rate_limit(backend: Backend) {
+    let config = AppConfig {
+        rate_limit_per_second: 1,
+        rate_limit_burst: 2,
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let org = app.org().await;
+    let mut limited = Vec::new();
+    for _ in 0..10 {
+        let res = app.get("/v1/me", &org.agent_key).await;
+        if res.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited.push(res);
+        }
+    }
+    // Two at once and one a second: ten requests in well under seven seconds meet the limit.
+    assert!(
+        limited.len() >= 3,
+        "only {} of 10 were limited",
+        limited.len()
+    );
+    let res = limited.remove(0);
+    assert_eq!(res.headers()["retry-after"], "1");
+    expect_problem(res, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // The approver's session has its own bucket.
+    expect_status(app.get("/v1/me", &org.approver_token).await, StatusCode::OK).await;
+}
+
+/// After ten failed sign-ins for one email (and address), the eleventh attempt is refused
+/// before any password work, even with the right password; another email is not affected.
+async fn failed_sign_ins_are_limited_per_email(backend: Backend) {
+    let app = spawn_app_with(backend, AppConfig::default(), HttpConfig::default()).await;
+    let org = app.org().await;
+    let email = app
+        .get("/v1/me", &org.approver_token)
+        .await
+        .json::<serde_json::Value>()
+        .await
+        .unwrap()["email"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for n in 0..10 {
+        let res = app
+            .post_public(
+                "/v1/sessions",
+                json!({"email": email, "password": format!("wrong guess {n}")}),
+            )
+            .await;
+        expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
+    }
+    let res = app
+        .post_public(
+            "/v1/sessions",
+            json!({"email": email, "password": PASSWORD}),
+        )
+        .await;
+    let retry: u32 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry > 800 && retry <= 900, "{retry}");
+    expect_problem(res, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    let res = app
+        .post_public(
+            "/v1/sessions",
+            json!({"email": "someone.else@example.com", "password": "wrong guess"}),
+        )
+        .await;
+    expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_credential_has_its_own_rate_limit_sqlite() {
+    each_credential_has_its_own_rate_limit(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_credential_has_its_own_rate_limit_postgres() {
+    each_credential_has_its_own_rate_limit(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_are_limited_per_email_sqlite() {
+    failed_sign_ins_are_limited_per_email(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_are_limited_per_email_postgres() {
+    failed_sign_ins_are_limited_per_email(Backend::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
