@@ -3,12 +3,12 @@
 
 use super::customers::{scope_of, sees_agent};
 use super::{Actor, App, AppError, AppResult, AuditActor, FieldError, audit, now};
-use super::{KeyHolder, PageRequest, Replayed};
+use super::{KeyHolder, PageRequest, Replayed, list_filter};
 use crate::domain::address::Network;
 use crate::domain::currency::Currency;
 use crate::domain::destination::DestinationState;
 use crate::domain::error::required;
-use crate::domain::fingerprint::{fingerprint, key_is_valid};
+use crate::domain::fingerprint::{fingerprint, key_error, key_is_valid};
 use crate::domain::identity::Capability;
 use crate::domain::text::required_text;
 use crate::store::{Constraint, DestinationRow, Lock, StoreError};
@@ -76,11 +76,7 @@ impl App {
             ));
         };
         if idempotency_key.is_some_and(|key| !key_is_valid(key)) {
-            return Err(AppError::field(
-                "Idempotency-Key",
-                "invalid_idempotency_key",
-                "send an Idempotency-Key of 1–200 characters without control characters",
-            ));
+            return Err(AppError::Validation(vec![key_error("Idempotency-Key")]));
         }
         let (label, currency, network, address) = validate_destination(&input)?;
         let request_hash = fingerprint(&[
@@ -191,16 +187,17 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<DestinationView>> {
         actor.require(Capability::Invoicing)?;
-        let state = match state {
-            None => None,
-            Some(s) => Some(DestinationState::parse(s).ok_or_else(|| {
-                AppError::field(
-                    "state",
-                    "invalid_value",
-                    "state must be one of active, deactivated, superseded",
-                )
-            })?),
-        };
+        let mut errors = Vec::new();
+        let state = list_filter(
+            "state",
+            state,
+            &DestinationState::ALL,
+            DestinationState::as_str,
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
         let mut conn = self.store.reader().await?;
         let rows = conn
             .destinations(actor.org_id(), scope_of(actor), state, page.into())

@@ -56,14 +56,6 @@ impl<T> Replayed<T> {
             replayed: true,
         }
     }
-
-    /// The same answer with its value mapped.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Replayed<U> {
-        Replayed {
-            value: f(self.value),
-            replayed: self.replayed,
-        }
-    }
 }
 
 /// One page of a list: keyset pagination over time-ordered (v7) ids.
@@ -266,6 +258,28 @@ pub(crate) fn random_32() -> [u8; 32] {
     let mut bytes = [0u8; 32];
     OsRng.fill_bytes(&mut bytes);
     bytes
+}
+
+/// A list's optional filter by one of `all` (named by `name`): the value, or `None` with an
+/// `invalid_value` error that lists every accepted name.
+pub(crate) fn list_filter<T: Copy>(
+    field: &str,
+    sent: Option<&str>,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    errors: &mut Vec<FieldError>,
+) -> Option<T> {
+    let sent = sent?;
+    let found = all.iter().copied().find(|v| name(*v) == sent);
+    if found.is_none() {
+        let names: Vec<&str> = all.iter().map(|v| name(*v)).collect();
+        errors.push(FieldError::plain(
+            field,
+            "invalid_value",
+            format!("{field} must be one of {}", names.join(", ")),
+        ));
+    }
+    found
 }
 
 /// Who did something, for the audit trail.

@@ -214,6 +214,17 @@ impl Currency {
     pub fn is_stablecoin(self) -> bool {
         !self.is_fiat() && !matches!(self, Currency::Btc | Currency::Eth)
     }
+
+    /// `fiat`, `stablecoin` or `crypto`, as `GET /v1/currencies` names the family.
+    pub fn kind(self) -> &'static str {
+        if self.is_fiat() {
+            "fiat"
+        } else if self.is_stablecoin() {
+            "stablecoin"
+        } else {
+            "crypto"
+        }
+    }
 }
 
 fn supported_codes() -> String {

@@ -25,6 +25,16 @@ pub fn key_is_valid(key: &str) -> bool {
         && !key.chars().any(char::is_control)
 }
 
+/// The error for a key [`key_is_valid`] refused, on `field` (the header's or the member's name).
+pub fn key_error(field: &str) -> crate::domain::error::FieldError {
+    crate::domain::error::FieldError::plain(
+        field,
+        "invalid_idempotency_key",
+        "send an Idempotency-Key of 1–200 characters, without surrounding spaces or control \
+         characters",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

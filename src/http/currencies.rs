@@ -50,13 +50,7 @@ async fn list_currencies(Auth(_caller): Auth) -> Result<Json<CurrencyList>, ApiE
         .map(|c| CurrencyResponse {
             code: c.code(),
             exponent: c.exponent(),
-            kind: if c.is_fiat() {
-                "fiat"
-            } else if c.is_stablecoin() {
-                "stablecoin"
-            } else {
-                "crypto"
-            },
+            kind: c.kind(),
             networks: Network::for_currency(c)
                 .into_iter()
                 .map(Network::name)

@@ -17,6 +17,7 @@
 
 use super::problem::{ApiError, MAX_ERRORS};
 use crate::app::FieldError;
+use crate::domain::error::missing;
 use crate::domain::input::FLOAT_NOT_ALLOWED;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -217,7 +218,7 @@ fn shape_error(at: &str, message: &str) -> ShapeError {
     if let Some(name) = backticked(message, "missing field `") {
         let field = join(field, name);
         return ShapeError {
-            field: FieldError::plain(field.clone(), "required", format!("`{field}` is required")),
+            field: missing(&field),
             bad_request: false,
         };
     }

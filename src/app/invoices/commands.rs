@@ -19,7 +19,7 @@ use crate::app::{
 use crate::domain::audit::GENESIS;
 use crate::domain::destination::DestinationState;
 use crate::domain::error::required;
-use crate::domain::fingerprint::key_is_valid;
+use crate::domain::fingerprint::{key_error, key_is_valid};
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{
     self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
@@ -51,7 +51,11 @@ impl App {
             (true, Ok(content)) => content,
             (key_ok, checked) => {
                 // Refused anyway: list every rule the body breaks, parties included.
-                let mut errors = if key_ok { vec![] } else { vec![invalid_key()] };
+                let mut errors = if key_ok {
+                    vec![]
+                } else {
+                    vec![key_error("idempotency_key")]
+                };
                 let known = match checked {
                     Ok(content) => content.known(),
                     Err(refused) => {
@@ -403,14 +407,6 @@ impl App {
             }
         }
     }
-}
-
-fn invalid_key() -> FieldError {
-    FieldError::plain(
-        "idempotency_key",
-        "invalid_idempotency_key",
-        "send an Idempotency-Key of 1–200 characters without control characters",
-    )
 }
 
 /// A create whose key exists: the same payload (compared with revision 1's hash) is a replay of

@@ -7,9 +7,9 @@ use super::views::{
     DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
 };
 use super::{access_error, caller, joined_access};
-use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest};
+use crate::app::{Actor, App, AppError, AppResult, PageRequest, list_filter};
 use crate::domain::audit::first_break;
-use crate::domain::fingerprint::key_is_valid;
+use crate::domain::fingerprint::{key_error, key_is_valid};
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{self as rules, DecisionKind, InvoiceState};
 use crate::domain::payload::verify;
@@ -49,38 +49,26 @@ impl App {
     ) -> AppResult<Vec<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut errors = Vec::new();
-        let state = query.state.as_deref().and_then(|s| {
-            let state = InvoiceState::parse(s);
-            if state.is_none() {
-                errors.push(FieldError::plain(
-                    "state",
-                    "invalid_value",
-                    "state must be one of draft, pending_approval, approved, issued, partially_paid, paid, rejected, cancelled",
-                ));
-            }
-            state
-        });
-        let decision = query.decision.as_deref().and_then(|s| {
-            let kind = DecisionKind::parse(s);
-            if kind.is_none() {
-                errors.push(FieldError::plain(
-                    "decision",
-                    "invalid_value",
-                    "decision must be one of approved, rejected, changes_requested",
-                ));
-            }
-            kind
-        });
+        let state = list_filter(
+            "state",
+            query.state.as_deref(),
+            &InvoiceState::ALL,
+            InvoiceState::as_str,
+            &mut errors,
+        );
+        let decision = list_filter(
+            "decision",
+            query.decision.as_deref(),
+            &DecisionKind::ALL,
+            DecisionKind::as_str,
+            &mut errors,
+        );
         if query
             .idempotency_key
             .as_deref()
             .is_some_and(|k| !key_is_valid(k))
         {
-            errors.push(FieldError::plain(
-                "idempotency_key",
-                "invalid_idempotency_key",
-                "an idempotency key has 1–200 characters without control characters",
-            ));
+            errors.push(key_error("idempotency_key"));
         }
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
