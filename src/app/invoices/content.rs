@@ -77,26 +77,37 @@ fn facts<'a>(
     customer: Option<&CustomerRow>,
     destination: Option<&'a DestinationRow>,
 ) -> PartyFacts<'a> {
-    let party = |named: Option<Uuid>, owner: Option<Uuid>| match (named, owner) {
-        (None, _) => Party::NotNamed,
-        (Some(_), Some(agent_id)) if is_agents_own(actor, agent_id) => Party::Agents(()),
-        (Some(_), _) => Party::NotAgents,
-    };
     PartyFacts {
         today: now().date_naive(),
         due_date: known.due_date,
         currency: known.currency,
-        customer: party(known.customer_id, customer.map(|c| c.agent_id)),
-        destination: match party(known.destination_id, destination.map(|d| d.agent_id)) {
-            Party::NotNamed => Party::NotNamed,
-            Party::NotAgents => Party::NotAgents,
-            Party::Agents(()) => destination.map_or(Party::NotAgents, |d| {
-                Party::Agents(NamedDestination {
-                    active: d.state == DestinationState::Active,
-                    currency: &d.currency,
-                })
-            }),
-        },
+        customer: party(actor, known.customer_id, customer, |c| c.agent_id, |_| ()),
+        destination: party(
+            actor,
+            known.destination_id,
+            destination,
+            |d| d.agent_id,
+            |d| NamedDestination {
+                active: d.state == DestinationState::Active,
+                currency: &d.currency,
+            },
+        ),
+    }
+}
+
+/// A named party as the rules see it: not named, not the agent's own (unknown or foreign), or
+/// the agent's own with the facts `seen` reads from its row.
+fn party<'a, R, T>(
+    actor: &Actor,
+    named: Option<Uuid>,
+    row: Option<&'a R>,
+    owner: impl Fn(&R) -> Uuid,
+    seen: impl Fn(&'a R) -> T,
+) -> Party<T> {
+    match (named, row) {
+        (None, _) => Party::NotNamed,
+        (Some(_), Some(row)) if is_agents_own(actor, owner(row)) => Party::Agents(seen(row)),
+        (Some(_), _) => Party::NotAgents,
     }
 }
 
