@@ -24,6 +24,48 @@ pub enum Command {
     BootstrapApprover(BootstrapArgs),
     /// Print the OpenAPI document.
     Openapi,
+    /// Organisation settings, for the operator of the machine.
+    #[command(subcommand)]
+    Org(OrgCommand),
+}
+
+/// `tauros org …`
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Change an organisation's settings at once, audited with interface `cli`. This is the
+    /// operator's way out of a one-approver organisation with four eyes on (through the API,
+    /// turning four eyes off then needs a second approver).
+    Set(OrgSetArgs),
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl Switch {
+    pub fn is_on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+/// `org set` options.
+#[derive(Debug, Args, Clone)]
+pub struct OrgSetArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The organisation's name.
+    #[arg(long)]
+    pub org: String,
+    /// `four_eyes`: an approver may not decide on invoices of agents they own.
+    #[arg(long, value_enum)]
+    pub four_eyes: Option<Switch>,
+    /// `shared_review`: approvers see and decide on every agent's invoices.
+    #[arg(long, value_enum)]
+    pub shared_review: Option<Switch>,
 }
 
 /// Where the database is.
@@ -90,6 +132,9 @@ pub struct ServeArgs {
     /// The window those failed sign-ins are counted in, in minutes.
     #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
     pub sign_in_window_minutes: u64,
+    /// Minutes between sweeps that delete expired sessions and used or expired invitations.
+    #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
+    pub prune_interval_minutes: u64,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,

@@ -5,7 +5,7 @@ use clap::Parser;
 use std::process::ExitCode;
 use std::time::Duration;
 use tauros::app::{App, AppConfig, AppError};
-use tauros::config::{BootstrapArgs, Cli, Command, DbArgs, ServeArgs};
+use tauros::config::{BootstrapArgs, Cli, Command, DbArgs, OrgCommand, OrgSetArgs, ServeArgs};
 use tauros::http::{self, HttpConfig};
 use tauros::store;
 use tokio::io::AsyncReadExt;
@@ -18,6 +18,7 @@ async fn main() -> ExitCode {
         Command::Migrate(args) => migrate(args).await,
         Command::BootstrapApprover(args) => bootstrap(args).await,
         Command::Openapi => print_openapi(),
+        Command::Org(OrgCommand::Set(args)) => org_set(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,6 +82,36 @@ async fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
     }
 }
 
+async fn org_set(args: OrgSetArgs) -> anyhow::Result<()> {
+    if args.four_eyes.is_none() && args.shared_review.is_none() {
+        anyhow::bail!("name a setting to change: --four-eyes on|off and/or --shared-review on|off");
+    }
+    let store = open(&args.db).await?;
+    let app = App::new(store, AppConfig::default());
+    let request = tauros::app::OrgSettingsChange {
+        four_eyes: args.four_eyes.map(|s| s.is_on()),
+        shared_review: args.shared_review.map(|s| s.is_on()),
+    };
+    match app.set_org_settings(&args.org, request).await {
+        Ok(org) => {
+            println!(
+                "organisation {}: four_eyes {}, shared_review {}",
+                org.name,
+                if org.four_eyes { "on" } else { "off" },
+                if org.shared_review { "on" } else { "off" },
+            );
+            Ok(())
+        }
+        Err(AppError::NotFound) => {
+            anyhow::bail!(
+                "no organisation is named {:?}; nothing was changed",
+                args.org
+            )
+        }
+        Err(e) => Err(anyhow::anyhow!("{e}; nothing was changed")),
+    }
+}
+
 fn print_openapi() -> anyhow::Result<()> {
     println!("{}", http::openapi::document().to_pretty_json()?);
     Ok(())
@@ -115,6 +146,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
+    app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
     tracing::info!(address = %local, backend = app.store().backend(), "tauros listening");
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,37 +1,15 @@
 //! Humans and credentials: sign-in, sign-out, invitations, and turning a bearer token into an
 //! actor.
 
+use super::users::UserView;
 use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, random_32,
 };
 use crate::domain::error::required;
-use crate::domain::identity::{self, Capabilities, Credential, Role};
-use crate::store::{Constraint, InvitationRow, SessionRow, StoreError, UserRow};
+use crate::domain::identity::{self, Capabilities, Credential};
+use crate::store::{Lock, SessionRow, UserRow};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
-
-/// A human as shown to clients (never the password hash).
-#[derive(Clone, Debug)]
-pub struct UserView {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub email: String,
-    pub role: Role,
-    pub created_at: DateTime<Utc>,
-}
-
-impl UserView {
-    fn from_row(row: &UserRow) -> AppResult<UserView> {
-        Ok(UserView {
-            id: row.id,
-            org_id: row.org_id,
-            email: row.email.clone(),
-            role: Role::parse(&row.role)
-                .ok_or_else(|| AppError::Internal(format!("unknown role {}", row.role)))?,
-            created_at: row.created_at,
-        })
-    }
-}
 
 /// A new session: the token is shown once.
 #[derive(Debug)]
@@ -56,6 +34,9 @@ pub enum Me {
         capabilities: Capabilities,
     },
 }
+
+/// Rows one pruning transaction deletes at most, so a sweep never holds the writer long.
+const PRUNE_BATCH: i64 = 500;
 
 /// `last_used_at` is written at most this often per key, so authentication stays a read.
 const LAST_USED_GRANULARITY: i64 = 60;
@@ -110,7 +91,8 @@ impl App {
                 let Some((session, user)) = conn.session_by_hash(&hash).await? else {
                     return Err(AppError::Unauthorized);
                 };
-                if session.expires_at <= now {
+                // Deactivation deletes the sessions too; this is the second lock on the door.
+                if session.expires_at <= now || user.deactivated_at.is_some() {
                     return Err(AppError::Unauthorized);
                 }
                 let view = UserView::from_row(&user)?;
@@ -168,6 +150,14 @@ impl App {
         }
         let user = user.ok_or(AppError::InvalidCredentials)?;
         let mut tx = self.store.begin().await?;
+        // The password was checked outside the transaction (it is slow). Under the row lock,
+        // the account must still be the one checked: not deactivated, password unchanged since.
+        let current = tx.lock_user(user.org_id, user.id, Lock::Share).await?;
+        let Some(user) =
+            current.filter(|u| u.deactivated_at.is_none() && u.password_hash == user.password_hash)
+        else {
+            return Err(AppError::InvalidCredentials);
+        };
         let signed_in = self.open_session(&mut *tx, &user).await?;
         tx.commit().await?;
         Ok(signed_in)
@@ -205,6 +195,141 @@ impl App {
         Ok(())
     }
 
+    /// Ends every session of the human, this one included ("sign out everywhere").
+    pub async fn sign_out_everywhere(&self, human: &Human) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        let ended = tx
+            .delete_user_sessions(human.org_id, human.id, None)
+            .await?;
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "user.signed_out_everywhere",
+            ("user", human.id),
+            serde_json::json!({ "sessions_ended": ended }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Changes the caller's password after checking the current one; every other session of
+    /// the human ends. A wrong current password counts as a failed sign-in for the account's
+    /// email and the client's address (the same limit guards both doors).
+    pub async fn change_password(
+        &self,
+        actor: &Actor,
+        current_password: Option<String>,
+        new_password: Option<String>,
+        client: Option<std::net::IpAddr>,
+    ) -> AppResult<()> {
+        let human = actor.human()?;
+        let mut errors = Vec::new();
+        let current = required("current_password", current_password, &mut errors);
+        let new = required("new_password", new_password, &mut errors);
+        if new
+            .as_deref()
+            .is_some_and(|p| !identity::password_is_acceptable(p))
+        {
+            errors.push(password_field_error_on("new_password"));
+        }
+        let (Some(current), Some(new)) = (current, new) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let normalized = identity::normalize_email(&human.email);
+        self.sign_ins.check(&normalized, client)?;
+        let stored = self
+            .store
+            .reader()
+            .await?
+            .user_by_id(human.org_id, human.id)
+            .await?
+            .ok_or(AppError::Unauthorized)?
+            .password_hash;
+        if !self.passwords.verify(current, stored.clone()).await? {
+            self.sign_ins.failed(&normalized, client);
+            return Err(AppError::field(
+                "current_password",
+                "wrong_password",
+                "send this account's current password; after repeated failures the account's \
+                 sign-ins are paused for a while",
+            ));
+        }
+        let hash = self.passwords.hash(new).await?;
+        let mut tx = self.store.begin().await?;
+        let user = tx
+            .lock_user(human.org_id, human.id, Lock::Update)
+            .await?
+            .filter(|u| u.deactivated_at.is_none())
+            .ok_or(AppError::Unauthorized)?;
+        if user.password_hash != stored {
+            return Err(AppError::Conflict {
+                code: "password_changed",
+                detail: "the password was changed by another request meanwhile; sign in again \
+                         with the new one"
+                    .into(),
+            });
+        }
+        tx.set_password(human.org_id, human.id, &hash, now())
+            .await?;
+        let ended = tx
+            .delete_user_sessions(human.org_id, human.id, Some(human.session_id))
+            .await?;
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "user.password_changed",
+            ("user", human.id),
+            serde_json::json!({ "other_sessions_ended": ended }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes expired sessions and used or expired invitations, in batches of `batch`, until
+    /// none is left; returns how many of each. Run periodically by `serve`.
+    pub async fn prune_credentials(&self, batch: i64) -> AppResult<(u64, u64)> {
+        let (mut sessions, mut invitations) = (0, 0);
+        loop {
+            let now = now();
+            let mut tx = self.store.begin().await?;
+            let s = tx.prune_sessions(now, batch).await?;
+            let i = tx.prune_invitations(now, batch).await?;
+            tx.commit().await?;
+            sessions += s;
+            invitations += i;
+            if s < batch as u64 && i < batch as u64 {
+                return Ok((sessions, invitations));
+            }
+        }
+    }
+
+    /// Runs [`App::prune_credentials`] every `every` in the background, for the life of the
+    /// process. A failed sweep is logged and tried again at the next tick.
+    pub fn spawn_pruning(&self, every: std::time::Duration) {
+        let app = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match app.prune_credentials(PRUNE_BATCH).await {
+                    Ok((sessions, invitations)) if sessions + invitations > 0 => {
+                        tracing::info!(sessions, invitations, "pruned expired credentials");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pruning expired credentials failed"),
+                }
+            }
+        });
+    }
+
     /// Describes the caller.
     pub async fn me(&self, actor: &Actor) -> AppResult<Me> {
         match actor {
@@ -223,70 +348,6 @@ impl App {
                 Ok(Me::Human(UserView::from_row(&user)?))
             }
         }
-    }
-
-    /// An approver invites a human into their organisation; returns the one-time token.
-    pub async fn invite_user(
-        &self,
-        actor: &Actor,
-        email: Option<&str>,
-        role: Option<Role>,
-    ) -> AppResult<(UserView, String, DateTime<Utc>)> {
-        let inviter = actor.human()?.approver()?;
-        let mut errors = Vec::new();
-        let email = required("email", email, &mut errors).map(str::trim);
-        let role = required("role", role, &mut errors);
-        if email.is_some_and(|e| !identity::email_is_valid(e)) {
-            errors.push(FieldError::plain(
-                "email",
-                "invalid_email",
-                "send an email address like name@example.com (1–254 characters, one @, no spaces)",
-            ));
-        }
-        let (Some(email), Some(role)) = (email, role) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
-        let now = now();
-        let user = UserRow {
-            id: Uuid::now_v7(),
-            org_id: inviter.org_id,
-            email: email.to_owned(),
-            email_normalized: identity::normalize_email(email),
-            role: role.as_str().to_owned(),
-            password_hash: None,
-            is_bootstrap: false,
-            created_at: now,
-            updated_at: now,
-        };
-        let token = identity::invitation_token(random_32());
-        let expires_at = now + self.config.invitation_ttl;
-        let mut tx = self.store.begin().await?;
-        insert_user(&mut *tx, &user).await?;
-        tx.insert_invitation(&InvitationRow {
-            id: Uuid::now_v7(),
-            org_id: inviter.org_id,
-            user_id: user.id,
-            invited_by: inviter.id,
-            token_hash: token.hash.to_vec(),
-            created_at: now,
-            expires_at,
-            accepted_at: None,
-        })
-        .await?;
-        audit(
-            &mut *tx,
-            inviter.org_id,
-            AuditActor::human(inviter),
-            "user.invited",
-            ("user", user.id),
-            serde_json::json!({ "role": role.as_str() }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok((UserView::from_row(&user)?, token.token, expires_at))
     }
 
     /// Accepts an invitation once: sets the password and opens a session.
@@ -320,6 +381,15 @@ impl App {
         let Some(invitation) = tx.accept_invitation(&hash, now).await? else {
             return Err(AppError::InvalidCredentials);
         };
+        // Deactivation deletes the invitation under this row's lock; whichever comes second
+        // sees the other.
+        let Some(_) = tx
+            .lock_user(invitation.org_id, invitation.user_id, Lock::Update)
+            .await?
+            .filter(|u| u.deactivated_at.is_none())
+        else {
+            return Err(AppError::InvalidCredentials);
+        };
         tx.set_password(invitation.org_id, invitation.user_id, &password_hash, now)
             .await?;
         let user = tx
@@ -338,8 +408,12 @@ pub(crate) fn password_error() -> AppError {
 }
 
 fn password_field_error() -> FieldError {
+    password_field_error_on("password")
+}
+
+fn password_field_error_on(field: &str) -> FieldError {
     FieldError::plain(
-        "password",
+        field,
         "password_too_short",
         format!(
             "send a password of {} to {} characters",
@@ -347,17 +421,4 @@ fn password_field_error() -> FieldError {
             identity::MAX_PASSWORD_CHARS
         ),
     )
-}
-
-/// Inserts a human, turning a duplicate email into a field error.
-pub(crate) async fn insert_user(tx: &mut dyn crate::store::Tx, user: &UserRow) -> AppResult<()> {
-    match tx.insert_user(user).await {
-        Err(StoreError::Conflict(Constraint::UserEmail)) => Err(AppError::field(
-            "email",
-            "email_taken",
-            "a human with this email already exists; emails are unique across Tauros",
-        )),
-        Err(StoreError::Conflict(Constraint::OneBootstrapPerOrg)) => Err(AppError::ApproverExists),
-        other => Ok(other?),
-    }
 }

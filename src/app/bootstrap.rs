@@ -1,6 +1,7 @@
 //! `tauros bootstrap-approver`: an organisation and its first approver.
 
-use super::auth::{insert_user, password_error};
+use super::auth::password_error;
+use super::users::insert_user;
 use super::{App, AppError, AppResult, AuditActor, audit, now};
 use crate::domain::identity::{self, Role};
 use crate::domain::text::checked_text;
@@ -67,6 +68,7 @@ impl App {
             is_bootstrap: true,
             created_at: now,
             updated_at: now,
+            deactivated_at: None,
         };
         insert_user(&mut *tx, &user).await?;
         audit(

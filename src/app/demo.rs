@@ -1,6 +1,6 @@
 //! `serve --demo`: a demo organisation to try Tauros with, seeded once.
 
-use super::auth::insert_user;
+use super::users::insert_user;
 use super::{
     Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewCustomer,
     NewDestination, now,
@@ -238,6 +238,7 @@ impl App {
             is_bootstrap: false,
             created_at: now,
             updated_at: now,
+            deactivated_at: None,
         };
         let mut tx = self.store.begin().await?;
         match insert_user(&mut *tx, &user).await {

@@ -9,10 +9,12 @@ mod customers;
 mod demo;
 mod destinations;
 mod error;
+mod governance;
 mod invoices;
 mod limits;
 mod org;
 mod password;
+mod users;
 
 use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
 use crate::store::{AuditRow, DynStore, Lock, Page, Tx};
@@ -20,17 +22,19 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use uuid::Uuid;
 
 pub use agents::{AgentView, NewAgent};
-pub use auth::{Me, SignedIn, UserView};
+pub use auth::{Me, SignedIn};
 pub use bootstrap::BootstrapOutcome;
 pub use customers::{CustomerChange, CustomerView, NewCustomer};
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError, KeyHolder};
+pub use governance::{ChangeView, Resolved};
 pub use invoices::{
     DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, LatestDecision, RevisionView,
     VerifyReport,
 };
-pub use org::{OrgSettingsChange, OrgView};
+pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
+pub use users::{Invitation, Invited, UserView};
 
 /// A command's answer: the record as it is now, and whether the command had already been
 /// applied before (a replay: nothing was written, no event recorded).

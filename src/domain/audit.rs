@@ -35,11 +35,15 @@ pub struct EventFields<'a> {
     pub note: Option<&'a str>,
     /// Hashed as RFC 3339 UTC with exactly six fractional digits.
     pub occurred_at: DateTime<Utc>,
+    /// A decision's org settings in force: `(four_eyes, shared_review)`. Hashed only when
+    /// present, so events without it (every other action, and decisions recorded before
+    /// settings were) keep the hash they were written with.
+    pub settings: Option<(bool, bool)>,
 }
 
 /// Lowercase hex SHA-256 of `prev_hash`, a newline, and the event's canonical JSON (keys sorted).
 pub fn event_hash(prev_hash: &str, e: &EventFields<'_>) -> String {
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "action": e.action,
         "actor_id": e.actor_id,
         "actor_kind": e.actor_kind,
@@ -54,6 +58,10 @@ pub fn event_hash(prev_hash: &str, e: &EventFields<'_>) -> String {
         "seq": e.seq,
         "to_state": e.to_state,
     });
+    if let (Some((four_eyes, shared_review)), Some(map)) = (e.settings, body.as_object_mut()) {
+        map.insert("four_eyes".into(), four_eyes.into());
+        map.insert("shared_review".into(), shared_review.into());
+    }
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
@@ -102,6 +110,7 @@ mod tests {
             idempotency_key: Some("k"),
             note: None,
             occurred_at: DateTime::from_timestamp(1_700_000_000, 123_456_000).unwrap(),
+            settings: None,
         }
     }
 
@@ -116,6 +125,37 @@ mod tests {
                 link
             })
             .collect()
+    }
+
+    #[test]
+    fn a_decisions_settings_are_hashed_and_events_without_them_keep_their_hash() {
+        // A hash written before settings were recorded (computed from the body as it was).
+        let before = {
+            let e = event(3, "approve");
+            let body = serde_json::json!({
+                "action": e.action, "actor_id": e.actor_id, "actor_kind": e.actor_kind,
+                "from_state": e.from_state, "idempotency_key": e.idempotency_key,
+                "interface": e.interface, "invoice_id": e.invoice_id, "note": e.note,
+                "occurred_at": "2023-11-14T22:13:20.123456Z", "payload_hash": e.payload_hash,
+                "revision_id": e.revision_id, "seq": e.seq, "to_state": e.to_state,
+            });
+            let mut hasher = Sha256::new();
+            hasher.update(format!("{GENESIS}\n{body}").as_bytes());
+            hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        assert_eq!(event_hash(GENESIS, &event(3, "approve")), before);
+        let with = |settings| EventFields {
+            settings: Some(settings),
+            ..event(3, "approve")
+        };
+        let on = event_hash(GENESIS, &with((true, false)));
+        assert_ne!(on, before);
+        assert_ne!(on, event_hash(GENESIS, &with((false, false))));
+        assert_ne!(on, event_hash(GENESIS, &with((true, true))));
     }
 
     #[test]

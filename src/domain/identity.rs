@@ -48,6 +48,45 @@ impl Role {
     }
 }
 
+/// Where a human's account stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserState {
+    /// Invited; no password set yet.
+    Invited,
+    /// Has a password and may sign in.
+    Active,
+    /// Deactivated by an approver: no session, no sign-in, no invitation.
+    Deactivated,
+}
+
+impl UserState {
+    /// Every state, in the order the API lists them.
+    pub const ALL: [UserState; 3] = [
+        UserState::Invited,
+        UserState::Active,
+        UserState::Deactivated,
+    ];
+
+    /// From the account's facts: deactivation wins over everything.
+    pub fn of(has_password: bool, deactivated: bool) -> UserState {
+        match (deactivated, has_password) {
+            (true, _) => UserState::Deactivated,
+            (false, true) => UserState::Active,
+            (false, false) => UserState::Invited,
+        }
+    }
+
+    /// The serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserState::Invited => "invited",
+            UserState::Active => "active",
+            UserState::Deactivated => "deactivated",
+        }
+    }
+}
+
 /// What an agent's key may be used for.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

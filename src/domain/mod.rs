@@ -7,6 +7,7 @@ pub mod currency;
 pub mod destination;
 pub mod error;
 pub mod fingerprint;
+pub mod governance;
 pub mod identity;
 pub mod input;
 pub mod invoice;

@@ -2,6 +2,7 @@
 //! OpenAPI document. Handlers are thin: parse, call `app`, shape the answer.
 
 mod agents;
+mod audit_events;
 mod currencies;
 mod customers;
 mod destinations;
@@ -15,6 +16,7 @@ mod organisation;
 pub mod problem;
 mod schema;
 mod sessions;
+mod users;
 
 use crate::app::App;
 use axum::Router;
@@ -50,6 +52,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .merge(sessions::routes())
         .merge(organisation::routes())
+        .merge(users::routes())
+        .merge(audit_events::routes())
         .merge(agents::routes())
         .merge(customers::routes())
         .merge(destinations::routes())

@@ -13,7 +13,8 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use crate::domain::address::Network;
 use crate::domain::destination::DestinationState;
-use crate::domain::identity::{ActorKind, Capability, Interface, Role};
+use crate::domain::governance::{ChangeKind, ChangeState};
+use crate::domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 
 /// A string enum whose description says what each value means.
@@ -200,6 +201,58 @@ schema_enum!(
             Interface::Ui => "the browser UI",
             Interface::Cli => "the command line",
             Interface::Job => "a background job",
+        },
+    )
+);
+
+schema_enum!(
+    UserState,
+    "UserState",
+    string_enum(
+        "Where a human's account stands.",
+        &UserState::ALL,
+        UserState::as_str,
+        |s| match s {
+            UserState::Invited => "invited; has not set a password yet",
+            UserState::Active => "may sign in",
+            UserState::Deactivated => {
+                "deactivated by an approver: no sessions, no sign-in (their agents keep working)"
+            }
+        },
+    )
+);
+
+schema_enum!(
+    ChangeKind,
+    "ChangeKind",
+    string_enum(
+        "What a proposal asks for.",
+        &ChangeKind::ALL,
+        ChangeKind::as_str,
+        |k| match k {
+            ChangeKind::Settings => {
+                "organisation settings that turn `four_eyes` off (`four_eyes`, `shared_review`)"
+            }
+            ChangeKind::ApproverInvitation => "inviting a human as an approver (`email`, `role`)",
+        },
+    )
+);
+
+schema_enum!(
+    ChangeState,
+    "ChangeState",
+    string_enum(
+        "Where a proposal stands.",
+        &ChangeState::ALL,
+        ChangeState::as_str,
+        |s| match s {
+            ChangeState::Pending => "waiting for a different approver to confirm or reject it",
+            ChangeState::Confirmed => "confirmed by a second approver and applied",
+            ChangeState::Rejected => {
+                "rejected by an approver (or withdrawn by its proposer, or its proposer was deactivated)"
+            }
+            ChangeState::Expired =>
+                "nobody confirmed it within 7 days; it can no longer be confirmed",
         },
     )
 );

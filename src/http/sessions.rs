@@ -1,10 +1,11 @@
-//! Humans: sign-in and sign-out, `GET /v1/me`, invitations.
+//! Humans and their credentials: sign-in, sign-out (here or everywhere), `GET /v1/me`, changing
+//! one's password, accepting an invitation.
 
 use super::AppState;
 use super::extract::{Auth, ClientAddr, StrictJson};
 use super::problem::{ApiError, Problem};
 use crate::app::{Me, SignedIn, UserView};
-use crate::domain::identity::{Capability, Role};
+use crate::domain::identity::{Capability, Role, UserState};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -16,10 +17,10 @@ use uuid::Uuid;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(sign_in))
+        .routes(routes!(sign_in, sign_out_everywhere))
         .routes(routes!(sign_out))
         .routes(routes!(me))
-        .routes(routes!(invite_user))
+        .routes(routes!(change_password))
         .routes(routes!(accept_invitation))
 }
 
@@ -47,6 +48,9 @@ pub struct UserResponse {
     /// What the human may do.
     #[schema(example = "approver")]
     pub role: Role,
+    /// Whether the account may sign in.
+    #[schema(example = "active")]
+    pub state: UserState,
     /// When the human was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
@@ -58,6 +62,7 @@ impl From<UserView> for UserResponse {
             org_id: u.org_id,
             email: u.email,
             role: u.role,
+            state: u.state,
             created_at: u.created_at,
         }
     }
@@ -117,6 +122,58 @@ async fn sign_out(
     Auth(actor): Auth,
 ) -> Result<StatusCode, ApiError> {
     state.app.sign_out(actor.human()?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// End every session of the calling human, this one included ("sign out everywhere").
+#[utoipa::path(delete, path = "/v1/sessions", tag = "sessions",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Every session ended"),
+        (status = 403, description = "`forbidden`: agents have no session", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_out_everywhere(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<StatusCode, ApiError> {
+    state.app.sign_out_everywhere(actor.human()?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The current password and a new one.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePasswordRequest {
+    /// The password the human signs in with now.
+    #[schema(value_type = String, required = true)]
+    pub current_password: Option<String>,
+    /// The new password: 12 to 1024 characters.
+    #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    pub new_password: Option<String>,
+}
+
+/// Change your password; every other session of yours ends (this one stays).
+///
+/// A wrong `current_password` is a 422 on that field and counts as a failed sign-in for your
+/// email and address (too many → 429 `rate_limited`).
+#[utoipa::path(post, path = "/v1/me/password", tag = "sessions",
+    security(("bearer" = [])),
+    request_body = ChangePasswordRequest,
+    responses(
+        (status = 204, description = "Changed"),
+        (status = 403, description = "`forbidden`: agents have no password", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`password_changed`: another request changed it meanwhile", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn change_password(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    ClientAddr(client): ClientAddr,
+    StrictJson(body): StrictJson<ChangePasswordRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .app
+        .change_password(&actor, body.current_password, body.new_password, client)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -181,61 +238,6 @@ async fn me(
         },
     };
     Ok(Json(me))
-}
-
-/// Invite a human into the organisation.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InviteRequest {
-    /// Their email (unique across Tauros): one `@`, no spaces inside.
-    #[schema(
-        value_type = String,
-        required = true,
-        example = "ops@example.com",
-        max_length = 254,
-        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    pub email: Option<String>,
-    /// What the human may do; fixed for good.
-    #[schema(value_type = Role, required = true, example = "operator")]
-    pub role: Option<Role>,
-}
-
-/// The invited human and their one-time invitation token.
-#[derive(Serialize, ToSchema)]
-pub struct InviteResponse {
-    /// The human (no password yet).
-    pub user: UserResponse,
-    /// Hand this to the human; it works once, until `invitation_expires_at`.
-    pub invitation_token: String,
-    /// When the invitation expires.
-    pub invitation_expires_at: DateTime<Utc>,
-}
-
-/// Invite a human (approvers only).
-#[utoipa::path(post, path = "/v1/users", tag = "sessions", security(("bearer" = [])),
-    request_body = InviteRequest,
-    responses(
-        (status = 201, description = "Invited", body = InviteResponse),
-        (status = 403, description = "`forbidden`: not an approver, or an agent", body = Problem, content_type = "application/problem+json"),
-    ))]
-async fn invite_user(
-    State(state): State<AppState>,
-    Auth(actor): Auth,
-    StrictJson(body): StrictJson<InviteRequest>,
-) -> Result<(StatusCode, Json<InviteResponse>), ApiError> {
-    let (user, token, expires_at) = state
-        .app
-        .invite_user(&actor, body.email.as_deref(), body.role)
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(InviteResponse {
-            user: user.into(),
-            invitation_token: token,
-            invitation_expires_at: expires_at,
-        }),
-    ))
 }
 
 /// Accept an invitation by choosing a password.

@@ -29,6 +29,8 @@ pub struct UserRow {
     pub is_bootstrap: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Set when an approver deactivated the human; they can no longer sign in.
+    pub deactivated_at: Option<DateTime<Utc>>,
 }
 
 /// A human's session; only the token's hash is stored.
@@ -154,12 +156,19 @@ pub trait IdentityRead: Send {
         org_id: Uuid,
         subject_id: Uuid,
     ) -> StoreResult<Vec<AuditRow>>;
+    /// The org's humans, newest first.
+    async fn users_in_org(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<UserRow>>;
+    /// The org's audit trail, newest first.
+    async fn audit_page(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<AuditRow>>;
 }
 
 /// Writes and locking reads of identities; only in a write unit of work.
 #[async_trait]
 pub trait IdentityWrite: IdentityRead {
     async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool>;
+    /// Reads the org row and locks it until the transaction ends: settings changes and their
+    /// proposals are serialized by it.
+    async fn lock_org(&mut self, id: Uuid, lock: Lock) -> StoreResult<Option<OrgRow>>;
     async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()>;
     async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()>;
     async fn set_password(
@@ -169,8 +178,35 @@ pub trait IdentityWrite: IdentityRead {
         password_hash: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
+    /// Reads the human and locks the row until the transaction ends.
+    async fn lock_user(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<UserRow>>;
+    async fn deactivate_user(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
     async fn insert_session(&mut self, session: &SessionRow) -> StoreResult<()>;
     async fn delete_session(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    /// Ends every session of the human except `keep`; returns how many ended.
+    async fn delete_user_sessions(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        keep: Option<Uuid>,
+    ) -> StoreResult<u64>;
+    /// Deletes the human's invitations (used or not); returns how many.
+    async fn delete_user_invitations(&mut self, org_id: Uuid, user_id: Uuid) -> StoreResult<u64>;
+    /// Deletes up to `limit` sessions that expired before `now`, across organisations (a
+    /// maintenance sweep by expiry, never a read of what they hold).
+    async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
+    /// Deletes up to `limit` invitations that were used or expired before `now`.
+    async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     async fn insert_invitation(&mut self, invitation: &InvitationRow) -> StoreResult<()>;
     /// Marks an unexpired, unused invitation accepted; `None` when no such invitation exists.
     /// One-time use is decided by this single conditional write.

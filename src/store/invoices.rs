@@ -114,6 +114,9 @@ pub struct EventRow {
     pub occurred_at: DateTime<Utc>,
     pub prev_hash: String,
     pub hash: String,
+    /// Decisions only: the org's settings the decision was made under.
+    pub four_eyes: Option<bool>,
+    pub shared_review: Option<bool>,
 }
 
 /// Which invoices a list returns.

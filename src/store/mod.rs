@@ -12,6 +12,7 @@
 //!   backend-only statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
 //!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
 
+mod governance;
 mod identity;
 mod invoices;
 mod parties;
@@ -23,6 +24,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use uuid::Uuid;
 
+pub use governance::{GovernanceRead, GovernanceWrite, OrgChangeRow};
 pub use identity::{
     AgentRow, ApiKeyRow, AuditRow, IdentityRead, IdentityWrite, InvitationRow, KeyWithAgent,
     OrgRow, SessionRow, UserRow,
@@ -166,11 +168,11 @@ pub trait Store: Send + Sync + 'static {
 pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
-pub trait Reader: IdentityRead + PartyRead + InvoiceRead + Send {}
+pub trait Reader: IdentityRead + GovernanceRead + PartyRead + InvoiceRead + Send {}
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
-pub trait Tx: Reader + IdentityWrite + PartyWrite + InvoiceWrite {
+pub trait Tx: Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

@@ -1,6 +1,9 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
-use super::sql::{Conn, classify_other, impl_identity_store, impl_invoice_store, impl_party_store};
+use super::sql::{
+    Conn, classify_other, impl_governance_store, impl_identity_store, impl_invoice_store,
+    impl_party_store,
+};
 use super::{Constraint, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -54,6 +57,12 @@ fn map_err(err: sqlx::Error) -> StoreError {
 }
 
 impl_identity_store!(
+    PgUnit,
+    for_update = " for update",
+    for_share = " for share",
+    map_err = map_err
+);
+impl_governance_store!(
     PgUnit,
     for_update = " for update",
     for_share = " for share",

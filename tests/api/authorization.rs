@@ -514,11 +514,13 @@ impl World {
         }
     }
 
-    /// Sets the org's flags (as A1, an approver of org A), only when they differ.
+    /// Sets the org's flags (as A1, an approver of org A), only when they differ. Turning
+    /// `four_eyes` off is a proposal that A2 confirms.
     async fn set_flags(&mut self, app: &TestApp, flags: (bool, bool)) {
         if self.flags != flags {
             let settings = json!({"four_eyes": flags.0, "shared_review": flags.1});
-            app.set_org(&self.x.owner_token, settings).await;
+            app.set_org_confirmed(&self.x.owner_token, &self.other_approver_token, settings)
+                .await;
             self.flags = flags;
         }
     }

@@ -311,6 +311,22 @@ pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Va
 
 /// Runs each named test function on both backends: `name::sqlite` and `name::postgres`.
 macro_rules! both_backends {
+    // Tests that start their own server (with their own configuration) take the backend.
+    (backend: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::helpers::Backend::Postgres).await;
+                }
+            }
+        )*
+    };
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -444,6 +460,23 @@ impl TestApp {
             StatusCode::OK,
         )
         .await
+    }
+
+    /// Changes settings as `token`; when that is a proposal (turning `four_eyes` off while it
+    /// is on), `confirmer` (another approver) confirms it. Answers the organisation.
+    pub async fn set_org_confirmed(&self, token: &str, confirmer: &str, settings: Value) -> Value {
+        let res = self.patch("/v1/organisation", token, settings).await;
+        if res.status() != StatusCode::ACCEPTED {
+            return expect_status(res, StatusCode::OK).await;
+        }
+        let change = expect_status(res, StatusCode::ACCEPTED).await;
+        let path = format!(
+            "/v1/organisation/changes/{}/confirm",
+            change["change"]["id"].as_str().expect("change id")
+        );
+        let done =
+            expect_status(self.post(&path, confirmer, json!({})).await, StatusCode::OK).await;
+        done["organisation"].clone()
     }
 
     /// `POST /v1/invoices` with `Idempotency-Key: key`, not sent yet.

@@ -8,6 +8,7 @@
 
 mod helpers;
 
+mod accounts;
 mod adversarial;
 mod agent_hints;
 mod agents;
@@ -19,6 +20,7 @@ mod capabilities;
 mod concurrency;
 mod conventions;
 mod document;
+mod governance;
 mod invoices;
 mod model;
 mod organisation;

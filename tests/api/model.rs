@@ -389,7 +389,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .unwrap();
     let org_id = boot.org_id;
     let approver = human(boot.user_id, org_id, email, Role::Approver);
-    let (op, _, _) = app
+    let tauros::app::Invited::Done(invited) = app
         .app
         .invite_user(
             &approver,
@@ -397,8 +397,11 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
             Some(Role::Operator),
         )
         .await
-        .unwrap();
-    let operator = human(op.id, org_id, op.email, Role::Operator);
+        .unwrap()
+    else {
+        panic!("an operator is invited at once");
+    };
+    let operator = human(invited.user.id, org_id, invited.user.email, Role::Operator);
     let owner = match setup {
         Setup::ApproverOwns => &approver,
         Setup::OperatorOwns => {

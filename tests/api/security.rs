@@ -20,6 +20,12 @@ both_backends!(
     responses_are_not_sniffed_or_cached_and_request_ids_stay_small,
 );
 
+both_backends!(
+    backend: each_credential_has_its_own_rate_limit,
+    failed_sign_ins_are_limited_per_email,
+    a_flood_of_sign_ins_is_turned_away_not_queued,
+);
+
 async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
     let b = app.billing().await;
     let before = app.invoice_rows().await;
@@ -324,34 +330,4 @@ async fn failed_sign_ins_are_limited_per_email(backend: Backend) {
         )
         .await;
     expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_credential_has_its_own_rate_limit_sqlite() {
-    each_credential_has_its_own_rate_limit(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_credential_has_its_own_rate_limit_postgres() {
-    each_credential_has_its_own_rate_limit(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_sign_ins_are_limited_per_email_sqlite() {
-    failed_sign_ins_are_limited_per_email(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_sign_ins_are_limited_per_email_postgres() {
-    failed_sign_ins_are_limited_per_email(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_of_sign_ins_is_turned_away_not_queued_sqlite() {
-    a_flood_of_sign_ins_is_turned_away_not_queued(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_of_sign_ins_is_turned_away_not_queued_postgres() {
-    a_flood_of_sign_ins_is_turned_away_not_queued(Backend::Postgres).await;
 }

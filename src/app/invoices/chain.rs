@@ -2,7 +2,7 @@
 
 use super::super::AuditActor;
 use crate::domain::audit::EventFields;
-use crate::domain::invoice::{Action, InvoiceState};
+use crate::domain::invoice::{Action, InvoiceState, OrgSettings};
 use crate::store::{EventRow, InvoiceRow, RevisionRow};
 use uuid::Uuid;
 
@@ -15,6 +15,8 @@ pub(super) struct EventInput<'a> {
     pub revision: Option<&'a RevisionRow>,
     pub idempotency_key: Option<&'a str>,
     pub note: Option<&'a str>,
+    /// Decisions: the org settings in force.
+    pub settings: Option<OrgSettings>,
 }
 
 /// The next link of the invoice's event chain, at the invoice's new state and `updated_at`;
@@ -38,6 +40,8 @@ pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> Ev
         occurred_at: invoice.updated_at,
         prev_hash: invoice.last_event_hash.clone(),
         hash: String::new(),
+        four_eyes: input.settings.map(|s| s.four_eyes),
+        shared_review: input.settings.map(|s| s.shared_review),
     };
     event.hash = crate::domain::audit::event_hash(&event.prev_hash, &event_fields(&event));
     invoice.event_count = event.seq;
@@ -61,5 +65,6 @@ pub(super) fn event_fields(e: &EventRow) -> EventFields<'_> {
         idempotency_key: e.idempotency_key.as_deref(),
         note: e.note.as_deref(),
         occurred_at: e.occurred_at,
+        settings: e.four_eyes.zip(e.shared_review),
     }
 }

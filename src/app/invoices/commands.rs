@@ -23,7 +23,8 @@ use crate::domain::fingerprint::{key_error, key_is_valid};
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{
     self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
-    ExistingDecision, InvoiceState, SubmitFacts, Transition, check_content, check_payload_hash,
+    ExistingDecision, InvoiceState, OrgSettings, SubmitFacts, Transition, check_content,
+    check_payload_hash,
 };
 use crate::domain::payload::verify;
 use crate::store::{
@@ -117,6 +118,7 @@ impl App {
                 revision: Some(&revision),
                 idempotency_key: Some(key),
                 note: None,
+                settings: None,
             },
         );
         // The unique key (org, agent, key) serializes concurrent creates: the loser inserts
@@ -164,7 +166,7 @@ impl App {
     ) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
-        let mut invoice = locked(&mut *tx, actor, id, Action::Revise).await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Revise).await?;
         let Transition::Apply { to } =
             rules::transition(Action::Revise, invoice.state, invoice.cancelled_by)
                 .map_err(invalid)?
@@ -212,6 +214,7 @@ impl App {
                 revision: Some(&revision),
                 idempotency_key: None,
                 note: None,
+                settings: None,
             },
         );
         tx.insert_revision(&revision).await?;
@@ -224,7 +227,7 @@ impl App {
     pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
-        let mut invoice = locked(&mut *tx, actor, id, Action::Submit).await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Submit).await?;
         let current = current_revision(&mut *tx, &invoice).await?;
         let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
         let destination = tx
@@ -247,6 +250,7 @@ impl App {
                     to,
                     revision: &current,
                     note: None,
+                    settings: None,
                 };
                 apply(tx, &mut invoice, actor, change).await
             }
@@ -280,7 +284,7 @@ impl App {
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
         let mut tx = self.store.begin().await?;
-        let mut invoice = locked(&mut *tx, actor, id, action).await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
         // Who may act is answered before what they sent: an agent calling cancel hears 403,
         // not that a reason is missing.
         let note =
@@ -297,6 +301,7 @@ impl App {
                     to,
                     revision: &current,
                     note,
+                    settings: None,
                 };
                 apply(tx, &mut invoice, actor, change).await
             }
@@ -317,7 +322,7 @@ impl App {
         actor.require(Capability::Invoicing)?;
         let action = kind.action();
         let mut tx = self.store.begin().await?;
-        let mut invoice = locked(&mut *tx, actor, id, action).await?;
+        let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
         let approver_id = actor.id();
         // After the access check: an agent or operator hears 403 (a stranger 404), never that a
         // reason is missing. Then every field rule at once.
@@ -402,6 +407,7 @@ impl App {
                     to,
                     revision: &current,
                     note: reason,
+                    settings: Some(settings),
                 };
                 apply(tx, &mut invoice, actor, change).await
             }
@@ -444,8 +450,14 @@ async fn replay_create(
     }
 }
 
-/// Locks the invoice and checks that `actor` may run `action` on it.
-async fn locked(tx: &mut dyn Tx, actor: &Actor, id: Uuid, action: Action) -> AppResult<InvoiceRow> {
+/// Locks the invoice and checks that `actor` may run `action` on it; answers the invoice and
+/// the org settings the check was made under.
+async fn locked(
+    tx: &mut dyn Tx,
+    actor: &Actor,
+    id: Uuid,
+    action: Action,
+) -> AppResult<(InvoiceRow, OrgSettings)> {
     let invoice = tx
         .lock_invoice(actor.org_id(), id)
         .await?
@@ -453,7 +465,7 @@ async fn locked(tx: &mut dyn Tx, actor: &Actor, id: Uuid, action: Action) -> App
     let (access, settings) =
         super::access_facts(&mut *tx, invoice.org_id, invoice.agent_id).await?;
     rules::authorize(action, caller(actor), access, settings).map_err(access_error)?;
-    Ok(invoice)
+    Ok((invoice, settings))
 }
 
 async fn current_revision(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<RevisionRow> {
@@ -470,6 +482,8 @@ struct Change<'a> {
     revision: &'a RevisionRow,
     /// The decision's or cancellation's reason.
     note: Option<String>,
+    /// A decision's org settings in force.
+    settings: Option<OrgSettings>,
 }
 
 /// Writes the state change and its event, commits, and answers the invoice as it is now.
@@ -491,6 +505,7 @@ async fn apply(
             revision: Some(change.revision),
             idempotency_key: None,
             note: change.note.as_deref(),
+            settings: change.settings,
         },
     );
     tx.update_invoice(invoice).await?;

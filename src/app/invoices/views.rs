@@ -99,6 +99,9 @@ pub struct EventView {
     pub occurred_at: DateTime<Utc>,
     pub prev_hash: String,
     pub hash: String,
+    /// Decisions: the org's `four_eyes` and `shared_review` when it was made.
+    pub four_eyes: Option<bool>,
+    pub shared_review: Option<bool>,
 }
 
 /// The outcome of `verify`.
@@ -216,6 +219,8 @@ impl From<EventRow> for EventView {
             occurred_at: e.occurred_at,
             prev_hash: e.prev_hash,
             hash: e.hash,
+            four_eyes: e.four_eyes,
+            shared_review: e.shared_review,
         }
     }
 }

@@ -219,6 +219,8 @@ pub(super) async fn list_events(
             occurred_at: e.occurred_at,
             prev_hash: e.prev_hash,
             hash: e.hash,
+            four_eyes: e.four_eyes,
+            shared_review: e.shared_review,
         })
         .collect();
     Ok(Json(EventList { items }))

@@ -333,6 +333,11 @@ pub struct EventResponse {
     pub prev_hash: String,
     /// Lowercase hex SHA-256 of `prev_hash`, a newline and this event's canonical JSON.
     pub hash: String,
+    /// Decisions (`approve`, `reject`, `request_changes`): the organisation's `four_eyes` when
+    /// the decision was made; `null` on every other event. Covered by `hash`.
+    pub four_eyes: Option<bool>,
+    /// Decisions: the organisation's `shared_review` when the decision was made; else `null`.
+    pub shared_review: Option<bool>,
 }
 
 /// The trail, in order.

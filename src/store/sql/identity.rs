@@ -181,6 +181,36 @@ macro_rules! impl_identity_store {
                     .await
                     .map_err($map_err)
                 }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn users_in_org(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<UserRow>> {
+                    ::sqlx::query_as(
+                        "select * from users
+                         where org_id = $1 and ($2 is null or id < $2)
+                         order by id desc limit $3",
+                    )
+                    .bind(org_id)
+                    .bind(page.after)
+                    .bind(page.limit)
+                    .fetch_all(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn audit_page(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<AuditRow>> {
+                    ::sqlx::query_as(
+                        "select * from audit_events
+                         where org_id = $1 and ($2 is null or id < $2)
+                         order by id desc limit $3",
+                    )
+                    .bind(org_id)
+                    .bind(page.after)
+                    .bind(page.limit)
+                    .fetch_all(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
             }
 
             #[::async_trait::async_trait]
@@ -204,6 +234,20 @@ macro_rules! impl_identity_store {
                 }
 
                 #[::tracing::instrument(level = "debug", skip_all)]
+                async fn lock_org(&mut self, id: Uuid, lock: Lock) -> StoreResult<Option<OrgRow>> {
+                    ::sqlx::query_as($crate::store::sql::locked_select!(
+                        lock,
+                        $for_share,
+                        $for_update,
+                        "select * from orgs where id = $1"
+                    ))
+                    .bind(id)
+                    .fetch_optional(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
                 async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()> {
                     ::sqlx::query(
                         "update orgs set four_eyes = $2, shared_review = $3, updated_at = $4
@@ -223,8 +267,8 @@ macro_rules! impl_identity_store {
                 async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()> {
                     ::sqlx::query(
                         "insert into users (id, org_id, email, email_normalized, role, password_hash,
-                             is_bootstrap, created_at, updated_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                             is_bootstrap, created_at, updated_at, deactivated_at)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                     )
                     .bind(user.id)
                     .bind(user.org_id)
@@ -235,6 +279,7 @@ macro_rules! impl_identity_store {
                     .bind(user.is_bootstrap)
                     .bind(user.created_at)
                     .bind(user.updated_at)
+                    .bind(user.deactivated_at)
                     .execute(self.0.conn())
                     .await
                     .map_err($map_err)?;
@@ -261,6 +306,110 @@ macro_rules! impl_identity_store {
                     .await
                     .map_err($map_err)?;
                     Ok(())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn lock_user(
+                    &mut self,
+                    org_id: Uuid,
+                    id: Uuid,
+                    lock: Lock,
+                ) -> StoreResult<Option<UserRow>> {
+                    ::sqlx::query_as($crate::store::sql::locked_select!(
+                        lock,
+                        $for_share,
+                        $for_update,
+                        "select * from users where org_id = $1 and id = $2"
+                    ))
+                    .bind(org_id)
+                    .bind(id)
+                    .fetch_optional(self.0.conn())
+                    .await
+                    .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn deactivate_user(
+                    &mut self,
+                    org_id: Uuid,
+                    id: Uuid,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "update users set deactivated_at = $3, updated_at = $3
+                         where org_id = $1 and id = $2 and deactivated_at is null",
+                    )
+                    .bind(org_id)
+                    .bind(id)
+                    .bind(now)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn delete_user_sessions(
+                    &mut self,
+                    org_id: Uuid,
+                    user_id: Uuid,
+                    keep: Option<Uuid>,
+                ) -> StoreResult<u64> {
+                    let done = ::sqlx::query(
+                        "delete from sessions
+                         where org_id = $1 and user_id = $2 and ($3 is null or id <> $3)",
+                    )
+                    .bind(org_id)
+                    .bind(user_id)
+                    .bind(keep)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(done.rows_affected())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn delete_user_invitations(
+                    &mut self,
+                    org_id: Uuid,
+                    user_id: Uuid,
+                ) -> StoreResult<u64> {
+                    let done = ::sqlx::query("delete from invitations where org_id = $1 and user_id = $2")
+                        .bind(org_id)
+                        .bind(user_id)
+                        .execute(self.0.conn())
+                        .await
+                        .map_err($map_err)?;
+                    Ok(done.rows_affected())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+                    let done = ::sqlx::query(
+                        "delete from sessions where id in
+                             (select id from sessions where expires_at <= $1 limit $2)",
+                    )
+                    .bind(now)
+                    .bind(limit)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(done.rows_affected())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+                    let done = ::sqlx::query(
+                        "delete from invitations where id in
+                             (select id from invitations
+                              where accepted_at is not null or expires_at <= $1 limit $2)",
+                    )
+                    .bind(now)
+                    .bind(limit)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(done.rows_affected())
                 }
 
                 #[::tracing::instrument(level = "debug", skip_all)]

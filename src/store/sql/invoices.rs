@@ -276,8 +276,9 @@ macro_rules! impl_invoice_store {
                     ::sqlx::query(
                         "insert into invoice_events (id, org_id, invoice_id, seq, action, from_state,
                              to_state, actor_kind, actor_id, interface, revision_id, payload_hash,
-                             idempotency_key, note, occurred_at, prev_hash, hash)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                             idempotency_key, note, occurred_at, prev_hash, hash, four_eyes, shared_review)
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                             $18, $19)",
                     )
                     .bind(e.id)
                     .bind(e.org_id)
@@ -296,6 +297,8 @@ macro_rules! impl_invoice_store {
                     .bind(e.occurred_at)
                     .bind(&e.prev_hash)
                     .bind(&e.hash)
+                    .bind(e.four_eyes)
+                    .bind(e.shared_review)
                     .execute(self.0.conn())
                     .await
                     .map_err($map_err)?;

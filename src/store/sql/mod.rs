@@ -6,16 +6,20 @@
 //! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
 //! adapter file imports.
 
+mod governance;
 mod identity;
 mod invoices;
 mod parties;
 
+pub(crate) use governance::impl_governance_store;
 pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
 pub(crate) use parties::{impl_party_store, scope_binds};
 
 use super::{StoreError, StoreResult};
 use crate::domain::destination::DestinationState;
+use crate::domain::governance::{ChangeKind, ChangeState};
+use crate::domain::identity::Role;
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
@@ -106,4 +110,12 @@ macro_rules! stored_as_text {
     )*};
 }
 
-stored_as_text!(InvoiceState, Action, DecisionKind, DestinationState);
+stored_as_text!(
+    InvoiceState,
+    Action,
+    DecisionKind,
+    DestinationState,
+    ChangeKind,
+    ChangeState,
+    Role
+);
