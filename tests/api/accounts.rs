@@ -55,6 +55,19 @@ async fn invited(app: &TestApp, approver: &str, role: &str) -> (Uuid, String, St
     )
 }
 
+/// The session `token` no longer works.
+async fn signed_out(app: &TestApp, token: &str) {
+    let res = app.get("/v1/me", token).await;
+    expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
+}
+
+/// Signing in with the test password is refused like a wrong password.
+async fn sign_in_refused(app: &TestApp, email: &str) {
+    let body = json!({"email": email, "password": PASSWORD});
+    let res = app.post_public("/v1/sessions", body).await;
+    expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
+}
+
 /// The email of a human, read back through the list.
 async fn email_of(app: &TestApp, approver: &str, id: Uuid) -> String {
     let list = expect_status(app.get("/v1/users", approver).await, StatusCode::OK).await;
@@ -133,24 +146,10 @@ async fn a_deactivated_human_is_locked_out_at_once_and_their_agents_keep_working
     assert_eq!(done["state"], "deactivated");
     assert_eq!(done["id"], operator_id.to_string());
     for token in [&first_session, &second_session] {
-        expect_problem(
-            app.get("/v1/me", token).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-        )
-        .await;
+        signed_out(&app, token).await;
     }
     // Same answer as a wrong password: a deactivated account is not told apart.
-    expect_problem(
-        app.post_public(
-            "/v1/sessions",
-            json!({"email": email, "password": PASSWORD}),
-        )
-        .await,
-        StatusCode::UNAUTHORIZED,
-        "invalid_credentials",
-    )
-    .await;
+    sign_in_refused(&app, &email).await;
     // Their agent keeps working.
     let me = expect_status(app.get("/v1/me", &agent_key).await, StatusCode::OK).await;
     assert_eq!(me["kind"], "agent");
@@ -295,12 +294,7 @@ async fn no_session_survives_a_deactivation_racing_sign_ins(app: TestApp) {
     }
     // Whichever sign-ins won the race, their sessions ended with the deactivation.
     for token in &tokens {
-        expect_problem(
-            app.get("/v1/me", token).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-        )
-        .await;
+        signed_out(&app, token).await;
     }
     let sessions = app
         .sql_count(&format!(
@@ -320,12 +314,7 @@ async fn signing_out_everywhere_ends_every_session(app: TestApp) {
     let res = app.delete("/v1/sessions", &second).await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     for token in [&first, &second, &third] {
-        expect_problem(
-            app.get("/v1/me", token).await,
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-        )
-        .await;
+        signed_out(&app, token).await;
     }
     // Other humans are not touched; agents have no sessions.
     expect_status(app.get("/v1/me", &org.approver_token).await, StatusCode::OK).await;
@@ -396,22 +385,8 @@ async fn changing_a_password_ends_the_other_sessions(app: TestApp) {
         .await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     expect_status(app.get("/v1/me", &this).await, StatusCode::OK).await;
-    expect_problem(
-        app.get("/v1/me", &other).await,
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-    )
-    .await;
-    expect_problem(
-        app.post_public(
-            "/v1/sessions",
-            json!({"email": email, "password": PASSWORD}),
-        )
-        .await,
-        StatusCode::UNAUTHORIZED,
-        "invalid_credentials",
-    )
-    .await;
+    signed_out(&app, &other).await;
+    sign_in_refused(&app, &email).await;
     app.sign_in(&email, new_password).await;
     expect_problem(
         app.post(
