@@ -28,3 +28,4 @@ mod races;
 mod replays;
 mod security;
 mod serve;
+mod slow_clients;
