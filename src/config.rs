@@ -94,7 +94,8 @@ pub struct ServeArgs {
     /// connection's accept or the request's first byte; then the connection is closed.
     #[arg(long, env = "TAUROS_HEADER_READ_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_HEADER_READ_TIMEOUT_SECONDS)]
     pub header_read_timeout_seconds: u64,
-    /// Seconds a request body may make no progress; then 408 and the connection is closed.
+    /// Seconds a request body may make no progress (then 408 and the connection is closed),
+    /// and a client may take no byte of its answer (then the connection is closed).
     #[arg(long, env = "TAUROS_BODY_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_BODY_TIMEOUT_SECONDS)]
     pub body_timeout_seconds: u64,
     /// Seconds a keep-alive connection with no request in flight may wait for the next one.

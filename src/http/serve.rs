@@ -1,7 +1,8 @@
 //! The accept loop and what a connection may hold. Every connection is served by hyper's
 //! HTTP/1 under limits that keep slow or silent clients from holding the server: its request
 //! head must arrive in time, an idle keep-alive connection closes, and only so many
-//! connections are served at once. On shutdown, in-flight requests finish first.
+//! connections are served at once, and a client that stops reading its answer is cut. On
+//! shutdown, in-flight requests finish first.
 //!
 //! hyper's own `header_read_timeout` is not used: in hyper 1.x its timer also runs while a
 //! keep-alive connection waits for the next request, so it would close idle connections after
@@ -43,7 +44,8 @@ pub struct ConnectionLimits {
     /// connection is closed.
     pub header_read_timeout: Duration,
     /// A request body that makes no progress for this long is abandoned: 408 `timeout`, then
-    /// the connection closes (see [`super::body_timeout`]).
+    /// the connection closes (see [`super::body_timeout`]). An answer the client stops taking
+    /// (its socket accepts no byte) for this long closes the connection too.
     pub body_timeout: Duration,
     /// A connection with no request in flight and no byte of a next one closes after this.
     pub idle_timeout: Duration,
@@ -198,7 +200,8 @@ async fn connection(
                 {
                     tracing::debug!(client = %remote, limit, "closing a connection: timeout");
                     metrics::counter!("http_timeouts_total", "limit" => limit).increment(1);
-                    // Nothing is in flight, so dropping the connection loses no answer.
+                    // Nothing is in flight, or the client stopped taking its answer: dropping
+                    // the connection loses nothing that anyone is reading.
                     break;
                 }
             }
@@ -235,6 +238,8 @@ struct State {
     in_flight: usize,
     /// With none in flight, what the connection waits for and since when.
     waiting: Waiting,
+    /// Since when the client has taken no byte of what we write (its socket buffer is full).
+    write_blocked: Option<Instant>,
 }
 
 #[derive(Clone, Copy)]
@@ -252,6 +257,7 @@ impl Activity {
                 in_flight: 0,
                 // A new connection owes its first request head from the start.
                 waiting: Waiting::Head(Instant::now()),
+                write_blocked: None,
             }),
             changed: Notify::new(),
         }
@@ -265,13 +271,20 @@ impl Activity {
     /// When this connection must be closed and which limit says so, if any.
     fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, &'static str)> {
         let state = *self.state();
-        if state.in_flight > 0 {
-            return None;
-        }
-        Some(match state.waiting {
+        // A request in flight stops the request clocks: the handler may take its time, and
+        // its body has a clock of its own.
+        let waiting = (state.in_flight == 0).then(|| match state.waiting {
             Waiting::Head(since) => (since + limits.header_read_timeout, "header"),
             Waiting::Next(since) => (since + limits.idle_timeout, "idle"),
-        })
+        });
+        // A client that stops reading is cut whatever is in flight.
+        let send = state
+            .write_blocked
+            .map(|since| (since + limits.body_timeout, "send"));
+        [waiting, send]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(at, _)| *at)
     }
 
     /// A request head was parsed and handed to the router.
@@ -293,10 +306,21 @@ impl Activity {
 
     fn wrote(&self) {
         let mut state = self.state();
+        state.write_blocked = None;
         if state.in_flight == 0 && matches!(state.waiting, Waiting::Next(_)) {
             // The end of an answer still reaching the client: idle counts from the last byte.
             // A later deadline needs no wake-up; the watchdog checks again when it fires.
             state.waiting = Waiting::Next(Instant::now());
+        }
+    }
+
+    /// The client's socket took nothing: the send clock starts, unless it already runs.
+    fn write_blocked(&self) {
+        let mut state = self.state();
+        if state.write_blocked.is_none() {
+            state.write_blocked = Some(Instant::now());
+            drop(state);
+            self.changed.notify_one();
         }
     }
 }
@@ -363,6 +387,16 @@ impl AsyncRead for Watched {
     }
 }
 
+impl Watched {
+    fn report(&self, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.wrote(),
+            Poll::Pending => self.activity.write_blocked(),
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
 impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -370,9 +404,7 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.wrote();
-        }
+        self.report(&polled);
         polled
     }
 
@@ -382,9 +414,7 @@ impl AsyncWrite for Watched {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.wrote();
-        }
+        self.report(&polled);
         polled
     }
 

@@ -1,6 +1,7 @@
 //! Slow and silent clients cannot hold the server (issue 11, api.md "resource bounds"): a
 //! request head must arrive within the header timeout, a body must keep moving, an idle
-//! keep-alive connection closes, and connections over the cap wait until one closes, while
+//! keep-alive connection closes, a client must keep reading its answer, and connections over
+//! the cap wait until one closes, while
 //! a slow body that keeps moving and a long-running request are served. Raw sockets against
 //! a real server, with short limits so that the tests are quick. Upper bounds are generous
 //! (three times the limit); a failing test waits at most [`BOUND`], never forever.
@@ -23,6 +24,7 @@ both_backends!(backend:
     connections_over_the_cap_wait_until_one_closes,
     a_normal_client_is_served_once_slow_ones_are_cut,
     a_long_running_request_is_not_cut_by_the_idle_timeout,
+    a_client_that_stops_reading_is_cut_after_the_body_timeout,
 );
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -438,4 +440,41 @@ async fn a_long_running_request_is_not_cut_by_the_idle_timeout(backend: Backend)
     let start = Instant::now();
     until_closed(&mut stream).await;
     after_the_limit("the connection closed once idle", start.elapsed(), SECOND);
+}
+
+/// Eight pipelined requests for the largest asset (the Swagger UI bundle, over a megabyte
+/// each) on a socket with a small receive buffer, and then nothing read: once the client's
+/// buffers are full, the server's writes stall, and after the body timeout the connection is
+/// closed, with far less sent than was asked for.
+async fn a_client_that_stops_reading_is_cut_after_the_body_timeout(backend: Backend) {
+    let app = server(backend, |l| l.body_timeout = SECOND).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let addr = app.base.trim_start_matches("http://").parse().unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request = "GET /docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: tauros\r\n\r\n";
+    stream
+        .write_all(request.repeat(8).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(SECOND * 3).await;
+    let sent = until_closed(&mut stream).await;
+    let head_end = sent
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("the first answer's head");
+    let head = String::from_utf8_lossy(&sent[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("content-length");
+    assert!(length > 1_000_000, "a large asset: {length} bytes");
+    assert!(
+        sent.len() < 8 * length,
+        "cut before the end: {} of {} bytes",
+        sent.len(),
+        8 * length
+    );
 }
