@@ -89,7 +89,7 @@ fn print_openapi() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = open(&args.db).await?;
     let app = App::new(store, args.app_config());
-    let listener = tokio::net::TcpListener::bind(&args.bind)
+    let listener = http::listen(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let local = listener.local_addr()?;
@@ -106,7 +106,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limits: args.limits(),
     };
     if let Some(bind) = &args.metrics_bind {
-        let metrics = tokio::net::TcpListener::bind(bind)
+        let metrics = http::listen(bind)
             .await
             .with_context(|| format!("cannot listen on {bind} for metrics"))?;
         // The same connection limits, with a cap of its own: a flood on one listener cannot

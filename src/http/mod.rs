@@ -31,7 +31,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use serve::{
     ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_READ_TIMEOUT_SECONDS,
-    DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, serve,
+    DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, listen, serve,
 };
 
 /// Request bodies above this are refused with 413.

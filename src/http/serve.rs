@@ -64,6 +64,39 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// Connections the kernel keeps for us, unaccepted, over the cap (it caps this at
+/// `net.core.somaxconn`). Rust's and tokio's `bind` ask for 128.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Listens on `address` (`HOST:PORT`; the first of its addresses that can be bound) with a
+/// listen backlog of 1024, where connections over the cap wait.
+pub async fn listen(address: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restart can bind while old connections linger.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(addr)
+            .and_then(|()| socket.listen(LISTEN_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolved to nothing",
+        )
+    }))
+}
+
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves; then stops
 /// accepting, closes idle connections, and returns once in-flight requests have finished.
 /// Each request carries `ConnectInfo<SocketAddr>` (the client address).
