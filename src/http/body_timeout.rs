@@ -28,6 +28,10 @@ pub async fn body_progress(
     request: Request,
     next: Next,
 ) -> Response {
+    if http_body::Body::is_end_stream(request.body()) {
+        // No body (most GETs): nothing to wait for.
+        return next.run(request).await;
+    }
     let stalled = Arc::new(AtomicBool::new(false));
     let request = request.map(|body| {
         Body::new(Progress {

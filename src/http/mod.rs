@@ -50,7 +50,7 @@ pub struct HttpConfig {
     pub cors_origins: Vec<String>,
     /// Serve `/metrics` on the main router (false when it has its own listener).
     pub metrics_on_main: bool,
-    /// What a client connection may hold, and for how long ([`serve`] and the body clock).
+    /// What a client connection may hold, and for how long ([`serve()`] and the body clock).
     pub limits: ConnectionLimits,
 }
 
