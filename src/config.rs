@@ -135,6 +135,20 @@ pub struct ServeArgs {
     /// Minutes between sweeps that delete expired sessions and used or expired invitations.
     #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
     pub prune_interval_minutes: u64,
+    /// Seconds a request's head (request line and headers) may take to arrive, from the
+    /// connection's accept or the request's first byte; then the connection is closed.
+    #[arg(long, env = "TAUROS_HEADER_READ_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_HEADER_READ_TIMEOUT_SECONDS)]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds a request body may make no progress (then 408 and the connection is closed),
+    /// and a client may take no byte of its answer (then the connection is closed).
+    #[arg(long, env = "TAUROS_BODY_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_BODY_TIMEOUT_SECONDS)]
+    pub body_timeout_seconds: u64,
+    /// Seconds a keep-alive connection with no request in flight may wait for the next one.
+    #[arg(long, env = "TAUROS_IDLE_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_IDLE_TIMEOUT_SECONDS)]
+    pub idle_timeout_seconds: u64,
+    /// Connections served at once (per listener); more wait in the listen backlog.
+    #[arg(long, env = "TAUROS_MAX_CONNECTIONS", default_value_t = crate::http::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
@@ -170,6 +184,17 @@ impl ServeArgs {
             rate_limit_burst: self.rate_limit_burst,
             sign_in_failures: self.sign_in_failures,
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
+        }
+    }
+
+    /// The connection limits these flags describe (each at least 1).
+    pub fn limits(&self) -> crate::http::ConnectionLimits {
+        let seconds = |s: u64| std::time::Duration::from_secs(s.max(1));
+        crate::http::ConnectionLimits {
+            header_read_timeout: seconds(self.header_read_timeout_seconds),
+            body_timeout: seconds(self.body_timeout_seconds),
+            idle_timeout: seconds(self.idle_timeout_seconds),
+            max_connections: self.max_connections.max(1),
         }
     }
 

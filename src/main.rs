@@ -120,7 +120,7 @@ fn print_openapi() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = open(&args.db).await?;
     let app = App::new(store, args.app_config());
-    let listener = tokio::net::TcpListener::bind(&args.bind)
+    let listener = http::listen(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let local = listener.local_addr()?;
@@ -134,14 +134,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = HttpConfig {
         cors_origins: args.origins(),
         metrics_on_main: args.metrics_bind.is_none(),
+        limits: args.limits(),
     };
     if let Some(bind) = &args.metrics_bind {
-        let metrics = tokio::net::TcpListener::bind(bind)
+        let metrics = http::listen(bind)
             .await
             .with_context(|| format!("cannot listen on {bind} for metrics"))?;
+        // The same connection limits, with a cap of its own: a flood on one listener cannot
+        // take the other's connections.
+        let limits = config.limits;
         tokio::spawn(async move {
             let router = http::ops_metrics_router();
-            if let Err(e) = axum::serve(metrics, router).await {
+            if let Err(e) = http::serve(metrics, router, limits, std::future::pending()).await {
                 tracing::error!(error = %e, "metrics listener stopped");
             }
         });
@@ -153,6 +157,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(http::serve(
         listener,
         http::router(app, &config),
+        config.limits,
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: finishing in-flight requests");

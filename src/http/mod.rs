@@ -3,6 +3,7 @@
 
 mod agents;
 mod audit_events;
+mod body_timeout;
 mod currencies;
 mod customers;
 mod destinations;
@@ -15,6 +16,7 @@ mod ops;
 mod organisation;
 pub mod problem;
 mod schema;
+mod serve;
 mod sessions;
 mod users;
 
@@ -28,6 +30,11 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
+
+pub use serve::{
+    ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_READ_TIMEOUT_SECONDS,
+    DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, listen, serve,
+};
 
 /// Request bodies above this are refused with 413.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -45,6 +52,8 @@ pub struct HttpConfig {
     pub cors_origins: Vec<String>,
     /// Serve `/metrics` on the main router (false when it has its own listener).
     pub metrics_on_main: bool,
+    /// What a client connection may hold, and for how long ([`serve()`] and the body clock).
+    pub limits: ConnectionLimits,
 }
 
 /// The API routes and their OpenAPI description, before layers.
@@ -84,6 +93,10 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     let request_id = HeaderName::from_static(middleware::REQUEST_ID);
     router
+        .layer(axum::middleware::from_fn_with_state(
+            config.limits.body_timeout,
+            body_timeout::body_progress,
+        ))
         .layer(axum::middleware::from_fn(middleware::metrics))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(cors(&config.cors_origins))
@@ -143,20 +156,6 @@ async fn method_not_allowed() -> problem::ApiError {
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
     tracing::error!("a handler panicked");
     axum::response::IntoResponse::into_response(problem::internal())
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves; in-flight requests finish first.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }
 
 /// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`).

@@ -11,10 +11,11 @@ mod postgres;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Once};
 use tauros::app::{App, AppConfig};
-use tauros::http::{HttpConfig, router};
+use tauros::http::{ConnectionLimits, HttpConfig, router, serve};
 use tauros::store::{self, DynStore};
 use uuid::Uuid;
 
@@ -105,14 +106,7 @@ pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfi
         metrics_on_main: true,
         ..http
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let router = router(app.clone(), &http);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
+    let addr = serve_router(router(app.clone(), &http), http.limits).await;
     TestApp {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),
@@ -121,6 +115,17 @@ pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfi
         database_url,
         _cleanup: cleanup,
     }
+}
+
+/// Serves `router` the way `tauros serve` does (connection limits, client address) on a free
+/// port of 127.0.0.1 until the test's runtime ends; returns the address.
+pub async fn serve_router(router: axum::Router, limits: ConnectionLimits) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(serve(listener, router, limits, std::future::pending()));
+    addr
 }
 
 /// A seeded organisation: its approver (signed in) and the approver's agent.
@@ -309,7 +314,9 @@ pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Va
     body
 }
 
-/// Runs each named test function on both backends: `name::sqlite` and `name::postgres`.
+/// Runs each named test function on both backends: `name::sqlite` and `name::postgres`. The
+/// functions take a [`TestApp`] with the default configuration, or, after `backend:`, the
+/// [`Backend`] (to start their own with [`spawn_app_with`]).
 macro_rules! both_backends {
     // Tests that start their own server (with their own configuration) take the backend.
     (backend: $($name:ident),* $(,)?) => {

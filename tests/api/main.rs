@@ -30,3 +30,4 @@ mod races;
 mod replays;
 mod security;
 mod serve;
+mod slow_clients;

@@ -1,0 +1,465 @@
+//! The accept loop and what a connection may hold. Every connection is served by hyper's
+//! HTTP/1 under limits that keep slow or silent clients from holding the server: its request
+//! head must arrive in time, an idle keep-alive connection closes, and only so many
+//! connections are served at once, and a client that stops reading its answer is cut. On
+//! shutdown, in-flight requests finish first.
+//!
+//! hyper's own `header_read_timeout` is not used: in hyper 1.x its timer also runs while a
+//! keep-alive connection waits for the next request, so it would close idle connections after
+//! the header timeout and leave no room for a longer idle timeout (docs/DECISIONS.md). One
+//! watchdog per connection enforces both instead, from what the connection's socket and its
+//! requests report.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// Default: seconds a request's head (request line and headers) may take to arrive.
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECONDS: u64 = 10;
+/// Default: seconds a request body may make no progress before the request is abandoned.
+pub const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 30;
+/// Default: seconds a keep-alive connection may wait for its next request.
+pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
+/// Default: connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// What one client connection may hold, and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// A request's head must be complete within this, counted from the accept (first request)
+    /// or from the first byte of the request (later ones on a keep-alive connection); else the
+    /// connection is closed.
+    pub header_read_timeout: Duration,
+    /// A request body that makes no progress for this long is abandoned: 408 `timeout`, then
+    /// the connection closes (see [`super::body_timeout`]). An answer the client stops taking
+    /// (its socket accepts no byte) for this long closes the connection too.
+    pub body_timeout: Duration,
+    /// A connection with no request in flight and no byte of a next one closes after this.
+    pub idle_timeout: Duration,
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECONDS),
+            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECONDS),
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Connections the kernel keeps for us, unaccepted, over the cap (it caps this at
+/// `net.core.somaxconn`). Rust's and tokio's `bind` ask for 128.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Listens on `address` (`HOST:PORT`; the first of its addresses that can be bound) with a
+/// listen backlog of 1024, where connections over the cap wait.
+pub async fn listen(address: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restart can bind while old connections linger.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(addr)
+            .and_then(|()| socket.listen(LISTEN_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolved to nothing",
+        )
+    }))
+}
+
+/// Serves `router` on `listener` under `limits` until `shutdown` resolves; then stops
+/// accepting, closes idle connections, and returns once in-flight requests have finished.
+/// Each request carries `ConnectInfo<SocketAddr>` (the client address).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // `true` once shutdown began; each connection task holds a receiver, so the sender sees
+    // every receiver gone when the last connection has ended.
+    let (stopping, connections) = watch::channel(false);
+    let mut shutdown = pin!(shutdown);
+    let mut saturated = false;
+    loop {
+        // Taking a slot before accepting is what makes the cap a queue: over it, new
+        // connections wait in the kernel's listen backlog, unaccepted, with no timer running.
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                saturated = false;
+                slot
+            }
+            Err(_) => {
+                if !saturated {
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "connection cap reached; new connections wait until one closes"
+                    );
+                    saturated = true;
+                }
+                tokio::select! {
+                    slot = Arc::clone(&slots).acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    if !is_connection_error(&e) {
+                        // Out of file descriptors and the like: wait instead of spinning.
+                        tracing::error!(error = %e, "accept failed");
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                            () = &mut shutdown => break,
+                        }
+                    }
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        tokio::spawn(connection(
+            stream,
+            remote,
+            router.clone(),
+            limits,
+            connections.clone(),
+            slot,
+        ));
+    }
+    drop(listener);
+    stopping.send_replace(true);
+    drop(connections);
+    stopping.closed().await;
+    Ok(())
+}
+
+/// A failed accept that concerns one connection only (the client went away first).
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    )
+}
+
+/// Serves one connection until the client closes it, a limit closes it, or shutdown has let
+/// its in-flight request finish. Holding `_slot` is what counts it against the cap.
+async fn connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    router: Router,
+    limits: ConnectionLimits,
+    mut stopping: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        activity: Arc::clone(&activity),
+    });
+    let service = hyper::service::service_fn({
+        let activity = Arc::clone(&activity);
+        move |request: hyper::Request<Incoming>| {
+            let in_flight = activity.request_started();
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(remote));
+            let router = router.clone();
+            async move {
+                let response = match router.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok::<_, Infallible>(response.map(|body| InFlightBody {
+                    body,
+                    _in_flight: in_flight,
+                }))
+            }
+        }
+    });
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.header_read_timeout(None);
+    let mut conn = pin!(http1.serve_connection(io, service));
+    let mut draining = false;
+    loop {
+        let deadline = activity.deadline(&limits);
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            () = sleep_until(deadline.map(|(at, _)| at)) => {
+                // The deadline may have moved on (a byte arrived, a request started): check.
+                if let Some((at, limit)) = activity.deadline(&limits)
+                    && at <= Instant::now()
+                {
+                    tracing::debug!(client = %remote, limit, "closing a connection: timeout");
+                    metrics::counter!("http_timeouts_total", "limit" => limit).increment(1);
+                    // Nothing is in flight, or the client stopped taking its answer: dropping
+                    // the connection loses nothing that anyone is reading.
+                    break;
+                }
+            }
+            () = activity.changed.notified() => {}
+            changed = stopping.wait_for(|stop| *stop), if !draining => {
+                // Closes the connection at once when idle, else after the answer in flight.
+                // The limits keep applying meanwhile.
+                draining = true;
+                if changed.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What a connection is doing, as far as its limits are concerned.
+struct Activity {
+    state: Mutex<State>,
+    /// Woken when a deadline appears or comes closer; one waiter, the connection's watchdog.
+    changed: Notify,
+}
+
+#[derive(Clone, Copy)]
+struct State {
+    /// Requests whose answer is not fully written yet (HTTP/1 serves one at a time).
+    in_flight: usize,
+    /// With none in flight, what the connection waits for and since when.
+    waiting: Waiting,
+    /// Since when the client has taken no byte of what we write (its socket buffer is full).
+    write_blocked: Option<Instant>,
+}
+
+#[derive(Clone, Copy)]
+enum Waiting {
+    /// The rest of a request head, since the accept or the request's first byte.
+    Head(Instant),
+    /// The first byte of the next request, since the last answer or the last byte written.
+    Next(Instant),
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            state: Mutex::new(State {
+                in_flight: 0,
+                // A new connection owes its first request head from the start.
+                waiting: Waiting::Head(Instant::now()),
+                write_blocked: None,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state is plain data, valid after any panic; keep serving.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When this connection must be closed and which limit says so, if any.
+    fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, &'static str)> {
+        let state = *self.state();
+        // A request in flight stops the request clocks: the handler may take its time, and
+        // its body has a clock of its own.
+        let waiting = (state.in_flight == 0).then(|| match state.waiting {
+            Waiting::Head(since) => (since + limits.header_read_timeout, "header"),
+            Waiting::Next(since) => (since + limits.idle_timeout, "idle"),
+        });
+        // A client that stops reading is cut whatever is in flight.
+        let send = state
+            .write_blocked
+            .map(|since| (since + limits.body_timeout, "send"));
+        [waiting, send]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(at, _)| *at)
+    }
+
+    /// A request head was parsed and handed to the router.
+    fn request_started(self: &Arc<Self>) -> InFlight {
+        self.state().in_flight += 1;
+        InFlight(Arc::clone(self))
+    }
+
+    fn read(&self) {
+        let mut state = self.state();
+        if state.in_flight == 0 && matches!(state.waiting, Waiting::Next(_)) {
+            // The first byte of the next request: its head is now owed within the header
+            // timeout, which may be sooner than the idle deadline.
+            state.waiting = Waiting::Head(Instant::now());
+            drop(state);
+            self.changed.notify_one();
+        }
+    }
+
+    fn wrote(&self) {
+        let mut state = self.state();
+        state.write_blocked = None;
+        if state.in_flight == 0 && matches!(state.waiting, Waiting::Next(_)) {
+            // The end of an answer still reaching the client: idle counts from the last byte.
+            // A later deadline needs no wake-up; the watchdog checks again when it fires.
+            state.waiting = Waiting::Next(Instant::now());
+        }
+    }
+
+    /// The client's socket took nothing: the send clock starts, unless it already runs.
+    fn write_blocked(&self) {
+        let mut state = self.state();
+        if state.write_blocked.is_none() {
+            state.write_blocked = Some(Instant::now());
+            drop(state);
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// A request in flight; dropped when its answer has been written (or abandoned).
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        if state.in_flight == 0 {
+            state.waiting = Waiting::Next(Instant::now());
+            drop(state);
+            self.0.changed.notify_one();
+        }
+    }
+}
+
+/// An answer's body that keeps its request in flight until hyper has taken all of it.
+struct InFlightBody {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for InFlightBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The client socket, reporting each read and write that moved bytes.
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl Watched {
+    fn report(&self, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.wrote(),
+            Poll::Pending => self.activity.write_blocked(),
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.report(&polled);
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.report(&polled);
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
