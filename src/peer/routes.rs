@@ -164,7 +164,7 @@ async fn execute(
         Outcome::Replayed(answer) => (StatusCode::OK, answer),
     };
     match after {
-        Some(Mode::DropReplyAfterCommit) => {
+        Some(AfterCommit::DropReply) => {
             if let Some(Extension(hangup)) = hangup {
                 tracing::info!("committed; closing the connection unanswered");
                 match hangup.now().await {}
@@ -172,7 +172,7 @@ async fn execute(
             // Only the peer's own accept loop can hang up; never answer as if it had.
             return error(StatusCode::INTERNAL_SERVER_ERROR, "cannot_hang_up");
         }
-        Some(_) => {
+        Some(AfterCommit::Error) => {
             tracing::info!("committed; answering 500 (error_after_commit)");
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -190,12 +190,18 @@ async fn execute(
     response
 }
 
+/// What an armed after-commit fault does to the answer of a committed (or replayed) request.
+enum AfterCommit {
+    DropReply,
+    Error,
+}
+
 /// Slow, pause, commit; then which after-commit fault applies, if any.
 async fn commit(
     peer: Peer,
     key: String,
     digest: [u8; 32],
-) -> sqlx::Result<(Outcome, Option<Mode>)> {
+) -> sqlx::Result<(Outcome, Option<AfterCommit>)> {
     let faults = &peer.faults;
     if let Some(slow) = faults.take(Mode::Slow, Some(&key)) {
         tokio::time::sleep(Duration::from_millis(slow.millis.unwrap_or(0))).await;
@@ -215,9 +221,16 @@ async fn commit(
     let after = match outcome {
         Outcome::KeyReused => None,
         Outcome::Created(_) | Outcome::Replayed(_) => {
-            [Mode::DropReplyAfterCommit, Mode::ErrorAfterCommit]
-                .into_iter()
-                .find(|mode| faults.take(*mode, Some(&key)).is_some())
+            if faults
+                .take(Mode::DropReplyAfterCommit, Some(&key))
+                .is_some()
+            {
+                Some(AfterCommit::DropReply)
+            } else if faults.take(Mode::ErrorAfterCommit, Some(&key)).is_some() {
+                Some(AfterCommit::Error)
+            } else {
+                None
+            }
         }
     };
     Ok((outcome, after))
