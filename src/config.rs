@@ -27,6 +27,10 @@ pub enum Command {
     /// Organisation settings, for the operator of the machine.
     #[command(subcommand)]
     Org(OrgCommand),
+    /// Run the reference peer (the external system invoices are issued to, with fault
+    /// injection for tests) until SIGINT or SIGTERM. It uses its own SQLite file, not Tauros'
+    /// database.
+    Peer(crate::peer::PeerArgs),
 }
 
 /// `tauros org …`

@@ -3,6 +3,8 @@
 //! Layers: `domain` (pure rules) ← `app` (use cases) → `store` (the port and its PostgreSQL
 //! and SQLite adapters); `http` is the REST surface over `app`. Dependencies point inward only:
 //! `domain` knows none of the others, and `domain`, `app` and `store` know nothing of HTTP.
+//! `peer` is the reference peer (`tauros peer`), a separate program that shares only the wire
+//! format with the rest and imports none of it.
 
 #![forbid(unsafe_code)]
 
@@ -10,5 +12,6 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod peer;
 pub mod store;
 pub mod telemetry;

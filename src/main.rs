@@ -1,4 +1,4 @@
-//! The `tauros` command line: serve, migrate, bootstrap-approver, openapi.
+//! The `tauros` command line: serve, migrate, bootstrap-approver, openapi, org set, peer.
 
 use anyhow::Context;
 use clap::Parser;
@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
         Command::BootstrapApprover(args) => bootstrap(args).await,
         Command::Openapi => print_openapi(),
         Command::Org(OrgCommand::Set(args)) => org_set(args).await,
+        Command::Peer(args) => tauros::peer::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

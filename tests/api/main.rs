@@ -1,6 +1,7 @@
 //! Integration tests through HTTP. Every test runs on both backends (`…::sqlite`,
 //! `…::postgres`), each on a fresh database; only the check that docs/AUTHORIZATION.md shows
-//! the authorization matrix needs no database and runs once. PostgreSQL: see
+//! the authorization matrix and a panicking handler's answer need no database and run once, as
+//! do the reference peer's own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see
 //! `helpers/postgres.rs` (plain `cargo test` starts a throwaway server).
 
 // Tests may panic on unexpected results: that is how they fail.
@@ -26,6 +27,7 @@ mod model;
 mod organisation;
 mod panics;
 mod parties;
+mod peer;
 mod races;
 mod replays;
 mod security;

@@ -1,0 +1,94 @@
+//! `tauros peer`: the reference peer, the external system Tauros issues approved invoices to.
+//! It deduplicates `POST /invoices` by operation key, answers the recovery query
+//! `GET /invoices/{op_key}`, counts what it was asked and what it did (`GET /stats`), and fails
+//! on request in each way the claim protocol must survive (`/faults`). See docs/PEER.md.
+//!
+//! It shares nothing with the service but the wire format: this module imports no other module
+//! of the crate (not `app`, `store`, `domain`, `http`, nor `telemetry`), only crates, and keeps
+//! its operations in its own SQLite file.
+
+mod faults;
+mod routes;
+mod server;
+mod store;
+
+use anyhow::Context;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long open connections get to finish after SIGINT/SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// `peer` options.
+#[derive(Debug, clap::Args, Clone)]
+pub struct PeerArgs {
+    /// Address to listen on (port 0: any free port; the line printed on start names it).
+    #[arg(long, env = "TAUROS_PEER_BIND", default_value = "127.0.0.1:0")]
+    pub bind: String,
+    /// The peer's SQLite file (created if missing); its operations survive a restart.
+    #[arg(long, env = "TAUROS_PEER_DATABASE", default_value = "tauros-peer.db")]
+    pub database: PathBuf,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `debug`.
+    #[arg(long, env = "TAUROS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// Prints one line on stdout, where tests and scripts read what the peer says on purpose
+/// (its address, a request paused before its commit). Logs go to stderr.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // Nobody reading stdout any more is no reason to stop the peer.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Runs the peer until SIGINT or SIGTERM.
+pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let store = store::Store::open(&args.database).await?;
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    let address = listener.local_addr()?;
+    let faults = Arc::new(faults::Faults::default());
+    let router = routes::router(store.clone(), Arc::clone(&faults));
+    let shutdown = shutdown_signal()?;
+    say(&format!("peer listening on http://{address}"));
+    server::serve(listener, router, faults, shutdown, SHUTDOWN_GRACE).await;
+    store.close().await;
+    tracing::info!("peer stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled: a signal sent as soon as the address is printed stops the peer
+/// cleanly instead of killing it.
+#[cfg(unix)]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
+        }
+        tracing::info!("stopping: open connections get a few seconds to finish");
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}

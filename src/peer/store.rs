@@ -1,0 +1,267 @@
+//! The peer's own SQLite file: the operations it committed (one row per key, its unique
+//! constraint is what deduplicates), the effects it made (one per operation, more only under
+//! the `no_dedupe` fault) and every execute and recover call it received. Nothing here is
+//! shared with the service's store.
+
+use anyhow::Context;
+use serde::Serialize;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use std::path::Path;
+use std::time::Duration;
+use uuid::Uuid;
+
+const SCHEMA: &str = "
+create table if not exists operations (
+    seq integer primary key,
+    op_key text not null,
+    body_sha256 blob not null check (length(body_sha256) = 32),
+    peer_id text not null,
+    received_at text not null,
+    constraint operations_op_key_key unique (op_key)
+);
+create table if not exists effects (
+    seq integer primary key,
+    peer_id text not null unique,
+    op_key text not null references operations (op_key),
+    made_at text not null
+);
+create table if not exists calls (
+    seq integer primary key,
+    kind text not null check (kind in ('execute', 'recover')),
+    op_key text,
+    at text not null
+);
+";
+
+/// What the peer answers for a committed operation (201, a replay's 200, recovery's 200).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    pub peer_id: String,
+    pub op_key: String,
+    pub received_at: String,
+}
+
+/// What a `POST /invoices` did to the store.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A new effect: the key was new (or `no_dedupe` forgot it was known).
+    Created(Answer),
+    /// The key was known with the same body: nothing written.
+    Replayed(Answer),
+    /// The key was known with another body: nothing written.
+    KeyReused,
+}
+
+/// Which route a call came through.
+#[derive(Clone, Copy, Debug)]
+pub enum Call {
+    Execute,
+    Recover,
+}
+
+/// `GET /stats`.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    pub executes: i64,
+    pub recovers: i64,
+    pub effects: i64,
+    pub operations: Vec<OperationStats>,
+    pub calls: Vec<CallRecord>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OperationStats {
+    pub op_key: String,
+    pub effects: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CallRecord {
+    pub kind: String,
+    pub op_key: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    /// One connection writes, so concurrent commits queue here rather than on SQLITE_BUSY.
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+impl Store {
+    /// Opens (creating if missing) the database file and its tables.
+    pub async fn open(path: &Path) -> anyhow::Result<Store> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: an operation the peer answered 201 for survives a power loss.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.clone())
+            .await
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        sqlx::raw_sql(SCHEMA)
+            .execute(&writer)
+            .await
+            .context("cannot create the peer's tables")?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await?;
+        Ok(Store { writer, reader })
+    }
+
+    /// Closes both pools (the last connection checkpoints the WAL).
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+
+    /// Records that a request reached the execute or recover handler.
+    pub async fn record_call(&self, call: Call, op_key: Option<&str>) -> sqlx::Result<()> {
+        let kind = match call {
+            Call::Execute => "execute",
+            Call::Recover => "recover",
+        };
+        sqlx::query("insert into calls (kind, op_key, at) values (?, ?, ?)")
+            .bind(kind)
+            .bind(op_key)
+            .bind(now())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Commits the operation `op_key` with the body's digest, in one transaction. The unique
+    /// constraint on `op_key` decides whether it is new; only when it is not is the stored row
+    /// read, to tell a replay from a reused key. `forget_known` is asked only then: true makes
+    /// a new effect anyway (the `no_dedupe` fault).
+    pub async fn commit(
+        &self,
+        op_key: &str,
+        body_sha256: &[u8; 32],
+        forget_known: impl FnOnce() -> bool,
+    ) -> sqlx::Result<Outcome> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let fresh = Answer {
+            peer_id: Uuid::new_v4().to_string(),
+            op_key: op_key.to_owned(),
+            received_at: now(),
+        };
+        let inserted = sqlx::query(
+            "insert into operations (op_key, body_sha256, peer_id, received_at)
+             values (?, ?, ?, ?) on conflict (op_key) do nothing",
+        )
+        .bind(op_key)
+        .bind(&body_sha256[..])
+        .bind(&fresh.peer_id)
+        .bind(&fresh.received_at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        // A known key is a replay or a reused key, unless the peer forgets it knew it (then
+        // it makes a new effect with a new id under the same key, as a peer without
+        // deduplication would).
+        if !inserted && !forget_known() {
+            let row = sqlx::query(
+                "select body_sha256, peer_id, received_at from operations where op_key = ?",
+            )
+            .bind(op_key)
+            .fetch_one(&mut *tx)
+            .await?;
+            let stored: Vec<u8> = row.try_get("body_sha256")?;
+            if stored != body_sha256[..] {
+                return Ok(Outcome::KeyReused);
+            }
+            // Nothing was written; dropping the transaction rolls it back.
+            return Ok(Outcome::Replayed(Answer {
+                peer_id: row.try_get("peer_id")?,
+                op_key: op_key.to_owned(),
+                received_at: row.try_get("received_at")?,
+            }));
+        }
+        sqlx::query("insert into effects (peer_id, op_key, made_at) values (?, ?, ?)")
+            .bind(&fresh.peer_id)
+            .bind(op_key)
+            .bind(&fresh.received_at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Outcome::Created(fresh))
+    }
+
+    /// The stored answer for `op_key`, if the peer ever committed it.
+    pub async fn find(&self, op_key: &str) -> sqlx::Result<Option<Answer>> {
+        let row = sqlx::query("select peer_id, received_at from operations where op_key = ?")
+            .bind(op_key)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|row| {
+            Ok(Answer {
+                peer_id: row.try_get("peer_id")?,
+                op_key: op_key.to_owned(),
+                received_at: row.try_get("received_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Counts of calls and effects, every operation with its effects, every call in order.
+    pub async fn stats(&self) -> sqlx::Result<Stats> {
+        // One read transaction, so the counts and the lists agree.
+        let mut tx = self.reader.begin().await?;
+        let counts = sqlx::query(
+            "select (select count(*) from calls where kind = 'execute') as executes,
+                    (select count(*) from calls where kind = 'recover') as recovers,
+                    (select count(*) from effects) as effects",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let operations = sqlx::query(
+            "select o.op_key, count(e.seq) as effects
+             from operations o join effects e on e.op_key = o.op_key
+             group by o.seq, o.op_key order by o.seq",
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|row| {
+            Ok(OperationStats {
+                op_key: row.try_get("op_key")?,
+                effects: row.try_get("effects")?,
+            })
+        })
+        .collect::<sqlx::Result<Vec<_>>>()?;
+        let calls = sqlx::query("select kind, op_key from calls order by seq")
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|row| {
+                Ok(CallRecord {
+                    kind: row.try_get("kind")?,
+                    op_key: row.try_get("op_key")?,
+                })
+            })
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        tx.commit().await?;
+        Ok(Stats {
+            executes: counts.try_get("executes")?,
+            recovers: counts.try_get("recovers")?,
+            effects: counts.try_get("effects")?,
+            operations,
+            calls,
+        })
+    }
+}
