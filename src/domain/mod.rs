@@ -10,6 +10,7 @@ pub mod fingerprint;
 pub mod identity;
 pub mod input;
 pub mod invoice;
+pub mod job;
 pub mod lines;
 pub mod money;
 pub mod payload;
