@@ -10,5 +10,6 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod jobs;
 pub mod store;
 pub mod telemetry;

@@ -10,6 +10,7 @@ mod demo;
 mod destinations;
 mod error;
 mod invoices;
+mod jobs;
 mod limits;
 mod org;
 mod password;
@@ -29,6 +30,10 @@ pub use error::{AppError, AppResult, FieldError, KeyHolder};
 pub use invoices::{
     DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, LatestDecision, RevisionView,
     VerifyReport,
+};
+pub use jobs::{
+    ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Rescued, Retention,
+    complete_in, enqueue,
 };
 pub use org::{OrgSettingsChange, OrgView};
 

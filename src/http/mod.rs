@@ -156,6 +156,7 @@ pub async fn serve(
 }
 
 /// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`).
-pub fn ops_metrics_router() -> Router {
-    ops::metrics_router()
+pub fn ops_metrics_router(app: App) -> Router {
+    crate::telemetry::metrics_handle();
+    ops::metrics_router().with_state(AppState { app })
 }
