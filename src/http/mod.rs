@@ -7,6 +7,7 @@ mod customers;
 mod destinations;
 pub mod extract;
 mod invoices;
+mod jobs;
 pub mod json;
 pub mod middleware;
 pub mod openapi;
@@ -55,6 +56,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(destinations::routes())
         .merge(invoices::routes())
         .merge(currencies::routes())
+        .merge(jobs::routes())
         .merge(ops::routes())
 }
 
