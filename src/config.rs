@@ -155,11 +155,16 @@ pub struct WorkerArgs {
     #[arg(long, env = "TAUROS_JOB_PRUNE_BATCH", default_value_t = 1000)]
     pub job_prune_batch: i64,
     /// Register the built-in test job kinds (`test.echo.v1`). For tests only.
-    #[arg(long, env = "TAUROS_TEST_JOBS", default_value_t = false)]
+    #[arg(long, env = "TAUROS_TEST_JOBS", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub test_jobs: bool,
     /// Test seam, honoured only with --test-jobs: after each claim, print a line and wait
     /// forever, so a test can kill the worker right after a claim.
-    #[arg(long, env = "TAUROS_TEST_PAUSE_AFTER_CLAIM", default_value_t = false)]
+    #[arg(
+        long,
+        env = "TAUROS_TEST_PAUSE_AFTER_CLAIM",
+        default_value_t = false,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub test_pause_after_claim: bool,
 }
 

@@ -23,6 +23,9 @@ struct EchoArgs {
     fail_attempts: Option<i32>,
     /// Work this long first (at most 10 s).
     sleep_ms: Option<u64>,
+    /// Anything; ignored (tells otherwise equal jobs apart).
+    #[allow(dead_code)]
+    note: Option<Value>,
 }
 
 /// Registers the test kinds.

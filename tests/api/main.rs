@@ -20,6 +20,7 @@ mod concurrency;
 mod conventions;
 mod document;
 mod invoices;
+mod jobs;
 mod model;
 mod organisation;
 mod panics;
