@@ -178,6 +178,7 @@ async fn run(app: &App, registry: &Registry, config: &WorkerConfig, job: Claimed
     let mut handler = AbortOnDrop(tokio::spawn((entry.handler)(ctx, args)));
     let beat = (config.lease / 3).max(Duration::from_millis(100));
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let deadline = tokio::time::sleep(entry.timeout);
     tokio::pin!(deadline);
     let outcome = loop {

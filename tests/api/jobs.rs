@@ -21,7 +21,7 @@ use tauros::app::{AppError, NewJob, Retention};
 use tauros::domain::job::JobState;
 use tauros::jobs::testing::ECHO;
 use tauros::jobs::{Defaults, WorkerConfig, Workers};
-use tauros::store::JobRow;
+use tauros::store::{Fence, JobRow, JobUpdate};
 use uuid::Uuid;
 
 both_backends!(
@@ -374,6 +374,45 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
     assert_eq!(row.state, JobState::Running);
     assert_eq!(row.lease_token, Some(b.lease_token));
     assert_eq!(row.worker.as_deref(), Some("worker-b"));
+    // The same at the store: only B's token (on a running job) passes the fence.
+    let now = chrono::Utc::now();
+    let done = JobUpdate {
+        state: JobState::Completed,
+        attempt: 1,
+        interruptions: 1,
+        run_at: now,
+        finished_at: Some(now),
+        last_error: None,
+        now,
+    };
+    let fence = |lease_token| Fence {
+        org_id: org.org_id,
+        id,
+        lease_token,
+        expired_before: None,
+    };
+    let mut tx = app.app.store().begin().await.unwrap();
+    assert!(!tx.settle_job(fence(a.lease_token), &done).await.unwrap());
+    assert!(!tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap());
+    assert!(
+        !tx.extend_lease(fence(a.lease_token), now, now)
+            .await
+            .unwrap()
+    );
+    let other_org = Fence {
+        org_id: Uuid::new_v4(),
+        ..fence(b.lease_token)
+    };
+    assert!(!tx.settle_job(other_org, &done).await.unwrap());
+    let unexpired = Fence {
+        expired_before: Some(now),
+        ..fence(b.lease_token)
+    };
+    assert!(
+        !tx.settle_job(unexpired, &done).await.unwrap(),
+        "a rescue cannot take a lease that still holds"
+    );
+    drop(tx);
 
     // B's lease holds; its result stands, and A's after it changes nothing either.
     assert!(
