@@ -203,7 +203,8 @@ pub struct JobView {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-pub(super) fn view(row: JobRow) -> AppResult<JobView> {
+/// The job as operators see it; its args are the stored canonical JSON.
+fn view(row: JobRow) -> AppResult<JobView> {
     let args = serde_json::from_str(&row.args).map_err(|e| {
         AppError::Internal(format!("stored args of job {} are not JSON: {e}", row.id))
     })?;
@@ -229,6 +230,7 @@ pub(super) fn view(row: JobRow) -> AppResult<JobView> {
     })
 }
 
+/// A caller's time at the precision both backends store (microseconds).
 fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::DurationRound;
     t.duration_trunc(chrono::Duration::microseconds(1))
