@@ -100,8 +100,9 @@ pub const MAX_MAX_ATTEMPTS: i32 = 1000;
 pub const DEFAULT_MAX_INTERRUPTIONS: i32 = 10;
 /// The largest `args` a job may carry, as canonical JSON.
 pub const MAX_ARGS_BYTES: usize = 64 * 1024;
-/// Bounds of a job's last error: its code and its message.
+/// The longest code a job's last error keeps.
 pub const MAX_ERROR_CODE_CHARS: usize = 64;
+/// The longest message a job's last error keeps.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 
 /// The delay before the retry that follows attempt `attempt` (1-based), before jitter:
