@@ -16,8 +16,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Apply migrations, then serve the HTTP API until SIGINT or SIGTERM.
+    /// Apply migrations, then serve the HTTP API (and run job workers) until SIGINT or SIGTERM.
     Serve(ServeArgs),
+    /// Apply migrations, then run job workers without HTTP until SIGINT or SIGTERM.
+    Worker(WorkerCommandArgs),
     /// Apply migrations and exit.
     Migrate(DbArgs),
     /// Create an organisation and its first approver (password read from standard input).
@@ -153,9 +155,80 @@ pub struct ServeArgs {
     /// Connections served at once (per listener); more wait in the listen backlog.
     #[arg(long, env = "TAUROS_MAX_CONNECTIONS", default_value_t = crate::http::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
+    /// Seconds in-flight requests and running jobs get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Job workers.
+    #[command(flatten)]
+    pub jobs: WorkerArgs,
+}
+
+/// `worker` options.
+#[derive(Debug, Args, Clone)]
+pub struct WorkerCommandArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Serve /metrics on this address (none by default).
+    #[arg(long, env = "TAUROS_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
+    /// Seconds running jobs get to finish after SIGINT/SIGTERM; then they are left to lease
+    /// expiry.
+    #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
+    pub shutdown_grace_seconds: u64,
+    /// Job workers.
+    #[command(flatten)]
+    pub jobs: WorkerArgs,
+}
+
+/// How a process runs jobs (`serve` and `worker`).
+#[derive(Debug, Args, Clone)]
+pub struct WorkerArgs {
+    /// Jobs this process runs at once; 0 runs none (`serve` then only answers HTTP).
+    #[arg(long, env = "TAUROS_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Seconds a claimed job is held without a heartbeat (workers heartbeat every third); a
+    /// crashed worker's job runs again this long after its last heartbeat.
+    #[arg(long, env = "TAUROS_JOB_LEASE_SECONDS", default_value_t = 30)]
+    pub job_lease_seconds: u64,
+    /// Longest wait, in milliseconds, before an idle worker looks for due jobs again.
+    #[arg(long, env = "TAUROS_JOB_POLL_MS", default_value_t = 1000)]
+    pub job_poll_ms: u64,
+    /// Seconds one execution may take, for kinds that set no limit; longer is a failed attempt.
+    #[arg(long, env = "TAUROS_JOB_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub job_timeout_seconds: u64,
+    /// Seconds where the retry backoff (1 s, 2 s, 4 s, …) stops doubling, for kinds that set
+    /// none; up to 25 % jitter comes on top.
+    #[arg(long, env = "TAUROS_JOB_BACKOFF_CAP_SECONDS", default_value_t = 60)]
+    pub job_backoff_cap_seconds: u64,
+    /// Interrupted executions (expired leases) after which a job is discarded.
+    #[arg(long, env = "TAUROS_JOB_MAX_INTERRUPTIONS", default_value_t = 10)]
+    pub job_max_interruptions: i32,
+    /// Hours a completed job is kept before it is pruned.
+    #[arg(
+        long,
+        env = "TAUROS_JOB_RETENTION_COMPLETED_HOURS",
+        default_value_t = 24
+    )]
+    pub job_retention_completed_hours: u64,
+    /// Days a discarded or cancelled job is kept before it is pruned.
+    #[arg(long, env = "TAUROS_JOB_RETENTION_DISCARDED_DAYS", default_value_t = 7)]
+    pub job_retention_discarded_days: u64,
+    /// Finished jobs deleted per state in one pruning round.
+    #[arg(long, env = "TAUROS_JOB_PRUNE_BATCH", default_value_t = 1000)]
+    pub job_prune_batch: i64,
+    /// Register the built-in test job kinds (`test.echo.v1`). For tests only.
+    #[arg(long, env = "TAUROS_TEST_JOBS", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub test_jobs: bool,
+    /// Test seam, honoured only with --test-jobs: after each claim, print a line and wait
+    /// forever, so a test can kill the worker right after a claim.
+    #[arg(
+        long,
+        env = "TAUROS_TEST_PAUSE_AFTER_CLAIM",
+        default_value_t = false,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub test_pause_after_claim: bool,
 }
 
 /// `bootstrap-approver` options.
@@ -173,6 +246,36 @@ pub struct BootstrapArgs {
     /// Read the password from standard input (a trailing newline is trimmed). Required.
     #[arg(long, required = true)]
     pub password_stdin: bool,
+}
+
+impl WorkerArgs {
+    /// The kinds this process runs.
+    pub fn registry(&self) -> crate::jobs::Registry {
+        let defaults = crate::jobs::Defaults {
+            backoff_cap: std::time::Duration::from_secs(self.job_backoff_cap_seconds),
+            timeout: std::time::Duration::from_secs(self.job_timeout_seconds.max(1)),
+        };
+        crate::jobs::registry(defaults, self.test_jobs)
+    }
+
+    /// The workers' settings; `name` is this process (`host:pid`).
+    pub fn worker_config(&self, name: String) -> crate::jobs::WorkerConfig {
+        let hours = |h: u64| std::time::Duration::from_secs(h.saturating_mul(3600));
+        crate::jobs::WorkerConfig {
+            workers: self.workers,
+            lease: std::time::Duration::from_secs(self.job_lease_seconds.max(1)),
+            poll: std::time::Duration::from_millis(self.job_poll_ms.max(10)),
+            max_interruptions: self.job_max_interruptions.max(1),
+            retention: crate::app::Retention {
+                completed: hours(self.job_retention_completed_hours),
+                discarded: hours(self.job_retention_discarded_days.saturating_mul(24)),
+                cancelled: hours(self.job_retention_discarded_days.saturating_mul(24)),
+            },
+            prune_batch: self.job_prune_batch.max(1),
+            pause_after_claim: self.test_jobs && self.test_pause_after_claim,
+            name,
+        }
+    }
 }
 
 impl ServeArgs {

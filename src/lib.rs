@@ -12,6 +12,7 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod jobs;
 pub mod peer;
 pub mod store;
 pub mod telemetry;

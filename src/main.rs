@@ -1,12 +1,17 @@
-//! The `tauros` command line: serve, migrate, bootstrap-approver, openapi, org set, peer.
+//! The `tauros` command line: serve, worker, migrate, bootstrap-approver, openapi, org set, peer.
 
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tauros::app::{App, AppConfig, AppError};
-use tauros::config::{BootstrapArgs, Cli, Command, DbArgs, OrgCommand, OrgSetArgs, ServeArgs};
+use tauros::config::{
+    BootstrapArgs, Cli, Command, DbArgs, OrgCommand, OrgSetArgs, ServeArgs, WorkerArgs,
+    WorkerCommandArgs,
+};
 use tauros::http::{self, HttpConfig};
+use tauros::jobs::Workers;
 use tauros::store;
 use tokio::io::AsyncReadExt;
 
@@ -15,6 +20,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Worker(args) => worker(args).await,
         Command::Migrate(args) => migrate(args).await,
         Command::BootstrapApprover(args) => bootstrap(args).await,
         Command::Openapi => print_openapi(),
@@ -138,45 +144,129 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limits: args.limits(),
     };
     if let Some(bind) = &args.metrics_bind {
-        let metrics = http::listen(bind)
-            .await
-            .with_context(|| format!("cannot listen on {bind} for metrics"))?;
-        // The same connection limits, with a cap of its own: a flood on one listener cannot
-        // take the other's connections.
-        let limits = config.limits;
-        tokio::spawn(async move {
-            let router = http::ops_metrics_router();
-            if let Err(e) = http::serve(metrics, router, limits, std::future::pending()).await {
-                tracing::error!(error = %e, "metrics listener stopped");
-            }
-        });
+        serve_metrics(bind, app.clone(), config.limits).await?;
     }
     app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
-    tracing::info!(address = %local, backend = app.store().backend(), "tauros listening");
+    let workers = start_workers(&app, &args.jobs);
+    tracing::info!(
+        address = %local,
+        backend = app.store().backend(),
+        workers = args.jobs.workers,
+        "tauros listening"
+    );
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(http::serve(
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut server = tokio::spawn(http::serve(
         listener,
         http::router(app, &config),
         config.limits,
         async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: finishing in-flight requests");
-            let _ = stop_tx.send(());
+            let _ = stop_rx.wait_for(|stop| *stop).await;
         },
     ));
-    // After the signal, in-flight requests get `grace` to finish; then we stop regardless.
-    let outcome = tokio::select! {
-        result = server => result.context("server task failed")?.context("server failed"),
-        () = async {
-            let _ = stop_rx.await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!("grace period over; exiting with requests still in flight");
-            Ok(())
+    tokio::select! {
+        () = shutdown_signal() => {}
+        result = &mut server => {
+            return result.context("server task failed")?.context("server failed");
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight requests and running jobs");
+    let _ = stop_tx.send(true);
+    // In-flight requests and running jobs get the same `grace` to finish; then we stop
+    // regardless (a job still running is left to its lease, and runs again elsewhere).
+    let http = async {
+        match tokio::time::timeout(grace, server).await {
+            Ok(result) => result
+                .context("server task failed")?
+                .context("server failed"),
+            Err(_) => {
+                tracing::warn!("grace period over; exiting with requests still in flight");
+                Ok(())
+            }
         }
     };
+    let (outcome, ()) = tokio::join!(http, stop_workers(workers, grace));
     outcome
+}
+
+async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
+    if args.jobs.workers == 0 {
+        anyhow::bail!("--workers 0 leaves nothing to run; give at least 1");
+    }
+    let store = open(&args.db).await?;
+    // A worker hashes no passwords: the smallest pool.
+    let config = AppConfig {
+        password_threads: 1,
+        password_queue: 1,
+        ..AppConfig::default()
+    };
+    let app = App::new(store, config);
+    if let Some(bind) = &args.metrics_bind {
+        serve_metrics(bind, app.clone(), http::ConnectionLimits::default()).await?;
+    }
+    let workers = start_workers(&app, &args.jobs);
+    tracing::info!(
+        backend = app.store().backend(),
+        workers = args.jobs.workers,
+        "tauros worker running"
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing running jobs");
+    stop_workers(workers, Duration::from_secs(args.shutdown_grace_seconds)).await;
+    Ok(())
+}
+
+/// Starts this process's job workers, unless there are none to start.
+fn start_workers(app: &App, args: &WorkerArgs) -> Option<Workers> {
+    if args.workers == 0 {
+        return None;
+    }
+    let registry = Arc::new(args.registry());
+    if registry.kinds().is_empty() {
+        tracing::info!("no job kinds to run yet; workers idle");
+    }
+    let name = format!("{}:{}", hostname(), std::process::id());
+    Some(Workers::start(
+        app.clone(),
+        registry,
+        args.worker_config(name),
+    ))
+}
+
+async fn stop_workers(workers: Option<Workers>, grace: Duration) {
+    if let Some(workers) = workers
+        && !workers.shutdown(grace).await
+    {
+        tracing::warn!(
+            "grace period over; running jobs are left to their leases and will run again"
+        );
+    }
+}
+
+/// `/metrics` on its own listener.
+/// `/metrics` on its own address, under the same connection limits with a cap of its own: a
+/// flood on one listener cannot take the other's connections.
+async fn serve_metrics(bind: &str, app: App, limits: http::ConnectionLimits) -> anyhow::Result<()> {
+    let metrics = http::listen(bind)
+        .await
+        .with_context(|| format!("cannot listen on {bind} for metrics"))?;
+    tokio::spawn(async move {
+        let router = http::ops_metrics_router(app);
+        if let Err(e) = http::serve(metrics, router, limits, std::future::pending()).await {
+            tracing::error!(error = %e, "metrics listener stopped");
+        }
+    });
+    Ok(())
+}
+
+/// This machine's name, for the jobs' `worker` column.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {

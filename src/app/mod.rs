@@ -11,6 +11,7 @@ mod destinations;
 mod error;
 mod governance;
 mod invoices;
+mod jobs;
 mod limits;
 mod org;
 mod password;
@@ -32,6 +33,10 @@ pub use governance::{ChangeView, Resolved};
 pub use invoices::{
     DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, LatestDecision, RevisionView,
     VerifyReport,
+};
+pub use jobs::{
+    ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Rescued, Retention,
+    complete_in, enqueue,
 };
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use users::{Invitation, Invited, UserView};

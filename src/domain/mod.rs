@@ -11,6 +11,7 @@ pub mod governance;
 pub mod identity;
 pub mod input;
 pub mod invoice;
+pub mod job;
 pub mod lines;
 pub mod money;
 pub mod payload;

@@ -9,6 +9,7 @@ mod customers;
 mod destinations;
 pub mod extract;
 mod invoices;
+mod jobs;
 pub mod json;
 pub mod middleware;
 pub mod openapi;
@@ -68,6 +69,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(destinations::routes())
         .merge(invoices::routes())
         .merge(currencies::routes())
+        .merge(jobs::routes())
         .merge(ops::routes())
 }
 
@@ -159,6 +161,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response:
 }
 
 /// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`).
-pub fn ops_metrics_router() -> Router {
-    ops::metrics_router()
+pub fn ops_metrics_router(app: App) -> Router {
+    crate::telemetry::metrics_handle();
+    ops::metrics_router().with_state(AppState { app })
 }

@@ -5,6 +5,7 @@ use super::AppState;
 use super::problem::{PROBLEM_JSON, Problem, ProblemField};
 use crate::domain::destination::DestinationState;
 use crate::domain::invoice::{Action, InvoiceState};
+use crate::domain::job::JobState;
 use axum::Router;
 use std::collections::BTreeMap;
 use utoipa::openapi::header::{Header, HeaderBuilder};
@@ -23,7 +24,7 @@ use utoipa_swagger_ui::SwaggerUi;
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     servers((url = "/", description = "The server this document was fetched from")),
-    components(schemas(Problem, ProblemField, InvoiceState, Action, DestinationState)),
+    components(schemas(Problem, ProblemField, InvoiceState, Action, DestinationState, JobState)),
     tags(
         (name = "sessions", description = "Humans: sign-in, sign-out, invitations"),
         (name = "organisation", description = "The organisation and its settings"),
@@ -32,6 +33,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "payment destinations", description = "Where invoices are paid: registered by agents"),
         (name = "invoices", description = "Proposals by agents, decisions by humans"),
         (name = "currencies", description = "The currencies, exponents and networks Tauros accepts"),
+        (name = "jobs", description = "The background job queue: what approvers see and do"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -2,6 +2,8 @@
 
 use super::AppState;
 use super::problem::{ApiError, Problem};
+use crate::app::JobStats;
+use crate::domain::job::JobState;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -9,6 +11,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use serde::Serialize;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -19,7 +23,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// `/metrics`, on the main router or on its own listener.
-pub fn metrics_router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+pub fn metrics_router() -> Router<AppState> {
     Router::new().route("/metrics", get(metrics))
 }
 
@@ -80,9 +84,38 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
     }
 }
 
-async fn metrics() -> impl IntoResponse {
+/// Prometheus text. The job gauges are read from the database at each scrape, so every
+/// process shows the same (whole-queue) figures; the job counters are this process's own.
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    match state.app.job_stats().await {
+        Ok(stats) => job_gauges(&stats),
+        Err(e) => tracing::warn!(error = %e, "job gauges not refreshed"),
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::metrics_handle().render(),
     )
+}
+
+/// `tauros_jobs{kind, state}` for every kind seen by this process (a state with no job left is
+/// 0, not a stale value) and `tauros_jobs_oldest_available_age_seconds`.
+fn job_gauges(stats: &JobStats) {
+    static KINDS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut kinds = KINDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    kinds.extend(stats.counts.iter().map(|c| c.kind.clone()));
+    for kind in kinds.iter() {
+        for state in JobState::ALL {
+            let count = stats
+                .counts
+                .iter()
+                .find(|c| c.kind == *kind && c.state == state)
+                .map_or(0, |c| c.count);
+            metrics::gauge!("tauros_jobs", "kind" => kind.clone(), "state" => state.as_str())
+                .set(count as f64);
+        }
+    }
+    metrics::gauge!("tauros_jobs_oldest_available_age_seconds")
+        .set(stats.oldest_due_age.map_or(0.0, |age| age.as_secs_f64()));
 }

@@ -16,6 +16,7 @@ use crate::domain::destination::DestinationState;
 use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
+use crate::domain::job::JobState;
 
 /// A string enum whose description says what each value means.
 fn string_enum<T: Copy>(
@@ -257,6 +258,29 @@ schema_enum!(
     )
 );
 
+schema_enum!(
+    JobState,
+    "JobState",
+    string_enum(
+        "Where a job is in its life.",
+        &JobState::ALL,
+        JobState::as_str,
+        |s| match s {
+            JobState::Available => "waiting for a worker, due now",
+            JobState::Scheduled => "waiting for the time it was enqueued for",
+            JobState::Running => "a worker holds it under a lease",
+            JobState::Retryable => {
+                "an execution failed or was interrupted; it runs again at `run_at`"
+            }
+            JobState::Completed => "done (final)",
+            JobState::Discarded => {
+                "failed for good: attempts or interruptions ran out, or a permanent error; an approver may retry it"
+            }
+            JobState::Cancelled => "stopped by an approver before it ran; an approver may retry it",
+        },
+    )
+);
+
 /// `kind` of `GET /v1/me`: the two kinds of caller that hold a credential.
 pub struct CallerKind;
 
@@ -371,6 +395,10 @@ mod tests {
             values::<Interface>(),
             names(&Interface::ALL, Interface::as_str)
         );
+        assert_eq!(
+            values::<JobState>(),
+            names(&JobState::ALL, JobState::as_str)
+        );
     }
 
     /// Every enum the document uses is a component with its values explained.
@@ -388,6 +416,7 @@ mod tests {
             "ActorKind",
             "Interface",
             "CallerKind",
+            "JobState",
         ] {
             let schema = &doc["components"]["schemas"][name];
             let description = schema["description"].as_str().unwrap_or_default();

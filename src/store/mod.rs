@@ -1,8 +1,8 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`: the port, one file per area: its rows and a pair of
-//!   traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
+//! - `identity`, `parties`, `invoices`, `jobs`: the port, one file per area: its rows and a pair
+//!   of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
 //!   [`Tx`] is a write transaction and can also read.
@@ -15,6 +15,7 @@
 mod governance;
 mod identity;
 mod invoices;
+mod jobs;
 mod parties;
 mod postgres;
 mod sql;
@@ -32,6 +33,10 @@ pub use identity::{
 pub use invoices::{
     DecisionRow, EventRow, InvoiceFilter, InvoiceJoined, InvoiceRead, InvoiceRow, InvoiceWrite,
     RevisionRow,
+};
+pub use jobs::{
+    Claim, Fence, JobCount, JobFilter, JobRead, JobRow, JobUpdate, JobWrite, SubmissionRow,
+    TestExecutionRow,
 };
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
 pub use postgres::PgStore;
@@ -162,17 +167,27 @@ pub trait Store: Send + Sync + 'static {
     async fn readiness(&self) -> StoreResult<bool>;
     /// Which backend this is (`postgres` or `sqlite`).
     fn backend(&self) -> &'static str;
+    /// Claims the next due job of one of `claim.kinds` in a short transaction of its own: the
+    /// job becomes `running` under the claim's fresh lease, with one more execution. The
+    /// handler runs after this has committed. Backend-only: `FOR UPDATE SKIP LOCKED` on
+    /// PostgreSQL, the single writer on SQLite.
+    async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>>;
+    /// Returns when a committed enqueue may have made work available, or after `timeout`
+    /// (`LISTEN` on PostgreSQL, an in-process notify on SQLite). Only a hint: workers poll.
+    async fn wait_for_jobs(&self, timeout: std::time::Duration);
 }
 
 /// Shared handle to a store.
 pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
-pub trait Reader: IdentityRead + GovernanceRead + PartyRead + InvoiceRead + Send {}
+pub trait Reader: IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + Send {}
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
-pub trait Tx: Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite {
+pub trait Tx:
+    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite
+{
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

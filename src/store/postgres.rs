@@ -2,20 +2,30 @@
 
 use super::sql::{
     Conn, classify_other, impl_governance_store, impl_identity_store, impl_invoice_store,
-    impl_party_store,
+    impl_job_store, impl_party_store,
 };
-use super::{Constraint, Reader, Store, StoreError, StoreResult, Tx};
+use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The channel a committed enqueue notifies.
+const JOBS_CHANNEL: &str = "tauros_jobs";
 
 /// A pool of PostgreSQL connections.
 pub struct PgStore {
     pool: PgPool,
+    /// One more connection, opened only when workers first wait, that `LISTEN`s for enqueues.
+    listen_pool: PgPool,
+    /// Woken by the listener; workers wait on it between polls.
+    wake: Arc<Notify>,
+    listening: OnceLock<()>,
 }
 
 impl PgStore {
@@ -25,9 +35,19 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
-        Ok(PgStore { pool })
+        let listen_pool = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_lazy_with(options);
+        Ok(PgStore {
+            pool,
+            listen_pool,
+            wake: Arc::new(Notify::new()),
+            listening: OnceLock::new(),
+        })
     }
 }
 
@@ -75,6 +95,22 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_job_store!(
+    PgUnit,
+    for_update = " for update",
+    map_err = map_err,
+    wake = notify_jobs
+);
+
+/// Delivered to every listener when the transaction commits, dropped when it rolls back.
+async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
+    sqlx::query("select pg_notify($1, '')")
+        .bind(JOBS_CHANNEL)
+        .execute(unit.0.conn())
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
 
 impl Reader for PgUnit {}
 
@@ -116,8 +152,90 @@ impl Store for PgStore {
     fn backend(&self) -> &'static str {
         "postgres"
     }
+
+    async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+        claim_job(&self.pool, claim).await
+    }
+
+    async fn wait_for_jobs(&self, timeout: Duration) {
+        self.listening.get_or_init(|| {
+            tokio::spawn(listen(self.listen_pool.clone(), Arc::downgrade(&self.wake)));
+        });
+        let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    }
 }
 
 // Backend-only statements. What only PostgreSQL can do (the job queue's `FOR UPDATE SKIP
-// LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, as inherent methods of `PgStore`
-// or `PgUnit` behind a port trait the SQLite adapter implements its own way.
+// LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, behind the port's `Store` methods
+// the SQLite adapter implements its own way.
+
+/// Claims in a transaction of its own that holds the row lock only for the update: concurrent
+/// claimers (other tasks, other processes) skip locked rows instead of waiting, so no two get
+/// the same job.
+async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+    let mut tx = pool.begin().await.map_err(map_err)?;
+    let row = sqlx::query_as(
+        "with next as (
+             select id from jobs
+             where state in ('available', 'scheduled', 'retryable') and run_at <= $1
+               and kind = any($2)
+             order by run_at, id
+             limit 1
+             for update skip locked
+         )
+         update jobs set state = 'running', lease_token = $3, lease_expires_at = $4, worker = $5,
+             executions = jobs.executions + 1, started_at = $1, updated_at = $1
+         from next where jobs.id = next.id
+         returning jobs.*",
+    )
+    .bind(claim.now)
+    .bind(claim.kinds)
+    .bind(claim.lease_token)
+    .bind(claim.lease_expires_at)
+    .bind(claim.worker)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(map_err)?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(row)
+}
+
+/// Forwards notifications to the store's waiters until the store is gone. A notification
+/// missed while reconnecting costs at most one poll interval.
+async fn listen(pool: PgPool, wake: Weak<Notify>) {
+    let mut listener = None;
+    loop {
+        if wake.strong_count() == 0 {
+            return;
+        }
+        let current = match listener.as_mut() {
+            Some(current) => current,
+            None => match PgListener::connect_with(&pool).await {
+                Ok(mut fresh) => match fresh.listen(JOBS_CHANNEL).await {
+                    Ok(()) => listener.insert(fresh),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot listen for enqueued jobs");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot connect to listen for enqueued jobs");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            },
+        };
+        match current.recv().await {
+            Ok(_) => match wake.upgrade() {
+                Some(wake) => wake.notify_waiters(),
+                None => return,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "listening for enqueued jobs failed; reconnecting");
+                listener = None;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}

@@ -10,14 +10,16 @@
 
 use super::sql::{
     Conn, classify_other, impl_governance_store, impl_identity_store, impl_invoice_store,
-    impl_party_store,
+    impl_job_store, impl_party_store,
 };
-use super::{Constraint, Reader, Store, StoreError, StoreResult, Tx};
+use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -27,6 +29,8 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// The one connection that writes.
     writer: SqlitePool,
+    /// Woken after a write transaction that enqueued a job commits; workers wait on it.
+    wake: Arc<Notify>,
 }
 
 impl SqliteStore {
@@ -49,13 +53,24 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(SqliteStore { pool, writer })
+        Ok(SqliteStore {
+            pool,
+            writer,
+            wake: Arc::new(Notify::new()),
+        })
     }
 }
 
 /// One unit of work: a transaction on the writer (as [`Tx`]) or a read-pool connection (as
-/// [`Reader`]).
-pub(super) struct SqliteUnit(Conn<Sqlite>);
+/// [`Reader`]), and whether to wake idle workers once it commits.
+pub(super) struct SqliteUnit(Conn<Sqlite>, Wake);
+
+/// An in-process wake-up, fired only after the transaction that made work available commits
+/// (a worker woken earlier would find nothing, or not yet see the row).
+pub(super) struct Wake {
+    notify: Option<Arc<Notify>>,
+    pending: bool,
+}
 
 /// SQLite names the columns, not the constraint: map them back to the constraint.
 fn constraint_from_message(message: &str) -> Option<Constraint> {
@@ -102,13 +117,29 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(SqliteUnit, for_update = "", map_err = map_err);
+impl_job_store!(
+    SqliteUnit,
+    for_update = "",
+    map_err = map_err,
+    wake = wake_after_commit
+);
+
+async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
+    unit.1.pending = true;
+    Ok(())
+}
 
 impl Reader for SqliteUnit {}
 
 #[async_trait]
 impl Tx for SqliteUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit().await
+        let SqliteUnit(conn, wake) = *self;
+        conn.commit().await?;
+        if let (Some(notify), true) = (wake.notify, wake.pending) {
+            notify.notify_waiters();
+        }
+        Ok(())
     }
 }
 
@@ -120,12 +151,20 @@ impl Store for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(map_err)?;
-        Ok(Box::new(SqliteUnit(Conn::Tx(tx))))
+        let wake = Wake {
+            notify: Some(Arc::clone(&self.wake)),
+            pending: false,
+        };
+        Ok(Box::new(SqliteUnit(Conn::Tx(tx), wake)))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
         let conn = self.pool.acquire().await.map_err(map_err)?;
-        Ok(Box::new(SqliteUnit(Conn::Plain(conn))))
+        let wake = Wake {
+            notify: None,
+            pending: false,
+        };
+        Ok(Box::new(SqliteUnit(Conn::Plain(conn), wake)))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -147,8 +186,49 @@ impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
     }
+
+    async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+        claim_job(&self.writer, claim).await
+    }
+
+    async fn wait_for_jobs(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    }
 }
 
 // Backend-only statements. What SQLite does its own way (the job queue claims inside the single
-// writer, an in-process notify for wake-ups) is written here, as inherent methods of
-// `SqliteStore` or `SqliteUnit` behind a port trait the PostgreSQL adapter implements too.
+// writer, an in-process notify for wake-ups) is written here, behind the port's `Store` methods
+// the PostgreSQL adapter implements too.
+
+/// Claims inside `BEGIN IMMEDIATE` on the single writer: claimers are serialized, so no two
+/// get the same job (also across processes, which meet at SQLite's write lock).
+async fn claim_job(writer: &SqlitePool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+    let kinds = serde_json::to_string(claim.kinds)
+        .map_err(|e| StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
+    let mut tx = writer
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(map_err)?;
+    let row = sqlx::query_as(
+        "update jobs set state = 'running', lease_token = $3, lease_expires_at = $4, worker = $5,
+             executions = executions + 1, started_at = $1, updated_at = $1
+         where id = (
+             select id from jobs
+             where state in ('available', 'scheduled', 'retryable') and run_at <= $1
+               and kind in (select value from json_each($2))
+             order by run_at, id
+             limit 1
+         )
+         returning *",
+    )
+    .bind(claim.now)
+    .bind(kinds)
+    .bind(claim.lease_token)
+    .bind(claim.lease_expires_at)
+    .bind(claim.worker)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(map_err)?;
+    tx.commit().await.map_err(map_err)?;
+    Ok(row)
+}

@@ -1,6 +1,6 @@
-//! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer and
-//! payment-destination route × every kind of caller, under each organisation setting that
-//! changes visibility or separation of duties.
+//! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer,
+//! payment-destination and job route × every kind of caller, under each organisation setting
+//! that changes visibility or separation of duties.
 //!
 //! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
 //! [`MATRIX`] by [`render`]; `the_document_shows_this_matrix` keeps the two identical.
@@ -8,18 +8,22 @@
 //! Every row sets up its own records, as the record's owner, in a state where the command could
 //! succeed for the right caller (a draft for revise and submit, a pending invoice for withdraw
 //! and the decisions, an approved one for cancel, a fresh customer or destination for the party
-//! routes). So a success proves the permission and a refusal proves the refusal. A refused row
+//! routes, an available job for the job routes and a cancelled one for retry). So a success
+//! proves the permission and a refusal proves the refusal. A refused row
 //! (and every read) must leave the business tables exactly as they were (row counts, invoice
 //! states, destination states, the org audit trail); a successful write must change them.
 
 use crate::helpers::{IBAN, TestApp, both_backends, expect_status, id_of};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use tauros::app::NewJob;
+use tauros::jobs::testing::ECHO;
 use uuid::Uuid;
 
 both_backends!(
     default_settings_on_invoices,
     default_settings_on_customers_and_destinations,
+    default_settings_on_jobs,
     four_eyes,
     shared_review,
     four_eyes_with_shared_review,
@@ -51,6 +55,10 @@ enum Route {
     ListDestinations,
     GetDestination,
     Deactivate,
+    ListJobs,
+    GetJob,
+    RetryJob,
+    CancelJob,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -162,6 +170,10 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, ListDestinations,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
     (Defaults, GetDestination,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Defaults, Deactivate,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Defaults, ListJobs,                   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
+    (Defaults, GetJob,                     [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, RetryJob,                   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, CancelJob,                  [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -202,7 +214,11 @@ async fn default_settings_on_invoices(app: TestApp) {
 }
 
 async fn default_settings_on_customers_and_destinations(app: TestApp) {
-    run(&app, |s, r| s == Defaults && !r.is_invoice()).await;
+    run(&app, |s, r| s == Defaults && !r.is_invoice() && !r.is_job()).await;
+}
+
+async fn default_settings_on_jobs(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_job()).await;
 }
 
 async fn four_eyes(app: TestApp) {
@@ -315,7 +331,16 @@ impl Route {
             ListDestinations => "GET /v1/payment-destinations",
             GetDestination => "GET /v1/payment-destinations/{id}",
             Deactivate => "POST /v1/payment-destinations/{id}/deactivate",
+            ListJobs => "GET /v1/jobs",
+            GetJob => "GET /v1/jobs/{id}",
+            RetryJob => "POST /v1/jobs/{id}/retry",
+            CancelJob => "POST /v1/jobs/{id}/cancel",
         }
+    }
+
+    /// A route of the job queue: organisation-wide, for approvers only.
+    fn is_job(self) -> bool {
+        matches!(self, ListJobs | GetJob | RetryJob | CancelJob)
     }
 
     fn is_invoice(self) -> bool {
@@ -339,7 +364,10 @@ impl Route {
     }
 
     fn is_list(self) -> bool {
-        matches!(self, ListInvoices | ListCustomers | ListDestinations)
+        matches!(
+            self,
+            ListInvoices | ListCustomers | ListDestinations | ListJobs
+        )
     }
 
     fn is_read(self) -> bool {
@@ -369,6 +397,8 @@ impl Route {
             Cancel => Fixture::Approved,
             ListCustomers | GetCustomer | PatchCustomer | DeleteCustomer => Fixture::Customer,
             ListDestinations | GetDestination | Deactivate => Fixture::Destination,
+            ListJobs | GetJob | CancelJob => Fixture::Job,
+            RetryJob => Fixture::CancelledJob,
         }
     }
 }
@@ -418,6 +448,10 @@ enum Fixture {
     Approved,
     Customer,
     Destination,
+    /// An available job of organisation A.
+    Job,
+    /// A job of organisation A that an approver cancelled.
+    CancelledJob,
 }
 
 /// An agent with its owner, one customer and one active EUR destination.
@@ -433,6 +467,8 @@ struct Party {
 /// Organisation A: approver A1 owns agent X and its sibling; operator O owns agent Y; approver
 /// A2 owns nothing. Organisation B: an approver and their agent.
 struct World {
+    /// Organisation A.
+    org_id: Uuid,
     x: Party,
     y: Party,
     sibling_key: String,
@@ -467,6 +503,7 @@ impl World {
             .unwrap()
             .to_owned();
         World {
+            org_id: a.org.org_id,
             x: Party {
                 agent_id: a.org.agent_id,
                 key: a.org.agent_key,
@@ -536,6 +573,7 @@ struct Target {
     invoice: Option<Value>,
     customer_id: Option<Uuid>,
     destination_id: Option<Uuid>,
+    job_id: Option<Uuid>,
 }
 
 impl Target {
@@ -560,6 +598,28 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
         }
         Fixture::Destination => {
             target.destination_id = Some(app.destination(&p.key, "EUR", "iban", IBAN).await);
+        }
+        Fixture::Job | Fixture::CancelledJob => {
+            let job = NewJob {
+                org_id: w.org_id,
+                kind: ECHO.to_owned(),
+                args: json!({"note": n}),
+                submission_id: None,
+                max_attempts: None,
+                run_at: None,
+            };
+            let id = app.app.submit_job(job).await.unwrap().id;
+            if fixture == Fixture::CancelledJob {
+                let res = app
+                    .post(
+                        &format!("/v1/jobs/{id}/cancel"),
+                        &w.x.owner_token,
+                        json!({}),
+                    )
+                    .await;
+                expect_status(res, StatusCode::OK).await;
+            }
+            target.job_id = Some(id);
         }
         Fixture::Draft | Fixture::Pending | Fixture::Approved => {
             let res = app
@@ -597,6 +657,7 @@ async fn send(
     let invoice = |suffix: &str| format!("/v1/invoices/{}{suffix}", t.invoice_id());
     let customer = || format!("/v1/customers/{}", t.customer_id.unwrap());
     let destination = || format!("/v1/payment-destinations/{}", t.destination_id.unwrap());
+    let job = |suffix: &str| format!("/v1/jobs/{}{suffix}", t.job_id.unwrap());
     let decision = |reason| TestApp::decision_body(t.invoice.as_ref().unwrap(), reason);
     let (method, path, body) = match route {
         CreateInvoice => (
@@ -665,6 +726,10 @@ async fn send(
         ),
         GetDestination => (Method::GET, destination(), None),
         Deactivate => (Method::POST, format!("{}/deactivate", destination()), None),
+        ListJobs => (Method::GET, "/v1/jobs?limit=100".to_owned(), None),
+        GetJob => (Method::GET, job(""), None),
+        RetryJob => (Method::POST, job("/retry"), None),
+        CancelJob => (Method::POST, job("/cancel"), None),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
@@ -695,6 +760,7 @@ async fn observe(res: reqwest::Response, route: Route, t: &Target) -> String {
             let wanted = match route {
                 ListInvoices => t.invoice_id(),
                 ListCustomers => t.customer_id.unwrap().to_string(),
+                ListJobs => t.job_id.unwrap().to_string(),
                 _ => t.destination_id.unwrap().to_string(),
             };
             let listed = body["items"]
@@ -738,6 +804,9 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from invoices where state = 'rejected'",
         "select count(*) from invoices where state = 'cancelled'",
         "select count(*) from payment_destinations where state = 'active'",
+        "select count(*) from jobs",
+        "select count(*) from jobs where state = 'available'",
+        "select count(*) from jobs where state = 'cancelled'",
     ];
     let sql = format!(
         "select {}",

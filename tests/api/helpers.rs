@@ -685,6 +685,29 @@ impl TestApp {
         sql_scalar(&self.database_url, sql).await
     }
 
+    /// Every row of raw SQL on this test's database, on either backend.
+    pub async fn sql_rows<T>(&self, sql: &str) -> Vec<T>
+    where
+        T: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        if self.database_url.starts_with("sqlite") {
+            let mut conn =
+                <sqlx::SqliteConnection as sqlx::Connection>::connect(&self.database_url)
+                    .await
+                    .unwrap();
+            sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap()
+        } else {
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&self.database_url)
+                .await
+                .unwrap();
+            sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap()
+        }
+    }
+
     /// Runs one raw SQL statement on this test's database; returns whether it was accepted.
     pub async fn sql_exec(&self, sql: &str) -> bool {
         sql_exec(&self.database_url, sql).await

@@ -23,6 +23,7 @@ mod conventions;
 mod document;
 mod governance;
 mod invoices;
+mod jobs;
 mod model;
 mod organisation;
 mod panics;

@@ -1,4 +1,4 @@
-//! The SQL both adapters share, one macro per area (identities, parties, invoices). Each
+//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs). Each
 //! statement is written once, in a dialect both PostgreSQL and SQLite accept (`$n`
 //! placeholders, `returning`, `on conflict`); the few places where they differ (row locks) are
 //! macro parameters. A macro expands the same code for each concrete backend, which keeps
@@ -9,11 +9,13 @@
 mod governance;
 mod identity;
 mod invoices;
+mod jobs;
 mod parties;
 
 pub(crate) use governance::impl_governance_store;
 pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
+pub(crate) use jobs::impl_job_store;
 pub(crate) use parties::{impl_party_store, scope_binds};
 
 use super::{StoreError, StoreResult};
@@ -21,6 +23,7 @@ use crate::domain::destination::DestinationState;
 use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::Role;
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
+use crate::domain::job::JobState;
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 
@@ -117,5 +120,6 @@ stored_as_text!(
     DestinationState,
     ChangeKind,
     ChangeState,
-    Role
+    Role,
+    JobState
 );

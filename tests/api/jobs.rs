@@ -1,0 +1,939 @@
+//! The job queue (effects.md §1), on both backends: enqueue inside the caller's transaction and
+//! submission ids, leases and fencing, a worker process killed right after its claim, retries
+//! and discards, retention that keeps deduplication, what approvers see and do over HTTP, the
+//! gauges, and three worker processes running a thousand jobs.
+//!
+//! Jobs are enqueued through the library (`tauros::app::enqueue`, `App::submit_job`): there is
+//! no public enqueue route. They are of the built-in test kind `test.echo.v1`, which worker
+//! processes register with `TAUROS_TEST_JOBS=1` and which records each of its executions.
+//! Waiting for a job to reach a state polls the database with a deadline; the kill happens at
+//! a named pause point (`TAUROS_TEST_PAUSE_AFTER_CLAIM`), announced on the worker's stdout.
+
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+use tauros::app::{AppError, NewJob, Retention};
+use tauros::domain::job::JobState;
+use tauros::jobs::testing::ECHO;
+use tauros::jobs::{Defaults, WorkerConfig, Workers};
+use tauros::store::{Fence, JobRow, JobUpdate};
+use uuid::Uuid;
+
+both_backends!(
+    a_rolled_back_transaction_leaves_no_job,
+    concurrent_identical_submissions_make_one_job,
+    another_definition_under_a_submission_id_is_refused,
+    a_stale_workers_late_result_changes_nothing,
+    a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_using_an_attempt,
+    sigterm_lets_a_running_job_finish,
+    max_attempts_ends_in_discarded_and_an_approver_can_retry,
+    pruning_keeps_deduplication,
+    approvers_see_retry_and_cancel_jobs,
+    metrics_show_jobs_by_kind_and_state,
+    three_worker_processes_run_a_thousand_jobs_once_each,
+);
+
+fn echo(org_id: Uuid, args: Value) -> NewJob {
+    NewJob {
+        org_id,
+        kind: ECHO.to_owned(),
+        args,
+        submission_id: None,
+        max_attempts: None,
+        run_at: None,
+    }
+}
+
+fn submitted(org_id: Uuid, submission_id: &str, args: Value) -> NewJob {
+    NewJob {
+        submission_id: Some(submission_id.to_owned()),
+        ..echo(org_id, args)
+    }
+}
+
+async fn job(app: &TestApp, org_id: Uuid, id: Uuid) -> Option<JobRow> {
+    let mut conn = app.app.store().reader().await.unwrap();
+    conn.job(org_id, id).await.unwrap()
+}
+
+/// Polls the job until `done` holds (or fails the test after `within`).
+async fn wait_for(
+    app: &TestApp,
+    org_id: Uuid,
+    id: Uuid,
+    within: Duration,
+    done: impl Fn(&JobRow) -> bool,
+) -> JobRow {
+    let deadline = Instant::now() + within;
+    loop {
+        let row = job(app, org_id, id).await.expect("the job exists");
+        if done(&row) {
+            return row;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job did not get there within {within:?}: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Workers inside the test process, with the test kinds and a short lease.
+fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
+    let registry = Arc::new(tauros::jobs::registry(Defaults::default(), true));
+    let config = WorkerConfig {
+        workers,
+        lease: Duration::from_secs(5),
+        poll: Duration::from_millis(50),
+        max_interruptions: 10,
+        retention: Retention::default(),
+        prune_batch: 100,
+        pause_after_claim: false,
+        name: "in-test".to_owned(),
+    };
+    Workers::start(app.app.clone(), registry, config)
+}
+
+/// A `tauros worker` child process; killed (if still running) when dropped.
+struct WorkerProcess {
+    child: Child,
+    stdout: Receiver<String>,
+    stderr: Receiver<String>,
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lines(pipe: Box<dyn Read + Send>, echo: bool) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if echo {
+                eprintln!("worker: {line}");
+            }
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Starts `tauros worker` on `app`'s database with the test kinds, a lease of `lease_seconds`
+/// and `extra` environment; returns once it logs that it runs.
+fn start_worker(
+    app: &TestApp,
+    workers: usize,
+    lease_seconds: u64,
+    extra: &[(&str, &str)],
+) -> WorkerProcess {
+    let echo = std::env::var_os("TEST_LOG").is_some_and(|v| !v.is_empty() && v != "0");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tauros"))
+        .args(["worker", "--workers", &workers.to_string()])
+        .env("DATABASE_URL", &app.database_url)
+        .env("TAUROS_TEST_JOBS", "1")
+        .env("TAUROS_JOB_LEASE_SECONDS", lease_seconds.to_string())
+        .env("TAUROS_JOB_POLL_MS", "100")
+        .env("TAUROS_SHUTDOWN_GRACE_SECONDS", "30")
+        .env("TAUROS_LOG", "info")
+        .envs(extra.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tauros worker");
+    let stdout = lines(Box::new(child.stdout.take().unwrap()), echo);
+    let stderr = lines(Box::new(child.stderr.take().unwrap()), echo);
+    let process = WorkerProcess {
+        child,
+        stdout,
+        stderr,
+    };
+    loop {
+        let line = process
+            .stderr
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the worker logs that it runs");
+        if line.contains("tauros worker running") {
+            return process;
+        }
+    }
+}
+
+async fn sigterm_and_wait(mut process: WorkerProcess) -> std::process::ExitStatus {
+    let status = Command::new("kill")
+        .args(["-TERM", &process.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid = process.child.id();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || process.child.wait()),
+    );
+    waited
+        .await
+        .unwrap_or_else(|_| panic!("worker {pid} exits after SIGTERM"))
+        .unwrap()
+        .unwrap()
+}
+
+async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
+    let org = app.org().await;
+    let mut tx = app.app.store().begin().await.unwrap();
+    let enqueued = tauros::app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
+        .await
+        .unwrap();
+    assert!(!enqueued.replayed);
+    drop(tx);
+    assert_eq!(app.sql_count("select count(*) from jobs").await, 0);
+    assert_eq!(
+        app.sql_count("select count(*) from job_submissions").await,
+        0
+    );
+    let res = app
+        .get(&format!("/v1/jobs/{}", enqueued.id), &org.approver_token)
+        .await;
+    expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+
+    // The same enqueue, committed: visible, and the same id (it derives from the submission).
+    let mut tx = app.app.store().begin().await.unwrap();
+    let again = tauros::app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(again.id, enqueued.id);
+    let res = app
+        .get(&format!("/v1/jobs/{}", again.id), &org.approver_token)
+        .await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(body["state"], "available");
+    assert_eq!(body["kind"], ECHO);
+    assert_eq!(body["submission_id"], "order-1");
+    assert_eq!(body["attempt"], 1);
+    assert_eq!(body["max_attempts"], 25);
+}
+
+async fn concurrent_identical_submissions_make_one_job(app: TestApp) {
+    let org = app.org().await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(16));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let core = app.app.clone();
+            let barrier = Arc::clone(&barrier);
+            let job = submitted(org.org_id, "event-42", json!({"b": 2, "a": [1, 2]}));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                core.submit_job(job).await.unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    let first = outcomes[0].id;
+    assert!(outcomes.iter().all(|o| o.id == first), "{outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
+    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+    assert_eq!(
+        app.sql_count("select count(*) from job_submissions").await,
+        1
+    );
+    // Key order does not make another definition.
+    let again = app
+        .app
+        .submit_job(submitted(
+            org.org_id,
+            "event-42",
+            json!({"a": [1, 2], "b": 2}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!((again.id, again.replayed), (first, true));
+    // Another organisation's identical submission is its own job.
+    let other = app.org().await;
+    let theirs = app
+        .app
+        .submit_job(submitted(
+            other.org_id,
+            "event-42",
+            json!({"b": 2, "a": [1, 2]}),
+        ))
+        .await
+        .unwrap();
+    assert_ne!(theirs.id, first);
+    assert!(!theirs.replayed);
+}
+
+async fn another_definition_under_a_submission_id_is_refused(app: TestApp) {
+    let org = app.org().await;
+    let original = app
+        .app
+        .submit_job(submitted(org.org_id, "event-7", json!({"note": 1})))
+        .await
+        .unwrap();
+    for changed in [
+        submitted(org.org_id, "event-7", json!({"note": 2})),
+        NewJob {
+            max_attempts: Some(3),
+            ..submitted(org.org_id, "event-7", json!({"note": 1}))
+        },
+    ] {
+        match app.app.submit_job(changed).await {
+            Err(AppError::Conflict { code, detail }) => {
+                assert_eq!(code, "submission_conflict");
+                assert!(detail.contains(&original.id.to_string()), "{detail}");
+            }
+            other => panic!("expected submission_conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+    // Bad definitions name their fields.
+    let bad = NewJob {
+        kind: "Echo".to_owned(),
+        max_attempts: Some(0),
+        submission_id: Some(" padded".to_owned()),
+        ..echo(org.org_id, json!([1]))
+    };
+    match app.app.submit_job(bad).await {
+        Err(AppError::Validation(errors)) => {
+            let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+            assert_eq!(fields, ["kind", "args", "submission_id", "max_attempts"]);
+        }
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+    let huge = echo(org.org_id, json!({"blob": "x".repeat(70_000)}));
+    assert!(matches!(
+        app.app.submit_job(huge).await,
+        Err(AppError::Validation(_))
+    ));
+}
+
+async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    // Worker A claims with a lease that has already run out, as if it froze.
+    let a = app
+        .app
+        .claim_job(&[ECHO], Duration::ZERO, "worker-a")
+        .await
+        .unwrap()
+        .expect("a claim");
+    assert_eq!((a.id, a.attempt, a.executions), (id, 1, 1));
+    let rescued = app
+        .app
+        .rescue_expired_leases(10, &|_| Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(rescued.len(), 1);
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(row.state, JobState::Retryable);
+    assert_eq!((row.attempt, row.interruptions), (1, 1), "no attempt used");
+    assert_eq!(row.last_error_code.as_deref(), Some("interrupted"));
+    assert!(row.lease_token.is_none());
+    // Its retry is due after the backoff (1–1.25 s); make it due now rather than wait.
+    assert!(app.sql_exec("update jobs set run_at = created_at").await);
+    let b = app
+        .app
+        .claim_job(&[ECHO], Duration::from_secs(60), "worker-b")
+        .await
+        .unwrap()
+        .expect("b claims the retry");
+    assert_ne!(a.lease_token, b.lease_token);
+    assert_eq!((b.attempt, b.executions), (1, 2));
+
+    // A wakes up: its heartbeat, completion and failure all miss the fence.
+    assert!(
+        !app.app
+            .heartbeat(&a, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    assert!(!app.app.complete_job(&a).await.unwrap());
+    let failure = tauros::app::JobFailure {
+        kind: tauros::domain::job::FailureKind::Permanent,
+        code: "late".to_owned(),
+        message: "a late failure".to_owned(),
+    };
+    let cap = Duration::from_secs(60);
+    assert!(app.app.fail_job(&a, &failure, cap).await.unwrap().is_none());
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(row.state, JobState::Running);
+    assert_eq!(row.lease_token, Some(b.lease_token));
+    assert_eq!(row.worker.as_deref(), Some("worker-b"));
+    // The same at the store: only B's token (on a running job) passes the fence.
+    let now = chrono::Utc::now();
+    let done = JobUpdate {
+        state: JobState::Completed,
+        attempt: 1,
+        interruptions: 1,
+        run_at: now,
+        finished_at: Some(now),
+        last_error: None,
+        now,
+    };
+    let fence = |lease_token| Fence {
+        org_id: org.org_id,
+        id,
+        lease_token,
+        expired_before: None,
+    };
+    let mut tx = app.app.store().begin().await.unwrap();
+    assert!(!tx.settle_job(fence(a.lease_token), &done).await.unwrap());
+    assert!(!tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap());
+    assert!(
+        !tx.extend_lease(fence(a.lease_token), now, now)
+            .await
+            .unwrap()
+    );
+    let other_org = Fence {
+        org_id: Uuid::new_v4(),
+        ..fence(b.lease_token)
+    };
+    assert!(!tx.settle_job(other_org, &done).await.unwrap());
+    let unexpired = Fence {
+        expired_before: Some(now),
+        ..fence(b.lease_token)
+    };
+    assert!(
+        !tx.settle_job(unexpired, &done).await.unwrap(),
+        "a rescue cannot take a lease that still holds"
+    );
+    drop(tx);
+
+    // B's lease holds; its result stands, and A's after it changes nothing either.
+    assert!(
+        app.app
+            .heartbeat(&b, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    assert!(app.app.complete_job(&b).await.unwrap());
+    assert!(!app.app.complete_job(&a).await.unwrap());
+    assert!(app.app.fail_job(&a, &failure, cap).await.unwrap().is_none());
+    assert!(!app.app.complete_job(&b).await.unwrap(), "settled once");
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(row.state, JobState::Completed);
+    assert_eq!((row.attempt, row.executions, row.interruptions), (1, 2, 1));
+    assert!(row.finished_at.is_some());
+}
+
+async fn a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_using_an_attempt(
+    app: TestApp,
+) {
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    let paused = start_worker(&app, 1, 1, &[("TAUROS_TEST_PAUSE_AFTER_CLAIM", "1")]);
+    let announced = format!("paused after claim of job {id}");
+    loop {
+        let line = paused
+            .stdout
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the worker reaches its pause point");
+        if line.contains(&announced) {
+            break;
+        }
+    }
+    // SIGKILL at the pause point: the claim has committed, the handler never ran.
+    drop(paused);
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(row.state, JobState::Running);
+    assert_eq!((row.attempt, row.executions), (1, 1));
+
+    // Another worker finds the lease expired, and runs the job again at the same attempt.
+    let rescuer = start_worker(&app, 1, 1, &[]);
+    let row = wait_for(&app, org.org_id, id, Duration::from_secs(60), |r| {
+        r.state == JobState::Completed
+    })
+    .await;
+    assert_eq!(row.attempt, 1, "the interruption used no attempt");
+    assert_eq!((row.executions, row.interruptions), (2, 1));
+    assert_eq!(row.last_error_code.as_deref(), Some("interrupted"));
+    let mut conn = app.app.store().reader().await.unwrap();
+    let runs = conn.test_executions(org.org_id, id).await.unwrap();
+    assert_eq!(runs.len(), 1, "the killed worker never ran the handler");
+    assert_eq!(
+        (runs[0].attempt, runs[0].outcome.as_str()),
+        (1, "completed")
+    );
+    assert!(sigterm_and_wait(rescuer).await.success());
+}
+
+async fn sigterm_lets_a_running_job_finish(app: TestApp) {
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(org.org_id, json!({"sleep_ms": 1500})))
+        .await
+        .unwrap()
+        .id;
+    let worker = start_worker(&app, 1, 30, &[]);
+    wait_for(&app, org.org_id, id, Duration::from_secs(60), |r| {
+        r.state == JobState::Running
+    })
+    .await;
+    let status = sigterm_and_wait(worker).await;
+    assert!(status.success(), "graceful exit: {status:?}");
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(
+        row.state,
+        JobState::Completed,
+        "it finished before the exit"
+    );
+    assert_eq!((row.executions, row.interruptions), (1, 0));
+}
+
+async fn max_attempts_ends_in_discarded_and_an_approver_can_retry(app: TestApp) {
+    let org = app.org().await;
+    let flaky = app
+        .app
+        .submit_job(NewJob {
+            max_attempts: Some(2),
+            ..echo(org.org_id, json!({"fail": "retryable"}))
+        })
+        .await
+        .unwrap()
+        .id;
+    let doomed = app
+        .app
+        .submit_job(echo(org.org_id, json!({"fail": "permanent"})))
+        .await
+        .unwrap()
+        .id;
+    let recovering = app
+        .app
+        .submit_job(echo(org.org_id, json!({"fail_attempts": 1})))
+        .await
+        .unwrap()
+        .id;
+    let workers = in_process_workers(&app, 2);
+    let within = Duration::from_secs(60);
+    let finished = |r: &JobRow| r.state.is_terminal();
+    let flaky_row = wait_for(&app, org.org_id, flaky, within, finished).await;
+    let doomed_row = wait_for(&app, org.org_id, doomed, within, finished).await;
+    let recovered = wait_for(&app, org.org_id, recovering, within, finished).await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+
+    assert_eq!(flaky_row.state, JobState::Discarded);
+    assert_eq!((flaky_row.attempt, flaky_row.executions), (2, 2));
+    assert_eq!(flaky_row.last_error_code.as_deref(), Some("echo_retryable"));
+    assert_eq!(doomed_row.state, JobState::Discarded, "permanent: no retry");
+    assert_eq!((doomed_row.attempt, doomed_row.executions), (1, 1));
+    assert_eq!(recovered.state, JobState::Completed);
+    assert_eq!((recovered.attempt, recovered.executions), (2, 2));
+    // The retry waited its backoff: at least a second after the first execution.
+    let mut conn = app.app.store().reader().await.unwrap();
+    let runs = conn.test_executions(org.org_id, flaky).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    let gap = runs[1].started_at - runs[0].finished_at;
+    assert!(gap >= chrono::Duration::milliseconds(990), "{gap}");
+
+    // An approver retries the discarded job: a new cycle from attempt 1.
+    let path = format!("/v1/jobs/{flaky}/retry");
+    let res = app.post(&path, &org.approver_token, json!({})).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(body["state"], "available");
+    assert_eq!(body["attempt"], 1);
+    assert_eq!(body["executions"], 2);
+    assert_eq!(body["last_error"]["code"], "echo_retryable");
+    let audit = app.audit_actions(org.org_id, flaky).await;
+    assert_eq!(audit, ["job.retried"]);
+    // Again: already available, nothing written.
+    let res = app.post(&path, &org.approver_token, json!({})).await;
+    assert_eq!(
+        expect_status(res, StatusCode::OK).await["state"],
+        "available"
+    );
+    assert_eq!(app.audit_actions(org.org_id, flaky).await.len(), 1);
+}
+
+async fn pruning_keeps_deduplication(app: TestApp) {
+    let org = app.org().await;
+    let kept = app
+        .app
+        .submit_job(submitted(org.org_id, "invoice-9", json!({"note": 1})))
+        .await
+        .unwrap()
+        .id;
+    let waiting = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    let res = app
+        .post(
+            &format!("/v1/jobs/{kept}/cancel"),
+            &org.approver_token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        expect_status(res, StatusCode::OK).await["state"],
+        "cancelled"
+    );
+    // A retention of zero: every finished job is past it; waiting jobs are never pruned.
+    let now = Retention {
+        completed: Duration::ZERO,
+        discarded: Duration::ZERO,
+        cancelled: Duration::ZERO,
+    };
+    assert_eq!(
+        app.app
+            .prune_jobs(&Retention::default(), 100)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(app.app.prune_jobs(&now, 100).await.unwrap(), 1);
+    assert!(job(&app, org.org_id, kept).await.is_none());
+    assert!(job(&app, org.org_id, waiting).await.is_some());
+    let res = app
+        .get(&format!("/v1/jobs/{kept}"), &org.approver_token)
+        .await;
+    expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+
+    // The submission record outlives the row: the same definition is still the same job (it
+    // is not run again), another one is still refused.
+    let again = app
+        .app
+        .submit_job(submitted(org.org_id, "invoice-9", json!({"note": 1})))
+        .await
+        .unwrap();
+    assert_eq!((again.id, again.replayed), (kept, true));
+    assert!(job(&app, org.org_id, kept).await.is_none());
+    match app
+        .app
+        .submit_job(submitted(org.org_id, "invoice-9", json!({"note": 2})))
+        .await
+    {
+        Err(AppError::Conflict { code, .. }) => assert_eq!(code, "submission_conflict"),
+        other => panic!("expected submission_conflict, got {other:?}"),
+    }
+    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+}
+
+async fn approvers_see_retry_and_cancel_jobs(app: TestApp) {
+    let org = app.org().await;
+    let token = &org.approver_token;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let job = app
+            .app
+            .submit_job(echo(org.org_id, json!({"note": n})))
+            .await
+            .unwrap();
+        ids.push(job.id);
+    }
+    let scheduled = app
+        .app
+        .submit_job(NewJob {
+            run_at: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
+            ..echo(org.org_id, json!({"note": "later"}))
+        })
+        .await
+        .unwrap()
+        .id;
+    let other_kind = app
+        .app
+        .submit_job(NewJob {
+            kind: "other.thing.v2".to_owned(),
+            ..echo(org.org_id, json!({}))
+        })
+        .await
+        .unwrap()
+        .id;
+
+    // Lists: filtered, paginated, newest id first.
+    let res = app.get("/v1/jobs?state=scheduled", token).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    let listed: Vec<&str> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [scheduled.to_string()]);
+    assert_eq!(body["items"][0]["args"], json!({"note": "later"}));
+    let res = app.get("/v1/jobs?kind=other.thing.v2", token).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(body["items"][0]["id"], other_kind.to_string());
+    assert_eq!(body["items"].as_array().unwrap().len(), 1);
+    let mut seen = Vec::new();
+    let mut path = "/v1/jobs?limit=2&state=available".to_owned();
+    loop {
+        let body = expect_status(app.get(&path, token).await, StatusCode::OK).await;
+        for item in body["items"].as_array().unwrap() {
+            seen.push(item["id"].as_str().unwrap().parse::<Uuid>().unwrap());
+        }
+        match body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/jobs?limit=2&state=available&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let mut expected = ids.clone();
+    expected.push(other_kind);
+    expected.sort();
+    expected.reverse();
+    assert_eq!(seen, expected);
+    let res = app.get("/v1/jobs?state=done&kind=Nope", token).await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(crate::helpers::error_fields(&problem), ["state", "kind"]);
+
+    // Cancel: a waiting job stops; again is a no-op; the audit trail has one entry.
+    let cancel = |id: Uuid| format!("/v1/jobs/{id}/cancel");
+    let retry = |id: Uuid| format!("/v1/jobs/{id}/retry");
+    let res = app.post(&cancel(scheduled), token, json!({})).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(body["state"], "cancelled");
+    assert!(body["finished_at"].is_string());
+    let res = app.post(&cancel(scheduled), token, json!({})).await;
+    assert_eq!(
+        expect_status(res, StatusCode::OK).await["state"],
+        "cancelled"
+    );
+    assert_eq!(
+        app.audit_actions(org.org_id, scheduled).await,
+        ["job.cancelled"]
+    );
+    // Retry of a cancelled job: available now, from attempt 1.
+    let res = app.post(&retry(scheduled), token, json!({})).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(body["state"], "available");
+    assert!(body["finished_at"].is_null());
+
+    // Running and finished jobs refuse both, with their own codes.
+    let running = app
+        .app
+        .claim_job(&[ECHO], Duration::from_secs(60), "operator-test")
+        .await
+        .unwrap()
+        .expect("a claim");
+    let res = app.post(&cancel(running.id), token, json!({})).await;
+    expect_problem(res, StatusCode::CONFLICT, "job_running").await;
+    let res = app.post(&retry(running.id), token, json!({})).await;
+    expect_problem(res, StatusCode::CONFLICT, "job_running").await;
+    let body = expect_status(
+        app.get(&format!("/v1/jobs/{}", running.id), token).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(body["state"], "running");
+    assert_eq!(body["worker"], "operator-test");
+    assert!(body["lease_expires_at"].is_string());
+    assert!(app.app.complete_job(&running).await.unwrap());
+    let res = app.post(&cancel(running.id), token, json!({})).await;
+    expect_problem(res, StatusCode::CONFLICT, "job_finished").await;
+    let res = app.post(&retry(running.id), token, json!({})).await;
+    expect_problem(res, StatusCode::CONFLICT, "job_finished").await;
+
+    // Approvers only, and only their organisation's.
+    let (_, operator) = app.human(token, "operator").await;
+    let res = app.get("/v1/jobs", &operator).await;
+    expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    let res = app.post(&cancel(ids[0]), &org.agent_key, json!({})).await;
+    expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    let stranger = app.org().await;
+    let res = app
+        .get(&format!("/v1/jobs/{}", ids[0]), &stranger.approver_token)
+        .await;
+    expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+    let res = app
+        .post(&cancel(ids[0]), &stranger.approver_token, json!({}))
+        .await;
+    expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+    let body = expect_status(
+        app.get("/v1/jobs", &stranger.approver_token).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(body["items"], json!([]));
+    let res = app.get("/v1/jobs/not-a-uuid", token).await;
+    expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
+}
+
+async fn metrics_show_jobs_by_kind_and_state(app: TestApp) {
+    let org = app.org().await;
+    // A kind of its own: no other test's scrape reports a count for it but 0.
+    let kind = format!("test.k{}.v1", &Uuid::new_v4().simple().to_string()[..12]);
+    for n in 0..3 {
+        app.app
+            .submit_job(NewJob {
+                kind: kind.clone(),
+                ..echo(org.org_id, json!({"note": n}))
+            })
+            .await
+            .unwrap();
+    }
+    let stats = app.app.job_stats().await.unwrap();
+    let count = |state: JobState| {
+        stats
+            .counts
+            .iter()
+            .find(|c| c.kind == kind && c.state == state)
+            .map_or(0, |c| c.count)
+    };
+    assert_eq!(count(JobState::Available), 3);
+    assert_eq!(count(JobState::Running), 0);
+    assert!(stats.oldest_due_age.is_some());
+    let text = app.metrics().await;
+    let available = format!("tauros_jobs{{kind=\"{kind}\",state=\"available\"}}");
+    let running = format!("tauros_jobs{{kind=\"{kind}\",state=\"running\"}}");
+    assert!(text.contains(&available), "{text}");
+    assert!(text.contains(&running), "every state is reported: {text}");
+    assert!(text.contains("tauros_jobs_oldest_available_age_seconds"));
+
+    // The counters of what this process's workers did.
+    app.app
+        .submit_job(echo(org.org_id, json!({"fail_attempts": 1})))
+        .await
+        .unwrap();
+    let discarded = app
+        .app
+        .submit_job(echo(org.org_id, json!({"fail": "permanent"})))
+        .await
+        .unwrap()
+        .id;
+    let workers = in_process_workers(&app, 1);
+    wait_for(&app, org.org_id, discarded, Duration::from_secs(60), |r| {
+        r.state == JobState::Discarded
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while app
+        .sql_count("select count(*) from jobs where state = 'completed'")
+        .await
+        < 1
+    {
+        assert!(Instant::now() < deadline, "the retried job completes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    let text = app.metrics().await;
+    for counter in [
+        "tauros_job_retries_total{kind=\"test.echo.v1\"}",
+        "tauros_job_discards_total{kind=\"test.echo.v1\"}",
+        "tauros_job_completions_total{kind=\"test.echo.v1\"}",
+    ] {
+        assert!(text.contains(counter), "{counter} in {text}");
+    }
+}
+
+/// The acceptance scenario: three `tauros worker` processes (three workers each) on one
+/// database, 1,000 jobs, one in ten failing its first attempt. Every job completes once, no
+/// two executions of a job overlap, none is lost; the figures are printed.
+async fn three_worker_processes_run_a_thousand_jobs_once_each(app: TestApp) {
+    const JOBS: usize = 1000;
+    let org = app.org().await;
+    let started = Instant::now();
+    let processes: Vec<WorkerProcess> = (0..3).map(|_| start_worker(&app, 3, 10, &[])).collect();
+    for batch in 0..JOBS / 100 {
+        let mut tx = app.app.store().begin().await.unwrap();
+        for n in batch * 100..(batch + 1) * 100 {
+            let args = if n % 10 == 0 {
+                json!({"note": n, "fail_attempts": 1})
+            } else {
+                json!({"note": n})
+            };
+            let job = submitted(org.org_id, &format!("job-{n}"), args);
+            tauros::app::enqueue(&mut *tx, job).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let completed = app
+            .sql_count("select count(*) from jobs where state = 'completed'")
+            .await;
+        if completed == JOBS as i64 {
+            break;
+        }
+        let discarded = app
+            .sql_count("select count(*) from jobs where state = 'discarded'")
+            .await;
+        assert_eq!(discarded, 0, "no job is discarded");
+        assert!(
+            Instant::now() < deadline,
+            "only {completed} of {JOBS} jobs completed in time"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let elapsed = started.elapsed();
+    for process in processes {
+        assert!(sigterm_and_wait(process).await.success());
+    }
+
+    let count = |sql: &'static str| app.sql_count(sql);
+    let executions = count("select count(*) from test_job_executions").await;
+    let claims = count("select coalesce(sum(executions), 0) from jobs").await;
+    let retries = count("select coalesce(sum(attempt - 1), 0) from jobs").await;
+    let interruptions = count("select coalesce(sum(interruptions), 0) from jobs").await;
+    let failed_runs =
+        count("select count(*) from test_job_executions where outcome <> 'completed'").await;
+    let overlaps = count(
+        "select count(*) from test_job_executions a join test_job_executions b
+           on a.org_id = b.org_id and a.job_id = b.job_id and a.id <> b.id
+          and a.started_at < b.finished_at and b.started_at < a.finished_at",
+    )
+    .await;
+    let completed_twice = count(
+        "select count(*) from (select job_id from test_job_executions where outcome = 'completed'
+           group by job_id having count(*) > 1) twice",
+    )
+    .await;
+    let completed_jobs =
+        count("select count(distinct job_id) from test_job_executions where outcome = 'completed'")
+            .await;
+    let tokens = count("select count(distinct lease_token) from test_job_executions").await;
+    let by_worker: Vec<(String, i64)> = app
+        .sql_rows("select worker, count(*) from test_job_executions group by worker")
+        .await;
+    let mut by_process = std::collections::BTreeMap::<String, i64>::new();
+    for (worker, n) in by_worker {
+        let process = worker.split('/').next().unwrap_or_default().to_owned();
+        *by_process.entry(process).or_default() += n;
+    }
+    println!(
+        "jobs: {JOBS} completed in {:.1} s on {:?}; executions: {executions} (claims {claims}); \
+         retries: {retries} (failed runs {failed_runs}); interruptions: {interruptions}; \
+         overlapping executions: {overlaps}; executions per process: {:?}",
+        elapsed.as_secs_f64(),
+        app.backend,
+        by_process.values().collect::<Vec<_>>(),
+    );
+    assert_eq!(overlaps, 0, "no job ran in two places at once");
+    assert_eq!(completed_twice, 0, "no job completed twice");
+    assert_eq!(completed_jobs, JOBS as i64, "every job ran to completion");
+    assert_eq!(retries, (JOBS / 10) as i64, "one retry per failing job");
+    assert_eq!(failed_runs, retries);
+    assert_eq!(
+        executions,
+        JOBS as i64 + retries,
+        "every execution recorded once"
+    );
+    assert_eq!(claims, executions + interruptions);
+    assert_eq!(tokens, executions, "a fresh lease token per execution");
+    assert_eq!(by_process.len(), 3, "all three processes took part");
+    assert_eq!(
+        count("select count(*) from job_submissions").await,
+        JOBS as i64
+    );
+}
