@@ -3,11 +3,14 @@
 //! Layers: `domain` (pure rules) ← `app` (use cases) → `store` (the port and its PostgreSQL
 //! and SQLite adapters); `http` is the REST surface over `app`. Dependencies point inward only:
 //! `domain` knows none of the others, and `domain`, `app` and `store` know nothing of HTTP.
+//! `console` is the approver web page, static assets that `http` serves and that speak only to
+//! the REST API from the browser.
 
 #![forbid(unsafe_code)]
 
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod domain;
 pub mod http;
 pub mod store;

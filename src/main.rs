@@ -151,7 +151,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
-    tracing::info!(address = %local, backend = app.store().backend(), "tauros listening");
+    tracing::info!(
+        address = %local,
+        backend = app.store().backend(),
+        console = %format_args!("http://{local}{}", tauros::console::PATH),
+        "tauros listening"
+    );
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(http::serve(
@@ -182,6 +187,7 @@ fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {
     let base = format!("http://{address}");
     println!(
         "\nTauros demo is {} at {base}\n\n\
+         Console:   {base}/console/   (open it in a browser and sign in as the approver)\n\n\
          Approver:  {}  /  {}\n\
          Operator:  {}  /  {}\n\
          Agent key: {}   (agent \"Billing agent\"; a fresh key on every start)\n\n\
