@@ -141,6 +141,11 @@ class Journey:
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", level=1)).to_have_text("Waiting for approval")
 
+    def nav(self, page: Page, link, heading):
+        """Follows a link of the navigation bar and waits for its page."""
+        page.get_by_role("navigation", name="Main").get_by_role("link", name=link, exact=True).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+
     def open_invoice(self, page: Page, invoice_id):
         page.goto(f"{self.world.console}#/invoices/{invoice_id}")
         expect(page.locator("#summary")).to_be_visible()
@@ -344,7 +349,7 @@ def four_eyes_refuses_the_owner_and_a_second_approver_confirms_turning_it_off(j:
     expect(page.locator("#approve")).to_have_count(0)
 
     # Turning it off is a proposal that the proposer cannot confirm.
-    page.get_by_role("link", name="Organisation").click()
+    j.nav(page, "Organisation", "Organisation: Demo")
     expect(page.get_by_label("Four eyes")).to_be_checked()
     page.get_by_label("Four eyes").uncheck()
     page.get_by_role("button", name="Save settings").click()
@@ -360,7 +365,7 @@ def four_eyes_refuses_the_owner_and_a_second_approver_confirms_turning_it_off(j:
     try:
         second = other.page()
         other.sign_in(second, second_email, second_password)
-        second.get_by_role("link", name="Organisation").click()
+        other.nav(second, "Organisation", "Organisation: Demo")
         row = second.locator(".proposals tbody tr")
         expect(row).to_contain_text(w.email)
         row.get_by_role("button", name="Confirm").click()
@@ -381,9 +386,9 @@ def agents_keys_shown_once_and_customers(j: Journey):
     w = j.world
     page = j.page()
     j.sign_in(page)
-    page.get_by_role("link", name="Agents").click()
+    j.nav(page, "Agents", "Agents")
     name = f"Console agent {w.label}"
-    page.get_by_label("Name").fill(name)
+    page.get_by_label("Name", exact=True).fill(name)
     page.get_by_role("button", name="Create agent").click()
     key = page.locator("#api-key").inner_text()
     assert key.startswith("tauros_"), key
@@ -400,10 +405,10 @@ def agents_keys_shown_once_and_customers(j: Journey):
     expect(page.get_by_role("heading", level=1)).to_have_text("Agents")
     expect(page.locator("#api-key")).to_have_count(0)
 
-    page.get_by_role("link", name="Customers").click()
-    page.get_by_label("Agent").select_option(label="Billing agent")
-    page.get_by_label("Name").fill(f"Initech {w.label}")
-    page.get_by_label("Email").fill("ap@initech.example")
+    j.nav(page, "Customers", "Customers")
+    page.get_by_label("Agent", exact=True).select_option(label="Billing agent")
+    page.get_by_label("Name", exact=True).fill(f"Initech {w.label}")
+    page.get_by_label("Email", exact=True).fill("ap@initech.example")
     page.get_by_role("button", name="Add customer").click()
     expect(page.locator("#customers-flash")).to_have_text(f"Customer “Initech {w.label}” added.")
     expect(page.locator(".customers")).to_contain_text("ap@initech.example")
@@ -420,7 +425,7 @@ def an_ended_session_returns_to_sign_in_and_sign_out_forgets_the_token(j: Journe
     # The session ends elsewhere (as at its expiry): the next request answers 401.
     status, _ = w.api.call("DELETE", "/v1/sessions/current", token)
     assert status == 204
-    page.get_by_role("link", name="Agents").click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Agents").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Sign in to Tauros")
     expect(page.get_by_text("Your session has ended")).to_be_visible()
     # Signing in again returns to where the approver was.
