@@ -73,14 +73,17 @@ class World:
         self.customers = {c["name"]: c for c in customers}
         destinations = self.api.ok("GET", "/v1/payment-destinations?state=active", self.agent_key)["items"]
         self.eur = next(d for d in destinations if d["currency"] == "EUR")
+        self.usdc = next(d for d in destinations if d["currency"] == "USDC")
         self.due = (datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(days=30)).isoformat()
 
     def propose(self, customer="Acme Inc", destination=None, lines=None, submit=True):
-        """The demo agent drafts (and submits) an EUR invoice; returns it."""
+        """The demo agent drafts (and submits) an invoice, EUR unless the destination says
+        otherwise; returns it."""
+        destination = destination or self.eur
         body = {
             "customer_id": self.customers[customer]["id"],
-            "payment_destination_id": (destination or self.eur)["id"],
-            "currency": "EUR",
+            "payment_destination_id": destination["id"],
+            "currency": destination["currency"],
             "due_date": self.due,
             "lines": lines or [{"description": "Consulting", "quantity": "3", "unit_amount": "400.00"}],
             "reasoning": "Agreed in the statement of work.",
@@ -225,6 +228,31 @@ def open_one_and_approve_it_with_the_shown_hash(j: Journey):
     page.locator("#cancel").click()
     expect(page.get_by_text("Write why this approved invoice is cancelled.")).to_be_visible()
     assert j.world.invoice(invoice_id)["state"] == "approved"
+    page.get_by_label("Reason for cancelling").fill("The workshop is postponed.")
+    page.locator("#cancel").click()
+    expect(page.locator("#flash")).to_have_text("The invoice is cancelled.")
+    expect(page.locator("#invoice-state")).to_have_text("Cancelled")
+    assert j.world.invoice(invoice_id)["state"] == "cancelled"
+
+
+@journey
+def huge_amounts_are_shown_digit_for_digit(j: Journey):
+    # Far beyond 2^53 in minor units: a float would print other digits.
+    amount = "12345678901234567890.123457"
+    invoice = j.world.propose(
+        destination=j.world.usdc,
+        lines=[{"description": "Treasury transfer", "quantity": "3", "unit_amount": amount}],
+    )
+    total = invoice["current_revision"]["total"]
+    assert total == "37037036703703703670.370371", total
+    page = j.page()
+    j.sign_in(page)
+    row = page.locator(f'tr[data-invoice-id="{invoice["id"]}"]')
+    expect(row).to_contain_text("USDC 37,037,036,703,703,703,670.370371")
+    row.get_by_role("link").click()
+    expect(page.locator("#summary")).to_contain_text("to pay USDC 37,037,036,703,703,703,670.370371 by")
+    expect(page.locator(".lines tbody")).to_contain_text("USDC 12,345,678,901,234,567,890.123457")
+    expect(page.locator("#total")).to_have_text("USDC 37,037,036,703,703,703,670.370371")
 
 
 @journey
@@ -467,9 +495,12 @@ def keyboard_only_and_small_screens(j: Journey):
     assert outline != "none", outline
     # A phone, and a 1280 px desktop at 200 % zoom (640 CSS pixels): nothing wider than the screen.
     review = "#" + page.url.split("#", 1)[1]
+    # The invoice with the longest total (huge_amounts_… made one) must fit too.
+    pending = w.api.ok("GET", "/v1/invoices?state=pending_approval&limit=100", w.approver)["items"]
+    longest = "#/invoices/" + max(pending, key=lambda i: len(i["current_revision"]["total"]))["id"]
     for width, height in [(375, 740), (640, 450)]:
         page.set_viewport_size({"width": width, "height": height})
-        for hash_ in ["#/inbox", review, "#/organisation", "#/agents", "#/customers"]:
+        for hash_ in ["#/inbox", review, longest, "#/organisation", "#/agents", "#/customers"]:
             page.goto(w.console + hash_)
             expect(page.get_by_role("heading", level=1)).to_be_visible()
             expect(page.locator(".loading")).to_have_count(0)
