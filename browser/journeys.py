@@ -508,6 +508,28 @@ def keyboard_only_and_small_screens(j: Journey):
             assert wide <= width, f"{hash_} is {wide}px wide on a {width}px screen"
 
 
+@journey
+def the_inbox_pages_with_next_cursor(j: Journey):
+    w = j.world
+    listed = lambda: w.api.ok("GET", "/v1/invoices?state=pending_approval&limit=100", w.approver)["items"]
+    for _ in range(26 - len(listed())):
+        w.propose()
+    pending = [i["id"] for i in listed()]
+    assert len(pending) > 25
+    page = j.page()
+    j.sign_in(page)
+    rows = page.locator("table tbody tr")
+    expect(rows).to_have_count(25)
+    first = [r.get_attribute("data-invoice-id") for r in rows.all()]
+    page.get_by_role("link", name="Next page").click()
+    expect(page.get_by_role("link", name="First page")).to_be_visible()
+    expect(rows).to_have_count(min(25, len(pending) - 25))
+    second = [r.get_attribute("data-invoice-id") for r in rows.all()]
+    assert first + second == pending[: len(first) + len(second)], "pages follow the API's oldest-first order"
+    page.get_by_role("link", name="First page").click()
+    expect(rows.first).to_have_attribute("data-invoice-id", pending[0])
+
+
 def screenshots(browser: Browser, world: World, out_dir: str):
     """The pictures in docs/: the inbox, and a review page showing a revision's changes."""
     acme = next(

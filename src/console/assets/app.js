@@ -15,6 +15,9 @@ const main = document.getElementById("main");
 const top = document.getElementById("top");
 let cleanup = null;
 let me = null;
+// Each route change takes a ticket; a view that finishes loading after the reader moved on is
+// dropped, never drawn over the newer page.
+let ticket = 0;
 // Why the last session ended, for the sign-in page to say.
 let endedBecause = null;
 
@@ -41,6 +44,7 @@ export function navigate(hash) {
 }
 
 async function route() {
+  const mine = ++ticket;
   if (cleanup) {
     try {
       cleanup();
@@ -64,10 +68,11 @@ async function route() {
     try {
       me = await api("GET", "/v1/me");
     } catch (e) {
-      if (!currentSession()) return; // the 401 already sent us to sign-in
+      if (!currentSession() || mine !== ticket) return; // the 401 already sent us to sign-in
       replace(main, notice("error", describe(e)));
       return;
     }
+    if (mine !== ticket) return;
   }
   const { path, params } = parseHash();
   const match = ROUTES.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
@@ -78,10 +83,18 @@ async function route() {
     return;
   }
   replace(main, h("p", { class: "loading" }, "Loading…"));
+  // The view draws into its own element, which replaces the loading line once it is ready.
+  const view = h("div", { class: "view" });
   try {
-    cleanup = (await match.r.view.render(main, { me, params, args: match.m.slice(1), navigate, focusHeading })) || null;
+    const done = (await match.r.view.render(view, { me, params, args: match.m.slice(1), navigate, focusHeading })) || null;
+    if (mine !== ticket) {
+      if (done) done();
+      return;
+    }
+    cleanup = done;
+    replace(main, view);
   } catch (e) {
-    if (!currentSession()) return;
+    if (!currentSession() || mine !== ticket) return;
     replace(main, h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", describe(e)));
   }
   focusHeading();

@@ -432,14 +432,21 @@ export async function render(main, context) {
   }
 
   // Watching: a new revision or a new state shows up without a click.
+  let checking = false;
   async function check() {
-    if (stopped || busy || !shown || document.hidden) return;
-    let invoice;
+    if (stopped || busy || checking || !shown || document.hidden) return;
+    checking = true;
     try {
-      invoice = await api("GET", `/v1/invoices/${id}`);
+      await compare();
     } catch {
-      return; // the next tick tries again; a 401 has already ended the session
+      // The next tick tries again; a 401 has already ended the session.
+    } finally {
+      checking = false;
     }
+  }
+
+  async function compare() {
+    const invoice = await api("GET", `/v1/invoices/${id}`);
     if (stopped || busy) return;
     const rev = invoice.current_revision;
     if (rev.id !== shown.revisionId || invoice.state !== shown.state) {
