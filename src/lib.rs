@@ -5,11 +5,14 @@
 //! `domain` knows none of the others, and `domain`, `app` and `store` know nothing of HTTP.
 //! `peer` is the reference peer (`tauros peer`), a separate program that shares only the wire
 //! format with the rest and imports none of it.
+//! `console` is the approver web page, static assets that `http` serves and that speak only to
+//! the REST API from the browser.
 
 #![forbid(unsafe_code)]
 
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod domain;
 pub mod http;
 pub mod jobs;

@@ -151,6 +151,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         address = %local,
         backend = app.store().backend(),
+        console = %format_args!("http://{local}{}", tauros::console::PATH),
         workers = args.jobs.workers,
         "tauros listening"
     );
@@ -273,6 +274,7 @@ fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {
     let base = format!("http://{address}");
     println!(
         "\nTauros demo is {} at {base}\n\n\
+         Console:   {base}/console/   (open it in a browser and sign in as the approver)\n\n\
          Approver:  {}  /  {}\n\
          Operator:  {}  /  {}\n\
          Agent key: {}   (agent \"Billing agent\"; a fresh key on every start)\n\n\

@@ -31,9 +31,10 @@ pub async fn client_request_id(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// The policy of every HTML page (the Swagger UI at `/docs`): its own scripts and styles only
-/// (Swagger UI sets inline styles, so `'unsafe-inline'` for styles alone), no plugins, and no
-/// framing.
+/// The policy of an HTML page that sets none of its own (the Swagger UI at `/docs`): its own
+/// scripts and styles only (Swagger UI sets inline styles, so `'unsafe-inline'` for styles
+/// alone), no plugins, and no framing. The console sets a stricter one (`console::
+/// CONTENT_SECURITY_POLICY`), which is kept.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
     connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
@@ -41,7 +42,8 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
 
 /// Headers every response carries: `nosniff`; `Cache-Control: no-store` on the API's own
 /// answers (some carry secrets: session tokens, API keys, invitation tokens; none may be kept
-/// by a cache); a strict Content-Security-Policy on HTML pages.
+/// by a cache); a strict Content-Security-Policy on HTML pages (the page's own when it set
+/// one, which may only be stricter: it is chosen in this crate) and `X-Frame-Options: DENY`.
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let api = request.uri().path().starts_with("/v1/");
     let mut response = next.run(request).await;
@@ -59,10 +61,12 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     if html {
-        headers.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-        );
+        if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+            );
+        }
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     }
     response

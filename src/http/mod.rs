@@ -81,6 +81,7 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     let doc = openapi::finish(doc);
     let mut router = api
         .merge(openapi::docs_router(doc))
+        .merge(crate::console::router())
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed);
     if config.metrics_on_main {

@@ -19,6 +19,7 @@ mod bodies;
 mod bootstrap;
 mod capabilities;
 mod concurrency;
+mod console;
 mod conventions;
 mod document;
 mod governance;
