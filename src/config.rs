@@ -22,6 +22,8 @@ pub enum Command {
     Worker(WorkerCommandArgs),
     /// Apply migrations and exit.
     Migrate(DbArgs),
+    /// Delete completed effect claims past retention and reap abandoned processing ones, once.
+    Reap(ReapArgs),
     /// Create an organisation and its first approver (password read from standard input).
     BootstrapApprover(BootstrapArgs),
     /// Print the OpenAPI document.
@@ -229,6 +231,100 @@ pub struct WorkerArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub test_pause_after_claim: bool,
+    /// Issuing approved invoices.
+    #[command(flatten)]
+    pub issuer: IssuerArgs,
+}
+
+/// Which issuer an approved invoice goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IssuerKind {
+    /// Issue locally: numbered and `issued`, no other system involved.
+    None,
+    /// POST the invoice to `--issuer-url` with its operation key (docs/EFFECTS.md).
+    Http,
+}
+
+/// Issuing and the claim protocol (`serve` and `worker`).
+#[derive(Debug, Args, Clone)]
+pub struct IssuerArgs {
+    /// `none` or `http`; unset: issuing is off, and approved invoices wait for
+    /// `POST /v1/invoices/{id}/issue` by an approver.
+    #[arg(long, env = "TAUROS_ISSUER", value_enum)]
+    pub issuer: Option<IssuerKind>,
+    /// With `--issuer http`: where invoices are POSTed (recovery reads `{url}/{operation key}`).
+    #[arg(long, env = "TAUROS_ISSUER_URL")]
+    pub issuer_url: Option<String>,
+    /// Seconds one call to the issuer may take; longer counts as an unknown outcome.
+    #[arg(long, env = "TAUROS_ISSUER_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub issuer_timeout_seconds: u64,
+    /// Days a completed claim (and its stored response) is kept.
+    #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = crate::domain::effect::DEFAULT_RETENTION_DAYS)]
+    pub claim_retention_days: i64,
+    /// Days a claim may stay processing before the reaper may delete it (at least 1).
+    #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = crate::domain::effect::DEFAULT_ABANDON_DAYS)]
+    pub claim_abandon_days: i64,
+    /// Minutes between claim cleanup and reaper rounds in `serve` and `worker`; 0: never.
+    #[arg(long, env = "TAUROS_REAP_INTERVAL_MINUTES", default_value_t = 60)]
+    pub reap_interval_minutes: u64,
+    /// Tests only, with --test-jobs: the issue job prints `paused at POINT` and waits there
+    /// (`before_execute`, `after_execute`, `before_finalise`), so a test can kill the worker.
+    #[arg(long, env = "TAUROS_TEST_PAUSE_AT")]
+    pub test_pause_at: Option<String>,
+}
+
+impl IssuerArgs {
+    /// The configured issuer, if any.
+    pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<crate::effects::Issuer>> {
+        let timeout = std::time::Duration::from_secs(self.issuer_timeout_seconds.max(1));
+        let pause = match (&self.test_pause_at, test_seams) {
+            (Some(point), true) => Some(crate::effects::PausePoint::parse(point).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "TAUROS_TEST_PAUSE_AT must be before_execute, after_execute or before_finalise"
+                )
+            })?),
+            _ => None,
+        };
+        let adapter: std::sync::Arc<dyn crate::effects::IssuerAdapter> = match self.issuer {
+            None => return Ok(None),
+            Some(IssuerKind::None) => std::sync::Arc::new(crate::effects::LocalIssuer),
+            Some(IssuerKind::Http) => {
+                let url = self
+                    .issuer_url
+                    .as_deref()
+                    .filter(|u| !u.trim().is_empty())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "TAUROS_ISSUER=http needs TAUROS_ISSUER_URL (where invoices are POSTed)"
+                        )
+                    })?;
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| anyhow::anyhow!("TAUROS_ISSUER_URL {url:?} is not a URL: {e}"))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    anyhow::bail!("TAUROS_ISSUER_URL must be an http or https URL");
+                }
+                std::sync::Arc::new(crate::effects::HttpIssuer::new(url, timeout)?)
+            }
+        };
+        Ok(Some(crate::effects::Issuer::new(adapter, timeout, pause)))
+    }
+
+    /// The reaper's horizon (at least the one-day floor).
+    pub fn abandon_horizon(&self) -> anyhow::Result<chrono::Duration> {
+        crate::domain::effect::abandonment_horizon(self.claim_abandon_days)
+            .map_err(anyhow::Error::msg)
+    }
+}
+
+/// `reap` options.
+#[derive(Debug, Args, Clone)]
+pub struct ReapArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Retention and the abandonment horizon.
+    #[command(flatten)]
+    pub issuer: IssuerArgs,
 }
 
 /// `bootstrap-approver` options.
@@ -249,13 +345,17 @@ pub struct BootstrapArgs {
 }
 
 impl WorkerArgs {
-    /// The kinds this process runs.
-    pub fn registry(&self) -> crate::jobs::Registry {
+    /// The kinds this process runs: the issuer's when one is configured.
+    pub fn registry(&self) -> anyhow::Result<crate::jobs::Registry> {
         let defaults = crate::jobs::Defaults {
             backoff_cap: std::time::Duration::from_secs(self.job_backoff_cap_seconds),
             timeout: std::time::Duration::from_secs(self.job_timeout_seconds.max(1)),
         };
-        crate::jobs::registry(defaults, self.test_jobs)
+        let mut registry = crate::jobs::registry(defaults, self.test_jobs);
+        if let Some(issuer) = self.issuer.issuer(self.test_jobs)? {
+            crate::effects::register(&mut registry, issuer);
+        }
+        Ok(registry)
     }
 
     /// The workers' settings; `name` is this process (`host:pid`).
@@ -291,6 +391,8 @@ impl ServeArgs {
             rate_limit_burst: self.rate_limit_burst,
             sign_in_failures: self.sign_in_failures,
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
+            issuer_configured: self.jobs.issuer.issuer.is_some(),
+            claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod app;
 pub mod config;
 pub mod console;
 pub mod domain;
+pub mod effects;
 pub mod http;
 pub mod jobs;
 pub mod peer;

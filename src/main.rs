@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tauros::app::{App, AppConfig, AppError};
 use tauros::config::{
-    BootstrapArgs, Cli, Command, DbArgs, OrgCommand, OrgSetArgs, ServeArgs, WorkerArgs,
-    WorkerCommandArgs,
+    BootstrapArgs, Cli, Command, DbArgs, IssuerArgs, OrgCommand, OrgSetArgs, ReapArgs, ServeArgs,
+    WorkerArgs, WorkerCommandArgs,
 };
 use tauros::http::{self, HttpConfig};
 use tauros::jobs::Workers;
@@ -26,6 +26,7 @@ async fn main() -> ExitCode {
         Command::Openapi => print_openapi(),
         Command::Org(OrgCommand::Set(args)) => org_set(args).await,
         Command::Peer(args) => tauros::peer::run(args).await,
+        Command::Reap(args) => reap_once(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -147,7 +148,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         serve_metrics(bind, app.clone(), config.limits).await?;
     }
     app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
-    let workers = start_workers(&app, &args.jobs);
+    let workers = start_workers(&app, &args.jobs)?;
+    spawn_claim_maintenance(&app, &args.jobs.issuer)?;
     tracing::info!(
         address = %local,
         backend = app.store().backend(),
@@ -199,13 +201,16 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
     let config = AppConfig {
         password_threads: 1,
         password_queue: 1,
+        issuer_configured: args.jobs.issuer.issuer.is_some(),
+        claim_retention: chrono::Duration::days(args.jobs.issuer.claim_retention_days.max(1)),
         ..AppConfig::default()
     };
     let app = App::new(store, config);
     if let Some(bind) = &args.metrics_bind {
         serve_metrics(bind, app.clone(), http::ConnectionLimits::default()).await?;
     }
-    let workers = start_workers(&app, &args.jobs);
+    let workers = start_workers(&app, &args.jobs)?;
+    spawn_claim_maintenance(&app, &args.jobs.issuer)?;
     tracing::info!(
         backend = app.store().backend(),
         workers = args.jobs.workers,
@@ -218,20 +223,71 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
 }
 
 /// Starts this process's job workers, unless there are none to start.
-fn start_workers(app: &App, args: &WorkerArgs) -> Option<Workers> {
+fn start_workers(app: &App, args: &WorkerArgs) -> anyhow::Result<Option<Workers>> {
     if args.workers == 0 {
-        return None;
+        return Ok(None);
     }
-    let registry = Arc::new(args.registry());
+    let registry = Arc::new(args.registry()?);
     if registry.kinds().is_empty() {
         tracing::info!("no job kinds to run yet; workers idle");
     }
     let name = format!("{}:{}", hostname(), std::process::id());
-    Some(Workers::start(
+    Ok(Some(Workers::start(
         app.clone(),
         registry,
         args.worker_config(name),
-    ))
+    )))
+}
+
+/// Claim cleanup (completed claims past retention) and the reaper (processing claims past the
+/// abandonment horizon), every `--reap-interval-minutes`.
+fn spawn_claim_maintenance(app: &App, args: &IssuerArgs) -> anyhow::Result<()> {
+    let horizon = args.abandon_horizon()?;
+    if args.reap_interval_minutes == 0 {
+        return Ok(());
+    }
+    let every = Duration::from_secs(args.reap_interval_minutes.saturating_mul(60));
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match reap(&app, horizon).await {
+                Ok((0, 0)) => {}
+                Ok((cleaned, reaped)) => tracing::info!(cleaned, reaped, "effect claims tidied"),
+                Err(e) => tracing::warn!(error = %e, "effect claim cleanup failed"),
+            }
+        }
+    });
+    Ok(())
+}
+
+async fn reap(app: &App, horizon: chrono::Duration) -> Result<(u64, u64), AppError> {
+    let cleaned = app.clean_claims(REAP_BATCH).await?;
+    let reaped = app.reap_claims(horizon, REAP_BATCH).await?;
+    Ok((cleaned, reaped))
+}
+
+/// Claims one cleanup or reaper transaction deletes at most.
+const REAP_BATCH: i64 = 500;
+
+/// `tauros reap`: one round of claim cleanup and reaping, then exit.
+async fn reap_once(args: ReapArgs) -> anyhow::Result<()> {
+    let horizon = args.issuer.abandon_horizon()?;
+    let store = open(&args.db).await?;
+    let config = AppConfig {
+        claim_retention: chrono::Duration::days(args.issuer.claim_retention_days.max(1)),
+        ..AppConfig::default()
+    };
+    let app = App::new(store, config);
+    let (cleaned, reaped) = reap(&app, horizon)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "effect claims: {cleaned} completed past retention deleted, {reaped} abandoned processing reaped"
+    );
+    Ok(())
 }
 
 async fn stop_workers(workers: Option<Workers>, grace: Duration) {
@@ -244,7 +300,6 @@ async fn stop_workers(workers: Option<Workers>, grace: Duration) {
     }
 }
 
-/// `/metrics` on its own listener.
 /// `/metrics` on its own address, under the same connection limits with a cap of its own: a
 /// flood on one listener cannot take the other's connections.
 async fn serve_metrics(bind: &str, app: App, limits: http::ConnectionLimits) -> anyhow::Result<()> {

@@ -31,8 +31,8 @@ pub use destinations::{DestinationView, NewDestination};
 pub use error::{AppError, AppResult, FieldError, KeyHolder};
 pub use governance::{ChangeView, Resolved};
 pub use invoices::{
-    DecisionView, DraftInput, EventView, InvoiceQuery, InvoiceView, LatestDecision, RevisionView,
-    VerifyReport,
+    DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueClaim,
+    IssueRequest, IssueStart, LatestDecision, RevisionView, VerifyReport,
 };
 pub use jobs::{
     ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Rescued, Retention,
@@ -105,6 +105,10 @@ pub struct AppConfig {
     /// Failed sign-ins per email and client address within `sign_in_window` (0: no limit).
     pub sign_in_failures: u32,
     pub sign_in_window: std::time::Duration,
+    /// Whether an issuer is configured: approving then enqueues the issue job.
+    pub issuer_configured: bool,
+    /// How long a completed effect claim is kept (its stored response answers replays).
+    pub claim_retention: Duration,
 }
 
 impl Default for AppConfig {
@@ -119,6 +123,8 @@ impl Default for AppConfig {
             rate_limit_burst: 200,
             sign_in_failures: 10,
             sign_in_window: std::time::Duration::from_secs(15 * 60),
+            issuer_configured: false,
+            claim_retention: Duration::days(crate::domain::effect::DEFAULT_RETENTION_DAYS),
         }
     }
 }
@@ -320,6 +326,14 @@ impl AuditActor {
         match actor {
             Actor::Human(h) => AuditActor::human(h),
             Actor::Agent(a) => AuditActor::agent(a),
+        }
+    }
+
+    pub(crate) fn job() -> AuditActor {
+        AuditActor {
+            kind: ActorKind::System,
+            id: None,
+            interface: Interface::Job,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod address;
 pub mod audit;
 pub mod currency;
 pub mod destination;
+pub mod effect;
 pub mod error;
 pub mod fingerprint;
 pub mod governance;

@@ -91,10 +91,25 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         Ok(stats) => job_gauges(&stats),
         Err(e) => tracing::warn!(error = %e, "job gauges not refreshed"),
     }
+    match state.app.claim_counts().await {
+        Ok(counts) => claim_gauges(&counts),
+        Err(e) => tracing::warn!(error = %e, "claim gauges not refreshed"),
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::metrics_handle().render(),
     )
+}
+
+/// `tauros_effect_claims{state}` and the age of the oldest processing claim (the reaper's
+/// backlog: a growing age means a peer that has not answered for that long).
+fn claim_gauges(counts: &crate::store::ClaimCounts) {
+    metrics::gauge!("tauros_effect_claims", "state" => "processing").set(counts.processing as f64);
+    metrics::gauge!("tauros_effect_claims", "state" => "complete").set(counts.complete as f64);
+    let age = counts.oldest_processing.map_or(0.0, |at| {
+        (chrono::Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0
+    });
+    metrics::gauge!("tauros_effect_claims_oldest_processing_age_seconds").set(age);
 }
 
 /// `tauros_jobs{kind, state}` for every kind seen by this process (a state with no job left is

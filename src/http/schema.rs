@@ -91,6 +91,13 @@ schema_enum!(
             Action::Reject => "an approver refused the invoice for good",
             Action::RequestChanges => "an approver sent it back to its agent",
             Action::Cancel => "an approver cancelled the approved invoice",
+            Action::Issue => {
+                "the approved invoice was numbered and issued (by the issuer, or an approver)"
+            }
+            Action::IssueBlocked => {
+                "issuing found the destination no longer active; the invoice stays approved \
+                 for a human to cancel"
+            }
         },
     )
 );

@@ -12,6 +12,7 @@
 //!   backend-only statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
 //!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
 
+mod effects;
 mod governance;
 mod identity;
 mod invoices;
@@ -25,6 +26,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use uuid::Uuid;
 
+pub use effects::{ClaimCounts, ClaimRead, ClaimRow, ClaimWrite};
 pub use governance::{GovernanceRead, GovernanceWrite, OrgChangeRow};
 pub use identity::{
     AgentRow, ApiKeyRow, AuditRow, IdentityRead, IdentityWrite, InvitationRow, KeyWithAgent,
@@ -181,12 +183,15 @@ pub trait Store: Send + Sync + 'static {
 pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
-pub trait Reader: IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + Send {}
+pub trait Reader:
+    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + ClaimRead + Send
+{
+}
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
 pub trait Tx:
-    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite
+    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite + ClaimWrite
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -1,8 +1,8 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
 use super::sql::{
-    Conn, classify_other, impl_governance_store, impl_identity_store, impl_invoice_store,
-    impl_job_store, impl_party_store,
+    Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
+    impl_invoice_store, impl_job_store, impl_party_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -95,6 +95,14 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_effect_store!(
+    PgUnit,
+    for_update = " for update",
+    skip_locked = " for update skip locked",
+    sanction = "select set_config('tauros.reap', 'on', true)",
+    unsanction = "select set_config('tauros.reap', 'off', true)",
+    map_err = map_err
+);
 impl_job_store!(
     PgUnit,
     for_update = " for update",

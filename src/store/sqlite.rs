@@ -9,8 +9,8 @@
 //! behind readers for a connection, and readers never wait for writers (WAL).
 
 use super::sql::{
-    Conn, classify_other, impl_governance_store, impl_identity_store, impl_invoice_store,
-    impl_job_store, impl_party_store,
+    Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
+    impl_invoice_store, impl_job_store, impl_party_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -117,6 +117,16 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(SqliteUnit, for_update = "", map_err = map_err);
+// A sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
+// transaction (the single writer keeps everyone else out meanwhile).
+impl_effect_store!(
+    SqliteUnit,
+    for_update = "",
+    skip_locked = "",
+    sanction = "insert into effect_claim_reaps default values",
+    unsanction = "delete from effect_claim_reaps",
+    map_err = map_err
+);
 impl_job_store!(
     SqliteUnit,
     for_update = "",

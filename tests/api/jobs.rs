@@ -62,7 +62,7 @@ async fn job(app: &TestApp, org_id: Uuid, id: Uuid) -> Option<JobRow> {
 }
 
 /// Polls the job until `done` holds (or fails the test after `within`).
-async fn wait_for(
+pub(crate) async fn wait_for(
     app: &TestApp,
     org_id: Uuid,
     id: Uuid,
@@ -100,9 +100,9 @@ fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
 }
 
 /// A `tauros worker` child process; killed (if still running) when dropped.
-struct WorkerProcess {
-    child: Child,
-    stdout: Receiver<String>,
+pub(crate) struct WorkerProcess {
+    pub(crate) child: Child,
+    pub(crate) stdout: Receiver<String>,
     stderr: Receiver<String>,
 }
 
@@ -129,7 +129,7 @@ fn lines(pipe: Box<dyn Read + Send>, echo: bool) -> Receiver<String> {
 
 /// Starts `tauros worker` on `app`'s database with the test kinds, a lease of `lease_seconds`
 /// and `extra` environment; returns once it logs that it runs.
-fn start_worker(
+pub(crate) fn start_worker(
     app: &TestApp,
     workers: usize,
     lease_seconds: u64,

@@ -24,6 +24,7 @@ mod conventions;
 mod document;
 mod governance;
 mod invoices;
+mod issuing;
 mod jobs;
 mod model;
 mod organisation;

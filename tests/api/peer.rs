@@ -17,10 +17,10 @@ const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A temporary directory for one test's peer database, removed when dropped (after the peer,
 /// which tests declare later).
-struct PeerDir(PathBuf);
+pub(crate) struct PeerDir(PathBuf);
 
 impl PeerDir {
-    fn new() -> PeerDir {
+    pub(crate) fn new() -> PeerDir {
         let dir = std::env::temp_dir().join(format!("tauros-peer-{}", Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         PeerDir(dir)
@@ -34,9 +34,9 @@ impl Drop for PeerDir {
 }
 
 /// A running `tauros peer`; killed when dropped, so a failing test leaves no process.
-struct Peer {
+pub(crate) struct Peer {
     child: Option<Child>,
-    base: String,
+    pub(crate) base: String,
     stdout: mpsc::UnboundedReceiver<String>,
     client: reqwest::Client,
 }
@@ -63,7 +63,7 @@ fn invoice(number: u32) -> Value {
 impl Peer {
     /// Starts `tauros peer` on a free port over `dir`'s database and reads the address it
     /// prints. `TEST_LOG=1` shows its log.
-    async fn start(dir: &PeerDir) -> Peer {
+    pub(crate) async fn start(dir: &PeerDir) -> Peer {
         let logs = std::env::var_os("TEST_LOG").is_some_and(|v| !v.is_empty() && v != "0");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tauros"))
             .arg("peer")
@@ -140,7 +140,7 @@ impl Peer {
             .await
     }
 
-    async fn arm(&self, fault: Value) -> Value {
+    pub(crate) async fn arm(&self, fault: Value) -> Value {
         let res = self
             .client
             .post(self.url("/faults"))
@@ -151,7 +151,7 @@ impl Peer {
         status(res, StatusCode::CREATED).await
     }
 
-    async fn control(&self, method: reqwest::Method, path: &str) -> Value {
+    pub(crate) async fn control(&self, method: reqwest::Method, path: &str) -> Value {
         let res = self
             .client
             .request(method, self.url(path))
@@ -161,7 +161,7 @@ impl Peer {
         status(res, StatusCode::OK).await
     }
 
-    async fn stats(&self) -> Value {
+    pub(crate) async fn stats(&self) -> Value {
         self.control(reqwest::Method::GET, "/stats").await
     }
 

@@ -292,6 +292,7 @@ impl App {
         match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
             Transition::Replay => unchanged(&mut *tx, &invoice).await,
             Transition::Apply { to } => {
+                rules::check_issuing(action, invoice.number.is_some()).map_err(|e| conflict(&e))?;
                 if to == InvoiceState::Cancelled {
                     invoice.cancelled_by = Some(action);
                 }
@@ -402,6 +403,21 @@ impl App {
                     }
                     other => other?,
                 }
+                // With an issuer, the approval and the job that issues it commit together.
+                if kind == DecisionKind::Approved && self.issuing_is_automatic() {
+                    crate::app::enqueue(
+                        &mut *tx,
+                        crate::app::NewJob {
+                            org_id: invoice.org_id,
+                            kind: super::ISSUE_JOB.to_owned(),
+                            args: serde_json::json!({ "invoice_id": invoice.id }),
+                            submission_id: Some(invoice.id.to_string()),
+                            max_attempts: None,
+                            run_at: None,
+                        },
+                    )
+                    .await?;
+                }
                 let change = Change {
                     action,
                     to,
@@ -452,7 +468,7 @@ async fn replay_create(
 
 /// Locks the invoice and checks that `actor` may run `action` on it; answers the invoice and
 /// the org settings the check was made under.
-async fn locked(
+pub(super) async fn locked(
     tx: &mut dyn Tx,
     actor: &Actor,
     id: Uuid,
@@ -468,7 +484,10 @@ async fn locked(
     Ok((invoice, settings))
 }
 
-async fn current_revision(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<RevisionRow> {
+pub(super) async fn current_revision(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<RevisionRow> {
     tx.revision_by_id(invoice.org_id, invoice.current_revision_id)
         .await?
         .ok_or_else(|| AppError::Internal("invoice without current revision".into()))
@@ -515,7 +534,10 @@ async fn apply(
 
 /// Commits what a command wrote and answers the invoice as it is now, read back inside the
 /// transaction (with its latest decision).
-async fn written(mut tx: Box<dyn Tx>, invoice: &InvoiceRow) -> AppResult<Replayed<InvoiceView>> {
+pub(super) async fn written(
+    mut tx: Box<dyn Tx>,
+    invoice: &InvoiceRow,
+) -> AppResult<Replayed<InvoiceView>> {
     let joined = tx
         .invoice_joined(invoice.org_id, invoice.id)
         .await?
@@ -525,7 +547,10 @@ async fn written(mut tx: Box<dyn Tx>, invoice: &InvoiceRow) -> AppResult<Replaye
 }
 
 /// A replay: nothing is written; the invoice is answered as it is now.
-async fn unchanged(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<Replayed<InvoiceView>> {
+pub(super) async fn unchanged(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<Replayed<InvoiceView>> {
     let joined = tx
         .invoice_joined(invoice.org_id, invoice.id)
         .await?

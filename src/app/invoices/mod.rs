@@ -6,10 +6,12 @@
 mod chain;
 mod commands;
 mod content;
+mod issuing;
 mod queries;
 mod views;
 
 pub use crate::domain::invoice::DraftInput;
+pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
 pub use queries::InvoiceQuery;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
 

@@ -76,6 +76,8 @@ impl Coded for AccessError {
 
 const AGENT_DECIDES: &str = "an agent can never approve, reject, request changes on or cancel an \
      invoice: a human approver decides. An agent may revise, submit or withdraw its own invoices";
+const NOBODY_RECORDS: &str = "`issue_blocked` is recorded by Tauros when issuing finds the \
+     destination inactive; no caller can record it";
 const OPERATOR_DECIDES: &str = "only a human with role `approver` may approve, reject, request \
      changes on or cancel an invoice; an operator may withdraw it";
 const HUMAN_PROPOSES: &str = "only the agent that proposed this invoice may revise or submit it; \
@@ -141,25 +143,29 @@ pub fn authorize(
         },
         // The proposer, or any human who sees it: withdrawing is not a decision.
         Action::Withdraw => Ok(()),
-        Action::Approve | Action::Reject | Action::RequestChanges | Action::Cancel => {
-            match caller {
-                Caller::Agent { .. } => Err(AccessError::Forbidden(AGENT_DECIDES)),
-                Caller::Human {
-                    role: Role::Operator,
-                    ..
-                } => Err(AccessError::Forbidden(OPERATOR_DECIDES)),
-                Caller::Human {
-                    id,
-                    role: Role::Approver,
-                } => {
-                    if settings.four_eyes && id == access.agent_owner_id {
-                        Err(AccessError::FourEyesRequired)
-                    } else {
-                        Ok(())
-                    }
+        // Tauros records it; no caller can.
+        Action::IssueBlocked => Err(AccessError::Forbidden(NOBODY_RECORDS)),
+        Action::Approve
+        | Action::Reject
+        | Action::RequestChanges
+        | Action::Cancel
+        | Action::Issue => match caller {
+            Caller::Agent { .. } => Err(AccessError::Forbidden(AGENT_DECIDES)),
+            Caller::Human {
+                role: Role::Operator,
+                ..
+            } => Err(AccessError::Forbidden(OPERATOR_DECIDES)),
+            Caller::Human {
+                id,
+                role: Role::Approver,
+            } => {
+                if settings.four_eyes && id == access.agent_owner_id {
+                    Err(AccessError::FourEyesRequired)
+                } else {
+                    Ok(())
                 }
             }
-        }
+        },
     }
 }
 

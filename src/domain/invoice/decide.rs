@@ -44,7 +44,12 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
     let required = match action {
         Action::Reject | Action::RequestChanges | Action::Cancel => true,
         Action::Approve => false,
-        Action::CreateDraft | Action::Revise | Action::Submit | Action::Withdraw => {
+        Action::CreateDraft
+        | Action::Revise
+        | Action::Submit
+        | Action::Withdraw
+        | Action::Issue
+        | Action::IssueBlocked => {
             return match reason {
                 None => Ok(None),
                 Some(_) => Err(FieldError::plain(

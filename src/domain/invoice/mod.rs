@@ -29,4 +29,7 @@ pub use draft::{
     CurrentContent, DraftContent, DraftInput, KnownMembers, MAX_REASONING_CHARS, NamedDestination,
     Party, PartyFacts, RefusedContent, check_content, check_parties,
 };
-pub use state::{Action, DecisionKind, InvalidTransition, InvoiceState, Transition, transition};
+pub use state::{
+    Action, DecisionKind, InvalidTransition, InvoiceState, IssuingStarted, Transition,
+    check_issuing, transition,
+};

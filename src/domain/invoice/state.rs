@@ -102,11 +102,17 @@ pub enum Action {
     RequestChanges,
     /// An approver cancels an approved invoice before it is issued.
     Cancel,
+    /// The approved invoice is numbered and issued (by the issuer job, or an approver when no
+    /// issuer is configured).
+    Issue,
+    /// Issuing found the destination no longer active: the invoice stays approved, and this
+    /// event tells a human (recorded by Tauros, never a caller's command).
+    IssueBlocked,
 }
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 10] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -115,6 +121,8 @@ impl Action {
         Action::Reject,
         Action::RequestChanges,
         Action::Cancel,
+        Action::Issue,
+        Action::IssueBlocked,
     ];
 
     /// The stored and serialized name (also the audit event's `action`).
@@ -128,6 +136,8 @@ impl Action {
             Action::Reject => "reject",
             Action::RequestChanges => "request_changes",
             Action::Cancel => "cancel",
+            Action::Issue => "issue",
+            Action::IssueBlocked => "issue_blocked",
         }
     }
 
@@ -150,7 +160,12 @@ impl Action {
     pub fn is_authority(self) -> bool {
         matches!(
             self,
-            Action::Approve | Action::Reject | Action::RequestChanges | Action::Cancel
+            Action::Approve
+                | Action::Reject
+                | Action::RequestChanges
+                | Action::Cancel
+                | Action::Issue
+                | Action::IssueBlocked
         )
     }
 }
@@ -241,6 +256,32 @@ impl Coded for InvalidTransition {
     }
 }
 
+/// Cancelling an approved invoice whose issuing has started (it has its number: the peer may
+/// already hold it) is refused (409 `issue_in_progress`): of cancel and issue, exactly one
+/// wins, decided under the invoice's row lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error(
+    "issuing of this invoice has started (it has its number, and the issuer may already hold \
+     it), so it can no longer be cancelled; follow it in GET /v1/jobs, and once issued settle \
+     or credit it with the customer"
+)]
+pub struct IssuingStarted;
+
+impl Coded for IssuingStarted {
+    fn code(&self) -> &'static str {
+        "issue_in_progress"
+    }
+}
+
+/// Whether `action` may still apply to an approved invoice given whether it is numbered.
+pub fn check_issuing(action: Action, numbered: bool) -> Result<(), IssuingStarted> {
+    if action == Action::Cancel && numbered {
+        Err(IssuingStarted)
+    } else {
+        Ok(())
+    }
+}
+
 /// The second half of the sentence: what the caller can do instead.
 fn transition_hint(action: Action, from: InvoiceState) -> String {
     match (action, from) {
@@ -281,7 +322,7 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
 ///
 /// Shared by [`transition`] and the decide order so the graph is written exactly once.
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
-    use InvoiceState::{Approved, Cancelled, Draft, PendingApproval, Rejected};
+    use InvoiceState::{Approved, Cancelled, Draft, Issued, PendingApproval, Rejected};
     match (action, from) {
         (Action::Revise, Draft | PendingApproval) => Some(Draft),
         (Action::Submit, Draft) => Some(PendingApproval),
@@ -290,6 +331,8 @@ pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<Invoice
         (Action::Reject, PendingApproval) => Some(Rejected),
         (Action::RequestChanges, PendingApproval) => Some(Draft),
         (Action::Cancel, Approved) => Some(Cancelled),
+        (Action::Issue, Approved) => Some(Issued),
+        (Action::IssueBlocked, Approved) => Some(Approved),
         _ => None,
     }
 }
@@ -315,6 +358,11 @@ pub fn transition(
     }
     let replay = match (action, from) {
         (Action::Submit, InvoiceState::PendingApproval) => true,
+        // Issued is issued, however it got there.
+        (
+            Action::Issue,
+            InvoiceState::Issued | InvoiceState::PartiallyPaid | InvoiceState::Paid,
+        ) => true,
         (Action::Withdraw | Action::Cancel, InvoiceState::Cancelled) => {
             cancelled_by == Some(action)
         }
@@ -384,7 +432,9 @@ mod tests {
                 "approve",
                 "reject",
                 "request_changes",
-                "cancel"
+                "cancel",
+                "issue",
+                "issue_blocked"
             ]
         );
     }

@@ -411,7 +411,7 @@ pub(super) async fn request_changes(
         (status = 200, description = "Cancelled, or already cancelled by cancel (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`, or `issue_in_progress` (issuing has started: the invoice has its number)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn cancel(
     State(state): State<AppState>,
@@ -423,4 +423,26 @@ pub(super) async fn cancel(
         state.app.cancel(&actor, id, body.reason.as_deref()).await?,
         StatusCode::OK,
     ))
+}
+
+/// Issue an approved invoice (approvers), when no issuer is configured: it is numbered
+/// (`INV-2026-000042`, gapless per organisation and year) and moves to `issued`, one event.
+/// Repeating it on an issued invoice is a replay. With an issuer configured (`TAUROS_ISSUER`),
+/// approving enqueues the issue job instead and this answers 409 `issuer_configured`.
+#[utoipa::path(post, path = "/v1/invoices/{id}/issue", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
+    responses(
+        (status = 200, description = "Issued, or already issued (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition` (not approved), `destination_inactive` (an `issue_blocked` event was recorded) or `issuer_configured`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn issue(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    OptionalJson(_empty): OptionalJson<EmptyRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(state.app.issue(&actor, id).await?, StatusCode::OK))
 }

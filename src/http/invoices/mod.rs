@@ -25,4 +25,5 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::reject))
         .routes(routes!(handlers::request_changes))
         .routes(routes!(handlers::cancel))
+        .routes(routes!(handlers::issue))
 }

@@ -6,12 +6,14 @@
 //! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
 //! adapter file imports.
 
+mod effects;
 mod governance;
 mod identity;
 mod invoices;
 mod jobs;
 mod parties;
 
+pub(crate) use effects::impl_effect_store;
 pub(crate) use governance::impl_governance_store;
 pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};

@@ -1,0 +1,404 @@
+//! The claim protocol for effects on other systems (effects.md §3): what each answer of a peer
+//! permits. Pure rules; the claim rows are `store`'s, the peer calls `effects`'.
+//!
+//! The guarantee is *effectively once*: a claim is admitted (committed) before any peer call,
+//! every call carries the same operation key, the peer deduplicates by it, and a recovery query
+//! that can prove absence decides what a retry may do. The rules below are the part that must
+//! never be wrong:
+//!
+//! - `Unknown` never authorises an execute or a finalisation;
+//! - one attempt performs at most one execute;
+//! - after `Absent` (from a real query of the peer), execute under the **same** key;
+//! - a completed claim answers its stored response with no peer call;
+//! - a different fingerprint under one key is terminal.
+
+use chrono::{DateTime, Datelike, Duration, Utc};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// How long a completed claim is kept (its stored response answers replays), from completion.
+pub const DEFAULT_RETENTION_DAYS: i64 = 30;
+/// How long a claim may stay `processing` before the reaper may delete it (a peer down that
+/// long needs a human anyway).
+pub const DEFAULT_ABANDON_DAYS: i64 = 7;
+/// No horizon below this: a live recovery point is never reaped by a misconfiguration.
+pub const ABANDON_FLOOR_DAYS: i64 = 1;
+
+/// Where a claim stands. Only two states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimState {
+    /// Admitted; the peer may or may not have the effect. The recovery point.
+    Processing,
+    /// Finalised with the local change; the response is stored.
+    Complete,
+}
+
+impl ClaimState {
+    pub const ALL: [ClaimState; 2] = [ClaimState::Processing, ClaimState::Complete];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Processing => "processing",
+            ClaimState::Complete => "complete",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ClaimState> {
+        ClaimState::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// The operation key of one effect: derived from what it is about, never random, so a retry
+/// after a reaped claim or a restored backup sends the peer the same key. A version-8 UUID
+/// from a SHA-256 over a versioned tag, the org, the effect kind, the business key and the
+/// effect's version.
+pub fn operation_key(org_id: Uuid, kind: &str, business_key: &str, version: u32) -> Uuid {
+    let mut hasher = Sha256::new();
+    hasher.update(b"tauros-effect-key-v1\n");
+    hasher.update(org_id.as_bytes());
+    for field in [kind, business_key] {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field.as_bytes());
+    }
+    hasher.update(version.to_be_bytes());
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
+/// The fingerprint of a request: lowercase hex SHA-256 of its canonical bytes. Everything that
+/// changes the effect is in those bytes.
+pub fn fingerprint(canonical: &[u8]) -> String {
+    Sha256::digest(canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What admitting a claim found, and so what the attempt does first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// A new claim: execute.
+    Execute,
+    /// A processing claim for the same request: an earlier attempt may have reached the peer,
+    /// so ask it first.
+    Recover,
+    /// A completed claim for the same request: its stored response, no peer call.
+    Replay,
+    /// The key already stands for another request: terminal, never executes.
+    KeyReused,
+}
+
+/// Decides admission: `existing` is the claim found under the key (`None`: this attempt
+/// inserted it), compared by fingerprint with the request's.
+pub fn admit(existing: Option<(ClaimState, &str)>, fingerprint: &str) -> Admission {
+    match existing {
+        None => Admission::Execute,
+        Some((_, theirs)) if !constant_time_eq(theirs.as_bytes(), fingerprint.as_bytes()) => {
+            Admission::KeyReused
+        }
+        Some((ClaimState::Processing, _)) => Admission::Recover,
+        Some((ClaimState::Complete, _)) => Admission::Replay,
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What `execute` answered. Any error, timeout, panic or malformed answer is `Unknown`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Executed<T> {
+    Done(T),
+    Unknown,
+}
+
+/// What `recover` answered. `Absent` must come from a real query of the peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recovered<T> {
+    Done(T),
+    Absent,
+    Unknown,
+}
+
+/// The next step of an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<T> {
+    Execute,
+    Recover,
+    /// Apply the local change with the peer's response, and complete the claim.
+    Finalise(T),
+    /// End the attempt; the claim stays `processing` and a later attempt recovers.
+    Fail(EffectFailure),
+}
+
+/// Why an attempt ended without finalising. All are retryable except `KeyReused`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EffectFailure {
+    /// Neither execute nor recover could say whether the peer has the effect.
+    #[error("the peer's outcome is unknown; a later attempt asks it again")]
+    OutcomeUnknown,
+    /// The peer says it never had the effect after this attempt already executed: executing
+    /// again within one attempt is not allowed.
+    #[error(
+        "the peer reports no effect after an execute whose answer was lost; a later attempt executes again under the same key"
+    )]
+    Unavailable,
+    /// The operation key stands for another request (terminal).
+    #[error("the operation key already stands for a different request")]
+    KeyReused,
+}
+
+impl EffectFailure {
+    /// A stable snake_case code.
+    pub fn code(self) -> &'static str {
+        match self {
+            EffectFailure::OutcomeUnknown => "outcome_unknown",
+            EffectFailure::Unavailable => "external_effect_unavailable",
+            EffectFailure::KeyReused => "key_reused_with_different_request",
+        }
+    }
+
+    /// Whether a later attempt may succeed.
+    pub fn is_retryable(self) -> bool {
+        self != EffectFailure::KeyReused
+    }
+}
+
+/// One attempt's progress: remembers whether it has executed, so that it executes at most once.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Attempt {
+    executed: bool,
+}
+
+impl Attempt {
+    /// The first step after admission (`Replay` and `KeyReused` never reach the peer).
+    pub fn start<T>(admission: Admission) -> Step<T> {
+        match admission {
+            Admission::Execute => Step::Execute,
+            Admission::Recover => Step::Recover,
+            Admission::Replay | Admission::KeyReused => Step::Fail(EffectFailure::KeyReused),
+        }
+    }
+
+    /// Records that the attempt executes now; `false` when it already has (the caller must not
+    /// execute: a bug, answered as `Unavailable`).
+    pub fn begin_execute(&mut self) -> bool {
+        !std::mem::replace(&mut self.executed, true)
+    }
+
+    /// After `execute`: done → finalise; unknown → exactly one recover.
+    pub fn after_execute<T>(&mut self, answer: Executed<T>) -> Step<T> {
+        match answer {
+            Executed::Done(response) => Step::Finalise(response),
+            Executed::Unknown => Step::Recover,
+        }
+    }
+
+    /// After `recover`: done → finalise; absent → execute under the same key, unless this
+    /// attempt already executed; unknown → fail, never execute, never finalise.
+    pub fn after_recover<T>(&mut self, answer: Recovered<T>) -> Step<T> {
+        match answer {
+            Recovered::Done(response) => Step::Finalise(response),
+            Recovered::Absent if !self.executed => Step::Execute,
+            Recovered::Absent => Step::Fail(EffectFailure::Unavailable),
+            Recovered::Unknown => Step::Fail(EffectFailure::OutcomeUnknown),
+        }
+    }
+}
+
+/// When a completed claim completed at `completed_at` may be deleted: strictly after this.
+pub fn retain_until(completed_at: DateTime<Utc>, retention: Duration) -> DateTime<Utc> {
+    completed_at + retention
+}
+
+/// Whether cleanup may delete a completed claim at `now`: strictly past its retention.
+pub fn cleanable(retain_until: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    now > retain_until
+}
+
+/// The reaper's horizon, or why it is refused: never below the floor.
+pub fn abandonment_horizon(days: i64) -> Result<Duration, String> {
+    if days < ABANDON_FLOOR_DAYS {
+        Err(format!(
+            "the abandonment horizon must be at least {ABANDON_FLOOR_DAYS} day(s); {days} would \
+             reap claims a retry may still need"
+        ))
+    } else {
+        Ok(Duration::days(days))
+    }
+}
+
+/// Whether the reaper may delete a `processing` claim admitted at `admitted_at` at `now`:
+/// older than the horizon (itself at least the floor) and past its retention.
+pub fn reapable(
+    admitted_at: DateTime<Utc>,
+    retain_until: DateTime<Utc>,
+    horizon: Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    let horizon = horizon.max(Duration::days(ABANDON_FLOOR_DAYS));
+    now - admitted_at > horizon && now > retain_until
+}
+
+/// An organisation's invoice number: `INV-2026-000042` (the year it was issued in, and that
+/// year's gapless sequence).
+pub fn invoice_number(issued: DateTime<Utc>, sequence: i64) -> String {
+    format!("INV-{}-{sequence:06}", issued.year())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_operation_key_is_stable_and_names_everything_it_is_about() {
+        let org = Uuid::now_v7();
+        let key = operation_key(org, "invoice.issue", "inv-1", 1);
+        assert_eq!(key, operation_key(org, "invoice.issue", "inv-1", 1));
+        assert_eq!(key.get_version_num(), 8);
+        for other in [
+            operation_key(Uuid::now_v7(), "invoice.issue", "inv-1", 1),
+            operation_key(org, "invoice.pay", "inv-1", 1),
+            operation_key(org, "invoice.issue", "inv-2", 1),
+            operation_key(org, "invoice.issue", "inv-1", 2),
+            // Length-prefixed: moving a character between fields changes the key.
+            operation_key(org, "invoice.issu", "einv-1", 1),
+        ] {
+            assert_ne!(key, other);
+        }
+    }
+
+    #[test]
+    fn admission_follows_the_claim_found() {
+        let fp = fingerprint(b"{\"a\":1}");
+        assert_eq!(admit(None, &fp), Admission::Execute);
+        assert_eq!(
+            admit(Some((ClaimState::Processing, &fp)), &fp),
+            Admission::Recover
+        );
+        assert_eq!(
+            admit(Some((ClaimState::Complete, &fp)), &fp),
+            Admission::Replay
+        );
+        let other = fingerprint(b"{\"a\":2}");
+        for state in ClaimState::ALL {
+            assert_eq!(admit(Some((state, &other)), &fp), Admission::KeyReused);
+        }
+    }
+
+    #[test]
+    fn unknown_never_authorises_an_execute_or_a_finalisation() {
+        let mut attempt = Attempt::default();
+        assert!(attempt.begin_execute());
+        assert_eq!(
+            attempt.after_execute::<u8>(Executed::Unknown),
+            Step::Recover
+        );
+        assert_eq!(
+            attempt.after_recover::<u8>(Recovered::Unknown),
+            Step::Fail(EffectFailure::OutcomeUnknown)
+        );
+        // Recover first (a retry of a processing claim): unknown fails, absent executes.
+        let mut retry = Attempt::default();
+        assert_eq!(
+            retry.after_recover::<u8>(Recovered::Unknown),
+            Step::Fail(EffectFailure::OutcomeUnknown)
+        );
+        assert_eq!(retry.after_recover::<u8>(Recovered::Absent), Step::Execute);
+    }
+
+    #[test]
+    fn one_attempt_executes_at_most_once() {
+        let mut attempt = Attempt::default();
+        assert!(attempt.begin_execute());
+        assert_eq!(
+            attempt.after_execute::<u8>(Executed::Unknown),
+            Step::Recover
+        );
+        assert_eq!(
+            attempt.after_recover::<u8>(Recovered::Absent),
+            Step::Fail(EffectFailure::Unavailable),
+            "absent after this attempt's own execute: no second execute"
+        );
+        assert!(!attempt.begin_execute());
+        assert_eq!(attempt.after_recover(Recovered::Done(7)), Step::Finalise(7));
+    }
+
+    #[test]
+    fn cleanup_is_strictly_after_retention_and_the_reaper_respects_its_floor() {
+        let t = Utc::now();
+        assert!(!cleanable(t, t));
+        assert!(cleanable(t, t + Duration::microseconds(1)));
+        assert!(abandonment_horizon(0).is_err());
+        assert_eq!(abandonment_horizon(7).unwrap(), Duration::days(7));
+        let admitted = t - Duration::days(8);
+        assert!(reapable(
+            admitted,
+            t - Duration::days(1),
+            Duration::days(7),
+            t
+        ));
+        assert!(
+            !reapable(admitted, t + Duration::days(1), Duration::days(7), t),
+            "retention first"
+        );
+        assert!(!reapable(
+            t - Duration::days(6),
+            t - Duration::days(1),
+            Duration::days(7),
+            t
+        ));
+        // A horizon below the floor is raised to it.
+        assert!(!reapable(
+            t - Duration::hours(12),
+            t - Duration::hours(1),
+            Duration::hours(1),
+            t
+        ));
+    }
+
+    #[test]
+    fn invoice_numbers_are_per_year_and_zero_padded() {
+        let t = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(invoice_number(t, 42), "INV-2026-000042");
+        assert_eq!(invoice_number(t, 1_234_567), "INV-2026-1234567");
+    }
+
+    proptest! {
+        /// Whatever the peer answers, in any order: an attempt executes at most once, and it
+        /// finalises only with a response the peer gave.
+        #[test]
+        fn no_answer_sequence_executes_twice_or_finalises_without_a_response(
+            start_with_recover in any::<bool>(),
+            answers in proptest::collection::vec(0u8..5, 1..12),
+        ) {
+            let mut attempt = Attempt::default();
+            let mut step = if start_with_recover { Step::Recover } else { Step::<u8>::Execute };
+            let mut executes = 0;
+            for a in answers {
+                step = match step {
+                    Step::Execute => {
+                        prop_assert!(attempt.begin_execute());
+                        executes += 1;
+                        attempt.after_execute(if a % 2 == 0 { Executed::Done(a) } else { Executed::Unknown })
+                    }
+                    Step::Recover => attempt.after_recover(match a % 3 {
+                        0 => Recovered::Done(a),
+                        1 => Recovered::Absent,
+                        _ => Recovered::Unknown,
+                    }),
+                    done => done,
+                };
+            }
+            prop_assert!(executes <= 1);
+            if let Step::Finalise(r) = step {
+                prop_assert!(r % 2 == 0 || r % 3 == 0);
+            }
+        }
+    }
+}
