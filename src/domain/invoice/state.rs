@@ -478,14 +478,16 @@ mod tests {
                 Action::Approve,
                 Action::Reject,
                 Action::RequestChanges,
-                Action::Cancel
+                Action::Cancel,
+                Action::Issue,
+                Action::IssueBlocked
             ]
         );
     }
 
     /// Every (action, state) pair that moves, as domain.md §5 lists it; everything else
     /// (replays aside) must be refused.
-    const LEGAL: [(Action, InvoiceState, InvoiceState); 9] = [
+    const LEGAL: [(Action, InvoiceState, InvoiceState); 11] = [
         (Action::Revise, Draft, Draft),
         (Action::Revise, PendingApproval, Draft),
         (Action::Submit, Draft, PendingApproval),
@@ -495,14 +497,19 @@ mod tests {
         (Action::Reject, PendingApproval, Rejected),
         (Action::RequestChanges, PendingApproval, Draft),
         (Action::Cancel, Approved, Cancelled),
+        (Action::Issue, Approved, Issued),
+        (Action::IssueBlocked, Approved, Approved),
     ];
 
     /// The replays that the state alone decides (plus `cancelled_by`).
-    const REPLAYS: [(Action, InvoiceState, Option<Action>); 4] = [
+    const REPLAYS: [(Action, InvoiceState, Option<Action>); 7] = [
         (Action::Submit, PendingApproval, None),
         (Action::Submit, PendingApproval, Some(Action::Withdraw)),
         (Action::Withdraw, Cancelled, Some(Action::Withdraw)),
         (Action::Cancel, Cancelled, Some(Action::Cancel)),
+        (Action::Issue, Issued, None),
+        (Action::Issue, PartiallyPaid, None),
+        (Action::Issue, Paid, None),
     ];
 
     #[test]
@@ -527,7 +534,9 @@ mod tests {
                 for cancelled_by in by_values {
                     let legal = LEGAL.iter().any(|(a, f, _)| *a == action && *f == from);
                     let replay = REPLAYS.iter().any(|(a, f, by)| {
-                        *a == action && *f == from && (*a == Action::Submit || *by == cancelled_by)
+                        *a == action
+                            && *f == from
+                            && (matches!(*a, Action::Submit | Action::Issue) || *by == cancelled_by)
                     });
                     let got = transition(action, from, cancelled_by);
                     if legal {
@@ -545,9 +554,9 @@ mod tests {
                 }
             }
         }
-        // 8 actions × 8 states × 3 = 192 cases; 9 legal pairs × 3, 1 submit replay × 3,
-        // withdraw and cancel replay once each.
-        assert_eq!(refused, 192 - 27 - 3 - 2);
+        // 10 actions × 8 states × 3 = 240 cases; 11 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each.
+        assert_eq!(refused, 240 - 33 - 3 - 9 - 2);
     }
 
     #[test]
