@@ -17,6 +17,7 @@ use tauros::app::AppConfig;
 use tauros::effects::{HttpIssuer, Issuer};
 use tauros::http::HttpConfig;
 use tauros::jobs::{Defaults, Registry, WorkerConfig, Workers};
+use tauros::store::ClaimWrite;
 
 both_backends!(without_an_issuer_an_approver_issues_locally);
 
@@ -612,7 +613,16 @@ async fn claims_are_kept_cleaned_and_reaped_only_as_allowed(backend: Backend) {
         ))
         .await
     );
-    assert_eq!(app.app.clean_claims(10).await.unwrap(), 1);
+    // Strictly after retention: at the very instant it ends the claim stays, a microsecond
+    // later it goes.
+    let ended = chrono::DateTime::parse_from_rfc3339("2000-01-01T00:00:00+00:00")
+        .unwrap()
+        .to_utc();
+    let mut tx = app.app.store().begin().await.unwrap();
+    assert_eq!(tx.clean_claims(ended, 10).await.unwrap(), 0);
+    let later = ended + chrono::Duration::microseconds(1);
+    assert_eq!(tx.clean_claims(later, 10).await.unwrap(), 1);
+    tx.commit().await.unwrap();
 
     // A processing claim (a recovery point): never deleted by hand or by cleanup, and reaped
     // only past both its retention and the abandonment horizon.
