@@ -288,71 +288,44 @@ async fn approving_issues_through_the_peer_exactly_once(backend: Backend) {
     assert_eq!(peer.stats().await["effects"], 2);
 }
 
-async fn a_worker_killed_before_the_peer_call_recovers_then_executes_once(backend: Backend) {
+/// Kills a real worker at `point` while it issues an approved invoice, lets a fresh worker
+/// finish, checks one effect on each side, and answers the peer's calls before the restart and
+/// in all.
+async fn crash_at(backend: Backend, point: &str, scenario: &str) -> (Vec<String>, Vec<String>) {
     let (app, peer, _dir) = issuing_app(backend).await;
     let (b, invoice) = approved(&app).await;
     let token = &b.org.approver_token;
-    let first = worker_process(&app, &peer, &[("TAUROS_TEST_PAUSE_AT", "before_execute")]);
-    kill_at(first, "before_execute");
-    assert_eq!(
-        calls(&peer.stats().await),
-        Vec::<String>::new(),
-        "no peer call yet"
-    );
-    // The admitted claim is the recovery point: a fresh worker asks the peer first.
+    let first = worker_process(&app, &peer, &[("TAUROS_TEST_PAUSE_AT", point)]);
+    kill_at(first, point);
+    let before = calls(&peer.stats().await);
+    let state = app.invoice(token, id_of(&invoice)).await["state"].clone();
+    assert_eq!(state, "approved", "nothing finalised before the crash");
+    // The admitted claim is the recovery point: a fresh worker picks the job up again.
     let _second = worker_process(&app, &peer, &[]);
     until_state(&app, token, id_of(&invoice), "issued").await;
-    let stats = one_effect(
-        &app,
-        &peer,
-        token,
-        id_of(&invoice),
-        "crash before the peer call",
-    )
-    .await;
-    assert_eq!(calls(&stats), ["recover", "execute"]);
+    let stats = one_effect(&app, &peer, token, id_of(&invoice), scenario).await;
+    (before, calls(&stats))
+}
+
+async fn a_worker_killed_before_the_peer_call_recovers_then_executes_once(backend: Backend) {
+    let (before, all) = crash_at(backend, "before_execute", "crash before the peer call").await;
+    assert!(
+        before.is_empty(),
+        "no peer call before the crash: {before:?}"
+    );
+    assert_eq!(all, ["recover", "execute"]);
 }
 
 async fn a_worker_killed_after_the_peer_committed_does_not_execute_again(backend: Backend) {
-    let (app, peer, _dir) = issuing_app(backend).await;
-    let (b, invoice) = approved(&app).await;
-    let token = &b.org.approver_token;
-    let first = worker_process(&app, &peer, &[("TAUROS_TEST_PAUSE_AT", "after_execute")]);
-    kill_at(first, "after_execute");
-    let _second = worker_process(&app, &peer, &[]);
-    until_state(&app, token, id_of(&invoice), "issued").await;
-    let stats = one_effect(
-        &app,
-        &peer,
-        token,
-        id_of(&invoice),
-        "crash after the peer committed",
-    )
-    .await;
-    assert_eq!(calls(&stats), ["execute", "recover"]);
+    let (before, all) = crash_at(backend, "after_execute", "crash after the peer committed").await;
+    assert_eq!(before, ["execute"]);
+    assert_eq!(all, ["execute", "recover"]);
 }
 
 async fn a_worker_killed_inside_finalisation_recovers_the_peers_answer(backend: Backend) {
-    let (app, peer, _dir) = issuing_app(backend).await;
-    let (b, invoice) = approved(&app).await;
-    let token = &b.org.approver_token;
-    let first = worker_process(&app, &peer, &[("TAUROS_TEST_PAUSE_AT", "before_finalise")]);
-    kill_at(first, "before_finalise");
-    assert_eq!(
-        app.invoice(token, id_of(&invoice)).await["state"],
-        "approved"
-    );
-    let _second = worker_process(&app, &peer, &[]);
-    until_state(&app, token, id_of(&invoice), "issued").await;
-    let stats = one_effect(
-        &app,
-        &peer,
-        token,
-        id_of(&invoice),
-        "crash before finalising",
-    )
-    .await;
-    assert_eq!(calls(&stats), ["execute", "recover"]);
+    let (before, all) = crash_at(backend, "before_finalise", "crash before finalising").await;
+    assert_eq!(before, ["execute"]);
+    assert_eq!(all, ["execute", "recover"]);
 }
 
 async fn a_lost_reply_is_recovered_within_the_attempt(backend: Backend) {
