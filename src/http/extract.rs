@@ -5,6 +5,7 @@ use super::AppState;
 use super::json::parse_json;
 use super::problem::{ApiError, too_large, unsupported_media_type};
 use crate::app::{Actor, AppError, FieldError};
+use crate::domain::identity::Interface;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
@@ -88,7 +89,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// The authenticated caller: an agent (API key) or a human (session token).
+/// The authenticated caller: an agent (API key) or a human (session token), who came through
+/// the REST API.
 pub struct Auth(pub Actor);
 
 impl FromRequestParts<AppState> for Auth {
@@ -107,7 +109,7 @@ impl FromRequestParts<AppState> for Auth {
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             })
             .ok_or(AppError::Unauthorized)?;
-        Ok(Auth(state.app.authenticate(token).await?))
+        Ok(Auth(state.app.authenticate(token, Interface::Api).await?))
     }
 }
 
