@@ -149,13 +149,25 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let pairs = form_pairs(parts.uri.query().unwrap_or(""));
+        ListParams::checked(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+}
+
+impl ListParams {
+    /// A page as asked for by `limit` (1–100, default 50) and `cursor` (a `next_cursor` of an
+    /// earlier page); other names are not paging's business. Every offending value is reported
+    /// at once. (The MCP list tools page through here too, so both surfaces page alike.)
+    pub fn checked<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<ListParams, ApiError> {
         let mut params = ListParams {
             limit: 50,
             before: None,
         };
         let mut errors = Vec::new();
-        for (key, value) in form_pairs(parts.uri.query().unwrap_or("")) {
-            match key.as_str() {
+        for (key, value) in pairs {
+            match key {
                 "limit" => match value.parse::<i64>() {
                     Ok(n) if (1..=100).contains(&n) => params.limit = n,
                     _ => errors.push(FieldError::plain(
@@ -164,7 +176,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
                         "`limit` must be a whole number from 1 to 100",
                     )),
                 },
-                "cursor" => match decode_cursor(&value) {
+                "cursor" => match decode_cursor(value) {
                     Some(id) => params.before = Some(id),
                     None => errors.push(FieldError::plain(
                         "cursor",
@@ -181,9 +193,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
             Err(ApiError::validation(errors))
         }
     }
-}
 
-impl ListParams {
     /// The store page: one row more than asked, to learn whether a next page exists.
     pub fn page(&self) -> crate::app::PageRequest {
         crate::app::PageRequest {
