@@ -100,17 +100,21 @@ impl FromRequestParts<AppState> for Auth {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .ok_or(AppError::Unauthorized)?;
+        let token = bearer(&parts.headers).ok_or(AppError::Unauthorized)?;
         Ok(Auth(state.app.authenticate(token, Interface::Api).await?))
     }
+}
+
+/// The credential of `Authorization: Bearer <credential>` (the scheme in any case), if that is
+/// what the request carries.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
 }
 
 /// A resource id from the path; anything but a UUID is a 400 naming `id`.

@@ -61,6 +61,11 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
                     path.push(Segment::Key(name.to_owned()));
                 }
                 let error = shape_error(&render(&removed.original(&path)), &message);
+                // A member taken out for its wrong type may then be reported missing (a
+                // required MCP argument): its first error says it all.
+                if found.iter().any(|f| f.field.field == error.field.field) {
+                    break;
+                }
                 let stuck = found.len() + 1 >= max_errors || !removed.take(&mut value, &path);
                 found.push(error);
                 if stuck {

@@ -55,6 +55,8 @@ pub struct HttpConfig {
     pub metrics_on_main: bool,
     /// What a client connection may hold, and for how long ([`serve()`] and the body clock).
     pub limits: ConnectionLimits,
+    /// The MCP endpoint at `/mcp` (on unless turned off).
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// The API routes and their OpenAPI description, before layers.
@@ -81,6 +83,7 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     let doc = openapi::finish(doc);
     let mut router = api
         .merge(openapi::docs_router(doc))
+        .merge(crate::mcp::router(app.clone(), &config.mcp))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed);
     if config.metrics_on_main {

@@ -49,15 +49,20 @@ pub(crate) fn command_body(result: Replayed<InvoiceView>) -> CommandResponse {
     }
 }
 
+/// How a REST client sends the missing key.
+const SEND_A_KEY: &str =
+    "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe";
+
 /// A create as both surfaces take it: the key from a header (REST) or `None`, and the body.
-/// Without any key, nothing is written: the key is reported missing with every other missing
-/// field (a complete body without a key must not create an invoice behind a 422), and a human
-/// gets the 403 a keyed request would get.
+/// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
+/// send it on this surface) with every other missing field (a complete body without a key must
+/// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
 pub(crate) async fn propose(
     app: &App,
     actor: &Actor,
     header_key: Option<String>,
     mut body: CreateInvoiceRequest,
+    missing_key: &'static str,
 ) -> Result<Replayed<InvoiceView>, ApiError> {
     let key = match (header_key, body.idempotency_key.take()) {
         (Some(h), Some(b)) if h != b => {
@@ -72,7 +77,7 @@ pub(crate) async fn propose(
             let mut errors = vec![FieldError::plain(
                 "idempotency_key",
                 "required",
-                "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe",
+                missing_key,
             )];
             errors.extend(app.draft_field_errors(actor, &body.into())?);
             return Err(ApiError::validation(errors));
@@ -99,7 +104,7 @@ pub(super) async fn create_invoice(
     IdempotencyKeyHeader(header_key): IdempotencyKeyHeader,
     StrictJson(body): StrictJson<CreateInvoiceRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    let result = propose(&state.app, &actor, header_key, body).await?;
+    let result = propose(&state.app, &actor, header_key, body, SEND_A_KEY).await?;
     Ok(answer(result, StatusCode::CREATED))
 }
 
