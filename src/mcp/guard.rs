@@ -33,7 +33,11 @@ pub(super) struct Guard {
 /// The transport's plain-text refusals are short; this bounds what is read back.
 const MAX_REFUSAL_BYTES: usize = 4096;
 
-pub(super) async fn admit(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
+pub(super) async fn admit(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let allowed = origin
             .to_str()
@@ -70,7 +74,11 @@ pub(super) async fn admit(State(guard): State<Guard>, mut request: Request, next
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim() == "application/json"));
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim() == "application/json")
+        });
     shape(next.run(request).await, declared_json).await
 }
 

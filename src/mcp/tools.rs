@@ -180,18 +180,15 @@ impl Tool {
             | Tool::ListInvoices
             | Tool::GetInvoice => base.read_only(true),
             // Safe to repeat only with an idempotency key, which is optional here.
-            Tool::CreatePaymentDestination => base
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false),
-            Tool::CreateInvoiceDraft | Tool::ReviseInvoice | Tool::SubmitInvoice => base
-                .read_only(false)
-                .destructive(false)
-                .idempotent(true),
-            Tool::DeactivatePaymentDestination | Tool::WithdrawInvoice => base
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true),
+            Tool::CreatePaymentDestination => {
+                base.read_only(false).destructive(false).idempotent(false)
+            }
+            Tool::CreateInvoiceDraft | Tool::ReviseInvoice | Tool::SubmitInvoice => {
+                base.read_only(false).destructive(false).idempotent(true)
+            }
+            Tool::DeactivatePaymentDestination | Tool::WithdrawInvoice => {
+                base.read_only(false).destructive(true).idempotent(true)
+            }
         }
     }
 
@@ -240,7 +237,9 @@ impl Tool {
             }
             Tool::GetInvoice | Tool::SubmitInvoice | Tool::WithdrawInvoice => pool.object(
                 "EmptyRequest",
-                &[id("The invoice's id (from create_invoice_draft or list_invoices).")],
+                &[id(
+                    "The invoice's id (from create_invoice_draft or list_invoices).",
+                )],
             ),
             Tool::CreateInvoiceDraft => {
                 let mut schema = pool.object("CreateInvoiceRequest", &[]);
@@ -266,7 +265,9 @@ impl Tool {
             }
             Tool::ReviseInvoice => pool.object(
                 "ReviseRequest",
-                &[id("The invoice's id (from create_invoice_draft or list_invoices).")],
+                &[id(
+                    "The invoice's id (from create_invoice_draft or list_invoices).",
+                )],
             ),
         }
     }
@@ -411,7 +412,9 @@ pub(super) async fn call(
             let created = app
                 .create_destination(actor, a.body.into(), a.extras.0.as_deref())
                 .await
-                .map_err(|e| ApiError::from(e).rename_field("Idempotency-Key", "idempotency_key"))?;
+                .map_err(|e| {
+                    ApiError::from(e).rename_field("Idempotency-Key", "idempotency_key")
+                })?;
             if created.replayed {
                 metrics::counter!("tauros_replays_total", "resource" => "payment_destination")
                     .increment(1);
@@ -507,7 +510,14 @@ mod tests {
         for tool in Tool::ALL {
             assert_eq!(Tool::parse(tool.name()), Some(tool));
         }
-        for authority in ["approve", "reject", "request_changes", "cancel", "agent", "key"] {
+        for authority in [
+            "approve",
+            "reject",
+            "request_changes",
+            "cancel",
+            "agent",
+            "key",
+        ] {
             assert!(
                 names.iter().all(|n| !n.contains(authority)),
                 "{authority} is not an agent's to do"
@@ -527,7 +537,13 @@ mod tests {
             let reads = tool.annotations().read_only_hint == Some(true);
             // Filters of a list may name a state or a decision; nothing that writes may.
             let forbidden: &[&str] = if reads {
-                &["agent_id", "approver_id", "payload_hash", "total", "total_minor"]
+                &[
+                    "agent_id",
+                    "approver_id",
+                    "payload_hash",
+                    "total",
+                    "total_minor",
+                ]
             } else {
                 &[
                     "state",
@@ -565,7 +581,11 @@ mod tests {
         assert!(draft.contains("never approves"));
         assert!(draft.contains("submit_invoice next"));
         assert!(draft.contains("\"1200.50\""));
-        assert!(Tool::SubmitInvoice.description().contains("wait for a human"));
+        assert!(
+            Tool::SubmitInvoice
+                .description()
+                .contains("wait for a human")
+        );
         for tool in Tool::ALL {
             assert!(tool.description().len() > 80, "{}", tool.name());
         }

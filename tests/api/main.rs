@@ -24,6 +24,7 @@ mod document;
 mod governance;
 mod invoices;
 mod jobs;
+mod mcp;
 mod model;
 mod organisation;
 mod panics;
