@@ -141,6 +141,10 @@ fn cors(origins: &[String]) -> CorsLayer {
             axum::http::header::CONTENT_TYPE,
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static(middleware::REQUEST_ID),
+            // What an MCP client in a browser sends to /mcp.
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-method"),
+            HeaderName::from_static("mcp-name"),
         ])
         .expose_headers([
             HeaderName::from_static(middleware::REQUEST_ID),
