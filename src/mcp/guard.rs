@@ -33,6 +33,7 @@ pub(super) struct Guard {
 /// The transport's plain-text refusals are short; this bounds what is read back.
 const MAX_REFUSAL_BYTES: usize = 4096;
 
+/// The Origin check and the agent's authentication, then the MCP server, then [`shape`].
 pub(super) async fn admit(
     State(guard): State<Guard>,
     mut request: Request,
@@ -77,7 +78,7 @@ pub(super) async fn admit(
         .is_some_and(|v| {
             v.split(';')
                 .next()
-                .is_some_and(|m| m.trim() == "application/json")
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
         });
     shape(next.run(request).await, declared_json).await
 }

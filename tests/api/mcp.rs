@@ -451,6 +451,22 @@ async fn unknown_arguments_are_refused_naming_the_accepted_ones(app: TestApp) {
     )
     .await;
     refused(&client, "whoami", json!({"verbose": true}), "unknown_field").await;
+    // REST's `Idempotency-Key` header is the argument `idempotency_key` here, and named so.
+    let problem = refused(
+        &client,
+        "create_payment_destination",
+        json!({"label": "A", "currency": "EUR", "network": "iban", "address": IBAN,
+               "idempotency_key": " padded"}),
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(problem["errors"][0]["field"], "idempotency_key");
+    assert!(
+        !problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Idempotency-Key")
+    );
     client.cancel().await.expect("closes");
 }
 
