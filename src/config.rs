@@ -113,6 +113,14 @@ pub struct ServeArgs {
         default_value = ""
     )]
     pub cors_origins: Vec<String>,
+    /// Serve the MCP tool surface for agents at /mcp.
+    #[arg(long, env = "TAUROS_MCP", value_enum, default_value = "on")]
+    pub mcp: Switch,
+    /// Comma-separated browser origins allowed to call /mcp; unset or empty: the CORS origins.
+    /// A request with any other `Origin` is refused (requests without one, as agents send,
+    /// are not).
+    #[arg(long, env = "TAUROS_MCP_ORIGINS")]
+    pub mcp_origins: Option<String>,
     /// Lifetime of a human's session token, in minutes.
     #[arg(long, env = "TAUROS_SESSION_TTL_MINUTES", default_value_t = 720)]
     pub session_ttl_minutes: i64,
@@ -414,5 +422,21 @@ impl ServeArgs {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .collect()
+    }
+
+    /// The MCP endpoint's settings: its own origins if given, else the CORS origins.
+    pub fn mcp(&self) -> crate::mcp::McpConfig {
+        let own: Vec<String> = self
+            .mcp_origins
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        crate::mcp::McpConfig {
+            enabled: self.mcp.is_on(),
+            origins: if own.is_empty() { self.origins() } else { own },
+        }
     }
 }

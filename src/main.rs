@@ -137,12 +137,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .seed_demo()
             .await
             .map_err(|e| anyhow::anyhow!("demo seed failed: {e}"))?;
-        print_demo(&local.to_string(), &demo);
+        print_demo(&local.to_string(), &demo, args.mcp.is_on());
     }
     let config = HttpConfig {
         cors_origins: args.origins(),
         metrics_on_main: args.metrics_bind.is_none(),
         limits: args.limits(),
+        mcp: args.mcp(),
     };
     if let Some(bind) = &args.metrics_bind {
         serve_metrics(bind, app.clone(), config.limits).await?;
@@ -325,8 +326,13 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {
+fn print_demo(address: &str, demo: &tauros::app::DemoCredentials, mcp: bool) {
     let base = format!("http://{address}");
+    let mcp = if mcp {
+        format!("MCP:       {base}/mcp with the agent key as Bearer (docs/MCP.md)\n")
+    } else {
+        String::new()
+    };
     println!(
         "\nTauros demo is {} at {base}\n\n\
          Console:   {base}/console/   (open it in a browser and sign in as the approver)\n\n\
@@ -337,7 +343,7 @@ fn print_demo(address: &str, demo: &tauros::app::DemoCredentials) {
          \x20 curl -s {base}/v1/me -H 'Authorization: Bearer {}'\n\
          \x20 curl -s {base}/v1/sessions -H 'Content-Type: application/json' \\\n\
          \x20      -d '{{\"email\":\"{}\",\"password\":\"{}\"}}'\n\
-         API docs:  {base}/docs   OpenAPI: {base}/openapi.json\n",
+         API docs:  {base}/docs   OpenAPI: {base}/openapi.json\n{mcp}",
         if demo.created {
             "seeded"
         } else {

@@ -6,7 +6,7 @@ use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, random_32,
 };
 use crate::domain::error::required;
-use crate::domain::identity::{self, Capabilities, Credential};
+use crate::domain::identity::{self, Capabilities, Credential, Interface};
 use crate::store::{Lock, SessionRow, UserRow};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
@@ -42,10 +42,11 @@ const PRUNE_BATCH: i64 = 500;
 const LAST_USED_GRANULARITY: i64 = 60;
 
 impl App {
-    /// Turns a bearer token into an actor, or `Unauthorized` for every kind of bad credential;
-    /// then takes one request from the credential's rate limit.
-    pub async fn authenticate(&self, bearer: &str) -> AppResult<Actor> {
-        let actor = self.identify(bearer).await?;
+    /// Turns a bearer token into an actor that came through `via` (what its audit rows will
+    /// record), or `Unauthorized` for every kind of bad credential; then takes one request from
+    /// the credential's rate limit.
+    pub async fn authenticate(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
+        let actor = self.identify(bearer, via).await?;
         let credential = match &actor {
             Actor::Agent(a) => a.id,
             Actor::Human(h) => h.session_id,
@@ -54,7 +55,7 @@ impl App {
         Ok(actor)
     }
 
-    async fn identify(&self, bearer: &str) -> AppResult<Actor> {
+    async fn identify(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
         let Some(credential) = Credential::parse(bearer) else {
             return Err(AppError::Unauthorized);
         };
@@ -85,6 +86,7 @@ impl App {
                     owner_id: agent.owner_id,
                     name: agent.name,
                     capabilities: Capabilities::from_stored(&agent.capabilities),
+                    interface: via,
                 }))
             }
             Credential::Session(hash) => {
@@ -102,6 +104,7 @@ impl App {
                     email: user.email,
                     role: view.role,
                     session_id: session.id,
+                    interface: via,
                 }))
             }
         }

@@ -5,7 +5,7 @@ use super::{
     Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewCustomer,
     NewDestination, now,
 };
-use crate::domain::identity::{self, Capability, Role};
+use crate::domain::identity::{self, Capability, Interface, Role};
 use crate::domain::lines::LineInput;
 use crate::store::{Lock, Page, UserRow};
 use uuid::Uuid;
@@ -62,12 +62,15 @@ impl App {
             .user_by_email(&identity::normalize_email(DEMO_APPROVER))
             .await?
             .ok_or_else(|| AppError::Internal("demo approver missing after seeding".into()))?;
+        // The operator seeds the demo from the command line (`tauros serve --demo`): what it
+        // writes is audited as coming through `cli`.
         let actor = Actor::Human(Human {
             id: approver.id,
             org_id: approver.org_id,
             email: approver.email.clone(),
             role: Role::Approver,
             session_id: Uuid::nil(),
+            interface: Interface::Cli,
         });
         if created {
             self.seed_operator(approver.org_id).await?;
@@ -223,6 +226,7 @@ impl App {
             owner_id: row.owner_id,
             name: row.name,
             capabilities: crate::domain::identity::Capabilities::from_stored(&row.capabilities),
+            interface: Interface::Cli,
         }))
     }
 

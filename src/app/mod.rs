@@ -156,6 +156,8 @@ pub struct Human {
     pub role: Role,
     /// The session this request came with (ended by sign-out).
     pub session_id: Uuid,
+    /// The entry point the request came through, recorded in the audit trail.
+    pub interface: Interface,
 }
 
 /// An agent, as established by its API key.
@@ -166,6 +168,8 @@ pub struct Agent {
     pub owner_id: Uuid,
     pub name: String,
     pub capabilities: Capabilities,
+    /// The entry point the request came through, recorded in the audit trail.
+    pub interface: Interface,
 }
 
 /// Whoever is calling.
@@ -191,6 +195,15 @@ impl Actor {
         match self {
             Actor::Human(h) => h.id,
             Actor::Agent(a) => a.id,
+        }
+    }
+
+    /// The entry point the caller came through (`api`, `mcp`, …): set by Tauros when it
+    /// authenticated the request, never by the caller, and never used for authorisation.
+    pub fn interface(&self) -> Interface {
+        match self {
+            Actor::Human(h) => h.interface,
+            Actor::Agent(a) => a.interface,
         }
     }
 
@@ -310,7 +323,7 @@ impl AuditActor {
         AuditActor {
             kind: ActorKind::Human,
             id: Some(h.id),
-            interface: Interface::Api,
+            interface: h.interface,
         }
     }
 
@@ -318,7 +331,7 @@ impl AuditActor {
         AuditActor {
             kind: ActorKind::Agent,
             id: Some(a.id),
-            interface: Interface::Api,
+            interface: a.interface,
         }
     }
 

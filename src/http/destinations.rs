@@ -43,6 +43,18 @@ pub struct CreateDestinationRequest {
     pub supersedes_id: Option<Uuid>,
 }
 
+impl From<CreateDestinationRequest> for NewDestination {
+    fn from(body: CreateDestinationRequest) -> Self {
+        NewDestination {
+            label: body.label,
+            currency: body.currency,
+            network: body.network,
+            address: body.address,
+            supersedes_id: body.supersedes_id,
+        }
+    }
+}
+
 /// A payment destination.
 #[derive(Serialize, ToSchema)]
 pub struct DestinationResponse {
@@ -129,13 +141,7 @@ async fn create_destination(
     ),
     ApiError,
 > {
-    let input = NewDestination {
-        label: body.label,
-        currency: body.currency,
-        network: body.network,
-        address: body.address,
-        supersedes_id: body.supersedes_id,
-    };
+    let input = NewDestination::from(body);
     let crate::app::Replayed {
         value: destination,
         replayed,

@@ -5,6 +5,7 @@ use super::AppState;
 use super::json::parse_json;
 use super::problem::{ApiError, too_large, unsupported_media_type};
 use crate::app::{Actor, AppError, FieldError};
+use crate::domain::identity::Interface;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
@@ -88,7 +89,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// The authenticated caller: an agent (API key) or a human (session token).
+/// The authenticated caller: an agent (API key) or a human (session token), who came through
+/// the REST API.
 pub struct Auth(pub Actor);
 
 impl FromRequestParts<AppState> for Auth {
@@ -98,17 +100,21 @@ impl FromRequestParts<AppState> for Auth {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .ok_or(AppError::Unauthorized)?;
-        Ok(Auth(state.app.authenticate(token).await?))
+        let token = bearer(&parts.headers).ok_or(AppError::Unauthorized)?;
+        Ok(Auth(state.app.authenticate(token, Interface::Api).await?))
     }
+}
+
+/// The credential of `Authorization: Bearer <credential>` (the scheme in any case), if that is
+/// what the request carries.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
 }
 
 /// A resource id from the path; anything but a UUID is a 400 naming `id`.
@@ -147,13 +153,25 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let pairs = form_pairs(parts.uri.query().unwrap_or(""));
+        ListParams::checked(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+}
+
+impl ListParams {
+    /// A page as asked for by `limit` (1–100, default 50) and `cursor` (a `next_cursor` of an
+    /// earlier page); other names are not paging's business. Every offending value is reported
+    /// at once. (The MCP list tools page through here too, so both surfaces page alike.)
+    pub fn checked<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<ListParams, ApiError> {
         let mut params = ListParams {
             limit: 50,
             before: None,
         };
         let mut errors = Vec::new();
-        for (key, value) in form_pairs(parts.uri.query().unwrap_or("")) {
-            match key.as_str() {
+        for (key, value) in pairs {
+            match key {
                 "limit" => match value.parse::<i64>() {
                     Ok(n) if (1..=100).contains(&n) => params.limit = n,
                     _ => errors.push(FieldError::plain(
@@ -162,7 +180,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
                         "`limit` must be a whole number from 1 to 100",
                     )),
                 },
-                "cursor" => match decode_cursor(&value) {
+                "cursor" => match decode_cursor(value) {
                     Some(id) => params.before = Some(id),
                     None => errors.push(FieldError::plain(
                         "cursor",
@@ -179,9 +197,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
             Err(ApiError::validation(errors))
         }
     }
-}
 
-impl ListParams {
     /// The store page: one row more than asked, to learn whether a next page exists.
     pub fn page(&self) -> crate::app::PageRequest {
         crate::app::PageRequest {

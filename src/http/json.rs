@@ -29,7 +29,12 @@ const REPARSE_BUDGET: usize = 4 * 1024 * 1024;
 
 /// Parses a JSON object body into `T`, reporting every shape error at once.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut value = parse_syntax(bytes)?;
+    parse_value(parse_syntax(bytes)?, bytes.len())
+}
+
+/// Step 2 alone, for JSON that was parsed already (an MCP tool call's arguments): the value,
+/// `size` bytes long as sent, must be an object that fits `T`; every shape error is reported.
+pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result<T, ApiError> {
     if !value.is_object() {
         // Every request body is an object (serde would otherwise read an array as the
         // struct's members in order).
@@ -41,7 +46,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let mut removed = Removed::default();
     let mut found: Vec<ShapeError> = Vec::new();
-    let max_errors = (REPARSE_BUDGET / bytes.len().max(1)).clamp(8, MAX_ERRORS);
+    let max_errors = (REPARSE_BUDGET / size.max(1)).clamp(8, MAX_ERRORS);
     loop {
         match serde_path_to_error::deserialize::<_, T>(&value) {
             Ok(parsed) if found.is_empty() => return Ok(parsed),
@@ -56,6 +61,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     path.push(Segment::Key(name.to_owned()));
                 }
                 let error = shape_error(&render(&removed.original(&path)), &message);
+                // A member taken out for its wrong type may then be reported missing (a
+                // required MCP argument): its first error says it all.
+                if found.iter().any(|f| f.field.field == error.field.field) {
+                    break;
+                }
                 let stuck = found.len() + 1 >= max_errors || !removed.take(&mut value, &path);
                 found.push(error);
                 if stuck {

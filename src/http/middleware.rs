@@ -41,11 +41,13 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
     frame-ancestors 'none'";
 
 /// Headers every response carries: `nosniff`; `Cache-Control: no-store` on the API's own
-/// answers (some carry secrets: session tokens, API keys, invitation tokens; none may be kept
-/// by a cache); a strict Content-Security-Policy on HTML pages (the page's own when it set
-/// one, which may only be stricter: it is chosen in this crate) and `X-Frame-Options: DENY`.
+/// answers, REST and MCP (some carry secrets: session tokens, API keys, invitation tokens; none
+/// may be kept by a cache); a strict Content-Security-Policy on HTML pages (the page's own when
+/// it set one, which may only be stricter: it is chosen in this crate) and
+/// `X-Frame-Options: DENY`.
 pub async fn security_headers(request: Request, next: Next) -> Response {
-    let api = request.uri().path().starts_with("/v1/");
+    let path = request.uri().path();
+    let api = path.starts_with("/v1/") || path == "/mcp";
     let mut response = next.run(request).await;
     let html = response
         .headers()
@@ -72,6 +74,11 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     response
 }
 
+/// Marks an error response whose body is its protocol's own answer (a JSON-RPC error from
+/// `/mcp`, which MCP clients read): [`problem_details`] leaves it as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnErrorBody;
+
 /// Our problem bodies stay far below this (`errors[]` holds at most 100 entries, and echoed
 /// values are shortened); it only bounds what this layer reads back.
 const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
@@ -86,7 +93,9 @@ pub async fn problem_details(request: Request, next: Next) -> Response {
         .map(str::to_owned);
     let response = next.run(request).await;
     let status = response.status();
-    if !(status.is_client_error() || status.is_server_error()) {
+    if !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<OwnErrorBody>().is_some()
+    {
         return response;
     }
     let is_problem = response

@@ -5,10 +5,10 @@ mod agents;
 mod audit_events;
 mod body_timeout;
 mod currencies;
-mod customers;
-mod destinations;
+pub(crate) mod customers;
+pub(crate) mod destinations;
 pub mod extract;
-mod invoices;
+pub(crate) mod invoices;
 mod jobs;
 pub mod json;
 pub mod middleware;
@@ -18,7 +18,7 @@ mod organisation;
 pub mod problem;
 mod schema;
 mod serve;
-mod sessions;
+pub(crate) mod sessions;
 mod users;
 
 use crate::app::App;
@@ -55,6 +55,8 @@ pub struct HttpConfig {
     pub metrics_on_main: bool,
     /// What a client connection may hold, and for how long ([`serve()`] and the body clock).
     pub limits: ConnectionLimits,
+    /// The MCP endpoint at `/mcp` (on unless turned off).
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// The API routes and their OpenAPI description, before layers.
@@ -82,6 +84,7 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     let mut router = api
         .merge(openapi::docs_router(doc))
         .merge(crate::console::router())
+        .merge(crate::mcp::router(app.clone(), &config.mcp))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed);
     if config.metrics_on_main {
@@ -139,6 +142,10 @@ fn cors(origins: &[String]) -> CorsLayer {
             axum::http::header::CONTENT_TYPE,
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static(middleware::REQUEST_ID),
+            // What an MCP client in a browser sends to /mcp.
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-method"),
+            HeaderName::from_static("mcp-name"),
         ])
         .expose_headers([
             HeaderName::from_static(middleware::REQUEST_ID),

@@ -124,6 +124,30 @@ impl ApiError {
         self
     }
 
+    /// The stable code (`not_found`, `validation_failed`, …).
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// Calls a field by another name, in `errors[]` and in the top-level `field` (the MCP
+    /// surface takes as an argument what REST takes as a header).
+    pub fn rename_field(mut self, from: &str, to: &str) -> ApiError {
+        for e in &mut self.errors {
+            if e.field == from {
+                e.field = to.to_owned();
+            }
+        }
+        for (name, value) in &mut self.members {
+            if *name == "field" && value == from {
+                *value = to.to_owned();
+            }
+        }
+        if self.code == "validation_failed" {
+            self.detail = self.detail.replace(from, to);
+        }
+        self
+    }
+
     /// The problem body.
     pub fn problem(&self) -> Problem {
         Problem {
@@ -352,6 +376,7 @@ fn title_for(code: &str) -> &'static str {
         "job_finished" => "Job already finished",
         "payload_too_large" => "Payload too large",
         "unsupported_media_type" => "Unsupported media type",
+        "not_acceptable" => "Not acceptable",
         "validation_failed" => "Validation failed",
         "rate_limited" => "Too many requests",
         "unavailable" => "Service unavailable",

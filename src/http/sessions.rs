@@ -212,32 +212,37 @@ async fn me(
     State(state): State<AppState>,
     Auth(actor): Auth,
 ) -> Result<Json<MeResponse>, ApiError> {
-    let me = match state.app.me(&actor).await? {
-        Me::Human(u) => MeResponse {
-            kind: "human",
-            id: u.id,
-            org_id: u.org_id,
-            name: None,
-            email: Some(u.email),
-            role: Some(u.role),
-            capabilities: None,
-        },
-        Me::Agent {
-            id,
-            org_id,
-            name,
-            capabilities,
-        } => MeResponse {
-            kind: "agent",
-            id,
-            org_id,
-            name: Some(name),
-            email: None,
-            role: None,
-            capabilities: Some(capabilities.as_slice().to_vec()),
-        },
-    };
-    Ok(Json(me))
+    Ok(Json(state.app.me(&actor).await?.into()))
+}
+
+impl From<Me> for MeResponse {
+    fn from(me: Me) -> Self {
+        match me {
+            Me::Human(u) => MeResponse {
+                kind: "human",
+                id: u.id,
+                org_id: u.org_id,
+                name: None,
+                email: Some(u.email),
+                role: Some(u.role),
+                capabilities: None,
+            },
+            Me::Agent {
+                id,
+                org_id,
+                name,
+                capabilities,
+            } => MeResponse {
+                kind: "agent",
+                id,
+                org_id,
+                name: Some(name),
+                email: None,
+                role: None,
+                capabilities: Some(capabilities.as_slice().to_vec()),
+            },
+        }
+    }
 }
 
 /// Accept an invitation by choosing a password.

@@ -314,6 +314,7 @@ async fn expired_credentials_are_401(backend: Backend) {
         email: user.email,
         role: tauros::domain::identity::Role::Approver,
         session_id: uuid::Uuid::nil(),
+        interface: tauros::domain::identity::Interface::Api,
     });
     let (_, key) = app
         .app

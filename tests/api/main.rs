@@ -26,6 +26,7 @@ mod governance;
 mod invoices;
 mod issuing;
 mod jobs;
+mod mcp;
 mod model;
 mod organisation;
 mod panics;

@@ -26,7 +26,7 @@ use tauros::app::{
     Actor, Agent, AppError, DraftInput, Human, InvoiceView, NewAgent, NewDestination,
     OrgSettingsChange,
 };
-use tauros::domain::identity::Role;
+use tauros::domain::identity::{Interface, Role};
 use tauros::domain::invoice::DecisionKind;
 use tauros::domain::lines::LineInput;
 use uuid::Uuid;
@@ -374,6 +374,7 @@ fn human(id: Uuid, org_id: Uuid, email: String, role: Role) -> Actor {
         email,
         role,
         session_id: Uuid::nil(),
+        interface: Interface::Api,
     })
 }
 
@@ -447,6 +448,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         owner_id: agent.owner_id,
         name: agent.name,
         capabilities: agent.capabilities,
+        interface: Interface::Api,
     });
     let destination = app
         .app

@@ -2,14 +2,10 @@
 
 use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
-    DecisionResponse, EmptyRequest, EventList, EventResponse, EventsCheck, InvoiceList,
-    InvoiceResponse, ReviseRequest, RevisionCheck, RevisionList, VerifyResponse, invoice,
-    line_inputs, revision,
+    EmptyRequest, EventList, EventsCheck, InvoiceList, InvoiceResponse, ReviseRequest,
+    RevisionCheck, RevisionList, VerifyResponse, decision, event, invoice, revision,
 };
-use crate::app::{
-    Actor, DecisionView, DraftInput, EventView, FieldError, InvoiceQuery, InvoiceView, Replayed,
-    VerifyReport,
-};
+use crate::app::{Actor, App, FieldError, InvoiceQuery, InvoiceView, Replayed, VerifyReport};
 use crate::domain::invoice::DecisionKind;
 use crate::http::AppState;
 use crate::http::destinations::REPLAYED;
@@ -29,23 +25,65 @@ type CommandAnswer = (
 );
 
 fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
+    let status = if result.replayed {
+        StatusCode::OK
+    } else {
+        created
+    };
+    let header = HeaderValue::from_static(if result.replayed { "true" } else { "false" });
+    (status, [(REPLAYED, header)], Json(command_body(result)))
+}
+
+/// What every invoice command answers, over REST and MCP alike; replays are counted.
+pub(crate) fn command_body(result: Replayed<InvoiceView>) -> CommandResponse {
     let Replayed {
         value: view,
         replayed,
     } = result;
-    let status = if replayed { StatusCode::OK } else { created };
     if replayed {
         metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
     }
-    let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
-    (
-        status,
-        [(REPLAYED, header)],
-        Json(CommandResponse {
-            invoice: invoice(view),
-            replayed,
-        }),
-    )
+    CommandResponse {
+        invoice: invoice(view),
+        replayed,
+    }
+}
+
+/// How a REST client sends the missing key.
+const SEND_A_KEY: &str =
+    "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe";
+
+/// A create as both surfaces take it: the key from a header (REST) or `None`, and the body.
+/// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
+/// send it on this surface) with every other missing field (a complete body without a key must
+/// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
+pub(crate) async fn propose(
+    app: &App,
+    actor: &Actor,
+    header_key: Option<String>,
+    mut body: CreateInvoiceRequest,
+    missing_key: &'static str,
+) -> Result<Replayed<InvoiceView>, ApiError> {
+    let key = match (header_key, body.idempotency_key.take()) {
+        (Some(h), Some(b)) if h != b => {
+            return Err(ApiError::bad_request(
+                "idempotency_key_mismatch",
+                "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
+            )
+            .with_field("idempotency_key"));
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => {
+            let mut errors = vec![FieldError::plain(
+                "idempotency_key",
+                "required",
+                missing_key,
+            )];
+            errors.extend(app.draft_field_errors(actor, &body.into())?);
+            return Err(ApiError::validation(errors));
+        }
+    };
+    Ok(app.create_draft(actor, &key, body.into()).await?)
 }
 
 /// Propose an invoice (agents). The same key and payload again answers 200 with the invoice as
@@ -64,31 +102,9 @@ pub(super) async fn create_invoice(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdempotencyKeyHeader(header_key): IdempotencyKeyHeader,
-    StrictJson(mut body): StrictJson<CreateInvoiceRequest>,
+    StrictJson(body): StrictJson<CreateInvoiceRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    let key = match (header_key, body.idempotency_key.take()) {
-        (Some(h), Some(b)) if h != b => {
-            return Err(ApiError::bad_request(
-                "idempotency_key_mismatch",
-                "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
-            )
-            .with_field("idempotency_key"));
-        }
-        (Some(k), _) | (None, Some(k)) => k,
-        (None, None) => {
-            // Every other missing field is reported with it; nothing is written (a complete
-            // body without a key must not create an invoice behind a 422), and a human gets
-            // the 403 a keyed request would get.
-            let mut errors = vec![FieldError::plain(
-                "idempotency_key",
-                "required",
-                "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe",
-            )];
-            errors.extend(state.app.draft_field_errors(&actor, &body.into())?);
-            return Err(ApiError::validation(errors));
-        }
-    };
-    let result = state.app.create_draft(&actor, &key, body.into()).await?;
+    let result = propose(&state.app, &actor, header_key, body, SEND_A_KEY).await?;
     Ok(answer(result, StatusCode::CREATED))
 }
 
@@ -173,19 +189,9 @@ pub(super) async fn list_decisions(
     IdPath(id): IdPath,
 ) -> Result<Json<DecisionList>, ApiError> {
     let rows = state.app.list_decisions(&actor, id).await?;
-    let items = rows
-        .into_iter()
-        .map(|d: DecisionView| DecisionResponse {
-            id: d.id,
-            revision_id: d.revision_id,
-            decision: d.decision.as_str().to_owned(),
-            payload_hash: d.payload_hash,
-            reason: d.reason,
-            approver_id: d.approver_id,
-            decided_at: d.decided_at,
-        })
-        .collect();
-    Ok(Json(DecisionList { items }))
+    Ok(Json(DecisionList {
+        items: rows.into_iter().map(decision).collect(),
+    }))
 }
 
 /// The audit trail, in order; each event hash-chained to the one before.
@@ -201,29 +207,9 @@ pub(super) async fn list_events(
     IdPath(id): IdPath,
 ) -> Result<Json<EventList>, ApiError> {
     let rows = state.app.list_events(&actor, id).await?;
-    let items = rows
-        .into_iter()
-        .map(|e: EventView| EventResponse {
-            id: e.id,
-            seq: e.seq,
-            action: e.action.as_str().to_owned(),
-            from_state: e.from_state.map(|s| s.as_str().to_owned()),
-            to_state: e.to_state.as_str().to_owned(),
-            actor_kind: e.actor_kind,
-            actor_id: e.actor_id,
-            interface: e.interface,
-            revision_id: e.revision_id,
-            payload_hash: e.payload_hash,
-            idempotency_key: e.idempotency_key,
-            note: e.note,
-            occurred_at: e.occurred_at,
-            prev_hash: e.prev_hash,
-            hash: e.hash,
-            four_eyes: e.four_eyes,
-            shared_review: e.shared_review,
-        })
-        .collect();
-    Ok(Json(EventList { items }))
+    Ok(Json(EventList {
+        items: rows.into_iter().map(event).collect(),
+    }))
 }
 
 /// Re-seal every revision and re-walk the event chain (humans).
@@ -271,16 +257,8 @@ pub(super) async fn revise(
     IdPath(id): IdPath,
     StrictJson(body): StrictJson<ReviseRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    let input = DraftInput {
-        customer_id: body.customer_id,
-        payment_destination_id: body.payment_destination_id,
-        currency: body.currency,
-        due_date: body.due_date,
-        lines: line_inputs(body.lines),
-        reasoning: body.reasoning,
-    };
     Ok(answer(
-        state.app.revise(&actor, id, input).await?,
+        state.app.revise(&actor, id, body.into()).await?,
         StatusCode::OK,
     ))
 }

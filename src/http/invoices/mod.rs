@@ -4,8 +4,8 @@
 //! `handlers` parse, call `app` and shape the answer; `types` holds the request and response
 //! bodies (the OpenAPI schemas) and their conversions from and to the app's types.
 
-mod handlers;
-mod types;
+pub(crate) mod handlers;
+pub(crate) mod types;
 
 use super::AppState;
 use utoipa_axum::{router::OpenApiRouter, routes};

@@ -1,7 +1,7 @@
 //! The bodies of `/v1/invoices`: what clients send and what they get back, as OpenAPI schemas,
 //! and their conversions from and to the app's types.
 
-use crate::app::{DraftInput, InvoiceView, RevisionView};
+use crate::app::{DecisionView, DraftInput, EventView, InvoiceView, RevisionView};
 use crate::domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
 use crate::domain::lines::{LineInput, LineView};
 use crate::domain::money::MinorAmount;
@@ -56,7 +56,7 @@ impl From<LineRequest> for LineInput {
     }
 }
 
-pub(super) fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
+fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
     lines.map(|lines| {
         lines
             .into_iter()
@@ -387,7 +387,7 @@ fn line(l: LineView) -> LineResponse {
     }
 }
 
-pub(super) fn revision(r: RevisionView) -> RevisionResponse {
+pub(crate) fn revision(r: RevisionView) -> RevisionResponse {
     RevisionResponse {
         id: r.id,
         number: r.number,
@@ -405,7 +405,7 @@ pub(super) fn revision(r: RevisionView) -> RevisionResponse {
     }
 }
 
-pub(super) fn invoice(i: InvoiceView) -> InvoiceResponse {
+pub(crate) fn invoice(i: InvoiceView) -> InvoiceResponse {
     InvoiceResponse {
         id: i.id,
         agent_id: i.agent_id,
@@ -422,6 +422,53 @@ pub(super) fn invoice(i: InvoiceView) -> InvoiceResponse {
         }),
         created_at: i.created_at,
         updated_at: i.updated_at,
+    }
+}
+
+pub(crate) fn decision(d: DecisionView) -> DecisionResponse {
+    DecisionResponse {
+        id: d.id,
+        revision_id: d.revision_id,
+        decision: d.decision.as_str().to_owned(),
+        payload_hash: d.payload_hash,
+        reason: d.reason,
+        approver_id: d.approver_id,
+        decided_at: d.decided_at,
+    }
+}
+
+pub(crate) fn event(e: EventView) -> EventResponse {
+    EventResponse {
+        id: e.id,
+        seq: e.seq,
+        action: e.action.as_str().to_owned(),
+        from_state: e.from_state.map(|s| s.as_str().to_owned()),
+        to_state: e.to_state.as_str().to_owned(),
+        actor_kind: e.actor_kind,
+        actor_id: e.actor_id,
+        interface: e.interface,
+        revision_id: e.revision_id,
+        payload_hash: e.payload_hash,
+        idempotency_key: e.idempotency_key,
+        note: e.note,
+        occurred_at: e.occurred_at,
+        prev_hash: e.prev_hash,
+        hash: e.hash,
+        four_eyes: e.four_eyes,
+        shared_review: e.shared_review,
+    }
+}
+
+impl From<ReviseRequest> for DraftInput {
+    fn from(b: ReviseRequest) -> Self {
+        DraftInput {
+            customer_id: b.customer_id,
+            payment_destination_id: b.payment_destination_id,
+            currency: b.currency,
+            due_date: b.due_date,
+            lines: line_inputs(b.lines),
+            reasoning: b.reasoning,
+        }
     }
 }
 

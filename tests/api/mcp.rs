@@ -1,0 +1,739 @@
+//! The MCP tool surface (`/mcp`), driven by a real MCP client (rmcp over streamable HTTP):
+//! the reviewed tool list, an agent's whole journey, arguments as strict as REST with the same
+//! problems, no existence oracle, capabilities, agents only, the Origin check, turning it off,
+//! and the audit trail saying `mcp`.
+
+use crate::helpers::{
+    Backend, Billing, IBAN, TestApp, both_backends, expect_problem, expect_status, invoice_body,
+    spawn_app_with, uuid_of, without_request_id,
+};
+use reqwest::StatusCode;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tauros::app::AppConfig;
+use tauros::http::HttpConfig;
+use tauros::mcp::McpConfig;
+use uuid::Uuid;
+
+/// The reviewed list, spelled out: adding a tool must change this test too. No tool approves,
+/// rejects, requests changes, cancels, manages agents or keys, or changes settings.
+const TOOLS: [&str; 11] = [
+    "whoami",
+    "list_customers",
+    "list_payment_destinations",
+    "create_payment_destination",
+    "deactivate_payment_destination",
+    "list_invoices",
+    "get_invoice",
+    "create_invoice_draft",
+    "revise_invoice",
+    "submit_invoice",
+    "withdraw_invoice",
+];
+
+type Client = RunningService<RoleClient, ()>;
+
+/// An MCP client connected to `/mcp` with `key` as its bearer credential.
+async fn connect(app: &TestApp, key: &str) -> Client {
+    try_connect(app, key).await.expect("MCP client connects")
+}
+
+async fn try_connect(app: &TestApp, key: &str) -> Result<Client, String> {
+    let config = StreamableHttpClientTransportConfig::with_uri(app.url("/mcp")).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object");
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .expect("tools/call answered")
+}
+
+/// The tool's answer; it must have succeeded.
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let result = call(client, tool, args).await;
+    assert_eq!(result.is_error, Some(false), "{tool}: {result:?}");
+    let value = result.structured_content.expect("structured content");
+    // A model that reads only the text sees the same JSON.
+    let text = result.content[0].as_text().expect("text").text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    value
+}
+
+/// The tool's problem; it must have been refused with `code`.
+async fn refused(client: &Client, tool: &str, args: Value, code: &str) -> Value {
+    let result = call(client, tool, args).await;
+    assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
+    let problem = result.structured_content.expect("structured content");
+    assert_eq!(problem["code"], code, "{tool}: {problem}");
+    assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    assert!(problem["request_id"].as_str().is_some(), "{problem}");
+    problem
+}
+
+/// A problem without its request id, for comparing two answers.
+fn comparable(mut problem: Value) -> Value {
+    problem.as_object_mut().unwrap().remove("request_id");
+    problem
+}
+
+/// A REST answer's problem, comparable with a tool's.
+async fn rest_problem(res: reqwest::Response) -> Value {
+    without_request_id(res).await.1
+}
+
+/// The create arguments of the test fixture, with an idempotency key.
+fn draft_args(b: &Billing, key: &str) -> Value {
+    let mut args = invoice_body(b);
+    args["idempotency_key"] = json!(key);
+    args
+}
+
+/// A raw JSON-RPC POST to `/mcp` with `token` and extra headers; the answer as sent.
+async fn raw(app: &TestApp, token: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().await.expect("request")
+}
+
+both_backends!(
+    initialises_and_lists_exactly_the_reviewed_tools,
+    an_agent_proposes_and_submits_an_invoice_end_to_end,
+    a_retried_create_replays_and_a_changed_one_conflicts,
+    a_float_in_money_is_refused_as_rest_refuses_it,
+    unknown_arguments_are_refused_naming_the_accepted_ones,
+    a_foreign_id_is_answered_like_an_unknown_one,
+    a_settlement_only_key_is_refused_on_invoicing_tools,
+    a_human_session_is_refused,
+    commands_through_mcp_are_audited_as_mcp,
+);
+both_backends!(backend: a_browser_origin_must_be_configured, mcp_turned_off_is_not_found);
+
+async fn initialises_and_lists_exactly_the_reviewed_tools(app: TestApp) {
+    let org = app.org().await;
+    let client = connect(&app, &org.agent_key).await;
+    let info = client.peer_info().expect("initialised");
+    assert_eq!(
+        info.server_info.as_ref().expect("server info").name,
+        "tauros"
+    );
+    assert!(info.capabilities.tools.is_some());
+    let instructions = info.instructions.clone().unwrap_or_default();
+    assert!(instructions.contains("No tool approves"), "{instructions}");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, TOOLS);
+    for tool in &tools {
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert_eq!(schema["type"], "object", "{}", tool.name);
+        assert_eq!(schema["additionalProperties"], false, "{}", tool.name);
+        assert!(!schema.to_string().contains("\"$ref\""), "{}", tool.name);
+        assert!(tool.description.as_deref().is_some_and(|d| d.len() > 80));
+    }
+    let draft = tools
+        .iter()
+        .find(|t| t.name == "create_invoice_draft")
+        .unwrap();
+    assert!(
+        draft.input_schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("idempotency_key"))
+    );
+    let whoami = ok(&client, "whoami", json!({})).await;
+    assert_eq!(whoami["kind"], "agent");
+    assert_eq!(uuid_of(&whoami["id"]), org.agent_id);
+    client.cancel().await.expect("closes");
+}
+
+async fn an_agent_proposes_and_submits_an_invoice_end_to_end(app: TestApp) {
+    let org = app.org().await;
+    let customer_id = app
+        .customer(&org.approver_token, org.agent_id, "Acme Inc")
+        .await;
+    let client = connect(&app, &org.agent_key).await;
+
+    let customers = ok(&client, "list_customers", json!({})).await;
+    assert_eq!(uuid_of(&customers["items"][0]["id"]), customer_id);
+    assert_eq!(customers["next_cursor"], Value::Null);
+    let created = ok(
+        &client,
+        "create_payment_destination",
+        json!({"label": "Operating account", "currency": "EUR", "network": "iban",
+               "address": IBAN, "idempotency_key": "dest-1"}),
+    )
+    .await;
+    assert_eq!(created["replayed"], false);
+    let destination_id = uuid_of(&created["payment_destination"]["id"]);
+    let again = ok(
+        &client,
+        "create_payment_destination",
+        json!({"label": "Operating account", "currency": "EUR", "network": "iban",
+               "address": IBAN, "idempotency_key": "dest-1"}),
+    )
+    .await;
+    assert_eq!(again["replayed"], true);
+    assert_eq!(uuid_of(&again["payment_destination"]["id"]), destination_id);
+    let active = ok(
+        &client,
+        "list_payment_destinations",
+        json!({"state": "active"}),
+    )
+    .await;
+    assert_eq!(active["items"].as_array().unwrap().len(), 1);
+
+    let b = Billing {
+        org,
+        customer_id,
+        destination_id,
+    };
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "inv-1")).await;
+    assert_eq!(draft["replayed"], false);
+    assert_eq!(draft["invoice"]["state"], "draft");
+    assert_eq!(draft["invoice"]["current_revision"]["total"], "1200.00");
+    let id = draft["invoice"]["id"].as_str().unwrap().to_owned();
+
+    let revised = ok(
+        &client,
+        "revise_invoice",
+        json!({"id": id, "reasoning": "One more workshop day, as agreed by phone.",
+               "lines": [{"description": "Workshop", "quantity": "3", "unit_amount": "400.50"}]}),
+    )
+    .await;
+    assert_eq!(revised["invoice"]["revision_count"], 2);
+    assert_eq!(revised["invoice"]["current_revision"]["total"], "1201.50");
+    let submitted = ok(&client, "submit_invoice", json!({"id": id})).await;
+    assert_eq!(submitted["invoice"]["state"], "pending_approval");
+    assert_eq!(submitted["replayed"], false);
+    let resubmitted = ok(&client, "submit_invoice", json!({"id": id})).await;
+    assert_eq!(resubmitted["replayed"], true);
+
+    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    assert_eq!(history["invoice"]["state"], "pending_approval");
+    assert_eq!(history["revisions"].as_array().unwrap().len(), 2);
+    assert_eq!(history["decisions"], json!([]));
+    let actions: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["create_draft", "revise", "submit"]);
+    let mine = ok(
+        &client,
+        "list_invoices",
+        json!({"state": "pending_approval", "limit": 10}),
+    )
+    .await;
+    assert_eq!(mine["items"][0]["id"], id.as_str());
+
+    // The human sees it in the inbox, exactly as REST shows it.
+    let inbox = app
+        .get("/v1/invoices?state=pending_approval", &b.org.approver_token)
+        .await;
+    let inbox = expect_status(inbox, StatusCode::OK).await;
+    assert_eq!(inbox["items"][0], history["invoice"]);
+
+    // No tool reaches authority: those names are not tools, and the invoice stays pending.
+    for tool in [
+        "approve_invoice",
+        "reject_invoice",
+        "cancel_invoice",
+        "create_agent",
+    ] {
+        let Value::Object(args) = json!({"id": id}) else {
+            unreachable!()
+        };
+        let answer = client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+            .await;
+        let error = answer.expect_err("not a tool").to_string();
+        assert!(error.contains("no tool is named"), "{error}");
+    }
+    assert_eq!(
+        app.invoice(&b.org.approver_token, &id).await["state"],
+        "pending_approval"
+    );
+    assert_eq!(app.decisions(&b.org.approver_token, &id).await.len(), 0);
+
+    let withdrawn = ok(&client, "withdraw_invoice", json!({"id": id})).await;
+    assert_eq!(withdrawn["invoice"]["state"], "cancelled");
+    let gone = ok(
+        &client,
+        "deactivate_payment_destination",
+        json!({"id": destination_id}),
+    )
+    .await;
+    assert_eq!(gone["state"], "deactivated");
+    client.cancel().await.expect("closes");
+}
+
+async fn a_retried_create_replays_and_a_changed_one_conflicts(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let first = ok(&client, "create_invoice_draft", draft_args(&b, "retry-1")).await;
+    let mut reworded = draft_args(&b, "retry-1");
+    reworded["reasoning"] = json!("The same invoice, explained again after a timeout.");
+    reworded["lines"][0]["unit_amount"] = json!("400.00");
+    let replay = ok(&client, "create_invoice_draft", reworded).await;
+    assert_eq!(replay["replayed"], true);
+    assert_eq!(replay["invoice"]["id"], first["invoice"]["id"]);
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
+
+    let mut changed = draft_args(&b, "retry-1");
+    changed["lines"][0]["unit_amount"] = json!("401");
+    let conflict = refused(
+        &client,
+        "create_invoice_draft",
+        changed,
+        "idempotency_conflict",
+    )
+    .await;
+    assert_eq!(conflict["status"], 409);
+    assert_eq!(conflict["invoice_id"], first["invoice"]["id"]);
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
+
+    // The key is required, and reported with every other missing argument; nothing written.
+    let missing = refused(
+        &client,
+        "create_invoice_draft",
+        json!({"currency": "EUR"}),
+        "validation_failed",
+    )
+    .await;
+    let fields: Vec<&str> = missing["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields[0], "idempotency_key");
+    for field in [
+        "customer_id",
+        "payment_destination_id",
+        "due_date",
+        "lines",
+        "reasoning",
+    ] {
+        assert!(fields.contains(&field), "{field}: {missing}");
+    }
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
+    client.cancel().await.expect("closes");
+}
+
+async fn a_float_in_money_is_refused_as_rest_refuses_it(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let mut args = draft_args(&b, "float-1");
+    args["lines"][0]["unit_amount"] = json!(400.5);
+    let problem = refused(
+        &client,
+        "create_invoice_draft",
+        args.clone(),
+        "float_not_allowed",
+    )
+    .await;
+    assert_eq!(problem["status"], 400);
+    assert_eq!(problem["field"], "lines[0].unit_amount");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("decimal string"), "{detail}");
+
+    // REST answers the same body with the same problem.
+    let res = app.create_invoice(&b.org.agent_key, "float-1", &args).await;
+    assert_eq!(rest_problem(res).await, comparable(problem));
+
+    // Minor units too, inside a revise.
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "float-2")).await;
+    let problem = refused(
+        &client,
+        "revise_invoice",
+        json!({"id": draft["invoice"]["id"], "reasoning": "r",
+               "lines": [{"description": "a", "quantity": "1", "unit_amount_minor": 1050.0}]}),
+        "float_not_allowed",
+    )
+    .await;
+    assert_eq!(problem["field"], "lines[0].unit_amount_minor");
+    assert_eq!(app.invoice_rows().await, [1, 1, 0, 1]);
+    client.cancel().await.expect("closes");
+}
+
+async fn unknown_arguments_are_refused_naming_the_accepted_ones(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "unknown-1")).await;
+    let id = draft["invoice"]["id"].as_str().unwrap();
+
+    let problem = refused(
+        &client,
+        "submit_invoice",
+        json!({"id": id, "state": "approved"}),
+        "unknown_field",
+    )
+    .await;
+    assert_eq!(problem["status"], 400);
+    assert_eq!(problem["field"], "state");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("expected `id`"),
+        "{problem}"
+    );
+    let problem = refused(
+        &client,
+        "revise_invoice",
+        json!({"id": id, "reasoning": "r", "payload_hash": "0".repeat(64)}),
+        "unknown_field",
+    )
+    .await;
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`id`, `reasoning`, `customer_id`"),
+        "{detail}"
+    );
+    assert_eq!(
+        app.invoice(&b.org.approver_token, id).await["state"],
+        "draft"
+    );
+
+    // A create's arguments are REST's body: the same answer, word for word.
+    let mut args = draft_args(&b, "unknown-2");
+    args["total_minor"] = json!(1);
+    args["lines"][1]["amount"] = json!("800.00");
+    let problem = refused(
+        &client,
+        "create_invoice_draft",
+        args.clone(),
+        "unknown_field",
+    )
+    .await;
+    assert_eq!(problem["errors"].as_array().unwrap().len(), 2);
+    let res = app
+        .create_invoice(&b.org.agent_key, "unknown-2", &args)
+        .await;
+    assert_eq!(rest_problem(res).await, comparable(problem));
+
+    // A bad id is a type error on `id`, never a panic or a 500.
+    let problem = refused(
+        &client,
+        "get_invoice",
+        json!({"id": "invoice-1"}),
+        "invalid_type",
+    )
+    .await;
+    assert_eq!(problem["field"], "id");
+    let problem = refused(&client, "get_invoice", json!({}), "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "id");
+    assert_eq!(problem["errors"][0]["code"], "required");
+    refused(
+        &client,
+        "list_invoices",
+        json!({"limit": 0}),
+        "validation_failed",
+    )
+    .await;
+    refused(&client, "whoami", json!({"verbose": true}), "unknown_field").await;
+    // REST's `Idempotency-Key` header is the argument `idempotency_key` here, and named so.
+    let problem = refused(
+        &client,
+        "create_payment_destination",
+        json!({"label": "A", "currency": "EUR", "network": "iban", "address": IBAN,
+               "idempotency_key": " padded"}),
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(problem["errors"][0]["field"], "idempotency_key");
+    assert!(
+        !problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Idempotency-Key")
+    );
+    client.cancel().await.expect("closes");
+}
+
+async fn a_foreign_id_is_answered_like_an_unknown_one(app: TestApp) {
+    let b = app.billing().await;
+    let other = app.second_agent(&b).await;
+    let theirs = app.draft(&other, "theirs").await;
+    let foreign = theirs["id"].as_str().unwrap();
+    let unknown = Uuid::now_v7().to_string();
+    let client = connect(&app, &b.org.agent_key).await;
+    for tool in ["get_invoice", "submit_invoice", "withdraw_invoice"] {
+        let a = refused(&client, tool, json!({"id": foreign}), "not_found").await;
+        let z = refused(&client, tool, json!({"id": unknown}), "not_found").await;
+        assert_eq!(a["status"], 404);
+        assert_eq!(comparable(a), comparable(z), "{tool}");
+    }
+    let a = refused(
+        &client,
+        "revise_invoice",
+        json!({"id": foreign, "reasoning": "mine now"}),
+        "not_found",
+    )
+    .await;
+    let z = refused(
+        &client,
+        "revise_invoice",
+        json!({"id": unknown, "reasoning": "mine now"}),
+        "not_found",
+    )
+    .await;
+    assert_eq!(comparable(a), comparable(z));
+    let a = refused(
+        &client,
+        "deactivate_payment_destination",
+        json!({"id": other.destination_id}),
+        "not_found",
+    )
+    .await;
+    let z = refused(
+        &client,
+        "deactivate_payment_destination",
+        json!({"id": unknown}),
+        "not_found",
+    )
+    .await;
+    assert_eq!(comparable(a), comparable(z));
+    // Another agent's customer in a draft: the same 422 as a customer that does not exist.
+    let mut foreign_customer = draft_args(&b, "foreign-customer");
+    foreign_customer["customer_id"] = json!(other.customer_id);
+    let mut unknown_customer = draft_args(&b, "unknown-customer");
+    unknown_customer["customer_id"] = json!(unknown);
+    let a = refused(
+        &client,
+        "create_invoice_draft",
+        foreign_customer,
+        "validation_failed",
+    )
+    .await;
+    let z = refused(
+        &client,
+        "create_invoice_draft",
+        unknown_customer,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(comparable(a), comparable(z));
+    assert_eq!(
+        app.invoice(&other.org.agent_key, foreign).await["state"],
+        "draft"
+    );
+    client.cancel().await.expect("closes");
+}
+
+async fn a_settlement_only_key_is_refused_on_invoicing_tools(app: TestApp) {
+    let b = app.billing().await;
+    let invoice = app.draft(&b, "capability").await;
+    let res = app
+        .post(
+            "/v1/agents",
+            &b.org.approver_token,
+            json!({"name": "Bank feed", "capabilities": ["settlement"]}),
+        )
+        .await;
+    let key = expect_status(res, StatusCode::CREATED).await["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = connect(&app, &key).await;
+    let me = ok(&client, "whoami", json!({})).await;
+    assert_eq!(me["capabilities"], json!(["settlement"]));
+    let rows = app.invoice_rows().await;
+    let unknown = Uuid::now_v7().to_string();
+    let calls = [
+        ("list_customers", json!({})),
+        ("list_payment_destinations", json!({})),
+        (
+            "create_payment_destination",
+            json!({"label": "A", "currency": "EUR", "network": "iban", "address": IBAN}),
+        ),
+        ("list_invoices", json!({})),
+        ("get_invoice", json!({"id": invoice["id"]})),
+        ("get_invoice", json!({"id": unknown})),
+        ("create_invoice_draft", draft_args(&b, "settlement")),
+        (
+            "revise_invoice",
+            json!({"id": invoice["id"], "reasoning": "r"}),
+        ),
+        ("submit_invoice", json!({"id": invoice["id"]})),
+        ("withdraw_invoice", json!({"id": invoice["id"]})),
+    ];
+    for (tool, args) in calls {
+        let problem = refused(&client, tool, args, "missing_capability").await;
+        assert_eq!(problem["status"], 403, "{tool}");
+        assert!(problem["detail"].as_str().unwrap().contains("invoicing"));
+    }
+    assert_eq!(app.invoice_rows().await, rows);
+    client.cancel().await.expect("closes");
+}
+
+async fn a_human_session_is_refused(app: TestApp) {
+    let org = app.org().await;
+    let res = raw(&app, &org.approver_token, &[]).await;
+    let problem = expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    assert!(problem["detail"].as_str().unwrap().contains("agents"));
+    assert!(try_connect(&app, &org.approver_token).await.is_err());
+    // No credential, or a bad one: 401 as on REST.
+    let res = raw(&app, "tauros_not_a_key", &[]).await;
+    let res_headers = res.headers().clone();
+    expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    assert_eq!(res_headers["www-authenticate"], "Bearer");
+    // The agent's key gets through, on the same request.
+    let res = raw(&app, &org.agent_key, &[]).await;
+    let body = expect_status(res, StatusCode::OK).await;
+    assert_eq!(
+        body["result"]["tools"].as_array().unwrap().len(),
+        TOOLS.len()
+    );
+}
+
+async fn commands_through_mcp_are_audited_as_mcp(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "audited")).await;
+    let id = draft["invoice"]["id"].as_str().unwrap().to_owned();
+    ok(&client, "submit_invoice", json!({"id": id})).await;
+    let created = ok(
+        &client,
+        "create_payment_destination",
+        json!({"label": "Second", "currency": "EUR", "network": "iban", "address": IBAN}),
+    )
+    .await;
+    let destination = created["payment_destination"]["id"].clone();
+    ok(
+        &client,
+        "deactivate_payment_destination",
+        json!({"id": destination}),
+    )
+    .await;
+    // A REST command on the same invoice says `api`.
+    let res = app
+        .command(&b.org.agent_key, &id, "withdraw", json!({}))
+        .await;
+    expect_status(res, StatusCode::OK).await;
+
+    let res = app
+        .get(&format!("/v1/invoices/{id}/events"), &b.org.agent_key)
+        .await;
+    let events = expect_status(res, StatusCode::OK).await;
+    let trail: Vec<(&str, &str, &str)> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["interface"].as_str().unwrap(),
+                e["actor_kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            ("create_draft", "mcp", "agent"),
+            ("submit", "mcp", "agent"),
+            ("withdraw", "api", "agent"),
+        ]
+    );
+    // The org trail says where each destination change came from.
+    let res = app.get("/v1/audit-events", &b.org.approver_token).await;
+    let audit = expect_status(res, StatusCode::OK).await;
+    let of_destination: Vec<(&str, &str)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["subject_id"] == destination)
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["interface"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        of_destination,
+        [
+            ("destination.deactivated", "mcp"),
+            ("destination.created", "mcp")
+        ]
+    );
+    let first_destination = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["subject_id"] == json!(b.destination_id))
+        .expect("the REST destination's row");
+    assert_eq!(first_destination["interface"], "api");
+    client.cancel().await.expect("closes");
+}
+
+async fn a_browser_origin_must_be_configured(backend: Backend) {
+    let http = HttpConfig {
+        mcp: McpConfig {
+            enabled: true,
+            origins: vec!["https://console.example".into()],
+        },
+        ..HttpConfig::default()
+    };
+    let app = spawn_app_with(backend, AppConfig::default(), http).await;
+    let org = app.org().await;
+    let res = raw(&app, &org.agent_key, &[("origin", "https://evil.example")]).await;
+    let problem = expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    assert!(problem["detail"].as_str().unwrap().contains("origin"));
+    // Refused before the credential is looked at: no key, same answer.
+    let res = raw(&app, "", &[("origin", "http://127.0.0.1")]).await;
+    expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    let res = raw(
+        &app,
+        &org.agent_key,
+        &[("origin", "https://console.example")],
+    )
+    .await;
+    expect_status(res, StatusCode::OK).await;
+    let res = raw(&app, &org.agent_key, &[]).await;
+    expect_status(res, StatusCode::OK).await;
+
+    // Without configured origins, every browser origin is refused.
+    let app = spawn_app_with(backend, AppConfig::default(), HttpConfig::default()).await;
+    let org = app.org().await;
+    let res = raw(&app, &org.agent_key, &[("origin", &app.base)]).await;
+    expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+}
+
+async fn mcp_turned_off_is_not_found(backend: Backend) {
+    let http = HttpConfig {
+        mcp: McpConfig {
+            enabled: false,
+            origins: Vec::new(),
+        },
+        ..HttpConfig::default()
+    };
+    let app = spawn_app_with(backend, AppConfig::default(), http).await;
+    let org = app.org().await;
+    let res = raw(&app, &org.agent_key, &[]).await;
+    expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+    assert!(try_connect(&app, &org.agent_key).await.is_err());
+    // REST is unaffected.
+    let res = app.get("/v1/me", &org.agent_key).await;
+    expect_status(res, StatusCode::OK).await;
+}
