@@ -18,3 +18,4 @@ pub mod payload;
 pub mod quantity;
 pub mod text;
 pub mod visibility;
+pub mod webhook;
