@@ -158,6 +158,9 @@ pub struct ServeArgs {
     /// Seconds in-flight requests and running jobs get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Webhooks.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// Job workers.
     #[command(flatten)]
     pub jobs: WorkerArgs,
@@ -176,9 +179,47 @@ pub struct WorkerCommandArgs {
     /// expiry.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Webhooks.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// Job workers.
     #[command(flatten)]
     pub jobs: WorkerArgs,
+}
+
+/// Webhooks: where deliveries may go and how signing secrets are kept (`serve` and `worker`
+/// must agree: one registers endpoints, the other delivers).
+#[derive(Debug, Args, Clone)]
+pub struct WebhookArgs {
+    /// Comma-separated hosts webhook deliveries may go to whatever they resolve to, and the
+    /// only ones then: names, `*.domain`, IPv4 or IPv6 addresses. Empty: any host whose
+    /// addresses are all public (never loopback, private, link-local, shared or reserved ones).
+    #[arg(long, env = "TAUROS_WEBHOOK_ALLOW_HOSTS", default_value = "")]
+    pub webhook_allow_hosts: String,
+    /// Base64 of 32 random bytes (`openssl rand -base64 32`) that seals webhook signing
+    /// secrets in the database (ChaCha20-Poly1305). Unset: secrets are stored unsealed, and a
+    /// warning says so at start. Prefer the environment variable to the flag.
+    #[arg(long, env = "TAUROS_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+}
+
+impl WebhookArgs {
+    /// The app's webhook settings; an error names a malformed variable.
+    pub fn config(&self) -> anyhow::Result<crate::app::WebhookConfig> {
+        let allow_hosts = crate::domain::webhook::AllowList::parse(&self.webhook_allow_hosts)
+            .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_ALLOW_HOSTS: {e}"))?;
+        let secret_key = self
+            .secret_key
+            .as_deref()
+            .filter(|k| !k.trim().is_empty())
+            .map(crate::domain::webhook::SecretKey::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!(e))?;
+        Ok(crate::app::WebhookConfig {
+            allow_hosts,
+            secret_key,
+        })
+    }
 }
 
 /// How a process runs jobs (`serve` and `worker`).
@@ -217,6 +258,14 @@ pub struct WorkerArgs {
     /// Finished jobs deleted per state in one pruning round.
     #[arg(long, env = "TAUROS_JOB_PRUNE_BATCH", default_value_t = 1000)]
     pub job_prune_batch: i64,
+    /// Seconds where the retry backoff of webhook deliveries stops doubling (1 s, 2 s, 4 s, …;
+    /// up to 25 % jitter on top); with 25 attempts, the default spans about 14 hours.
+    #[arg(
+        long,
+        env = "TAUROS_WEBHOOK_BACKOFF_CAP_SECONDS",
+        default_value_t = 3600
+    )]
+    pub webhook_backoff_cap_seconds: u64,
     /// Register the built-in test job kinds (`test.echo.v1`). For tests only.
     #[arg(long, env = "TAUROS_TEST_JOBS", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub test_jobs: bool,
@@ -255,7 +304,10 @@ impl WorkerArgs {
             backoff_cap: std::time::Duration::from_secs(self.job_backoff_cap_seconds),
             timeout: std::time::Duration::from_secs(self.job_timeout_seconds.max(1)),
         };
-        crate::jobs::registry(defaults, self.test_jobs)
+        let webhooks = crate::jobs::webhooks::DeliveryPolicy {
+            backoff_cap: std::time::Duration::from_secs(self.webhook_backoff_cap_seconds.max(1)),
+        };
+        crate::jobs::registry(defaults, webhooks, self.test_jobs)
     }
 
     /// The workers' settings; `name` is this process (`host:pid`).
@@ -279,9 +331,9 @@ impl WorkerArgs {
 }
 
 impl ServeArgs {
-    /// The app-level settings these flags describe.
-    pub fn app_config(&self) -> crate::app::AppConfig {
-        crate::app::AppConfig {
+    /// The app-level settings these flags describe; an error names a malformed variable.
+    pub fn app_config(&self) -> anyhow::Result<crate::app::AppConfig> {
+        Ok(crate::app::AppConfig {
             session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
             api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
@@ -291,7 +343,8 @@ impl ServeArgs {
             rate_limit_burst: self.rate_limit_burst,
             sign_in_failures: self.sign_in_failures,
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
-        }
+            webhooks: self.webhooks.config()?,
+        })
     }
 
     /// The connection limits these flags describe (each at least 1).

@@ -16,6 +16,7 @@ mod limits;
 mod org;
 mod password;
 mod users;
+mod webhooks;
 
 use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
 use crate::store::{AuditRow, DynStore, Lock, Page, Tx};
@@ -40,6 +41,10 @@ pub use jobs::{
 };
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use users::{Invitation, Invited, UserView};
+pub use webhooks::{
+    Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView, WebhookConfig,
+    WebhookEndpointView, WithSecret,
+};
 
 /// A command's answer: the record as it is now, and whether the command had already been
 /// applied before (a replay: nothing was written, no event recorded).
@@ -105,6 +110,8 @@ pub struct AppConfig {
     /// Failed sign-ins per email and client address within `sign_in_window` (0: no limit).
     pub sign_in_failures: u32,
     pub sign_in_window: std::time::Duration,
+    /// Where deliveries may go, and the key that seals signing secrets.
+    pub webhooks: WebhookConfig,
 }
 
 impl Default for AppConfig {
@@ -119,6 +126,7 @@ impl Default for AppConfig {
             rate_limit_burst: 200,
             sign_in_failures: 10,
             sign_in_window: std::time::Duration::from_secs(15 * 60),
+            webhooks: WebhookConfig::default(),
         }
     }
 }

@@ -20,6 +20,7 @@ mod schema;
 mod serve;
 mod sessions;
 mod users;
+mod webhooks;
 
 use crate::app::App;
 use axum::Router;
@@ -70,6 +71,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(invoices::routes())
         .merge(currencies::routes())
         .merge(jobs::routes())
+        .merge(webhooks::routes())
         .merge(ops::routes())
 }
 

@@ -1,7 +1,7 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`: the port, one file per area: its rows and a pair
+//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`: the port, one file per area: its rows and a pair
 //!   of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
@@ -20,6 +20,7 @@ mod parties;
 mod postgres;
 mod sql;
 mod sqlite;
+mod webhooks;
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -41,6 +42,9 @@ pub use jobs::{
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use webhooks::{
+    WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
+};
 
 /// What can go wrong below the app layer.
 #[derive(Debug, thiserror::Error)]
@@ -181,12 +185,15 @@ pub trait Store: Send + Sync + 'static {
 pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
-pub trait Reader: IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + Send {}
+pub trait Reader:
+    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + WebhookRead + Send
+{
+}
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
 pub trait Tx:
-    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite
+    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite + WebhookWrite
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -177,9 +177,15 @@ pub fn check_url(raw: &str, allow: &AllowList) -> Result<WebhookUrl, UrlError> {
     if raw.chars().count() > MAX_URL_CHARS {
         return Err(UrlError::TooLong);
     }
-    let url = Url::parse(raw.trim()).map_err(|_| UrlError::Invalid)?;
+    // Exactly as sent: `http://` or `https://` (any case) first. The WHATWG parser would also
+    // take surrounding spaces and `http:host` spellings, which the OpenAPI pattern refuses.
+    let head = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
+    let url = Url::parse(raw).map_err(|_| UrlError::Invalid)?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(UrlError::Scheme(crate::domain::error::echo(url.scheme())));
+    }
+    if !(head.starts_with("http://") || head.starts_with("https://")) {
+        return Err(UrlError::Invalid);
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(UrlError::Credentials);
@@ -345,6 +351,10 @@ mod tests {
         assert_eq!(code("file:///etc/passwd", &open), "unsupported_scheme");
         assert_eq!(code("not a url", &open), "invalid_url");
         assert_eq!(code("/relative", &open), "invalid_url");
+        assert_eq!(code(" https://example.com/", &open), "invalid_url");
+        assert_eq!(code("https:example.com", &open), "invalid_url");
+        assert_eq!(code("https:/example.com", &open), "invalid_url");
+        assert!(check_url("HTTPS://example.com/", &open).is_ok());
         assert_eq!(
             code("https://user:pw@example.com/", &open),
             "credentials_in_url"
