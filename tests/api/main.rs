@@ -34,3 +34,4 @@ mod replays;
 mod security;
 mod serve;
 mod slow_clients;
+mod webhooks;

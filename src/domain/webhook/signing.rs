@@ -230,7 +230,7 @@ mod tests {
         );
         let plain = seal_secret(&secret, None, [5; 12], b"org/endpoint");
         assert_eq!(plain, format!("plain:{}", secret.expose()));
-        assert_eq!(open_secret(&plain, Some(&key), b"x"), Ok(secret.clone()));
+        assert_eq!(open_secret(&plain, Some(&key), b"x"), Ok(secret));
         assert_eq!(open_secret("v2:abc", None, b"x"), Err(SealError::Malformed));
         assert_eq!(
             open_secret("v1:AAAA", Some(&key), b"x"),
