@@ -259,7 +259,7 @@ pub struct WorkerArgs {
     #[arg(long, env = "TAUROS_JOB_PRUNE_BATCH", default_value_t = 1000)]
     pub job_prune_batch: i64,
     /// Seconds where the retry backoff of webhook deliveries stops doubling (1 s, 2 s, 4 s, …;
-    /// up to 25 % jitter on top); with 25 attempts, the default spans about 14 hours.
+    /// up to 25 % jitter on top); with 25 attempts, the default spans 13 to 16 hours.
     #[arg(
         long,
         env = "TAUROS_WEBHOOK_BACKOFF_CAP_SECONDS",

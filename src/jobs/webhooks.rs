@@ -30,7 +30,7 @@ pub struct DeliveryPolicy {
 }
 
 impl Default for DeliveryPolicy {
-    /// An hour: the 25 attempts of a delivery then span about 14 hours.
+    /// An hour: the 25 attempts of a delivery then span 13 to 16 hours.
     fn default() -> Self {
         DeliveryPolicy {
             backoff_cap: Duration::from_secs(3600),

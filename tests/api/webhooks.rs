@@ -186,6 +186,25 @@ fn the_receivers_hmac_matches_the_published_vector() {
     );
 }
 
+/// docs/WEBHOOKS.md's receiver example is the `verify` of scripts/webhook-receiver, which the
+/// HTTP exercises run against live servers. Needs no database: runs once.
+#[test]
+fn the_documented_receiver_is_the_one_the_exercises_run() {
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let doc = read("docs/WEBHOOKS.md");
+    let (_, example) = doc
+        .split_once("<!-- receiver:begin -->\n```python\n")
+        .expect("docs/WEBHOOKS.md has the receiver example");
+    let (example, _) = example.split_once("```\n<!-- receiver:end -->").unwrap();
+    assert!(example.contains("def verify("));
+    assert!(
+        read("scripts/webhook-receiver").contains(example),
+        "docs/WEBHOOKS.md's example differs from scripts/webhook-receiver's verify"
+    );
+}
+
 /// What the receiver does with the next request (of any path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
