@@ -138,7 +138,8 @@ pub struct ServeArgs {
     /// The window those failed sign-ins are counted in, in minutes.
     #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
     pub sign_in_window_minutes: u64,
-    /// Minutes between sweeps that delete expired sessions and used or expired invitations.
+    /// Minutes between sweeps that delete expired sessions, used or expired invitations, and
+    /// webhook delivery attempts older than 30 days.
     #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
     pub prune_interval_minutes: u64,
     /// Seconds a request's head (request line and headers) may take to arrive, from the
@@ -200,7 +201,25 @@ pub struct WebhookArgs {
     /// secrets in the database (ChaCha20-Poly1305). Unset: secrets are stored unsealed, and a
     /// warning says so at start. Prefer the environment variable to the flag.
     #[arg(long, env = "TAUROS_SECRET_KEY", hide_env_values = true)]
-    pub secret_key: Option<String>,
+    pub secret_key: Option<Hidden>,
+}
+
+/// A command-line value that `Debug` never shows (the arguments derive it).
+#[derive(Clone)]
+pub struct Hidden(pub String);
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(…)")
+    }
+}
+
+impl std::str::FromStr for Hidden {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Hidden, Self::Err> {
+        Ok(Hidden(s.to_owned()))
+    }
 }
 
 impl WebhookArgs {
@@ -210,7 +229,8 @@ impl WebhookArgs {
             .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_ALLOW_HOSTS: {e}"))?;
         let secret_key = self
             .secret_key
-            .as_deref()
+            .as_ref()
+            .map(|k| k.0.as_str())
             .filter(|k| !k.trim().is_empty())
             .map(crate::domain::webhook::SecretKey::parse)
             .transpose()

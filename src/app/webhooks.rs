@@ -430,7 +430,10 @@ impl App {
         Ok(Ok(Delivery {
             endpoint_id: endpoint.id,
             url: endpoint.url,
-            timeout: Duration::from_secs(u64::try_from(endpoint.timeout_seconds).unwrap_or(10)),
+            timeout: Duration::from_secs(
+                u64::try_from(endpoint.timeout_seconds)
+                    .unwrap_or(rules::DEFAULT_TIMEOUT_SECONDS.unsigned_abs().into()),
+            ),
             secret,
             event_id: event.id,
             event_type: rules::event_type(event.action),
