@@ -148,7 +148,8 @@ pub struct ServeArgs {
     /// The window those failed sign-ins are counted in, in minutes.
     #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
     pub sign_in_window_minutes: u64,
-    /// Minutes between sweeps that delete expired sessions and used or expired invitations.
+    /// Minutes between sweeps that delete expired sessions, used or expired invitations, and
+    /// webhook delivery attempts older than 30 days.
     #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
     pub prune_interval_minutes: u64,
     /// Seconds a request's head (request line and headers) may take to arrive, from the
@@ -168,6 +169,9 @@ pub struct ServeArgs {
     /// Seconds in-flight requests and running jobs get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Webhooks.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// Job workers.
     #[command(flatten)]
     pub jobs: WorkerArgs,
@@ -186,9 +190,66 @@ pub struct WorkerCommandArgs {
     /// expiry.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Webhooks.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// Job workers.
     #[command(flatten)]
     pub jobs: WorkerArgs,
+}
+
+/// Webhooks: where deliveries may go and how signing secrets are kept (`serve` and `worker`
+/// must agree: one registers endpoints, the other delivers).
+#[derive(Debug, Args, Clone)]
+pub struct WebhookArgs {
+    /// Comma-separated hosts webhook deliveries may go to whatever they resolve to, and the
+    /// only ones then: names, `*.domain`, IPv4 or IPv6 addresses. Empty: any host whose
+    /// addresses are all public (never loopback, private, link-local, shared or reserved ones).
+    #[arg(long, env = "TAUROS_WEBHOOK_ALLOW_HOSTS", default_value = "")]
+    pub webhook_allow_hosts: String,
+    /// Base64 of 32 random bytes (`openssl rand -base64 32`) that seals webhook signing
+    /// secrets in the database (ChaCha20-Poly1305). Unset: secrets are stored unsealed, and a
+    /// warning says so at start. Prefer the environment variable to the flag.
+    #[arg(long, env = "TAUROS_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<Hidden>,
+}
+
+/// A command-line value that `Debug` never shows (the arguments derive it).
+#[derive(Clone)]
+pub struct Hidden(pub String);
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(…)")
+    }
+}
+
+impl std::str::FromStr for Hidden {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Hidden, Self::Err> {
+        Ok(Hidden(s.to_owned()))
+    }
+}
+
+impl WebhookArgs {
+    /// The app's webhook settings; an error names a malformed variable.
+    pub fn config(&self) -> anyhow::Result<crate::app::WebhookConfig> {
+        let allow_hosts = crate::domain::webhook::AllowList::parse(&self.webhook_allow_hosts)
+            .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_ALLOW_HOSTS: {e}"))?;
+        let secret_key = self
+            .secret_key
+            .as_ref()
+            .map(|k| k.0.as_str())
+            .filter(|k| !k.trim().is_empty())
+            .map(crate::domain::webhook::SecretKey::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!(e))?;
+        Ok(crate::app::WebhookConfig {
+            allow_hosts,
+            secret_key,
+        })
+    }
 }
 
 /// How a process runs jobs (`serve` and `worker`).
@@ -227,6 +288,14 @@ pub struct WorkerArgs {
     /// Finished jobs deleted per state in one pruning round.
     #[arg(long, env = "TAUROS_JOB_PRUNE_BATCH", default_value_t = 1000)]
     pub job_prune_batch: i64,
+    /// Seconds where the retry backoff of webhook deliveries stops doubling (1 s, 2 s, 4 s, …;
+    /// up to 25 % jitter on top); with 25 attempts, the default spans 13 to 16 hours.
+    #[arg(
+        long,
+        env = "TAUROS_WEBHOOK_BACKOFF_CAP_SECONDS",
+        default_value_t = 3600
+    )]
+    pub webhook_backoff_cap_seconds: u64,
     /// Register the built-in test job kinds (`test.echo.v1`). For tests only.
     #[arg(long, env = "TAUROS_TEST_JOBS", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub test_jobs: bool,
@@ -359,7 +428,10 @@ impl WorkerArgs {
             backoff_cap: std::time::Duration::from_secs(self.job_backoff_cap_seconds),
             timeout: std::time::Duration::from_secs(self.job_timeout_seconds.max(1)),
         };
-        let mut registry = crate::jobs::registry(defaults, self.test_jobs);
+        let webhooks = crate::jobs::webhooks::DeliveryPolicy {
+            backoff_cap: std::time::Duration::from_secs(self.webhook_backoff_cap_seconds.max(1)),
+        };
+        let mut registry = crate::jobs::registry(defaults, webhooks, self.test_jobs);
         if let Some(issuer) = self.issuer.issuer(self.test_jobs)? {
             crate::effects::register(&mut registry, issuer);
         }
@@ -387,9 +459,9 @@ impl WorkerArgs {
 }
 
 impl ServeArgs {
-    /// The app-level settings these flags describe.
-    pub fn app_config(&self) -> crate::app::AppConfig {
-        crate::app::AppConfig {
+    /// The app-level settings these flags describe; an error names a malformed variable.
+    pub fn app_config(&self) -> anyhow::Result<crate::app::AppConfig> {
+        Ok(crate::app::AppConfig {
             session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
             api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
@@ -401,7 +473,8 @@ impl ServeArgs {
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
             issuer_configured: self.jobs.issuer.issuer.is_some(),
             claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
-        }
+            webhooks: self.webhooks.config()?,
+        })
     }
 
     /// The connection limits these flags describe (each at least 1).

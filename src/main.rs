@@ -126,8 +126,10 @@ fn print_openapi() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.app_config()?;
     let store = open(&args.db).await?;
-    let app = App::new(store, args.app_config());
+    warn_unsealed(&config);
+    let app = App::new(store, config);
     let listener = http::listen(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
@@ -197,15 +199,17 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
     if args.jobs.workers == 0 {
         anyhow::bail!("--workers 0 leaves nothing to run; give at least 1");
     }
-    let store = open(&args.db).await?;
     // A worker hashes no passwords: the smallest pool.
     let config = AppConfig {
         password_threads: 1,
         password_queue: 1,
         issuer_configured: args.jobs.issuer.issuer.is_some(),
         claim_retention: chrono::Duration::days(args.jobs.issuer.claim_retention_days.max(1)),
+        webhooks: args.webhooks.config()?,
         ..AppConfig::default()
     };
+    let store = open(&args.db).await?;
+    warn_unsealed(&config);
     let app = App::new(store, config);
     if let Some(bind) = &args.metrics_bind {
         serve_metrics(bind, app.clone(), http::ConnectionLimits::default()).await?;
@@ -221,6 +225,16 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: finishing running jobs");
     stop_workers(workers, Duration::from_secs(args.shutdown_grace_seconds)).await;
     Ok(())
+}
+
+/// Says, once at start, that webhook signing secrets are stored unsealed.
+fn warn_unsealed(config: &AppConfig) {
+    if config.webhooks.secret_key.is_none() {
+        tracing::warn!(
+            "TAUROS_SECRET_KEY is not set: webhook signing secrets are stored unsealed in the \
+             database (see docs/SECURITY.md)"
+        );
+    }
 }
 
 /// Starts this process's job workers, unless there are none to start.

@@ -313,8 +313,9 @@ impl App {
         }
     }
 
-    /// Runs [`App::prune_credentials`] every `every` in the background, for the life of the
-    /// process. A failed sweep is logged and tried again at the next tick.
+    /// Runs [`App::prune_credentials`] and [`App::prune_webhook_attempts`] every `every` in the
+    /// background, for the life of the process. A failed sweep is logged and tried again at
+    /// the next tick.
     pub fn spawn_pruning(&self, every: std::time::Duration) {
         let app = self.clone();
         tokio::spawn(async move {
@@ -328,6 +329,11 @@ impl App {
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "pruning expired credentials failed"),
+                }
+                match app.prune_webhook_attempts(PRUNE_BATCH).await {
+                    Ok(0) => {}
+                    Ok(attempts) => tracing::info!(attempts, "pruned old webhook attempts"),
+                    Err(e) => tracing::warn!(error = %e, "pruning webhook attempts failed"),
                 }
             }
         });

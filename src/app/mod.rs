@@ -16,6 +16,7 @@ mod limits;
 mod org;
 mod password;
 mod users;
+mod webhooks;
 
 use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
 use crate::store::{AuditRow, DynStore, Lock, Page, Tx};
@@ -40,6 +41,10 @@ pub use jobs::{
 };
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use users::{Invitation, Invited, UserView};
+pub use webhooks::{
+    Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView, WebhookConfig,
+    WebhookEndpointView, WithSecret,
+};
 
 /// A command's answer: the record as it is now, and whether the command had already been
 /// applied before (a replay: nothing was written, no event recorded).
@@ -109,6 +114,8 @@ pub struct AppConfig {
     pub issuer_configured: bool,
     /// How long a completed effect claim is kept (its stored response answers replays).
     pub claim_retention: Duration,
+    /// Where deliveries may go, and the key that seals signing secrets.
+    pub webhooks: WebhookConfig,
 }
 
 impl Default for AppConfig {
@@ -125,6 +132,7 @@ impl Default for AppConfig {
             sign_in_window: std::time::Duration::from_secs(15 * 60),
             issuer_configured: false,
             claim_retention: Duration::days(crate::domain::effect::DEFAULT_RETENTION_DAYS),
+            webhooks: WebhookConfig::default(),
         }
     }
 }

@@ -19,3 +19,4 @@ pub mod payload;
 pub mod quantity;
 pub mod text;
 pub mod visibility;
+pub mod webhook;

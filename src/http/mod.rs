@@ -20,6 +20,7 @@ mod schema;
 mod serve;
 pub(crate) mod sessions;
 mod users;
+mod webhooks;
 
 use crate::app::App;
 use axum::Router;
@@ -72,6 +73,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(invoices::routes())
         .merge(currencies::routes())
         .merge(jobs::routes())
+        .merge(webhooks::routes())
         .merge(ops::routes())
 }
 

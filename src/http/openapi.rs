@@ -34,6 +34,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "invoices", description = "Proposals by agents, decisions by humans"),
         (name = "currencies", description = "The currencies, exponents and networks Tauros accepts"),
         (name = "jobs", description = "The background job queue: what approvers see and do"),
+        (name = "webhooks", description = "Signed notifications of invoice events to your endpoints (Standard Webhooks)"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -17,6 +17,7 @@ use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::job::JobState;
+use crate::domain::webhook::event_type;
 
 /// A string enum whose description says what each value means.
 fn string_enum<T: Copy>(
@@ -288,6 +289,33 @@ schema_enum!(
     )
 );
 
+/// An invoice event a webhook endpoint may receive (`domain::webhook::event_type`).
+pub struct WebhookEventType;
+
+schema_enum!(
+    WebhookEventType,
+    "WebhookEventType",
+    string_enum(
+        "An invoice event a webhook endpoint may receive.",
+        &Action::ALL,
+        event_type,
+        |a| match a {
+            Action::CreateDraft => "an agent proposed an invoice (revision 1, a draft)",
+            Action::Revise => "its agent wrote a new revision (the invoice is a draft again)",
+            Action::Submit => "its agent asked for a decision",
+            Action::Withdraw => "its agent, or a human who sees it, withdrew it",
+            Action::Approve => "an approver approved the current revision",
+            Action::Reject => "an approver rejected it for good",
+            Action::RequestChanges => "an approver sent it back to its agent",
+            Action::Cancel => "an approver cancelled the approved invoice",
+            Action::Issue => "it was numbered and issued (by the issuer, or an approver)",
+            Action::IssueBlocked => {
+                "issuing found its destination no longer active; it stays approved for a human"
+            }
+        },
+    )
+);
+
 /// `kind` of `GET /v1/me`: the two kinds of caller that hold a credential.
 pub struct CallerKind;
 
@@ -406,6 +434,10 @@ mod tests {
             values::<JobState>(),
             names(&JobState::ALL, JobState::as_str)
         );
+        assert_eq!(
+            values::<WebhookEventType>(),
+            names(&Action::ALL, event_type)
+        );
     }
 
     /// Every enum the document uses is a component with its values explained.
@@ -424,6 +456,7 @@ mod tests {
             "Interface",
             "CallerKind",
             "JobState",
+            "WebhookEventType",
         ] {
             let schema = &doc["components"]["schemas"][name];
             let description = schema["description"].as_str().unwrap_or_default();

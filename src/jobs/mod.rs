@@ -4,9 +4,11 @@
 //! or a permanent one. Webhook deliveries and the issuer register their kinds here; the rules
 //! (backoff, budgets, fencing) are `domain::job`'s and the statements `store`'s.
 //!
-//! `testing` holds the built-in test kinds, registered only when `TAUROS_TEST_JOBS` is on.
+//! `webhooks` delivers webhook events; `testing` holds the built-in test kinds, registered only
+//! when `TAUROS_TEST_JOBS` is on.
 
 pub mod testing;
+pub mod webhooks;
 mod worker;
 
 pub use worker::{WorkerConfig, Workers};
@@ -151,10 +153,15 @@ impl Registry {
     }
 }
 
-/// The kinds of this build: the test kinds when `test_kinds` is on. (Webhook deliveries and
-/// the issuer add theirs here.)
-pub fn registry(defaults: Defaults, test_kinds: bool) -> Registry {
+/// The kinds of this build: webhook deliveries (retried as `webhooks` says), and the test
+/// kinds when `test_kinds` is on. (The issuer adds its kind here.)
+pub fn registry(
+    defaults: Defaults,
+    webhooks: webhooks::DeliveryPolicy,
+    test_kinds: bool,
+) -> Registry {
     let mut registry = Registry::new(defaults);
+    webhooks::register(&mut registry, webhooks);
     if test_kinds {
         testing::register(&mut registry);
     }

@@ -163,6 +163,8 @@ pub trait InvoiceRead: Send {
     ) -> StoreResult<Option<DecisionRow>>;
     async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>>;
     async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>>;
+    /// One event, by its id (a webhook delivery's `webhook-id`).
+    async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>>;
 }
 
 /// Writes and locking reads; only in a write unit of work.

@@ -179,4 +179,14 @@ pub trait JobWrite: JobRead {
         limit: i64,
     ) -> StoreResult<u64>;
     async fn insert_test_execution(&mut self, execution: &TestExecutionRow) -> StoreResult<()>;
+    /// Cancels the org's jobs of `kind` that wait to run (`available`, `scheduled`,
+    /// `retryable`: the states `domain::job::cancel` applies to) and whose submission id starts
+    /// with `prefix`; a running one is left to its outcome. Answers how many.
+    async fn cancel_waiting_jobs(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
 }

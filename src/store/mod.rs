@@ -1,8 +1,8 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`: the port, one file per area: its rows and a pair
-//!   of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
+//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`: the port, one file per area: its
+//!   rows and a pair of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
 //!   [`Tx`] is a write transaction and can also read.
@@ -21,6 +21,7 @@ mod parties;
 mod postgres;
 mod sql;
 mod sqlite;
+mod webhooks;
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -43,6 +44,9 @@ pub use jobs::{
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use webhooks::{
+    WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
+};
 
 /// What can go wrong below the app layer.
 #[derive(Debug, thiserror::Error)]
@@ -184,14 +188,21 @@ pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
 pub trait Reader:
-    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + ClaimRead + Send
+    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + ClaimRead + WebhookRead + Send
 {
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
 pub trait Tx:
-    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite + ClaimWrite
+    Reader
+    + IdentityWrite
+    + GovernanceWrite
+    + PartyWrite
+    + InvoiceWrite
+    + JobWrite
+    + ClaimWrite
+    + WebhookWrite
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -10,7 +10,7 @@
 
 use super::sql::{
     Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store,
+    impl_invoice_store, impl_job_store, impl_party_store, impl_webhook_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -138,6 +138,8 @@ async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
     unit.1.pending = true;
     Ok(())
 }
+
+impl_webhook_store!(SqliteUnit, for_update = "", map_err = map_err);
 
 impl Reader for SqliteUnit {}
 

@@ -1,5 +1,5 @@
 //! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer,
-//! payment-destination and job route × every kind of caller, under each organisation setting
+//! payment-destination, job and webhook-endpoint route × every kind of caller, under each organisation setting
 //! that changes visibility or separation of duties.
 //!
 //! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
@@ -8,7 +8,8 @@
 //! Every row sets up its own records, as the record's owner, in a state where the command could
 //! succeed for the right caller (a draft for revise and submit, a pending invoice for withdraw
 //! and the decisions, an approved one for cancel, a fresh customer or destination for the party
-//! routes, an available job for the job routes and a cancelled one for retry). So a success
+//! routes, an available job for the job routes and a cancelled one for retry, and the
+//! organisation's only webhook endpoint for the webhook routes). So a success
 //! proves the permission and a refusal proves the refusal. A refused row
 //! (and every read) must leave the business tables exactly as they were (row counts, invoice
 //! states, destination states, the org audit trail); a successful write must change them.
@@ -24,6 +25,7 @@ both_backends!(
     default_settings_on_invoices,
     default_settings_on_customers_and_destinations,
     default_settings_on_jobs,
+    default_settings_on_webhooks,
     four_eyes,
     shared_review,
     four_eyes_with_shared_review,
@@ -59,6 +61,12 @@ enum Route {
     GetJob,
     RetryJob,
     CancelJob,
+    CreateWebhook,
+    ListWebhooks,
+    GetWebhook,
+    RotateWebhookSecret,
+    WebhookDeliveries,
+    DeleteWebhook,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -174,6 +182,12 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, GetJob,                     [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, RetryJob,                   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, CancelJob,                  [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, CreateWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       Yes,       NoAuth,    Forbid]),
+    (Defaults, ListWebhooks,               [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
+    (Defaults, GetWebhook,                 [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, RotateWebhookSecret,        [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, WebhookDeliveries,          [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, DeleteWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -214,11 +228,18 @@ async fn default_settings_on_invoices(app: TestApp) {
 }
 
 async fn default_settings_on_customers_and_destinations(app: TestApp) {
-    run(&app, |s, r| s == Defaults && !r.is_invoice() && !r.is_job()).await;
+    run(&app, |s, r| {
+        s == Defaults && !r.is_invoice() && !r.is_job() && !r.is_webhook()
+    })
+    .await;
 }
 
 async fn default_settings_on_jobs(app: TestApp) {
     run(&app, |s, r| s == Defaults && r.is_job()).await;
+}
+
+async fn default_settings_on_webhooks(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_webhook()).await;
 }
 
 async fn four_eyes(app: TestApp) {
@@ -335,12 +356,31 @@ impl Route {
             GetJob => "GET /v1/jobs/{id}",
             RetryJob => "POST /v1/jobs/{id}/retry",
             CancelJob => "POST /v1/jobs/{id}/cancel",
+            CreateWebhook => "POST /v1/webhook-endpoints",
+            ListWebhooks => "GET /v1/webhook-endpoints",
+            GetWebhook => "GET /v1/webhook-endpoints/{id}",
+            RotateWebhookSecret => "POST /v1/webhook-endpoints/{id}/rotate-secret",
+            WebhookDeliveries => "GET /v1/webhook-endpoints/{id}/deliveries",
+            DeleteWebhook => "DELETE /v1/webhook-endpoints/{id}",
         }
     }
 
     /// A route of the job queue: organisation-wide, for approvers only.
     fn is_job(self) -> bool {
         matches!(self, ListJobs | GetJob | RetryJob | CancelJob)
+    }
+
+    /// A route of the organisation's webhook endpoints: for approvers only.
+    fn is_webhook(self) -> bool {
+        matches!(
+            self,
+            CreateWebhook
+                | ListWebhooks
+                | GetWebhook
+                | RotateWebhookSecret
+                | WebhookDeliveries
+                | DeleteWebhook
+        )
     }
 
     fn is_invoice(self) -> bool {
@@ -366,7 +406,7 @@ impl Route {
     fn is_list(self) -> bool {
         matches!(
             self,
-            ListInvoices | ListCustomers | ListDestinations | ListJobs
+            ListInvoices | ListCustomers | ListDestinations | ListJobs | ListWebhooks
         )
     }
 
@@ -381,8 +421,10 @@ impl Route {
 
     fn success(self) -> StatusCode {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination => StatusCode::CREATED,
-            DeleteCustomer => StatusCode::NO_CONTENT,
+            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook => {
+                StatusCode::CREATED
+            }
+            DeleteCustomer | DeleteWebhook => StatusCode::NO_CONTENT,
             _ => StatusCode::OK,
         }
     }
@@ -390,7 +432,7 @@ impl Route {
     /// The state the subject's records must be in before the request.
     fn fixture(self) -> Fixture {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination => Fixture::Nothing,
+            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook => Fixture::Nothing,
             ListInvoices | GetInvoice | Revisions | Decisions | Events | Verify | Revise
             | Submit => Fixture::Draft,
             Withdraw | Approve | Reject | RequestChanges => Fixture::Pending,
@@ -399,6 +441,9 @@ impl Route {
             ListDestinations | GetDestination | Deactivate => Fixture::Destination,
             ListJobs | GetJob | CancelJob => Fixture::Job,
             RetryJob => Fixture::CancelledJob,
+            ListWebhooks | GetWebhook | RotateWebhookSecret | WebhookDeliveries | DeleteWebhook => {
+                Fixture::Webhook
+            }
         }
     }
 }
@@ -452,6 +497,8 @@ enum Fixture {
     Job,
     /// A job of organisation A that an approver cancelled.
     CancelledJob,
+    /// Organisation A's only webhook endpoint (registered by A1; earlier ones deleted).
+    Webhook,
 }
 
 /// An agent with its owner, one customer and one active EUR destination.
@@ -563,6 +610,12 @@ impl World {
     }
 }
 
+/// A registration the default outbound policy accepts (a public name; nothing is delivered:
+/// no worker runs here).
+fn webhook_body(n: usize) -> Value {
+    json!({"url": format!("https://hooks.example.com/matrix/{n}"), "events": ["invoice.approved"]})
+}
+
 fn invoice_body(p: &Party) -> Value {
     crate::helpers::invoice_body_for(p.customer_id, p.destination_id)
 }
@@ -574,6 +627,7 @@ struct Target {
     customer_id: Option<Uuid>,
     destination_id: Option<Uuid>,
     job_id: Option<Uuid>,
+    webhook_id: Option<Uuid>,
 }
 
 impl Target {
@@ -621,6 +675,24 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
             }
             target.job_id = Some(id);
         }
+        Fixture::Webhook => {
+            // One at a time: an organisation holds at most 20 endpoints.
+            let token = &w.x.owner_token;
+            let listed = expect_status(
+                app.get("/v1/webhook-endpoints?limit=100", token).await,
+                StatusCode::OK,
+            )
+            .await;
+            for endpoint in listed["items"].as_array().unwrap() {
+                let path = format!("/v1/webhook-endpoints/{}", id_of(endpoint));
+                expect_status(app.delete(&path, token).await, StatusCode::NO_CONTENT).await;
+            }
+            let res = app
+                .post("/v1/webhook-endpoints", token, webhook_body(n))
+                .await;
+            let created = expect_status(res, StatusCode::CREATED).await;
+            target.webhook_id = Some(id_of(&created["endpoint"]).parse().unwrap());
+        }
         Fixture::Draft | Fixture::Pending | Fixture::Approved => {
             let res = app
                 .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
@@ -658,6 +730,7 @@ async fn send(
     let customer = || format!("/v1/customers/{}", t.customer_id.unwrap());
     let destination = || format!("/v1/payment-destinations/{}", t.destination_id.unwrap());
     let job = |suffix: &str| format!("/v1/jobs/{}{suffix}", t.job_id.unwrap());
+    let webhook = |suffix: &str| format!("/v1/webhook-endpoints/{}{suffix}", t.webhook_id.unwrap());
     let decision = |reason| TestApp::decision_body(t.invoice.as_ref().unwrap(), reason);
     let (method, path, body) = match route {
         CreateInvoice => (
@@ -730,6 +803,20 @@ async fn send(
         GetJob => (Method::GET, job(""), None),
         RetryJob => (Method::POST, job("/retry"), None),
         CancelJob => (Method::POST, job("/cancel"), None),
+        CreateWebhook => (
+            Method::POST,
+            "/v1/webhook-endpoints".to_owned(),
+            Some(webhook_body(n)),
+        ),
+        ListWebhooks => (
+            Method::GET,
+            "/v1/webhook-endpoints?limit=100".to_owned(),
+            None,
+        ),
+        GetWebhook => (Method::GET, webhook(""), None),
+        RotateWebhookSecret => (Method::POST, webhook("/rotate-secret"), None),
+        WebhookDeliveries => (Method::GET, webhook("/deliveries"), None),
+        DeleteWebhook => (Method::DELETE, webhook(""), None),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
@@ -761,6 +848,7 @@ async fn observe(res: reqwest::Response, route: Route, t: &Target) -> String {
                 ListInvoices => t.invoice_id(),
                 ListCustomers => t.customer_id.unwrap().to_string(),
                 ListJobs => t.job_id.unwrap().to_string(),
+                ListWebhooks => t.webhook_id.unwrap().to_string(),
                 _ => t.destination_id.unwrap().to_string(),
             };
             let listed = body["items"]
@@ -807,6 +895,7 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from jobs",
         "select count(*) from jobs where state = 'available'",
         "select count(*) from jobs where state = 'cancelled'",
+        "select count(*) from webhook_endpoints",
     ];
     let sql = format!(
         "select {}",

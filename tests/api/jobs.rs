@@ -85,7 +85,11 @@ pub(crate) async fn wait_for(
 
 /// Workers inside the test process, with the test kinds and a short lease.
 fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
-    let registry = Arc::new(tauros::jobs::registry(Defaults::default(), true));
+    let registry = Arc::new(tauros::jobs::registry(
+        Defaults::default(),
+        tauros::jobs::webhooks::DeliveryPolicy::default(),
+        true,
+    ));
     let config = WorkerConfig {
         workers,
         lease: Duration::from_secs(5),

@@ -1,8 +1,9 @@
 //! Integration tests through HTTP. Every test runs on both backends (`…::sqlite`,
 //! `…::postgres`), each on a fresh database; only the check that docs/AUTHORIZATION.md shows
-//! the authorization matrix and a panicking handler's answer need no database and run once, as
-//! do the reference peer's own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see
-//! `helpers/postgres.rs` (plain `cargo test` starts a throwaway server).
+//! the authorization matrix, a panicking handler's answer, and the webhook receiver's own checks
+//! (its HMAC, the documented example) need no database and run once, as do the reference peer's
+//! own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see `helpers/postgres.rs`
+//! (plain `cargo test` starts a throwaway server).
 
 // Tests may panic on unexpected results: that is how they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,3 +38,4 @@ mod replays;
 mod security;
 mod serve;
 mod slow_clients;
+mod webhooks;

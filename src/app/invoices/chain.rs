@@ -1,9 +1,10 @@
-//! Writing and re-walking an invoice's hash-chained event trail (domain.md §6).
+//! Writing and re-walking an invoice's hash-chained event trail (domain.md §6), and what an
+//! event sets off: its webhook deliveries, enqueued in the event's own transaction.
 
-use super::super::AuditActor;
+use super::super::{AppResult, AuditActor};
 use crate::domain::audit::EventFields;
 use crate::domain::invoice::{Action, InvoiceState, OrgSettings};
-use crate::store::{EventRow, InvoiceRow, RevisionRow};
+use crate::store::{EventRow, InvoiceRow, RevisionRow, Tx};
 use uuid::Uuid;
 
 /// What one event records beyond the invoice's new state.
@@ -47,6 +48,13 @@ pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> Ev
     invoice.event_count = event.seq;
     invoice.last_event_hash = event.hash.clone();
     event
+}
+
+/// Writes an event and, in the same transaction, one delivery job per webhook endpoint of the
+/// organisation that subscribes to it: every invoice event goes through here.
+pub(super) async fn record_event(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
+    tx.insert_event(event).await?;
+    crate::app::webhooks::enqueue_deliveries(tx, event).await
 }
 
 /// The fields an event's hash covers.

@@ -6,7 +6,7 @@
 //! destination, so concurrent commands cannot deadlock. A command whose goal already holds
 //! commits nothing, writes no event and answers a replay.
 
-use super::chain::{EventInput, next_event};
+use super::chain::{EventInput, next_event, record_event};
 use super::content::{
     checked_parties, current_content, refused_parties, revision_row, seal_into, seal_to, seals_as,
     stored,
@@ -135,7 +135,7 @@ impl App {
             return replay_create(&mut *conn, agent.id, existing, &content).await;
         }
         tx.insert_revision(&revision).await?;
-        tx.insert_event(&event).await?;
+        record_event(&mut *tx, &event).await?;
         tx.commit().await?;
         Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
     }
@@ -219,7 +219,7 @@ impl App {
         );
         tx.insert_revision(&revision).await?;
         tx.update_invoice(&invoice).await?;
-        tx.insert_event(&event).await?;
+        record_event(&mut *tx, &event).await?;
         written(tx, &invoice).await
     }
 
@@ -528,7 +528,7 @@ async fn apply(
         },
     );
     tx.update_invoice(invoice).await?;
-    tx.insert_event(&event).await?;
+    record_event(&mut *tx, &event).await?;
     written(tx, invoice).await
 }
 

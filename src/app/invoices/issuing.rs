@@ -3,7 +3,7 @@
 //! transaction as the invoice's move to `issued`. The peer calls themselves are `effects`';
 //! the rules are `domain::effect`'s.
 
-use super::chain::{EventInput, next_event};
+use super::chain::{EventInput, next_event, record_event};
 use super::commands::{current_revision, locked, unchanged, written};
 use super::invalid;
 use super::views::InvoiceView;
@@ -153,7 +153,7 @@ impl App {
             );
             invoice.updated_at = event.occurred_at;
             tx.update_invoice(&invoice).await?;
-            tx.insert_event(&event).await?;
+            record_event(&mut *tx, &event).await?;
             tx.commit().await?;
             return Ok(IssueStart::Blocked);
         }
@@ -340,6 +340,6 @@ async fn issue_to(
         },
     );
     tx.update_invoice(invoice).await?;
-    tx.insert_event(&event).await?;
+    record_event(&mut *tx, &event).await?;
     Ok(())
 }

@@ -145,6 +145,16 @@ macro_rules! impl_invoice_store {
                     .await
                     .map_err($map_err)
                 }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>> {
+                    ::sqlx::query_as("select * from invoice_events where org_id = $1 and id = $2")
+                        .bind(org_id)
+                        .bind(id)
+                        .fetch_optional(self.0.conn())
+                        .await
+                        .map_err($map_err)
+                }
             }
 
             #[::async_trait::async_trait]

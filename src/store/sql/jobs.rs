@@ -330,6 +330,31 @@ macro_rules! impl_job_store {
                     .map_err($map_err)?;
                     Ok(())
                 }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn cancel_waiting_jobs(
+                    &mut self,
+                    org_id: Uuid,
+                    kind: &str,
+                    prefix: &str,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<u64> {
+                    // A prefix compared with substr, not LIKE: no character of it is a wildcard.
+                    let done = ::sqlx::query(
+                        "update jobs set state = 'cancelled', finished_at = $4, updated_at = $4
+                         where org_id = $1 and kind = $2
+                           and state in ('available', 'scheduled', 'retryable')
+                           and substr(submission_id, 1, length($3)) = $3",
+                    )
+                    .bind(org_id)
+                    .bind(kind)
+                    .bind(prefix)
+                    .bind(now)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(done.rows_affected())
+                }
             }
         };
     };

@@ -1,7 +1,7 @@
-//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs). Each
-//! statement is written once, in a dialect both PostgreSQL and SQLite accept (`$n`
-//! placeholders, `returning`, `on conflict`); the few places where they differ (row locks) are
-//! macro parameters. A macro expands the same code for each concrete backend, which keeps
+//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs,
+//! webhooks). Each statement is written once, in a dialect both PostgreSQL and SQLite accept
+//! (`$n` placeholders, `returning`, `on conflict`); the few places where they differ (row
+//! locks) are macro parameters. A macro expands the same code for each concrete backend, which keeps
 //! sqlx's types concrete (no generic executor bounds) and the SQL in one place. The macros name
 //! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
 //! adapter file imports.
@@ -12,6 +12,7 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
+mod webhooks;
 
 pub(crate) use effects::impl_effect_store;
 pub(crate) use governance::impl_governance_store;
@@ -19,6 +20,7 @@ pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
 pub(crate) use jobs::impl_job_store;
 pub(crate) use parties::{impl_party_store, scope_binds};
+pub(crate) use webhooks::impl_webhook_store;
 
 use super::{StoreError, StoreResult};
 use crate::domain::destination::DestinationState;

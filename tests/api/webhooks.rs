@@ -1,0 +1,1368 @@
+//! Signed webhooks (effects.md §2, Standard Webhooks), on both backends over real HTTP: endpoint
+//! management and its validation, and deliveries to a receiver this file runs on 127.0.0.1:0.
+//! The receiver checks every signature with its own HMAC-SHA256 (written here from RFC 2104 on
+//! `sha2`, not the service's), deduplicates by `webhook-id` and can be told to fail: answer an
+//! error before or after processing, hang past the endpoint's timeout, or go away and come back
+//! on the same port. Workers run in the test process with a short backoff cap (200 ms).
+//!
+//! The servers here allow-list 127.0.0.1 (and `localhost` where the name's resolution is the
+//! point): without that, the outbound policy refuses every loopback address.
+
+use crate::helpers::{
+    Backend, TestApp, both_backends, expect_problem, expect_status, id_of, spawn_app,
+    spawn_app_with, uuid_of,
+};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tauros::app::{App, AppConfig, NewJob, Retention, WebhookConfig};
+use tauros::domain::webhook::{AllowList, SecretKey};
+use tauros::http::HttpConfig;
+use tauros::jobs::webhooks::DeliveryPolicy;
+use tauros::jobs::{Defaults, WorkerConfig, Workers};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+both_backends!(
+    backend: endpoints_are_managed_by_approvers_and_show_their_secret_once,
+    registrations_are_validated,
+    every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart,
+    a_command_that_rolls_back_enqueues_no_delivery,
+    deleting_an_endpoint_cancels_its_waiting_deliveries,
+    the_address_is_vetted_again_at_delivery,
+    secrets_are_sealed_at_rest_with_the_operators_key,
+);
+
+const ALL_EVENTS: [&str; 8] = [
+    "invoice.created",
+    "invoice.revised",
+    "invoice.submitted",
+    "invoice.withdrawn",
+    "invoice.approved",
+    "invoice.rejected",
+    "invoice.changes_requested",
+    "invoice.cancelled",
+];
+
+fn webhook_config(allow: &str, key: Option<&SecretKey>) -> WebhookConfig {
+    WebhookConfig {
+        allow_hosts: AllowList::parse(allow).unwrap(),
+        secret_key: key.cloned(),
+    }
+}
+
+/// A server whose outbound policy admits `allow`.
+async fn spawn_allowing(backend: Backend, allow: &str) -> TestApp {
+    let config = AppConfig {
+        webhooks: webhook_config(allow, None),
+        ..AppConfig::default()
+    };
+    spawn_app_with(backend, config, HttpConfig::default()).await
+}
+
+/// Workers for `app`, with deliveries retried after 200–250 ms (or after `backoff_cap`).
+fn workers_with(app: &App, backoff_cap: Duration) -> Workers {
+    let defaults = Defaults {
+        backoff_cap,
+        timeout: Duration::from_secs(60),
+    };
+    let registry = Arc::new(tauros::jobs::registry(
+        defaults,
+        DeliveryPolicy { backoff_cap },
+        false,
+    ));
+    let config = WorkerConfig {
+        workers: 2,
+        lease: Duration::from_secs(10),
+        poll: Duration::from_millis(50),
+        max_interruptions: 10,
+        retention: Retention::default(),
+        prune_batch: 100,
+        pause_after_claim: false,
+        name: "webhook-test".to_owned(),
+    };
+    Workers::start(app.clone(), registry, config)
+}
+
+fn start_workers(app: &App) -> Workers {
+    workers_with(app, Duration::from_millis(200))
+}
+
+/// Waits until `done` holds for what `read` returns (or fails the test after 60 s).
+async fn until<T, F, Fut>(what: &str, mut read: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+    T: std::fmt::Debug,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let value = read().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The receiver.
+
+/// RFC 2104 HMAC-SHA256, written out: the receiver does not share the service's code.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// The key of a `whsec_` secret.
+fn secret_key(secret: &str) -> Vec<u8> {
+    BASE64
+        .decode(secret.strip_prefix("whsec_").expect("a whsec_ secret"))
+        .expect("base64")
+}
+
+/// Which of `keys` signed the request (a `webhook-signature` may list several signatures).
+fn signed_with(
+    keys: &[Vec<u8>],
+    id: &str,
+    timestamp: &str,
+    body: &[u8],
+    header: &str,
+) -> Option<usize> {
+    let mut content = format!("{id}.{timestamp}.").into_bytes();
+    content.extend_from_slice(body);
+    keys.iter().position(|key| {
+        let expected = BASE64.encode(hmac_sha256(key, &content));
+        header
+            .split(' ')
+            .filter_map(|s| s.split_once(','))
+            .any(|(version, sig)| version == "v1" && sig == expected)
+    })
+}
+
+#[test]
+fn the_receivers_hmac_matches_the_published_vector() {
+    let key = secret_key("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD");
+    let body = br#"{"email":"test@example.com","username":"test_user"}"#;
+    let header = "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=";
+    assert_eq!(
+        signed_with(
+            &[key],
+            "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk",
+            "1649367553",
+            body,
+            header
+        ),
+        Some(0)
+    );
+}
+
+/// docs/WEBHOOKS.md's receiver example is the `verify` of scripts/webhook-receiver, which the
+/// HTTP exercises run against live servers. Needs no database: runs once.
+#[test]
+fn the_documented_receiver_is_the_one_the_exercises_run() {
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let doc = read("docs/WEBHOOKS.md");
+    let (_, example) = doc
+        .split_once("<!-- receiver:begin -->\n```python\n")
+        .expect("docs/WEBHOOKS.md has the receiver example");
+    let (example, _) = example.split_once("```\n<!-- receiver:end -->").unwrap();
+    assert!(example.contains("def verify("));
+    assert!(
+        read("scripts/webhook-receiver").contains(example),
+        "docs/WEBHOOKS.md's example differs from scripts/webhook-receiver's verify"
+    );
+}
+
+/// What the receiver does with the next request (of any path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// Answer this status without processing the event.
+    Refuse(u16),
+    /// Process the event, then answer this status (as a crash after the work would).
+    FailAfterProcessing(u16),
+    /// Process the event, then never answer (until the test releases it): the sender times
+    /// out.
+    Hang,
+}
+
+/// One request as the receiver saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    path: String,
+    id: String,
+    timestamp: i64,
+    received_at: i64,
+    /// Index into the path's keys of the secret that verified it.
+    signed_with: Option<usize>,
+    content_type: String,
+    body: Value,
+    /// The id had already been processed on this path (a duplicate, dropped by dedup).
+    duplicate: bool,
+    fault: Option<Fault>,
+}
+
+#[derive(Default)]
+struct Inbox {
+    /// The keys each path accepts, oldest first.
+    keys: BTreeMap<String, Vec<Vec<u8>>>,
+    faults: VecDeque<Fault>,
+    /// Paths that always answer 500.
+    failing: HashSet<String>,
+    seen: Vec<Seen>,
+    /// (path, webhook-id) processed once.
+    processed: HashSet<(String, String)>,
+}
+
+struct ReceiverState {
+    inbox: Mutex<Inbox>,
+    release: Notify,
+}
+
+/// A webhook receiver on 127.0.0.1.
+struct Receiver {
+    addr: SocketAddr,
+    state: Arc<ReceiverState>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let state = Arc::new(ReceiverState {
+            inbox: Mutex::new(Inbox::default()),
+            release: Notify::new(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut receiver = Receiver {
+            addr,
+            state,
+            server: None,
+        };
+        receiver.serve(listener);
+        receiver
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let router = axum::Router::new()
+            .route("/{path}", axum::routing::post(receive))
+            .with_state(Arc::clone(&self.state));
+        self.server = Some(tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        }));
+    }
+
+    /// Stops listening: new connections are refused until [`Receiver::restart`].
+    async fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.abort();
+            let _ = server.await;
+        }
+    }
+
+    /// Listens again on the same port.
+    async fn restart(&mut self) {
+        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
+        self.serve(listener);
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}/{path}", self.addr)
+    }
+
+    fn accept(&self, path: &str, secret: &str) {
+        let mut inbox = self.state.inbox.lock().unwrap();
+        inbox
+            .keys
+            .entry(path.to_owned())
+            .or_default()
+            .push(secret_key(secret));
+    }
+
+    fn inject(&self, faults: &[Fault]) {
+        self.state.inbox.lock().unwrap().faults.extend(faults);
+    }
+
+    fn fail_always(&self, path: &str) {
+        self.state
+            .inbox
+            .lock()
+            .unwrap()
+            .failing
+            .insert(path.to_owned());
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.state.inbox.lock().unwrap().seen.clone()
+    }
+
+    /// The webhook-ids processed on `path` (each once).
+    fn processed(&self, path: &str) -> BTreeSet<String> {
+        let inbox = self.state.inbox.lock().unwrap();
+        inbox
+            .processed
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.state.release.notify_waiters();
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+    }
+}
+
+async fn receive(
+    State(state): State<Arc<ReceiverState>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (id, timestamp, signature) = (
+        header("webhook-id"),
+        header("webhook-timestamp"),
+        header("webhook-signature"),
+    );
+    let fault = {
+        let mut inbox = state.inbox.lock().unwrap();
+        let keys = inbox.keys.get(&path).cloned().unwrap_or_default();
+        let signed = signed_with(&keys, &id, &timestamp, &body, &signature);
+        let fault = if inbox.failing.contains(&path) {
+            Some(Fault::Refuse(500))
+        } else {
+            inbox.faults.pop_front()
+        };
+        let key = (path.clone(), id.clone());
+        let duplicate = inbox.processed.contains(&key);
+        // A verified event is processed (once per id) unless refused before processing.
+        if signed.is_some() && !matches!(fault, Some(Fault::Refuse(_))) {
+            inbox.processed.insert(key);
+        }
+        inbox.seen.push(Seen {
+            path,
+            id,
+            timestamp: timestamp.parse().unwrap_or(0),
+            received_at: chrono::Utc::now().timestamp(),
+            signed_with: signed,
+            content_type: header("content-type"),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            duplicate,
+            fault,
+        });
+        if signed.is_none() {
+            return AxumStatus::UNAUTHORIZED.into_response();
+        }
+        fault
+    };
+    match fault {
+        None => AxumStatus::NO_CONTENT.into_response(),
+        Some(Fault::Refuse(status) | Fault::FailAfterProcessing(status)) => {
+            AxumStatus::from_u16(status).unwrap().into_response()
+        }
+        Some(Fault::Hang) => {
+            state.release.notified().await;
+            AxumStatus::NO_CONTENT.into_response()
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers over the API.
+
+/// Registers an endpoint as `token`; returns (endpoint id, secret).
+async fn register(
+    app: &TestApp,
+    token: &str,
+    url: &str,
+    events: &[&str],
+    timeout: i64,
+) -> (Uuid, String) {
+    let res = app
+        .post(
+            "/v1/webhook-endpoints",
+            token,
+            json!({"url": url, "events": events, "timeout_seconds": timeout}),
+        )
+        .await;
+    let body = expect_status(res, StatusCode::CREATED).await;
+    (
+        uuid_of(&body["endpoint"]["id"]),
+        body["secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Every attempt of an endpoint's deliveries list, newest first.
+async fn deliveries(app: &TestApp, token: &str, endpoint: Uuid) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/webhook-endpoints/{endpoint}/deliveries?limit=100{cursor}");
+        let page = expect_status(app.get(&path, token).await, StatusCode::OK).await;
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return items,
+        }
+    }
+}
+
+/// Delivery jobs by state.
+async fn delivery_jobs(app: &TestApp) -> BTreeMap<String, i64> {
+    let rows: Vec<(String, i64)> = app
+        .sql_rows(
+            "select state, count(*) from jobs where kind = 'webhook.deliver.v1' group by state",
+        )
+        .await;
+    rows.into_iter().collect()
+}
+
+/// The events of an invoice: (id, action), oldest first.
+async fn events(app: &TestApp, token: &str, invoice: &str) -> Vec<(String, String)> {
+    let res = app
+        .get(&format!("/v1/invoices/{invoice}/events"), token)
+        .await;
+    expect_status(res, StatusCode::OK).await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap().to_owned(),
+                e["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn event_type_of(action: &str) -> &'static str {
+    match action {
+        "create_draft" => "invoice.created",
+        "revise" => "invoice.revised",
+        "submit" => "invoice.submitted",
+        "withdraw" => "invoice.withdrawn",
+        "approve" => "invoice.approved",
+        "reject" => "invoice.rejected",
+        "request_changes" => "invoice.changes_requested",
+        "cancel" => "invoice.cancelled",
+        other => panic!("unknown action {other}"),
+    }
+}
+
+async fn command(app: &TestApp, token: &str, invoice: &Value, action: &str, body: Value) -> Value {
+    let res = app.command(token, id_of(invoice), action, body).await;
+    expect_status(res, StatusCode::OK).await["invoice"].clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+
+async fn endpoints_are_managed_by_approvers_and_show_their_secret_once(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let org = app.org().await;
+    let token = &org.approver_token;
+    let res = app
+        .post(
+            "/v1/webhook-endpoints",
+            token,
+            json!({
+                "url": "http://127.0.0.1:9/In",
+                "events": ["invoice.approved", "invoice.created", "invoice.approved"],
+                "description": "Accounting",
+            }),
+        )
+        .await;
+    let created = expect_status(res, StatusCode::CREATED).await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert_eq!(secret_key(&secret).len(), 32, "whsec_ + base64 of 32 bytes");
+    let endpoint = &created["endpoint"];
+    let id = uuid_of(&endpoint["id"]);
+    assert_eq!(endpoint["url"], "http://127.0.0.1:9/In");
+    assert_eq!(
+        endpoint["events"],
+        json!(["invoice.created", "invoice.approved"])
+    );
+    assert_eq!(endpoint["timeout_seconds"], 10);
+    assert_eq!(endpoint["description"], "Accounting");
+    assert_eq!(endpoint["created_by"], org.approver_id.to_string());
+    assert!(endpoint["secret_rotated_at"].is_null());
+    assert!(endpoint.get("secret").is_none());
+
+    // Never shown again: not by a read, not by the list.
+    let path = format!("/v1/webhook-endpoints/{id}");
+    let text = app.get(&path, token).await.text().await.unwrap();
+    assert!(!text.contains("whsec_"), "{text}");
+    let (second, _) = register(
+        &app,
+        token,
+        "http://127.0.0.1:9/two",
+        &["invoice.created"],
+        5,
+    )
+    .await;
+    let page = expect_status(
+        app.get("/v1/webhook-endpoints?limit=1", token).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(page["items"][0]["id"], second.to_string(), "newest first");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let rest = app
+        .get(
+            &format!("/v1/webhook-endpoints?limit=1&cursor={cursor}"),
+            token,
+        )
+        .await;
+    let rest = expect_status(rest, StatusCode::OK).await;
+    assert_eq!(rest["items"][0]["id"], id.to_string());
+    assert!(rest["next_cursor"].is_null());
+    assert!(!rest.to_string().contains("whsec_"));
+
+    // Rotation: a new secret, shown once.
+    let res = app
+        .post(&format!("{path}/rotate-secret"), token, json!({}))
+        .await;
+    let rotated = expect_status(res, StatusCode::OK).await;
+    let new_secret = rotated["secret"].as_str().unwrap();
+    assert_ne!(new_secret, secret);
+    assert!(rotated["endpoint"]["secret_rotated_at"].is_string());
+    let text = app.get(&path, token).await.text().await.unwrap();
+    assert!(!text.contains("whsec_"));
+
+    // Only this organisation's approvers.
+    let (_, operator) = app.human(token, "operator").await;
+    for res in [
+        app.get("/v1/webhook-endpoints", &operator).await,
+        app.get(&path, &org.agent_key).await,
+        app.post(&format!("{path}/rotate-secret"), &operator, json!({}))
+            .await,
+        app.delete(&path, &org.agent_key).await,
+    ] {
+        expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
+    }
+    let stranger = app.org().await;
+    for res in [
+        app.get(&path, &stranger.approver_token).await,
+        app.get(&format!("{path}/deliveries"), &stranger.approver_token)
+            .await,
+        app.post(
+            &format!("{path}/rotate-secret"),
+            &stranger.approver_token,
+            json!({}),
+        )
+        .await,
+        app.delete(&path, &stranger.approver_token).await,
+    ] {
+        expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+    }
+    let listed = app
+        .get("/v1/webhook-endpoints", &stranger.approver_token)
+        .await;
+    assert_eq!(
+        expect_status(listed, StatusCode::OK).await["items"],
+        json!([])
+    );
+
+    expect_status(app.delete(&path, token).await, StatusCode::NO_CONTENT).await;
+    expect_problem(
+        app.get(&path, token).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    expect_problem(
+        app.delete(&path, token).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+
+    // Audited in the organisation's trail, never with the secret.
+    assert_eq!(
+        app.audit_actions(org.org_id, id).await,
+        [
+            "webhook_endpoint.created",
+            "webhook_endpoint.secret_rotated",
+            "webhook_endpoint.deleted"
+        ]
+    );
+    assert_eq!(
+        app.sql_count("select count(*) from audit_events where detail like '%whsec_%'")
+            .await,
+        0
+    );
+}
+
+async fn registrations_are_validated(backend: Backend) {
+    // The default policy: any public host, never an internal address.
+    let open = spawn_app(backend).await;
+    let org = open.org().await;
+    for (url, code) in [
+        ("http://127.0.0.1:8080/hook", "internal_address"),
+        ("http://localhost/hook", "internal_address"),
+        ("http://10.1.2.3/", "internal_address"),
+        (
+            "http://169.254.169.254/latest/meta-data",
+            "internal_address",
+        ),
+        ("http://[::1]/", "internal_address"),
+        ("http://[fd00::1]/", "internal_address"),
+        ("http://2130706433/", "internal_address"),
+        ("ftp://example.com/hook", "unsupported_scheme"),
+        ("https://user:pass@example.com/", "credentials_in_url"),
+        ("https://", "invalid_url"),
+    ] {
+        let res = open
+            .post(
+                "/v1/webhook-endpoints",
+                &org.approver_token,
+                json!({"url": url, "events": ["invoice.approved"]}),
+            )
+            .await;
+        let problem =
+            expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+        assert_eq!(problem["errors"][0]["field"], "url", "{url}");
+        assert_eq!(problem["errors"][0]["code"], code, "{url}");
+    }
+    // A public name is accepted without resolving it (every address is vetted at delivery).
+    register(
+        &open,
+        &org.approver_token,
+        "https://hooks.example.com/tauros",
+        &["invoice.approved"],
+        10,
+    )
+    .await;
+
+    // With an allow-list, only its hosts.
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let org = app.org().await;
+    let token = &org.approver_token;
+    let post = |body: Value| app.post("/v1/webhook-endpoints", token, body);
+    let res =
+        post(json!({"url": "https://hooks.example.com/", "events": ["invoice.approved"]})).await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["code"], "host_not_allowed");
+    let res = post(json!({
+        "url": "http://192.168.1.10/",
+        "events": ["invoice.approved", "invoice.paid", "invoice.created", "approve"],
+        "description": "",
+        "timeout_seconds": 31,
+    }))
+    .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    let fields: Vec<(&str, &str)> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["field"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("url", "host_not_allowed"),
+            ("events[1]", "unknown_event"),
+            ("events[3]", "unknown_event"),
+            ("description", "required"),
+            ("timeout_seconds", "out_of_range"),
+        ]
+    );
+    let detail = problem["errors"][1]["detail"].as_str().unwrap();
+    for valid in ALL_EVENTS {
+        assert!(detail.contains(valid), "{detail} lists {valid}");
+    }
+    let res = post(json!({"url": "http://127.0.0.1:9/", "events": []})).await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "events");
+    assert_eq!(problem["errors"][0]["code"], "empty_events");
+    let res = post(json!({})).await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "url");
+    assert_eq!(problem["errors"][1]["field"], "events");
+    let res = post(
+        json!({"url": "http://127.0.0.1:9/", "events": ["invoice.approved"], "secret": "mine"}),
+    )
+    .await;
+    expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
+    let res = post(json!({"url": "http://127.0.0.1:9/", "events": [1]})).await;
+    expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
+    assert_eq!(
+        app.sql_count("select count(*) from webhook_endpoints")
+            .await,
+        0
+    );
+
+    // At most 20 per organisation.
+    for n in 0..20 {
+        register(
+            &app,
+            token,
+            &format!("http://127.0.0.1:9/{n}"),
+            &["invoice.created"],
+            10,
+        )
+        .await;
+    }
+    let res = post(json!({"url": "http://127.0.0.1:9/21", "events": ["invoice.created"]})).await;
+    expect_problem(res, StatusCode::CONFLICT, "too_many_endpoints").await;
+}
+
+/// The scenario: twelve invoice events of every type to an endpoint that subscribes to all of
+/// them, and one of them also to an endpoint that wants approvals only; the receiver fails
+/// before and after processing, hangs past the timeout, goes away and comes back on its port,
+/// and the first endpoint's secret is rotated half-way.
+async fn every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let mut receiver = Receiver::start().await;
+    let (all, secret) = register(&app, &token, &receiver.url("all"), &ALL_EVENTS, 1).await;
+    receiver.accept("all", &secret);
+    let (approvals, approvals_secret) = register(
+        &app,
+        &token,
+        &receiver.url("approvals"),
+        &["invoice.approved"],
+        1,
+    )
+    .await;
+    receiver.accept("approvals", &approvals_secret);
+    let workers = start_workers(&app.app);
+
+    // Phase 1: failures before and after processing, and a hang past the 1 s timeout.
+    receiver.inject(&[
+        Fault::Refuse(500),
+        Fault::FailAfterProcessing(500),
+        Fault::Hang,
+        Fault::Refuse(503),
+        Fault::FailAfterProcessing(502),
+    ]);
+    let a = app.draft(&b, "webhooks-a").await;
+    let a = command(&app, &b.org.agent_key, &a, "submit", json!({})).await;
+    let a = command(
+        &app,
+        &token,
+        &a,
+        "approve",
+        TestApp::decision_body(&a, None),
+    )
+    .await;
+    command(
+        &app,
+        &token,
+        &a,
+        "cancel",
+        json!({"reason": "The customer cancelled."}),
+    )
+    .await;
+    let a_events = events(&app, &token, id_of(&a)).await;
+    let ids =
+        |events: &[(String, String)]| events.iter().map(|e| e.0.clone()).collect::<BTreeSet<_>>();
+    until(
+        "phase 1 deliveries",
+        || async { receiver.processed("all") },
+        |p| ids(&a_events).is_subset(p),
+    )
+    .await;
+
+    // Phase 2: the receiver goes away; a delivery fails to connect; it comes back on its port.
+    until(
+        "phase 1 jobs",
+        || delivery_jobs(&app),
+        |j| j.keys().all(|s| s == "completed"),
+    )
+    .await;
+    receiver.stop().await;
+    let c = app.draft(&b, "webhooks-c").await;
+    until(
+        "an attempt refused at connect",
+        || deliveries(&app, &token, all),
+        |items| items.iter().any(|i| i["error_kind"] == "network"),
+    )
+    .await;
+    receiver.restart().await;
+    command(&app, &b.org.agent_key, &c, "withdraw", json!({})).await;
+    let c_events = events(&app, &token, id_of(&c)).await;
+    until(
+        "phase 2 deliveries",
+        || async { receiver.processed("all") },
+        |p| ids(&c_events).is_subset(p),
+    )
+    .await;
+    until(
+        "phase 2 jobs",
+        || delivery_jobs(&app),
+        |j| j.keys().all(|s| s == "completed"),
+    )
+    .await;
+
+    // Phase 3: a new secret signs every delivery from now on.
+    let res = app
+        .post(
+            &format!("/v1/webhook-endpoints/{all}/rotate-secret"),
+            &token,
+            json!({}),
+        )
+        .await;
+    let rotated = expect_status(res, StatusCode::OK).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    receiver.accept("all", &rotated);
+    receiver.inject(&[Fault::Refuse(500)]);
+    let before_rotation = receiver.seen().len();
+    let d = app.draft(&b, "webhooks-d").await;
+    let d = command(&app, &b.org.agent_key, &d, "submit", json!({})).await;
+    let d = command(
+        &app,
+        &token,
+        &d,
+        "request-changes",
+        TestApp::decision_body(&d, Some("Split the workshop.")),
+    )
+    .await;
+    let revise = json!({
+        "reasoning": "The workshop ran longer than planned.",
+        "lines": [{"description": "Workshop", "quantity": "1", "unit_amount": "450"}],
+    });
+    let d = command(&app, &b.org.agent_key, &d, "revise", revise).await;
+    let d = command(&app, &b.org.agent_key, &d, "submit", json!({})).await;
+    command(
+        &app,
+        &token,
+        &d,
+        "reject",
+        TestApp::decision_body(&d, Some("Not agreed.")),
+    )
+    .await;
+    let d_events = events(&app, &token, id_of(&d)).await;
+    until(
+        "phase 3 deliveries",
+        || async { receiver.processed("all") },
+        |p| ids(&d_events).is_subset(p),
+    )
+    .await;
+    until(
+        "phase 3 jobs",
+        || delivery_jobs(&app),
+        |j| j.keys().all(|s| s == "completed"),
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+
+    // Every event of every invoice, exactly once after deduplication by webhook-id.
+    let all_events: Vec<(String, String)> =
+        [a_events.clone(), c_events.clone(), d_events.clone()].concat();
+    let types: BTreeSet<&str> = all_events
+        .iter()
+        .map(|(_, action)| event_type_of(action))
+        .collect();
+    assert_eq!(types.len(), ALL_EVENTS.len(), "every event type occurred");
+    assert_eq!(receiver.processed("all"), ids(&all_events));
+    let approved: BTreeSet<String> = all_events
+        .iter()
+        .filter(|(_, action)| action == "approve")
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert_eq!(receiver.processed("approvals"), approved);
+
+    // Every request: signed (with the secret of its time), fresh, JSON, about its own event.
+    let seen = receiver.seen();
+    let action_of: BTreeMap<&str, &str> = all_events
+        .iter()
+        .map(|(id, a)| (id.as_str(), a.as_str()))
+        .collect();
+    for (n, s) in seen.iter().enumerate() {
+        let expected_key = if s.path == "all" && n >= before_rotation {
+            1
+        } else {
+            0
+        };
+        assert_eq!(s.signed_with, Some(expected_key), "{s:?}");
+        assert!((s.received_at - s.timestamp).abs() <= 300, "{s:?}");
+        assert_eq!(s.content_type, "application/json");
+        assert_eq!(s.body["data"]["event"]["id"], s.id.as_str());
+        assert_eq!(s.body["type"], event_type_of(action_of[s.id.as_str()]));
+        assert!(
+            s.body["timestamp"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z'))
+        );
+        assert!(s.body["data"]["invoice"]["id"].is_string());
+        assert!(s.body["data"]["invoice"]["payload_hash"].is_string());
+    }
+    // The rotated secret signed the retried attempt too (the fault of phase 3).
+    assert!(
+        seen[before_rotation..]
+            .iter()
+            .any(|s| s.fault == Some(Fault::Refuse(500)))
+    );
+
+    // The attempts the service recorded match what the receiver saw, plus the refused connects.
+    let attempts: Vec<(Option<i32>, Option<String>, bool)> = app
+        .sql_rows("select status_code, error_kind, delivered from webhook_attempts")
+        .await;
+    let deliveries_made = all_events.len() + approved.len();
+    let answered = attempts.iter().filter(|a| a.0.is_some()).count();
+    let timeouts = attempts
+        .iter()
+        .filter(|a| a.1.as_deref() == Some("timeout"))
+        .count();
+    let refused = attempts
+        .iter()
+        .filter(|a| a.1.as_deref() == Some("network"))
+        .count();
+    assert_eq!(
+        attempts.iter().filter(|a| a.2).count(),
+        deliveries_made,
+        "one delivered attempt each"
+    );
+    assert_eq!(
+        answered + timeouts,
+        seen.len(),
+        "every request reached the receiver once"
+    );
+    assert_eq!(timeouts, 1, "the hang");
+    assert!(refused >= 1, "the restart");
+    assert_eq!(answered + timeouts + refused, attempts.len());
+    let duplicates = seen.iter().filter(|s| s.duplicate).count();
+    assert!(
+        duplicates >= 2,
+        "failures after processing and the hang are seen again"
+    );
+    let jobs = delivery_jobs(&app).await;
+    assert_eq!(jobs.get("completed").copied(), Some(deliveries_made as i64));
+
+    // The deliveries list shows each attempt: event, type, attempt number, status or error.
+    let listed = deliveries(&app, &token, all).await;
+    assert_eq!(
+        listed.len(),
+        attempts.len() - deliveries_for(&app, approvals).await
+    );
+    for item in &listed {
+        assert!(item["attempt"].as_i64().unwrap() >= 1);
+        assert!(item["duration_ms"].as_i64().unwrap() >= 0);
+        assert!(ALL_EVENTS.contains(&item["event_type"].as_str().unwrap()));
+        assert!(item["next_retry_at"].is_null(), "every delivery completed");
+        assert_eq!(
+            item["delivered"],
+            item["status_code"]
+                .as_i64()
+                .is_some_and(|s| (200..300).contains(&s))
+        );
+    }
+    for kind in ["timeout", "network"] {
+        assert!(
+            attempts.iter().any(|a| a.1.as_deref() == Some(kind)),
+            "{kind} recorded"
+        );
+    }
+    for status in [500, 502, 503] {
+        assert!(
+            attempts.iter().any(|a| a.0 == Some(status)),
+            "{status} recorded"
+        );
+    }
+    let delivered: Vec<&str> = listed
+        .iter()
+        .filter(|i| i["delivered"] == true)
+        .map(|i| i["event_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        delivered.len(),
+        all_events.len(),
+        "each event delivered once to the endpoint"
+    );
+    let retried = listed
+        .iter()
+        .filter(|i| i["attempt"].as_i64() > Some(1))
+        .count();
+    assert!(retried >= 5);
+    let metrics = app.metrics().await;
+    for outcome in ["delivered", "http_error", "timeout", "network"] {
+        assert!(
+            metrics.contains(&format!(
+                "tauros_webhook_deliveries_total{{outcome=\"{outcome}\"}}"
+            )),
+            "{outcome} in /metrics"
+        );
+    }
+
+    println!(
+        "webhooks ({backend:?}): {} events, {} deliveries, {} attempts ({} answered, {} timed out, \
+         {} refused at connect), {} requests reached the receiver, {} duplicates before dedup, \
+         {} events processed after dedup",
+        all_events.len(),
+        deliveries_made,
+        attempts.len(),
+        answered,
+        timeouts,
+        refused,
+        seen.len(),
+        duplicates,
+        receiver.processed("all").len() + receiver.processed("approvals").len(),
+    );
+}
+
+async fn deliveries_for(app: &TestApp, endpoint: Uuid) -> usize {
+    let sql = format!(
+        "select count(*) from webhook_attempts where endpoint_id = {}",
+        crate::helpers::sql_uuid(&app.database_url, &endpoint.to_string())
+    );
+    usize::try_from(app.sql_count(&sql).await).unwrap()
+}
+
+async fn a_command_that_rolls_back_enqueues_no_delivery(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    let (_, secret) = register(&app, &token, &receiver.url("in"), &["invoice.submitted"], 5).await;
+    receiver.accept("in", &secret);
+    let draft = app.draft(&b, "rollback").await;
+    let workers = start_workers(&app.app);
+
+    // The enqueue of the delivery fails inside the submit's transaction: the whole command
+    // rolls back (its state change, its event and its delivery together).
+    let sabotage = if app.database_url.starts_with("sqlite") {
+        vec![
+            "create trigger no_deliveries after insert on jobs when new.kind = 'webhook.deliver.v1' \
+             begin select raise(abort, 'injected failure'); end",
+        ]
+    } else {
+        vec![
+            "create function no_deliveries() returns trigger language plpgsql as $$ \
+             begin raise exception 'injected failure'; end $$",
+            "create trigger no_deliveries after insert on jobs for each row \
+             when (new.kind = 'webhook.deliver.v1') execute function no_deliveries()",
+        ]
+    };
+    for sql in &sabotage {
+        assert!(app.sql_exec(sql).await, "{sql}");
+    }
+    let before = app.invoice_rows().await;
+    let res = app
+        .command(&b.org.agent_key, id_of(&draft), "submit", json!({}))
+        .await;
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(app.invoice_rows().await, before, "no event");
+    assert_eq!(
+        app.invoice(&b.org.agent_key, id_of(&draft)).await["state"],
+        "draft"
+    );
+    assert_eq!(
+        app.sql_count("select count(*) from jobs").await,
+        0,
+        "no delivery"
+    );
+
+    // The same command, committed: one delivery, and the receiver gets it.
+    assert!(
+        app.sql_exec("drop trigger no_deliveries on jobs").await
+            || app.sql_exec("drop trigger no_deliveries").await
+    );
+    let pending = command(&app, &b.org.agent_key, &draft, "submit", json!({})).await;
+    let submitted = events(&app, &token, id_of(&pending)).await.pop().unwrap();
+    assert_eq!(submitted.1, "submit");
+    until(
+        "the delivery",
+        || async { receiver.processed("in") },
+        |p| p.contains(&submitted.0),
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    assert_eq!(receiver.seen().len(), 1);
+    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+}
+
+async fn deleting_an_endpoint_cancels_its_waiting_deliveries(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    receiver.fail_always("down");
+    let (down, secret) =
+        register(&app, &token, &receiver.url("down"), &["invoice.created"], 5).await;
+    receiver.accept("down", &secret);
+
+    // One failed attempt, and a retry a minute away: the list says when.
+    let workers = workers_with(&app.app, Duration::from_secs(60));
+    let draft = app.draft(&b, "delete-me").await;
+    until(
+        "the first attempt",
+        || deliveries(&app, &token, down),
+        |i| !i.is_empty(),
+    )
+    .await;
+    // Stopping lets the execution settle: the job is then retryable.
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    let items = deliveries(&app, &token, down).await;
+    assert_eq!(items.len(), 1);
+    let attempt = &items[0];
+    assert_eq!(attempt["attempt"], 1);
+    assert_eq!(attempt["status_code"], 500);
+    assert!(attempt["error_kind"].is_null());
+    assert_eq!(attempt["delivered"], false);
+    assert_eq!(attempt["event_type"], "invoice.created");
+    let job = expect_status(
+        app.get(
+            &format!("/v1/jobs/{}", attempt["job_id"].as_str().unwrap()),
+            &token,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(job["state"], "retryable");
+    assert_eq!(job["last_error"]["code"], "http_500");
+    assert_eq!(job["kind"], "webhook.deliver.v1");
+    assert_eq!(attempt["next_retry_at"], job["run_at"]);
+    let next: chrono::DateTime<chrono::Utc> =
+        attempt["next_retry_at"].as_str().unwrap().parse().unwrap();
+    let at: chrono::DateTime<chrono::Utc> =
+        attempt["attempted_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        next > at + chrono::Duration::milliseconds(900),
+        "{next} after {at}"
+    );
+
+    // Another endpoint's delivery waits too (no workers now).
+    let (up, up_secret) =
+        register(&app, &token, &receiver.url("up"), &["invoice.submitted"], 5).await;
+    receiver.accept("up", &up_secret);
+    command(&app, &b.org.agent_key, &draft, "submit", json!({})).await;
+    assert_eq!(
+        delivery_jobs(&app).await,
+        BTreeMap::from([("available".to_owned(), 1), ("retryable".to_owned(), 1)])
+    );
+
+    let path = format!("/v1/webhook-endpoints/{down}");
+    expect_status(app.delete(&path, &token).await, StatusCode::NO_CONTENT).await;
+    assert_eq!(
+        delivery_jobs(&app).await,
+        BTreeMap::from([("available".to_owned(), 1), ("cancelled".to_owned(), 1)])
+    );
+    expect_problem(
+        app.get(&format!("{path}/deliveries"), &token).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    assert_eq!(
+        deliveries_for(&app, down).await,
+        0,
+        "its attempts went with it"
+    );
+    let detail: String = app
+        .sql_scalar("select detail from audit_events where action = 'webhook_endpoint.deleted'")
+        .await;
+    let detail: Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(detail["cancelled_deliveries"], 1);
+
+    // A delivery that starts after its endpoint is gone is discarded, not retried.
+    let event = events(&app, &token, id_of(&draft)).await[0].0.clone();
+    let orphan = app
+        .app
+        .submit_job(NewJob {
+            org_id: b.org.org_id,
+            kind: "webhook.deliver.v1".to_owned(),
+            args: json!({"endpoint_id": down, "event_id": event}),
+            submission_id: None,
+            max_attempts: None,
+            run_at: None,
+        })
+        .await
+        .unwrap()
+        .id;
+    let workers = start_workers(&app.app);
+    let orphan = until(
+        "the orphan discarded",
+        || async {
+            expect_status(
+                app.get(&format!("/v1/jobs/{orphan}"), &token).await,
+                StatusCode::OK,
+            )
+            .await
+        },
+        |j| j["state"] == "discarded",
+    )
+    .await;
+    assert_eq!(orphan["last_error"]["code"], "endpoint_deleted");
+    assert_eq!(orphan["attempt"], 1);
+    until(
+        "the other endpoint's delivery",
+        || async { receiver.processed("up").len() },
+        |n| *n == 1,
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    assert!(
+        receiver
+            .seen()
+            .iter()
+            .all(|s| s.path == "up" || s.fault == Some(Fault::Refuse(500)))
+    );
+    assert_eq!(deliveries_for(&app, up).await, 1);
+}
+
+async fn the_address_is_vetted_again_at_delivery(backend: Backend) {
+    // Registered while `localhost` and 127.0.0.1 are allow-listed ...
+    let app = spawn_allowing(backend, "127.0.0.1, localhost").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    let port = receiver.addr.port();
+    let by_name = format!("http://localhost:{port}/name");
+    let (name_endpoint, name_secret) =
+        register(&app, &token, &by_name, &["invoice.created"], 5).await;
+    receiver.accept("name", &name_secret);
+    let (address_endpoint, address_secret) = register(
+        &app,
+        &token,
+        &receiver.url("address"),
+        &["invoice.created"],
+        5,
+    )
+    .await;
+    receiver.accept("address", &address_secret);
+
+    // ... delivered by workers whose policy no longer allows them: `localhost` resolves to a
+    // loopback address, which the vetting refuses before any connection.
+    let strict = App::new(std::sync::Arc::clone(app.app.store()), AppConfig::default());
+    let refusing = start_workers(&strict);
+    app.draft(&b, "vetted").await;
+    for endpoint in [name_endpoint, address_endpoint] {
+        let items = until(
+            "a refused attempt",
+            || deliveries(&app, &token, endpoint),
+            |i| !i.is_empty(),
+        )
+        .await;
+        assert_eq!(items[0]["error_kind"], "address_refused");
+        assert!(items[0]["status_code"].is_null());
+        assert_eq!(items[0]["delivered"], false);
+    }
+    assert!(refusing.shutdown(Duration::from_secs(10)).await);
+    assert!(receiver.seen().is_empty(), "nothing was sent");
+
+    // With the allow-list back, the name is resolved and the vetted address used.
+    let allowing = start_workers(&app.app);
+    until(
+        "both delivered",
+        || async {
+            (
+                receiver.processed("name").len(),
+                receiver.processed("address").len(),
+            )
+        },
+        |n| *n == (1, 1),
+    )
+    .await;
+    assert!(allowing.shutdown(Duration::from_secs(10)).await);
+    for endpoint in [name_endpoint, address_endpoint] {
+        let items = deliveries(&app, &token, endpoint).await;
+        assert_eq!(items[0]["delivered"], true);
+        assert!(
+            items[1..]
+                .iter()
+                .all(|i| i["error_kind"] == "address_refused")
+        );
+    }
+}
+
+async fn secrets_are_sealed_at_rest_with_the_operators_key(backend: Backend) {
+    let key = SecretKey::parse(&BASE64.encode([42u8; 32])).unwrap();
+    let config = AppConfig {
+        webhooks: webhook_config("127.0.0.1", Some(&key)),
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    let (_, secret) = register(&app, &token, &receiver.url("in"), &["invoice.created"], 5).await;
+    receiver.accept("in", &secret);
+    let stored: String = app.sql_scalar("select secret from webhook_endpoints").await;
+    assert!(stored.starts_with("v1:"), "sealed");
+    assert!(!stored.contains(secret.trim_start_matches("whsec_")));
+
+    // A process without the key cannot sign: the delivery waits for it (retryable), nothing
+    // is sent.
+    let keyless = App::new(
+        std::sync::Arc::clone(app.app.store()),
+        AppConfig {
+            webhooks: webhook_config("127.0.0.1", None),
+            ..AppConfig::default()
+        },
+    );
+    let without_key = start_workers(&keyless);
+    app.draft(&b, "sealed").await;
+    let code: String = until(
+        "a failed execution",
+        || async {
+            app.sql_rows::<(Option<String>,)>("select last_error_code from jobs")
+                .await
+                .pop()
+                .and_then(|r| r.0)
+                .unwrap_or_default()
+        },
+        |c| !c.is_empty(),
+    )
+    .await;
+    assert_eq!(code, "secret_unavailable");
+    assert!(without_key.shutdown(Duration::from_secs(10)).await);
+    assert!(receiver.seen().is_empty());
+
+    // With the key, the secret opens and signs.
+    let with_key = start_workers(&app.app);
+    until(
+        "the delivery",
+        || async { receiver.processed("in").len() },
+        |n| *n == 1,
+    )
+    .await;
+    assert!(with_key.shutdown(Duration::from_secs(10)).await);
+    assert_eq!(receiver.seen()[0].signed_with, Some(0));
+}
