@@ -17,5 +17,6 @@ pub mod lines;
 pub mod money;
 pub mod payload;
 pub mod quantity;
+pub mod settlement;
 pub mod text;
 pub mod visibility;

@@ -66,7 +66,9 @@ schema_enum!(
             InvoiceState::Approved => "approved by a human, not yet issued",
             InvoiceState::Issued => "issued to the customer",
             InvoiceState::PartiallyPaid => "some, not all, of the total has been paid",
-            InvoiceState::Paid => "fully paid (final)",
+            InvoiceState::Paid => {
+                "fully paid; final unless a confirmed payment is reversed later"
+            }
             InvoiceState::Rejected => "refused by an approver (final)",
             InvoiceState::Cancelled => {
                 "withdrawn by its proposer or cancelled by an approver (final)"
@@ -97,6 +99,15 @@ schema_enum!(
             Action::IssueBlocked => {
                 "issuing found the destination no longer active; the invoice stays approved \
                  for a human to cancel"
+            }
+            Action::PaymentApplied => {
+                "confirmed payments now cover more of the total (issued or partially paid → \
+                 partially paid or paid); the note names the payment"
+            }
+            Action::PaymentReversed => {
+                "less of the total is covered than before, because a confirmed payment failed \
+                 later (a reversal) or its events contradict each other; paid or partially paid \
+                 → partially paid or issued"
             }
         },
     )

@@ -17,7 +17,6 @@ use tauros::app::AppConfig;
 use tauros::effects::{HttpIssuer, Issuer};
 use tauros::http::HttpConfig;
 use tauros::jobs::{Defaults, Registry, WorkerConfig, Workers};
-use tauros::store::ClaimWrite;
 
 both_backends!(without_an_issuer_an_approver_issues_locally);
 
