@@ -15,6 +15,7 @@ mod jobs;
 mod limits;
 mod org;
 mod password;
+mod settlement;
 mod users;
 
 use crate::domain::identity::{ActorKind, Capabilities, Capability, Interface, Role};
@@ -39,6 +40,7 @@ pub use jobs::{
     complete_in, enqueue,
 };
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
+pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 
 /// A command's answer: the record as it is now, and whether the command had already been

@@ -19,6 +19,7 @@ pub mod problem;
 mod schema;
 mod serve;
 mod sessions;
+mod settlement;
 mod users;
 
 use crate::app::App;
@@ -68,6 +69,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(customers::routes())
         .merge(destinations::routes())
         .merge(invoices::routes())
+        .merge(settlement::routes())
         .merge(currencies::routes())
         .merge(jobs::routes())
         .merge(ops::routes())

@@ -17,6 +17,7 @@ use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::job::JobState;
+use crate::domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 
 /// A string enum whose description says what each value means.
 fn string_enum<T: Copy>(
@@ -299,6 +300,69 @@ schema_enum!(
     )
 );
 
+schema_enum!(
+    PaymentState,
+    "PaymentState",
+    string_enum(
+        "What a settlement source says a payment is; a payment only moves forward \
+         (`observed → confirmed → failed` or `observed → failed`).",
+        &PaymentState::ALL,
+        PaymentState::as_str,
+        |s| match s {
+            PaymentState::Observed => "seen at the source, not final: nothing of it counts yet",
+            PaymentState::Confirmed => "final at the source: it counts toward its invoice",
+            PaymentState::Failed => {
+                "failed at the source; after `confirmed` it is a reversal and stops counting"
+            }
+        },
+    )
+);
+
+schema_enum!(
+    PaymentStatus,
+    "PaymentStatus",
+    string_enum(
+        "What Tauros made of a payment; `unmatched`, `overpaid` and `conflict` need a human.",
+        &PaymentStatus::ALL,
+        PaymentStatus::as_str,
+        |s| match s {
+            PaymentStatus::Pending => {
+                "observed for a known, issued invoice in its currency; waiting for confirmation"
+            }
+            PaymentStatus::Applied => "confirmed and counted in full toward its invoice",
+            PaymentStatus::Overpaid => {
+                "confirmed, but part or all of it goes beyond the invoice's total"
+            }
+            PaymentStatus::Unmatched => {
+                "it names no known invoice, one in another currency, or one not issued yet \
+                 (`unmatched_reason`)"
+            }
+            PaymentStatus::Conflict => {
+                "its events disagree about the amount, currency or invoice; nothing of it \
+                 counts until a human has looked"
+            }
+            PaymentStatus::Failed => "it failed at the source or was reversed; nothing counts",
+        },
+    )
+);
+
+schema_enum!(
+    Unmatched,
+    "UnmatchedReason",
+    string_enum(
+        "Why a payment counts toward no invoice.",
+        &Unmatched::ALL,
+        Unmatched::as_str,
+        |u| match u {
+            Unmatched::UnknownInvoice => "no invoice of the organisation has that id or number",
+            Unmatched::WrongCurrency => "the invoice is in another currency",
+            Unmatched::InvoiceNotIssued => {
+                "the invoice is not issued; the payment is matched when it is"
+            }
+        },
+    )
+);
+
 /// `kind` of `GET /v1/me`: the two kinds of caller that hold a credential.
 pub struct CallerKind;
 
@@ -417,6 +481,18 @@ mod tests {
             values::<JobState>(),
             names(&JobState::ALL, JobState::as_str)
         );
+        assert_eq!(
+            values::<PaymentState>(),
+            names(&PaymentState::ALL, PaymentState::as_str)
+        );
+        assert_eq!(
+            values::<PaymentStatus>(),
+            names(&PaymentStatus::ALL, PaymentStatus::as_str)
+        );
+        assert_eq!(
+            values::<Unmatched>(),
+            names(&Unmatched::ALL, Unmatched::as_str)
+        );
     }
 
     /// Every enum the document uses is a component with its values explained.
@@ -435,6 +511,9 @@ mod tests {
             "Interface",
             "CallerKind",
             "JobState",
+            "PaymentState",
+            "PaymentStatus",
+            "UnmatchedReason",
         ] {
             let schema = &doc["components"]["schemas"][name];
             let description = schema["description"].as_str().unwrap_or_default();

@@ -1,7 +1,7 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`: the port, one file per area: its rows and a pair
+//! - `identity`, `parties`, `invoices`, `jobs`, `effects`, `settlement`: the port, one file per area: its rows and a pair
 //!   of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
@@ -19,6 +19,7 @@ mod invoices;
 mod jobs;
 mod parties;
 mod postgres;
+mod settlement;
 mod sql;
 mod sqlite;
 
@@ -42,6 +43,9 @@ pub use jobs::{
 };
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
 pub use postgres::PgStore;
+pub use settlement::{
+    PaymentFilter, PaymentRow, SettlementEventRow, SettlementRead, SettlementWrite,
+};
 pub use sqlite::SqliteStore;
 
 /// What can go wrong below the app layer.
@@ -184,14 +188,28 @@ pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
 pub trait Reader:
-    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + ClaimRead + Send
+    IdentityRead
+    + GovernanceRead
+    + PartyRead
+    + InvoiceRead
+    + JobRead
+    + ClaimRead
+    + SettlementRead
+    + Send
 {
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.
 #[async_trait]
 pub trait Tx:
-    Reader + IdentityWrite + GovernanceWrite + PartyWrite + InvoiceWrite + JobWrite + ClaimWrite
+    Reader
+    + IdentityWrite
+    + GovernanceWrite
+    + PartyWrite
+    + InvoiceWrite
+    + JobWrite
+    + ClaimWrite
+    + SettlementWrite
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -12,6 +12,7 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
+mod settlement;
 
 pub(crate) use effects::impl_effect_store;
 pub(crate) use governance::impl_governance_store;
@@ -19,6 +20,7 @@ pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
 pub(crate) use jobs::impl_job_store;
 pub(crate) use parties::{impl_party_store, scope_binds};
+pub(crate) use settlement::impl_settlement_store;
 
 use super::{StoreError, StoreResult};
 use crate::domain::destination::DestinationState;
@@ -26,6 +28,7 @@ use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::Role;
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::job::JobState;
+use crate::domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 
@@ -123,5 +126,8 @@ stored_as_text!(
     ChangeKind,
     ChangeState,
     Role,
-    JobState
+    JobState,
+    PaymentState,
+    PaymentStatus,
+    Unmatched
 );
