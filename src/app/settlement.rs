@@ -283,17 +283,18 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     // 2. A number that names no invoice yet: no invoice may be numbered with it before this
     //    commits, or the issue that numbers it could miss this payment.
     for r in &refs {
-        if let Some(year) = r.number_year() {
-            if resolve(&mut *tx, org_id, r).await?.is_none() {
-                tx.hold_invoice_numbers(org_id, year).await?;
-            }
+        if let Some(year) = r.number_year()
+            && resolve(&mut *tx, org_id, r).await?.is_none()
+        {
+            tx.hold_invoice_numbers(org_id, year).await?;
         }
     }
     for r in &refs {
-        if let Some(id) = resolve(&mut *tx, org_id, r).await? {
-            if !ids.contains(&id) {
-                return Ok(Attempt::Retry);
-            }
+        if resolve(&mut *tx, org_id, r)
+            .await?
+            .is_some_and(|id| !ids.contains(&id))
+        {
+            return Ok(Attempt::Retry);
         }
     }
 

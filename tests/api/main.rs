@@ -35,4 +35,5 @@ mod races;
 mod replays;
 mod security;
 mod serve;
+mod settlement;
 mod slow_clients;
