@@ -1,6 +1,6 @@
 //! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer,
-//! payment-destination and job route × every kind of caller, under each organisation setting
-//! that changes visibility or separation of duties.
+//! payment-destination, job and settlement route × every kind of caller, under each
+//! organisation setting that changes visibility or separation of duties.
 //!
 //! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
 //! [`MATRIX`] by [`render`]; `the_document_shows_this_matrix` keeps the two identical.
@@ -8,7 +8,8 @@
 //! Every row sets up its own records, as the record's owner, in a state where the command could
 //! succeed for the right caller (a draft for revise and submit, a pending invoice for withdraw
 //! and the decisions, an approved one for cancel, a fresh customer or destination for the party
-//! routes, an available job for the job routes and a cancelled one for retry). So a success
+//! routes, an available job for the job routes and a cancelled one for retry, a draft to name in
+//! a settlement event, and a payment reported for one for the payment reads). So a success
 //! proves the permission and a refusal proves the refusal. A refused row
 //! (and every read) must leave the business tables exactly as they were (row counts, invoice
 //! states, destination states, the org audit trail); a successful write must change them.
@@ -24,6 +25,7 @@ both_backends!(
     default_settings_on_invoices,
     default_settings_on_customers_and_destinations,
     default_settings_on_jobs,
+    default_settings_on_settlement,
     four_eyes,
     shared_review,
     four_eyes_with_shared_review,
@@ -59,6 +61,9 @@ enum Route {
     GetJob,
     RetryJob,
     CancelJob,
+    ReportSettlementEvent,
+    ListPayments,
+    GetPayment,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -133,7 +138,8 @@ enum Expect {
     Invalid,
     /// 401 `unauthorized`.
     NoAuth,
-    /// 403 `missing_capability`: the key lacks `invoicing`, whatever the record.
+    /// 403 `missing_capability`: the key lacks the route's capability (`invoicing`, or
+    /// `settlement` for reporting a settlement event), whatever the record.
     NoCap,
 }
 
@@ -174,6 +180,9 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, GetJob,                     [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, RetryJob,                   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, CancelJob,                  [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, ReportSettlementEvent,      [NoCap,     NoCap,     NoCap,     Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    Yes]),
+    (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
+    (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -200,6 +209,8 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (SharedReview, GetCustomer,            [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (SharedReview, ListDestinations,       [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
     (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (SharedReview, ListPayments,           [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
+    (SharedReview, GetPayment,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
@@ -214,11 +225,18 @@ async fn default_settings_on_invoices(app: TestApp) {
 }
 
 async fn default_settings_on_customers_and_destinations(app: TestApp) {
-    run(&app, |s, r| s == Defaults && !r.is_invoice() && !r.is_job()).await;
+    run(&app, |s, r| {
+        s == Defaults && !r.is_invoice() && !r.is_job() && !r.is_settlement()
+    })
+    .await;
 }
 
 async fn default_settings_on_jobs(app: TestApp) {
     run(&app, |s, r| s == Defaults && r.is_job()).await;
+}
+
+async fn default_settings_on_settlement(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_settlement()).await;
 }
 
 async fn four_eyes(app: TestApp) {
@@ -335,7 +353,15 @@ impl Route {
             GetJob => "GET /v1/jobs/{id}",
             RetryJob => "POST /v1/jobs/{id}/retry",
             CancelJob => "POST /v1/jobs/{id}/cancel",
+            ReportSettlementEvent => "POST /v1/settlement-events",
+            ListPayments => "GET /v1/payments",
+            GetPayment => "GET /v1/payments/{id}",
         }
+    }
+
+    /// A settlement route: reported by settlement agents, read by humans.
+    fn is_settlement(self) -> bool {
+        matches!(self, ReportSettlementEvent | ListPayments | GetPayment)
     }
 
     /// A route of the job queue: organisation-wide, for approvers only.
@@ -366,7 +392,7 @@ impl Route {
     fn is_list(self) -> bool {
         matches!(
             self,
-            ListInvoices | ListCustomers | ListDestinations | ListJobs
+            ListInvoices | ListCustomers | ListDestinations | ListJobs | ListPayments
         )
     }
 
@@ -381,7 +407,9 @@ impl Route {
 
     fn success(self) -> StatusCode {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination => StatusCode::CREATED,
+            CreateInvoice | CreateCustomer | CreateDestination | ReportSettlementEvent => {
+                StatusCode::CREATED
+            }
             DeleteCustomer => StatusCode::NO_CONTENT,
             _ => StatusCode::OK,
         }
@@ -391,14 +419,22 @@ impl Route {
     fn fixture(self) -> Fixture {
         match self {
             CreateInvoice | CreateCustomer | CreateDestination => Fixture::Nothing,
-            ListInvoices | GetInvoice | Revisions | Decisions | Events | Verify | Revise
-            | Submit => Fixture::Draft,
+            ListInvoices
+            | GetInvoice
+            | Revisions
+            | Decisions
+            | Events
+            | Verify
+            | Revise
+            | Submit
+            | ReportSettlementEvent => Fixture::Draft,
             Withdraw | Approve | Reject | RequestChanges => Fixture::Pending,
             Cancel => Fixture::Approved,
             ListCustomers | GetCustomer | PatchCustomer | DeleteCustomer => Fixture::Customer,
             ListDestinations | GetDestination | Deactivate => Fixture::Destination,
             ListJobs | GetJob | CancelJob => Fixture::Job,
             RetryJob => Fixture::CancelledJob,
+            ListPayments | GetPayment => Fixture::Payment,
         }
     }
 }
@@ -452,6 +488,9 @@ enum Fixture {
     Job,
     /// A job of organisation A that an approver cancelled.
     CancelledJob,
+    /// A payment the settlement agent reported for a draft of the subject (unmatched: not
+    /// issued), so its humans see it.
+    Payment,
 }
 
 /// An agent with its owner, one customer and one active EUR destination.
@@ -567,6 +606,15 @@ fn invoice_body(p: &Party) -> Value {
     crate::helpers::invoice_body_for(p.customer_id, p.destination_id)
 }
 
+/// A settlement event about a payment of `invoice`, unique to row `n`.
+fn settlement_event(invoice: &Value, n: usize) -> Value {
+    json!({
+        "source": "matrix", "event_id": format!("evt-{n}"), "payment_id": format!("pay-{n}"),
+        "invoice_id": invoice["id"], "amount": "100.00", "currency": "EUR",
+        "status": "confirmed", "occurred_at": "2026-03-01T12:00:00Z",
+    })
+}
+
 /// The records a row's request names.
 #[derive(Default)]
 struct Target {
@@ -574,6 +622,7 @@ struct Target {
     customer_id: Option<Uuid>,
     destination_id: Option<Uuid>,
     job_id: Option<Uuid>,
+    payment_id: Option<Uuid>,
 }
 
 impl Target {
@@ -620,6 +669,22 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
                 expect_status(res, StatusCode::OK).await;
             }
             target.job_id = Some(id);
+        }
+        Fixture::Payment => {
+            let res = app
+                .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
+                .await;
+            let invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
+            let res = app
+                .post(
+                    "/v1/settlement-events",
+                    &w.settlement_key,
+                    settlement_event(&invoice, n),
+                )
+                .await;
+            let recorded = expect_status(res, StatusCode::CREATED).await;
+            target.payment_id = Some(recorded["payment"]["id"].as_str().unwrap().parse().unwrap());
+            target.invoice = Some(invoice);
         }
         Fixture::Draft | Fixture::Pending | Fixture::Approved => {
             let res = app
@@ -730,6 +795,17 @@ async fn send(
         GetJob => (Method::GET, job(""), None),
         RetryJob => (Method::POST, job("/retry"), None),
         CancelJob => (Method::POST, job("/cancel"), None),
+        ReportSettlementEvent => (
+            Method::POST,
+            "/v1/settlement-events".to_owned(),
+            Some(settlement_event(t.invoice.as_ref().unwrap(), n)),
+        ),
+        ListPayments => (Method::GET, "/v1/payments?limit=100".to_owned(), None),
+        GetPayment => (
+            Method::GET,
+            format!("/v1/payments/{}", t.payment_id.unwrap()),
+            None,
+        ),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
@@ -761,6 +837,7 @@ async fn observe(res: reqwest::Response, route: Route, t: &Target) -> String {
                 ListInvoices => t.invoice_id(),
                 ListCustomers => t.customer_id.unwrap().to_string(),
                 ListJobs => t.job_id.unwrap().to_string(),
+                ListPayments => t.payment_id.unwrap().to_string(),
                 _ => t.destination_id.unwrap().to_string(),
             };
             let listed = body["items"]
@@ -807,6 +884,8 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from jobs",
         "select count(*) from jobs where state = 'available'",
         "select count(*) from jobs where state = 'cancelled'",
+        "select count(*) from payments",
+        "select count(*) from settlement_events",
     ];
     let sql = format!(
         "select {}",
