@@ -724,6 +724,15 @@ fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
          payment event happened at the source)"
             .to_owned()
     })?;
+    // chrono reads a leap second (`…:59:60`) as 1e9 or more nanoseconds; neither database
+    // stores one, so it is refused like any time that cannot be kept exactly.
+    if parsed.nanosecond() >= 1_000_000_000 {
+        return Err(
+            "`occurred_at` is a leap second, which cannot be stored exactly; send the next \
+             second (…:00) instead"
+                .to_owned(),
+        );
+    }
     if parsed.nanosecond() % 1_000 != 0 {
         return Err(
             "`occurred_at` is more precise than a microsecond; send at most six fractional \
@@ -1096,6 +1105,8 @@ mod tests {
         );
         let mut e = input();
         e.occurred_at = Some("2026-03-01T12:00:00.0000001Z".into());
+        assert_eq!(fields(&e), [("occurred_at".into(), "invalid_timestamp")]);
+        e.occurred_at = Some("2016-12-31T23:59:60Z".into());
         assert_eq!(fields(&e), [("occurred_at".into(), "invalid_timestamp")]);
         e.occurred_at = Some("2026-03-01T13:00:00.123456+01:00".into());
         assert_eq!(
