@@ -10,7 +10,7 @@
 //! numbers. A step that finds it would need a lock out of that order rolls back and starts
 //! again, so no two transactions wait on each other in a circle.
 
-use super::invoices::reconcile_invoice;
+use super::invoices::{caller, reconcile_invoice};
 use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, KeyHolder, PageRequest, Replayed,
     list_filter, now,
@@ -23,7 +23,7 @@ use crate::domain::settlement::{
     self as rules, EventInput, InvoiceRef, PaymentFacts, PaymentState, PaymentStatus,
     PaymentSummary, Standing, Unmatched, ValidEvent,
 };
-use crate::domain::visibility::{Caller, Scope};
+use crate::domain::visibility::Scope;
 use crate::store::{
     InvoiceJoined, InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx,
 };
@@ -198,7 +198,7 @@ impl App {
         let mut conn = self.store.reader().await?;
         let settings = org_settings(&mut *conn, human.org_id).await?;
         let filter = PaymentFilter {
-            scope: Scope::of_invoices(super::invoices::caller(actor), settings.shared_review),
+            scope: Scope::of_invoices(caller(actor), settings.shared_review),
             status,
         };
         let rows = conn.payments(human.org_id, &filter, page.into()).await?;
@@ -223,13 +223,7 @@ impl App {
             .await?
             .ok_or(AppError::NotFound)?
             .owner_id;
-        let scope = Scope::of_invoices(
-            Caller::Human {
-                id: human.id,
-                role: human.role,
-            },
-            settings.shared_review,
-        );
+        let scope = Scope::of_invoices(caller(actor), settings.shared_review);
         if !scope.includes(payment.agent_id, owner) {
             return Err(AppError::NotFound);
         }
@@ -302,19 +296,18 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     let at = now();
     let fresh = new_payment(agent, v, at);
     let inserted = tx.insert_payment(&fresh).await?;
-    let mut payment = match existing.as_ref().filter(|_| !inserted) {
-        Some(p) => tx.lock_payment(org_id, p.id).await?,
-        None if inserted => tx.lock_payment(org_id, fresh.id).await?,
-        None => {
-            let id = tx
-                .payment_by_source(org_id, &v.source, &v.payment_id)
-                .await?
-                .map(|p| p.id);
-            match id {
-                Some(id) => tx.lock_payment(org_id, id).await?,
-                None => None,
-            }
-        }
+    let id = match (inserted, &existing) {
+        (true, _) => Some(fresh.id),
+        (false, Some(p)) => Some(p.id),
+        // A concurrent first event of the same payment inserted it since it was read.
+        (false, None) => tx
+            .payment_by_source(org_id, &v.source, &v.payment_id)
+            .await?
+            .map(|p| p.id),
+    };
+    let mut payment = match id {
+        Some(id) => tx.lock_payment(org_id, id).await?,
+        None => None,
     }
     .ok_or_else(|| AppError::Internal("payment vanished under its lock".into()))?;
     if !inserted {
@@ -463,7 +456,7 @@ fn standing_of(j: InvoiceJoined) -> AppResult<InvoiceStanding> {
 /// The invoice `r` names, if the organisation has it.
 async fn resolve(tx: &mut dyn Tx, org_id: Uuid, r: &InvoiceRef) -> AppResult<Option<Uuid>> {
     Ok(match r {
-        InvoiceRef::Id(id) => tx.invoice_joined(org_id, *id).await?.map(|_| *id),
+        InvoiceRef::Id(id) => tx.invoice_exists(org_id, *id).await?.then_some(*id),
         InvoiceRef::Number(number) => tx.invoice_id_by_number(org_id, number).await?,
     })
 }

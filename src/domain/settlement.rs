@@ -269,7 +269,8 @@ impl PaymentSummary {
         self.state == PaymentState::Failed && self.confirmed_at.is_some()
     }
 
-    /// Whether `event` disagrees with this payment's facts (it is listed as the conflict).
+    /// Whether an event with these facts disagrees with the payment's (it is shown as the
+    /// contradiction).
     pub fn contradicted_by(&self, facts: &PaymentFacts) -> bool {
         self.facts != *facts
     }
@@ -356,6 +357,7 @@ fn blocked(p: &PaymentSummary, invoice: Option<&InvoiceFacts>) -> Option<Standin
 
 /// Where a payment that names no known invoice stands.
 pub fn standing_without_invoice(p: &PaymentSummary) -> Standing {
+    // Without an invoice a payment is at least unmatched, so `blocked` always answers.
     blocked(p, None).unwrap_or(Standing::counts_nothing(
         PaymentStatus::Unmatched,
         Some(Unmatched::UnknownInvoice),
@@ -394,6 +396,7 @@ pub fn allocate(invoice: &InvoiceFacts, payments: &[Candidate<'_>]) -> Allocatio
     }
     Allocation {
         amount_paid: invoice.total.checked_sub(left).unwrap_or(MinorAmount::ZERO),
+        // Every payment was either blocked or allocated above.
         standings: standings
             .into_iter()
             .map(|s| s.unwrap_or(Standing::counts_nothing(PaymentStatus::Pending, None)))

@@ -162,6 +162,8 @@ pub trait InvoiceRead: Send {
         filter: &InvoiceFilter,
         page: Page,
     ) -> StoreResult<Vec<InvoiceJoined>>;
+    /// Whether the organisation has this invoice (a plain indexed read, no join).
+    async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
     /// The invoice issued under `number`, if any.
     async fn invoice_id_by_number(
         &mut self,

@@ -87,6 +87,18 @@ macro_rules! impl_invoice_store {
                 }
 
                 #[::tracing::instrument(level = "debug", skip_all)]
+                async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
+                    let found: Option<(i32,)> =
+                        ::sqlx::query_as("select 1 from invoices where org_id = $1 and id = $2")
+                            .bind(org_id)
+                            .bind(id)
+                            .fetch_optional(self.0.conn())
+                            .await
+                            .map_err($map_err)?;
+                    Ok(found.is_some())
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
                 async fn invoice_id_by_number(
                     &mut self,
                     org_id: Uuid,
