@@ -10,7 +10,7 @@
 //! numbers. A step that finds it would need a lock out of that order rolls back and starts
 //! again, so no two transactions wait on each other in a circle.
 
-use super::invoices::{caller, reconcile_invoice};
+use super::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
 use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, KeyHolder, PageRequest, Replayed,
     list_filter, now,
@@ -24,9 +24,7 @@ use crate::domain::settlement::{
     PaymentSummary, Standing, Unmatched, ValidEvent,
 };
 use crate::domain::visibility::Scope;
-use crate::store::{
-    InvoiceJoined, InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx,
-};
+use crate::store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use uuid::Uuid;
@@ -313,10 +311,9 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     if !inserted {
         // Another transaction may have moved the payment since it was read unlocked.
         let matched_elsewhere = payment.invoice_id.is_some_and(|id| !ids.contains(&id));
-        let named_elsewhere = match resolve(&mut *tx, org_id, &facts_of(&payment)?.invoice).await? {
-            Some(id) => !ids.contains(&id),
-            None => false,
-        };
+        let named_elsewhere = resolve(&mut *tx, org_id, &facts_of(&payment)?.invoice)
+            .await?
+            .is_some_and(|id| !ids.contains(&id));
         if matched_elsewhere || named_elsewhere {
             return Ok(Attempt::Retry);
         }
@@ -424,8 +421,9 @@ async fn recorded(
         Some(id) => conn
             .invoice_joined(payment.org_id, id)
             .await?
-            .map(standing_of)
-            .transpose()?,
+            .map(joined_view)
+            .transpose()?
+            .map(standing_of),
         None => None,
     };
     let summary = summary_of(&payment)?;
@@ -436,21 +434,17 @@ async fn recorded(
     })
 }
 
-fn standing_of(j: InvoiceJoined) -> AppResult<InvoiceStanding> {
-    let c = currency(&j.revision.currency)?;
-    let (_, total) = both_forms(&j.revision.total_minor, c)?;
-    let (amount_paid, amount_paid_minor) = both_forms(&j.amount_paid_minor, c)?;
-    let balance_minor = rules::balance(total, amount_paid_minor);
-    Ok(InvoiceStanding {
-        id: j.revision.invoice_id,
-        number: j.invoice_number,
-        state: j.state,
-        currency: j.revision.currency,
-        amount_paid,
-        amount_paid_minor,
-        balance: balance_minor.to_major_string(c),
-        balance_minor,
-    })
+fn standing_of(i: InvoiceView) -> InvoiceStanding {
+    InvoiceStanding {
+        id: i.id,
+        number: i.number,
+        state: i.state,
+        currency: i.current_revision.currency,
+        amount_paid: i.amount_paid,
+        amount_paid_minor: i.amount_paid_minor,
+        balance: i.balance,
+        balance_minor: i.balance_minor,
+    }
 }
 
 /// The invoice `r` names, if the organisation has it.

@@ -200,7 +200,7 @@ pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppRe
 }
 
 /// The invoice as a joined read returned it.
-pub(super) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
+pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
     let id = j.revision.invoice_id;
     let current_revision = revision_view(j.revision)?;
     let s = settled(j.state, &current_revision, &j.amount_paid_minor)?;
