@@ -97,6 +97,8 @@ impl From<StoreError> for AppError {
 pub enum KeyHolder {
     Invoice(uuid::Uuid),
     Destination(uuid::Uuid),
+    /// A settlement event: its source's event id was reported before with another body.
+    SettlementEvent(uuid::Uuid),
 }
 
 /// Shorthand for use-case results.

@@ -15,6 +15,7 @@ mod jobs;
 mod limits;
 mod org;
 mod password;
+mod settlement;
 mod users;
 mod webhooks;
 
@@ -40,6 +41,7 @@ pub use jobs::{
     complete_in, enqueue,
 };
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
+pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 pub use webhooks::{
     Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView, WebhookConfig,

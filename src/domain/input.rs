@@ -25,6 +25,9 @@ pub const FLOAT_NOT_ALLOWED: &str = "float_not_allowed";
 const MAJOR_HINT: &str = "send unit_amount as a decimal string in major units such as \"1200.50\"";
 const MINOR_HINT: &str =
     "send unit_amount_minor as an integer number of minor units such as 120050";
+const AMOUNT_HINT: &str = "send amount as a decimal string in major units such as \"1200.50\"";
+const AMOUNT_MINOR_HINT: &str =
+    "send amount_minor as an integer number of minor units such as 120050";
 const QUANTITY_HINT: &str = "send quantity as a decimal string such as \"1.5\"";
 const NEVER: &str = "floating-point numbers are never accepted";
 
@@ -44,6 +47,15 @@ pub enum MinorAmountInput {
 /// `quantity` as sent: a decimal string (`"1.5"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuantityInput(pub String);
+
+/// A settlement event's `amount`: the same input as `unit_amount`, with its own hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmountInput(pub MajorAmountInput);
+
+/// A settlement event's `amount_minor`: the same input as `unit_amount_minor`, with its own
+/// hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmountMinorInput(pub MinorAmountInput);
 
 impl MajorAmountInput {
     /// Applies the money rules of `currency` (grammar, decimals, range).
@@ -84,15 +96,22 @@ fn float_error<E: de::Error>(value: f64, hint: &str) -> E {
     }
 }
 
-struct MajorVisitor;
+/// Reads a major-unit field; `minor_field` names its minor-unit twin, `hint` says how to send
+/// it instead of a float.
+struct MajorVisitor {
+    minor_field: &'static str,
+    hint: &'static str,
+}
 
 impl Visitor<'_> for MajorVisitor {
     type Value = MajorAmountInput;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
+        write!(
+            f,
             "a decimal string in major units such as \"1200.50\" (integer minor units go in \
-             unit_amount_minor)",
+             {})",
+            self.minor_field
         )
     }
 
@@ -118,11 +137,14 @@ impl Visitor<'_> for MajorVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Err(float_error(value, MAJOR_HINT))
+        Err(float_error(value, self.hint))
     }
 }
 
-struct MinorVisitor;
+/// Reads a minor-unit field; `hint` says how to send it instead of a float.
+struct MinorVisitor {
+    hint: &'static str,
+}
 
 impl Visitor<'_> for MinorVisitor {
     type Value = MinorAmountInput;
@@ -156,7 +178,7 @@ impl Visitor<'_> for MinorVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Err(float_error(value, MINOR_HINT))
+        Err(float_error(value, self.hint))
     }
 }
 
@@ -196,13 +218,37 @@ impl Visitor<'_> for QuantityVisitor {
 
 impl<'de> Deserialize<'de> for MajorAmountInput {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(MajorVisitor)
+        deserializer.deserialize_any(MajorVisitor {
+            minor_field: "unit_amount_minor",
+            hint: MAJOR_HINT,
+        })
     }
 }
 
 impl<'de> Deserialize<'de> for MinorAmountInput {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(MinorVisitor)
+        deserializer.deserialize_any(MinorVisitor { hint: MINOR_HINT })
+    }
+}
+
+impl<'de> Deserialize<'de> for AmountInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(MajorVisitor {
+                minor_field: "amount_minor",
+                hint: AMOUNT_HINT,
+            })
+            .map(AmountInput)
+    }
+}
+
+impl<'de> Deserialize<'de> for AmountMinorInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(MinorVisitor {
+                hint: AMOUNT_MINOR_HINT,
+            })
+            .map(AmountMinorInput)
     }
 }
 
@@ -248,10 +294,16 @@ mod tests {
         assert!(error::<QuantityInput>("1.5").contains("send quantity as a decimal string"));
         assert!(error::<MajorAmountInput>("1.5").contains("send unit_amount as a decimal string"));
         assert!(error::<MinorAmountInput>("1.5").contains("send unit_amount_minor as an integer"));
+        assert!(error::<AmountInput>("1.5").contains("send amount as a decimal string"));
+        assert!(error::<AmountMinorInput>("1.5").contains("send amount_minor as an integer"));
+        assert!(error::<AmountInput>("400").contains("amount_minor"));
+        assert!(!error::<AmountInput>("400").contains("unit_amount"));
         for message in [
             error::<QuantityInput>("1.5"),
             error::<MajorAmountInput>("1.5"),
             error::<MinorAmountInput>("1.5"),
+            error::<AmountInput>("1.5"),
+            error::<AmountMinorInput>("1.5"),
         ] {
             assert!(message.contains(NEVER), "{message}");
         }

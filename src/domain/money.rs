@@ -141,6 +141,14 @@ impl MinorAmount {
             .ok_or(MoneyError::OutOfRange)
     }
 
+    /// `self - other`, or `None` when `other` is larger (amounts are never negative).
+    pub fn checked_sub(self, other: MinorAmount) -> Option<Self> {
+        self.0
+            .checked_sub(other.0)
+            .filter(|v| *v >= 0)
+            .map(MinorAmount)
+    }
+
     /// Sum of amounts, or `amount_out_of_range` as soon as it overflows.
     pub fn checked_sum(amounts: impl IntoIterator<Item = MinorAmount>) -> Result<Self, MoneyError> {
         amounts

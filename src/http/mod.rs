@@ -19,6 +19,7 @@ pub mod problem;
 mod schema;
 mod serve;
 pub(crate) mod sessions;
+mod settlement;
 mod users;
 mod webhooks;
 
@@ -71,6 +72,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(customers::routes())
         .merge(destinations::routes())
         .merge(invoices::routes())
+        .merge(settlement::routes())
         .merge(currencies::routes())
         .merge(jobs::routes())
         .merge(webhooks::routes())

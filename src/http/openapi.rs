@@ -32,6 +32,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "customers", description = "Customers: managed by humans, read by their agents"),
         (name = "payment destinations", description = "Where invoices are paid: registered by agents"),
         (name = "invoices", description = "Proposals by agents, decisions by humans"),
+        (name = "settlement", description = "Payments: reported by settlement agents, reconciled by Tauros, read by humans"),
         (name = "currencies", description = "The currencies, exponents and networks Tauros accepts"),
         (name = "jobs", description = "The background job queue: what approvers see and do"),
         (name = "webhooks", description = "Signed notifications of invoice events to your endpoints (Standard Webhooks)"),
@@ -84,6 +85,7 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     }
     if let Some(components) = doc.components.as_mut() {
         exactly_one_amount(&mut components.schemas);
+        exactly_one_invoice_and_amount(&mut components.schemas);
         problem_members(&mut components.schemas);
     }
     doc
@@ -110,7 +112,9 @@ fn complete(path: &str, op: &mut Operation) {
         .parameters
         .as_ref()
         .is_some_and(|ps| ps.iter().any(|p| p.name == IDEMPOTENCY_KEY));
-    let command = idempotent || answers_with(op, "CommandResponse");
+    let command = idempotent
+        || answers_with(op, "CommandResponse")
+        || answers_with(op, "SettlementEventRecorded");
     let mut add = |status: &str, description: &str| {
         op.responses
             .responses
@@ -158,23 +162,27 @@ fn complete(path: &str, op: &mut Operation) {
     let invoicing = ["/v1/invoices", "/v1/customers", "/v1/payment-destinations"]
         .iter()
         .any(|prefix| path.starts_with(prefix));
-    if invoicing {
+    let capability = if invoicing {
+        Some("invoicing")
+    } else if path.starts_with("/v1/settlement-events") {
+        Some("settlement")
+    } else {
+        None
+    };
+    if let Some(capability) = capability {
+        let missing =
+            format!("`missing_capability`: an agent key without the `{capability}` capability");
         // Added to a 403 the route documents already, or as the route's only 403.
         let forbidden = op
             .responses
             .responses
             .entry("403".to_owned())
-            .or_insert_with(|| {
-                problem("`missing_capability`: an agent key without the `invoicing` capability")
-                    .build()
-                    .into()
-            });
+            .or_insert_with(|| problem(&missing).build().into());
         if let RefOr::T(response) = forbidden
             && !response.description.contains("missing_capability")
         {
-            response.description.push_str(
-                "; `missing_capability`: an agent key without the `invoicing` capability",
-            );
+            response.description.push_str("; ");
+            response.description.push_str(&missing);
         }
     }
     for (status, response) in op.responses.responses.iter_mut() {
@@ -274,42 +282,88 @@ fn is_null(schema: &RefOr<Schema>) -> bool {
 /// The derived `LineRequest` lists both as optional; the document splits it into two shapes,
 /// each requiring its amount and refusing the other, and makes `LineRequest` one of them.
 fn exactly_one_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
-    let Some(RefOr::T(Schema::Object(line))) = schemas.get("LineRequest").cloned() else {
+    one_of_shapes(
+        schemas,
+        "LineRequest",
+        &[
+            (
+                "LineWithUnitAmount",
+                &["unit_amount"],
+                "A request line priced in major units (`unit_amount`, a decimal string).",
+            ),
+            (
+                "LineWithUnitAmountMinor",
+                &["unit_amount_minor"],
+                "A request line priced in minor units (`unit_amount_minor`).",
+            ),
+        ],
+        &["unit_amount", "unit_amount_minor"],
+    );
+}
+
+/// A settlement event names its invoice with exactly one of `invoice_id` and
+/// `invoice_number`, and its amount with exactly one of `amount` and `amount_minor`: four
+/// shapes, of which `SettlementEventRequest` is one.
+fn exactly_one_invoice_and_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
+    one_of_shapes(
+        schemas,
+        "SettlementEventRequest",
+        &[
+            (
+                "SettlementEventByIdWithAmount",
+                &["invoice_id", "amount"],
+                "An event naming the invoice by `invoice_id`, the amount in major units.",
+            ),
+            (
+                "SettlementEventByIdWithAmountMinor",
+                &["invoice_id", "amount_minor"],
+                "An event naming the invoice by `invoice_id`, the amount in minor units.",
+            ),
+            (
+                "SettlementEventByNumberWithAmount",
+                &["invoice_number", "amount"],
+                "An event naming the invoice by `invoice_number`, the amount in major units.",
+            ),
+            (
+                "SettlementEventByNumberWithAmountMinor",
+                &["invoice_number", "amount_minor"],
+                "An event naming the invoice by `invoice_number`, the amount in minor units.",
+            ),
+        ],
+        &["invoice_id", "invoice_number", "amount", "amount_minor"],
+    );
+}
+
+/// Replaces the derived `component` by one of `shapes`: each `(name, members, description)`
+/// is the component requiring `members` and without the other `alternatives`.
+fn one_of_shapes(
+    schemas: &mut BTreeMap<String, RefOr<Schema>>,
+    component: &str,
+    shapes: &[(&str, &[&str], &str)],
+    alternatives: &[&str],
+) {
+    let Some(RefOr::T(Schema::Object(base))) = schemas.get(component).cloned() else {
         return;
     };
-    let variant = |amount: &str, other: &str, description: &str| {
-        let mut shape = line.clone();
-        shape.properties.remove(other);
-        shape.required.retain(|r| r != other);
-        if !shape.required.iter().any(|r| r == amount) {
-            shape.required.push(amount.to_owned());
+    let mut one_of = OneOfBuilder::new();
+    for (name, members, description) in shapes {
+        let mut shape = base.clone();
+        for other in alternatives.iter().filter(|a| !members.contains(a)) {
+            shape.properties.remove(*other);
+            shape.required.retain(|r| r != other);
         }
-        shape.description = Some(description.to_owned());
-        RefOr::T(Schema::Object(shape))
-    };
+        for member in *members {
+            if !shape.required.iter().any(|r| r == member) {
+                shape.required.push((*member).to_owned());
+            }
+        }
+        shape.description = Some((*description).to_owned());
+        schemas.insert((*name).to_owned(), RefOr::T(Schema::Object(shape)));
+        one_of = one_of.item(Ref::from_schema_name(*name));
+    }
     schemas.insert(
-        "LineWithUnitAmount".to_owned(),
-        variant(
-            "unit_amount",
-            "unit_amount_minor",
-            "A request line priced in major units (`unit_amount`, a decimal string).",
-        ),
-    );
-    schemas.insert(
-        "LineWithUnitAmountMinor".to_owned(),
-        variant(
-            "unit_amount_minor",
-            "unit_amount",
-            "A request line priced in minor units (`unit_amount_minor`).",
-        ),
-    );
-    schemas.insert(
-        "LineRequest".to_owned(),
-        OneOfBuilder::new()
-            .item(Ref::from_schema_name("LineWithUnitAmount"))
-            .item(Ref::from_schema_name("LineWithUnitAmountMinor"))
-            .description(line.description)
-            .into(),
+        component.to_owned(),
+        one_of.description(base.description).into(),
     );
 }
 
@@ -456,7 +510,8 @@ mod tests {
                 .unwrap()
                 .iter()
                 .filter(|(status, _)| status.starts_with('2'));
-            let command = name.contains("/v1/invoices") && name.starts_with("post")
+            let command = (name.contains("/v1/invoices") || name.contains("/v1/settlement-events"))
+                && name.starts_with("post")
                 || op["parameters"]
                     .as_array()
                     .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));

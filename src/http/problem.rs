@@ -243,17 +243,23 @@ impl From<AppError> for ApiError {
                 let (member, id) = match holder {
                     KeyHolder::Invoice(id) => ("invoice_id", id),
                     KeyHolder::Destination(id) => ("payment_destination_id", id),
+                    KeyHolder::SettlementEvent(id) => ("settlement_event_id", id),
                 };
-                ApiError::new(
-                    S::CONFLICT,
-                    "idempotency_conflict",
-                    format!(
+                let detail = match holder {
+                    KeyHolder::SettlementEvent(_) => format!(
+                        "this source already reported this event_id with a different body \
+                         (settlement event {id}); nothing was written. An event never changes: \
+                         send the original body again, or report what changed as a new event \
+                         with a new event_id"
+                    ),
+                    _ => format!(
                         "this idempotency key was already used with a different payload for your \
                          {member} {id}; nothing was written. Send the original payload to get the \
                          original result, or use a new key for a new request"
                     ),
-                )
-                .with_member(member, id.to_string())
+                };
+                ApiError::new(S::CONFLICT, "idempotency_conflict", detail)
+                    .with_member(member, id.to_string())
             }
             AppError::HasDependents => ApiError::new(
                 S::CONFLICT,

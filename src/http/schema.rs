@@ -17,6 +17,7 @@ use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::job::JobState;
+use crate::domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 use crate::domain::webhook::event_type;
 
 /// A string enum whose description says what each value means.
@@ -67,7 +68,9 @@ schema_enum!(
             InvoiceState::Approved => "approved by a human, not yet issued",
             InvoiceState::Issued => "issued to the customer",
             InvoiceState::PartiallyPaid => "some, not all, of the total has been paid",
-            InvoiceState::Paid => "fully paid (final)",
+            InvoiceState::Paid => {
+                "fully paid; final unless a confirmed payment is reversed later"
+            }
             InvoiceState::Rejected => "refused by an approver (final)",
             InvoiceState::Cancelled => {
                 "withdrawn by its proposer or cancelled by an approver (final)"
@@ -98,6 +101,15 @@ schema_enum!(
             Action::IssueBlocked => {
                 "issuing found the destination no longer active; the invoice stays approved \
                  for a human to cancel"
+            }
+            Action::PaymentApplied => {
+                "confirmed payments now cover more of the total (issued or partially paid → \
+                 partially paid or paid); the note names the payment"
+            }
+            Action::PaymentReversed => {
+                "less of the total is covered than before, because a confirmed payment failed \
+                 later (a reversal) or its events contradict each other; paid or partially paid \
+                 → partially paid or issued"
             }
         },
     )
@@ -311,6 +323,73 @@ schema_enum!(
             Action::Issue => "it was numbered and issued (by the issuer, or an approver)",
             Action::IssueBlocked => {
                 "issuing found its destination no longer active; it stays approved for a human"
+            }
+            Action::PaymentApplied => "confirmed payments added to what it has been paid",
+            Action::PaymentReversed => {
+                "a payment stopped counting (failed after confirmation, or contested)"
+            }
+        },
+    )
+);
+
+schema_enum!(
+    PaymentState,
+    "PaymentState",
+    string_enum(
+        "What a settlement source says a payment is; a payment only moves forward \
+         (`observed → confirmed → failed` or `observed → failed`).",
+        &PaymentState::ALL,
+        PaymentState::as_str,
+        |s| match s {
+            PaymentState::Observed => "seen at the source, not final: nothing of it counts yet",
+            PaymentState::Confirmed => "final at the source: it counts toward its invoice",
+            PaymentState::Failed => {
+                "failed at the source; after `confirmed` it is a reversal and stops counting"
+            }
+        },
+    )
+);
+
+schema_enum!(
+    PaymentStatus,
+    "PaymentStatus",
+    string_enum(
+        "What Tauros made of a payment; `unmatched`, `overpaid` and `conflict` need a human.",
+        &PaymentStatus::ALL,
+        PaymentStatus::as_str,
+        |s| match s {
+            PaymentStatus::Pending => {
+                "observed for a known, issued invoice in its currency; waiting for confirmation"
+            }
+            PaymentStatus::Applied => "confirmed and counted in full toward its invoice",
+            PaymentStatus::Overpaid => {
+                "confirmed, but part or all of it goes beyond the invoice's total"
+            }
+            PaymentStatus::Unmatched => {
+                "it names no known invoice, one in another currency, or one not issued yet \
+                 (`unmatched_reason`)"
+            }
+            PaymentStatus::Conflict => {
+                "its events disagree about the amount, currency or invoice; nothing of it \
+                 counts until a human has looked"
+            }
+            PaymentStatus::Failed => "it failed at the source or was reversed; nothing counts",
+        },
+    )
+);
+
+schema_enum!(
+    Unmatched,
+    "UnmatchedReason",
+    string_enum(
+        "Why a payment counts toward no invoice.",
+        &Unmatched::ALL,
+        Unmatched::as_str,
+        |u| match u {
+            Unmatched::UnknownInvoice => "no invoice of the organisation has that id or number",
+            Unmatched::WrongCurrency => "the invoice is in another currency",
+            Unmatched::InvoiceNotIssued => {
+                "the invoice is not issued; the payment is matched when it is"
             }
         },
     )

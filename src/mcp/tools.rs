@@ -438,6 +438,7 @@ pub(super) async fn call(
                 agent_id: None,
                 decision: a.decision,
                 idempotency_key: a.idempotency_key,
+                overdue: None,
             };
             let rows = app.list_invoices(actor, query, params.page()).await?;
             let (items, next_cursor) = params.split(rows, |i| i.id);

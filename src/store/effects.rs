@@ -71,4 +71,8 @@ pub trait ClaimWrite: ClaimRead {
     /// The organisation's next invoice number in `year` (1, 2, …), held by this transaction:
     /// a rollback gives it back, so the sequence has no gaps.
     async fn next_invoice_number(&mut self, org_id: Uuid, year: i32) -> StoreResult<i64>;
+    /// Share-locks the organisation's number sequence of `year` (creating it at zero if
+    /// needed) until the transaction ends: no invoice of that year gets a number meanwhile, so
+    /// a number that names no invoice now cannot start to name one before this commits.
+    async fn hold_invoice_numbers(&mut self, org_id: Uuid, year: i32) -> StoreResult<()>;
 }

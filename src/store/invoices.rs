@@ -26,6 +26,8 @@ pub struct InvoiceRow {
     pub updated_at: DateTime<Utc>,
     /// The latest decision on any of its revisions.
     pub last_decision_id: Option<Uuid>,
+    /// Digits of how much of the total confirmed payments cover (settlement writes it).
+    pub amount_paid_minor: String,
 }
 
 /// One immutable revision: the financial content and its seal.
@@ -67,6 +69,8 @@ pub struct InvoiceJoined {
     pub first_payload_hash: String,
     pub invoice_created_at: DateTime<Utc>,
     pub invoice_updated_at: DateTime<Utc>,
+    /// Digits of how much of the total confirmed payments cover.
+    pub amount_paid_minor: String,
     /// The human who owns the proposing agent.
     pub agent_owner_id: Uuid,
     /// The org's `four_eyes` setting.
@@ -132,6 +136,10 @@ pub struct InvoiceFilter {
     pub idempotency_key: Option<String>,
     /// Oldest first (the approver's inbox) instead of newest first.
     pub oldest_first: bool,
+    /// Only overdue invoices (`true`) or only the others (`false`), as of `today`.
+    pub overdue: Option<bool>,
+    /// Today (UTC), for `overdue`.
+    pub today: NaiveDate,
 }
 
 /// Reads of invoices' records, scoped by org.
@@ -154,6 +162,14 @@ pub trait InvoiceRead: Send {
         filter: &InvoiceFilter,
         page: Page,
     ) -> StoreResult<Vec<InvoiceJoined>>;
+    /// Whether the organisation has this invoice (a plain indexed read, no join).
+    async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
+    /// The invoice issued under `number`, if any.
+    async fn invoice_id_by_number(
+        &mut self,
+        org_id: Uuid,
+        number: &str,
+    ) -> StoreResult<Option<Uuid>>;
     async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>>;
     async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>>;
     async fn decision_for_revision(

@@ -1,8 +1,9 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`: the port, one file per area: its
-//!   rows and a pair of traits, `…Read` (plain reads) and `…Write` (writes and locking reads).
+//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `effects`, `settlement`: the port,
+//!   one file per area: its rows and a pair of traits, `…Read` (plain reads) and `…Write` (writes
+//!   and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
 //!   [`Tx`] is a write transaction and can also read.
@@ -19,6 +20,7 @@ mod invoices;
 mod jobs;
 mod parties;
 mod postgres;
+mod settlement;
 mod sql;
 mod sqlite;
 mod webhooks;
@@ -43,6 +45,9 @@ pub use jobs::{
 };
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
 pub use postgres::PgStore;
+pub use settlement::{
+    PaymentFilter, PaymentRow, SettlementEventRow, SettlementRead, SettlementWrite,
+};
 pub use sqlite::SqliteStore;
 pub use webhooks::{
     WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
@@ -188,7 +193,15 @@ pub type DynStore = Arc<dyn Store>;
 
 /// A unit of work that only reads.
 pub trait Reader:
-    IdentityRead + GovernanceRead + PartyRead + InvoiceRead + JobRead + ClaimRead + WebhookRead + Send
+    IdentityRead
+    + GovernanceRead
+    + PartyRead
+    + InvoiceRead
+    + JobRead
+    + ClaimRead
+    + WebhookRead
+    + SettlementRead
+    + Send
 {
 }
 
@@ -203,6 +216,7 @@ pub trait Tx:
     + JobWrite
     + ClaimWrite
     + WebhookWrite
+    + SettlementWrite
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -2,7 +2,8 @@
 
 use super::sql::{
     Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_webhook_store,
+    impl_invoice_store, impl_job_store, impl_party_store, impl_settlement_store,
+    impl_webhook_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -95,9 +96,11 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_settlement_store!(PgUnit, for_update = " for update", map_err = map_err);
 impl_effect_store!(
     PgUnit,
     for_update = " for update",
+    for_share = " for share",
     skip_locked = " for update skip locked",
     sanction = "select set_config('tauros.reap', 'on', true)",
     unsanction = "select set_config('tauros.reap', 'off', true)",

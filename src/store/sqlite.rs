@@ -10,7 +10,8 @@
 
 use super::sql::{
     Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_webhook_store,
+    impl_invoice_store, impl_job_store, impl_party_store, impl_settlement_store,
+    impl_webhook_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -117,11 +118,13 @@ impl_party_store!(
     map_err = map_err
 );
 impl_invoice_store!(SqliteUnit, for_update = "", map_err = map_err);
+impl_settlement_store!(SqliteUnit, for_update = "", map_err = map_err);
 // A sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
 // transaction (the single writer keeps everyone else out meanwhile).
 impl_effect_store!(
     SqliteUnit,
     for_update = "",
+    for_share = "",
     skip_locked = "",
     sanction = "insert into effect_claim_reaps default values",
     unsanction = "delete from effect_claim_reaps",

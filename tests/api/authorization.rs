@@ -1,6 +1,6 @@
 //! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer,
-//! payment-destination, job and webhook-endpoint route × every kind of caller, under each organisation setting
-//! that changes visibility or separation of duties.
+//! payment-destination, job, webhook-endpoint and settlement route × every kind of caller, under
+//! each organisation setting that changes visibility or separation of duties.
 //!
 //! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
 //! [`MATRIX`] by [`render`]; `the_document_shows_this_matrix` keeps the two identical.
@@ -8,8 +8,9 @@
 //! Every row sets up its own records, as the record's owner, in a state where the command could
 //! succeed for the right caller (a draft for revise and submit, a pending invoice for withdraw
 //! and the decisions, an approved one for cancel, a fresh customer or destination for the party
-//! routes, an available job for the job routes and a cancelled one for retry, and the
-//! organisation's only webhook endpoint for the webhook routes). So a success
+//! routes, an available job for the job routes and a cancelled one for retry, the
+//! organisation's only webhook endpoint for the webhook routes, a draft to name in a settlement
+//! event, and a payment reported for one for the payment reads). So a success
 //! proves the permission and a refusal proves the refusal. A refused row
 //! (and every read) must leave the business tables exactly as they were (row counts, invoice
 //! states, destination states, the org audit trail); a successful write must change them.
@@ -26,6 +27,7 @@ both_backends!(
     default_settings_on_customers_and_destinations,
     default_settings_on_jobs,
     default_settings_on_webhooks,
+    default_settings_on_settlement,
     four_eyes,
     shared_review,
     four_eyes_with_shared_review,
@@ -67,6 +69,9 @@ enum Route {
     RotateWebhookSecret,
     WebhookDeliveries,
     DeleteWebhook,
+    ReportSettlementEvent,
+    ListPayments,
+    GetPayment,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -141,7 +146,8 @@ enum Expect {
     Invalid,
     /// 401 `unauthorized`.
     NoAuth,
-    /// 403 `missing_capability`: the key lacks `invoicing`, whatever the record.
+    /// 403 `missing_capability`: the key lacks the route's capability (`invoicing`, or
+    /// `settlement` for reporting a settlement event), whatever the record.
     NoCap,
 }
 
@@ -188,6 +194,9 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, RotateWebhookSecret,        [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, WebhookDeliveries,          [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, DeleteWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, ReportSettlementEvent,      [NoCap,     NoCap,     NoCap,     Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    Yes]),
+    (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
+    (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -214,6 +223,8 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (SharedReview, GetCustomer,            [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (SharedReview, ListDestinations,       [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
     (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
+    (SharedReview, ListPayments,           [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
+    (SharedReview, GetPayment,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
@@ -229,7 +240,7 @@ async fn default_settings_on_invoices(app: TestApp) {
 
 async fn default_settings_on_customers_and_destinations(app: TestApp) {
     run(&app, |s, r| {
-        s == Defaults && !r.is_invoice() && !r.is_job() && !r.is_webhook()
+        s == Defaults && !r.is_invoice() && !r.is_job() && !r.is_webhook() && !r.is_settlement()
     })
     .await;
 }
@@ -240,6 +251,10 @@ async fn default_settings_on_jobs(app: TestApp) {
 
 async fn default_settings_on_webhooks(app: TestApp) {
     run(&app, |s, r| s == Defaults && r.is_webhook()).await;
+}
+
+async fn default_settings_on_settlement(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_settlement()).await;
 }
 
 async fn four_eyes(app: TestApp) {
@@ -362,7 +377,15 @@ impl Route {
             RotateWebhookSecret => "POST /v1/webhook-endpoints/{id}/rotate-secret",
             WebhookDeliveries => "GET /v1/webhook-endpoints/{id}/deliveries",
             DeleteWebhook => "DELETE /v1/webhook-endpoints/{id}",
+            ReportSettlementEvent => "POST /v1/settlement-events",
+            ListPayments => "GET /v1/payments",
+            GetPayment => "GET /v1/payments/{id}",
         }
+    }
+
+    /// A settlement route: reported by settlement agents, read by humans.
+    fn is_settlement(self) -> bool {
+        matches!(self, ReportSettlementEvent | ListPayments | GetPayment)
     }
 
     /// A route of the job queue: organisation-wide, for approvers only.
@@ -406,7 +429,12 @@ impl Route {
     fn is_list(self) -> bool {
         matches!(
             self,
-            ListInvoices | ListCustomers | ListDestinations | ListJobs | ListWebhooks
+            ListInvoices
+                | ListCustomers
+                | ListDestinations
+                | ListJobs
+                | ListWebhooks
+                | ListPayments
         )
     }
 
@@ -421,9 +449,11 @@ impl Route {
 
     fn success(self) -> StatusCode {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook => {
-                StatusCode::CREATED
-            }
+            CreateInvoice
+            | CreateCustomer
+            | CreateDestination
+            | CreateWebhook
+            | ReportSettlementEvent => StatusCode::CREATED,
             DeleteCustomer | DeleteWebhook => StatusCode::NO_CONTENT,
             _ => StatusCode::OK,
         }
@@ -433,8 +463,15 @@ impl Route {
     fn fixture(self) -> Fixture {
         match self {
             CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook => Fixture::Nothing,
-            ListInvoices | GetInvoice | Revisions | Decisions | Events | Verify | Revise
-            | Submit => Fixture::Draft,
+            ListInvoices
+            | GetInvoice
+            | Revisions
+            | Decisions
+            | Events
+            | Verify
+            | Revise
+            | Submit
+            | ReportSettlementEvent => Fixture::Draft,
             Withdraw | Approve | Reject | RequestChanges => Fixture::Pending,
             Cancel => Fixture::Approved,
             ListCustomers | GetCustomer | PatchCustomer | DeleteCustomer => Fixture::Customer,
@@ -444,6 +481,7 @@ impl Route {
             ListWebhooks | GetWebhook | RotateWebhookSecret | WebhookDeliveries | DeleteWebhook => {
                 Fixture::Webhook
             }
+            ListPayments | GetPayment => Fixture::Payment,
         }
     }
 }
@@ -499,6 +537,9 @@ enum Fixture {
     CancelledJob,
     /// Organisation A's only webhook endpoint (registered by A1; earlier ones deleted).
     Webhook,
+    /// A payment the settlement agent reported for a draft of the subject (unmatched: not
+    /// issued), so its humans see it.
+    Payment,
 }
 
 /// An agent with its owner, one customer and one active EUR destination.
@@ -620,6 +661,15 @@ fn invoice_body(p: &Party) -> Value {
     crate::helpers::invoice_body_for(p.customer_id, p.destination_id)
 }
 
+/// A settlement event about a payment of `invoice`, unique to row `n`.
+fn settlement_event(invoice: &Value, n: usize) -> Value {
+    json!({
+        "source": "matrix", "event_id": format!("evt-{n}"), "payment_id": format!("pay-{n}"),
+        "invoice_id": invoice["id"], "amount": "100.00", "currency": "EUR",
+        "status": "confirmed", "occurred_at": "2026-03-01T12:00:00Z",
+    })
+}
+
 /// The records a row's request names.
 #[derive(Default)]
 struct Target {
@@ -628,6 +678,7 @@ struct Target {
     destination_id: Option<Uuid>,
     job_id: Option<Uuid>,
     webhook_id: Option<Uuid>,
+    payment_id: Option<Uuid>,
 }
 
 impl Target {
@@ -692,6 +743,22 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
                 .await;
             let created = expect_status(res, StatusCode::CREATED).await;
             target.webhook_id = Some(id_of(&created["endpoint"]).parse().unwrap());
+        }
+        Fixture::Payment => {
+            let res = app
+                .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
+                .await;
+            let invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
+            let res = app
+                .post(
+                    "/v1/settlement-events",
+                    &w.settlement_key,
+                    settlement_event(&invoice, n),
+                )
+                .await;
+            let recorded = expect_status(res, StatusCode::CREATED).await;
+            target.payment_id = Some(recorded["payment"]["id"].as_str().unwrap().parse().unwrap());
+            target.invoice = Some(invoice);
         }
         Fixture::Draft | Fixture::Pending | Fixture::Approved => {
             let res = app
@@ -817,6 +884,17 @@ async fn send(
         RotateWebhookSecret => (Method::POST, webhook("/rotate-secret"), None),
         WebhookDeliveries => (Method::GET, webhook("/deliveries"), None),
         DeleteWebhook => (Method::DELETE, webhook(""), None),
+        ReportSettlementEvent => (
+            Method::POST,
+            "/v1/settlement-events".to_owned(),
+            Some(settlement_event(t.invoice.as_ref().unwrap(), n)),
+        ),
+        ListPayments => (Method::GET, "/v1/payments?limit=100".to_owned(), None),
+        GetPayment => (
+            Method::GET,
+            format!("/v1/payments/{}", t.payment_id.unwrap()),
+            None,
+        ),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
@@ -849,6 +927,7 @@ async fn observe(res: reqwest::Response, route: Route, t: &Target) -> String {
                 ListCustomers => t.customer_id.unwrap().to_string(),
                 ListJobs => t.job_id.unwrap().to_string(),
                 ListWebhooks => t.webhook_id.unwrap().to_string(),
+                ListPayments => t.payment_id.unwrap().to_string(),
                 _ => t.destination_id.unwrap().to_string(),
             };
             let listed = body["items"]
@@ -896,6 +975,8 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from jobs where state = 'available'",
         "select count(*) from jobs where state = 'cancelled'",
         "select count(*) from webhook_endpoints",
+        "select count(*) from payments",
+        "select count(*) from settlement_events",
     ];
     let sql = format!(
         "select {}",

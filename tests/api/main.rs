@@ -37,5 +37,6 @@ mod races;
 mod replays;
 mod security;
 mod serve;
+mod settlement;
 mod slow_clients;
 mod webhooks;

@@ -108,6 +108,7 @@ impl App {
             created_at: now,
             updated_at: now,
             last_decision_id: None,
+            amount_paid_minor: "0".to_owned(),
         };
         let event = next_event(
             &mut invoice,

@@ -275,6 +275,8 @@ impl App {
             ));
         }
         issue_to(&mut *tx, &mut invoice, to, actor).await?;
+        // Payments reported before the issue count from now on, in this transaction.
+        super::settling::match_at_issue(&mut *tx, &mut invoice, actor).await?;
         written(tx, &invoice).await
     }
 

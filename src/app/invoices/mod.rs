@@ -8,11 +8,14 @@ mod commands;
 mod content;
 mod issuing;
 mod queries;
+mod settling;
 mod views;
 
 pub use crate::domain::invoice::DraftInput;
 pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
 pub use queries::InvoiceQuery;
+pub(crate) use settling::reconcile_invoice;
+pub(crate) use views::joined_view;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
 
 use super::{Actor, AppError, AppResult};

@@ -7,7 +7,7 @@ use super::views::{
     DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
 };
 use super::{access_error, caller, joined_access};
-use crate::app::{Actor, App, AppError, AppResult, PageRequest, list_filter};
+use crate::app::{Actor, App, AppError, AppResult, FieldError, PageRequest, list_filter};
 use crate::domain::audit::first_break;
 use crate::domain::fingerprint::{key_error, key_is_valid};
 use crate::domain::identity::Capability;
@@ -30,6 +30,9 @@ pub struct InvoiceQuery {
     pub decision: Option<String>,
     /// Only the invoice the caller created with this key.
     pub idempotency_key: Option<String>,
+    /// `true`: only overdue invoices (issued or partially paid, due before today, a balance
+    /// open); `false`: only the others.
+    pub overdue: Option<String>,
 }
 
 impl App {
@@ -70,6 +73,19 @@ impl App {
         {
             errors.push(key_error("idempotency_key"));
         }
+        let overdue = match query.overdue.as_deref() {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(_) => {
+                errors.push(FieldError::plain(
+                    "overdue",
+                    "invalid_value",
+                    "overdue must be true or false",
+                ));
+                None
+            }
+        };
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }
@@ -91,6 +107,8 @@ impl App {
             agent_id: query.agent_id,
             decision,
             idempotency_key: query.idempotency_key,
+            overdue,
+            today: crate::app::now().date_naive(),
         };
         let rows = conn.invoices(actor.org_id(), &filter, page.into()).await?;
         rows.into_iter().map(joined_view).collect()

@@ -6,6 +6,7 @@ use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::lines::LineView;
 use crate::domain::money::MinorAmount;
 use crate::domain::payload::decode_lines;
+use crate::domain::settlement;
 use crate::store::{DecisionRow, EventRow, InvoiceJoined, InvoiceRow, RevisionRow};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::str::FromStr;
@@ -49,6 +50,14 @@ pub struct InvoiceView {
     pub revision_count: i32,
     /// The latest decision on any of its revisions (after `request_changes`: why).
     pub decision: Option<LatestDecision>,
+    /// How much of the total confirmed payments cover, both forms.
+    pub amount_paid: String,
+    pub amount_paid_minor: MinorAmount,
+    /// What is still to be paid, both forms.
+    pub balance: String,
+    pub balance_minor: MinorAmount,
+    /// Computed now: issued or partially paid, due before today (UTC), a balance open.
+    pub overdue: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -143,26 +152,60 @@ pub(super) fn revision_view(r: RevisionRow) -> AppResult<RevisionView> {
     })
 }
 
+/// What the invoice's payments cover, what is left, and whether it is overdue today.
+struct Settled {
+    amount_paid: String,
+    amount_paid_minor: MinorAmount,
+    balance: String,
+    balance_minor: MinorAmount,
+    overdue: bool,
+}
+
+fn settled(state: InvoiceState, revision: &RevisionView, paid: &str) -> AppResult<Settled> {
+    let currency = Currency::from_str(&revision.currency)
+        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
+    let paid = MinorAmount::parse_minor(paid).map_err(|e| AppError::Internal(e.to_string()))?;
+    let balance = settlement::balance(revision.total_minor, paid);
+    let today = crate::app::now().date_naive();
+    Ok(Settled {
+        amount_paid: paid.to_major_string(currency),
+        amount_paid_minor: paid,
+        balance: balance.to_major_string(currency),
+        balance_minor: balance,
+        overdue: settlement::is_overdue(state, revision.due_date, today, balance),
+    })
+}
+
 /// A new invoice as create just wrote it, with its first revision (and no decision yet).
 pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppResult<InvoiceView> {
+    let current_revision = revision_view(revision)?;
+    let s = settled(invoice.state, &current_revision, &invoice.amount_paid_minor)?;
     Ok(InvoiceView {
         id: invoice.id,
         agent_id: invoice.agent_id,
         idempotency_key: invoice.idempotency_key.clone(),
         state: invoice.state,
         number: invoice.number.clone(),
-        current_revision: revision_view(revision)?,
+        current_revision,
         revision_count: invoice.revision_count,
         decision: None,
+        amount_paid: s.amount_paid,
+        amount_paid_minor: s.amount_paid_minor,
+        balance: s.balance,
+        balance_minor: s.balance_minor,
+        overdue: s.overdue,
         created_at: invoice.created_at,
         updated_at: invoice.updated_at,
     })
 }
 
 /// The invoice as a joined read returned it.
-pub(super) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
+pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
+    let id = j.revision.invoice_id;
+    let current_revision = revision_view(j.revision)?;
+    let s = settled(j.state, &current_revision, &j.amount_paid_minor)?;
     Ok(InvoiceView {
-        id: j.revision.invoice_id,
+        id,
         agent_id: j.agent_id,
         idempotency_key: j.idempotency_key,
         state: j.state,
@@ -181,9 +224,14 @@ pub(super) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
             }),
             _ => None,
         },
+        amount_paid: s.amount_paid,
+        amount_paid_minor: s.amount_paid_minor,
+        balance: s.balance,
+        balance_minor: s.balance_minor,
+        overdue: s.overdue,
         created_at: j.invoice_created_at,
         updated_at: j.invoice_updated_at,
-        current_revision: revision_view(j.revision)?,
+        current_revision,
     })
 }
 

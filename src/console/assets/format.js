@@ -76,11 +76,6 @@ export function age(iso, now = Date.now()) {
   return `${Math.floor(hours / 24)} d`;
 }
 
-/** Today in UTC as YYYY-MM-DD (due dates are UTC calendar dates). */
-export function todayUtc(now = Date.now()) {
-  return new Date(now).toISOString().slice(0, 10);
-}
-
 /** An IBAN in groups of four, as printed on paper; other addresses exactly as they are. */
 export function address(network, value) {
   if (network === "iban") return value.replace(/(.{4})(?=.)/g, "$1 ");
@@ -141,6 +136,10 @@ const ACTIONS = {
   reject: "Rejected",
   request_changes: "Changes requested",
   cancel: "Cancelled",
+  issue: "Issued",
+  issue_blocked: "Issue blocked (destination inactive)",
+  payment_applied: "Payment applied",
+  payment_reversed: "Payment reversed",
 };
 
 export function action(name) {

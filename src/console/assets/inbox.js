@@ -40,7 +40,6 @@ export async function render(main, { params }) {
     ),
   );
 
-  const today = fmt.todayUtc();
   const rows = page.items.map((invoice) => {
     const rev = invoice.current_revision;
     const customer = dir.customers.get(rev.customer_id);
@@ -51,7 +50,8 @@ export async function render(main, { params }) {
     if (destination && destination.state !== "active") {
       badges.push(h("span", { class: "badge badge-warn" }, `Destination ${destination.state}`));
     }
-    if (["issued", "partially_paid"].includes(invoice.state) && rev.due_date < today) {
+    // Tauros computes overdue (issued or partially paid, past due, a balance open).
+    if (invoice.overdue) {
       badges.push(h("span", { class: "badge badge-warn" }, "Overdue"));
     }
     if (invoice.decision && invoice.state === "draft" && invoice.decision.decision === "changes_requested") {

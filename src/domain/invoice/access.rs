@@ -78,6 +78,8 @@ const AGENT_DECIDES: &str = "an agent can never approve, reject, request changes
      invoice: a human approver decides. An agent may revise, submit or withdraw its own invoices";
 const NOBODY_RECORDS: &str = "`issue_blocked` is recorded by Tauros when issuing finds the \
      destination inactive; no caller can record it";
+const SETTLEMENT_RECORDS: &str = "`payment_applied` and `payment_reversed` are recorded by Tauros \
+     from settlement events (POST /v1/settlement-events); no caller can record them";
 const OPERATOR_DECIDES: &str = "only a human with role `approver` may approve, reject, request \
      changes on or cancel an invoice; an operator may withdraw it";
 const HUMAN_PROPOSES: &str = "only the agent that proposed this invoice may revise or submit it; \
@@ -145,6 +147,9 @@ pub fn authorize(
         Action::Withdraw => Ok(()),
         // Tauros records it; no caller can.
         Action::IssueBlocked => Err(AccessError::Forbidden(NOBODY_RECORDS)),
+        Action::PaymentApplied | Action::PaymentReversed => {
+            Err(AccessError::Forbidden(SETTLEMENT_RECORDS))
+        }
         Action::Approve
         | Action::Reject
         | Action::RequestChanges

@@ -49,7 +49,9 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         | Action::Submit
         | Action::Withdraw
         | Action::Issue
-        | Action::IssueBlocked => {
+        | Action::IssueBlocked
+        | Action::PaymentApplied
+        | Action::PaymentReversed => {
             return match reason {
                 None => Ok(None),
                 Some(_) => Err(FieldError::plain(

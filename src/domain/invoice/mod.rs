@@ -31,5 +31,5 @@ pub use draft::{
 };
 pub use state::{
     Action, DecisionKind, InvalidTransition, InvoiceState, IssuingStarted, Transition,
-    check_issuing, transition,
+    check_issuing, settle, transition,
 };

@@ -25,7 +25,7 @@ pub enum InvoiceState {
     Issued,
     /// Some, not all, of the total has been paid (effects.md).
     PartiallyPaid,
-    /// Fully paid; final.
+    /// Fully paid; final unless a confirmed payment is later reversed (effects.md §4).
     Paid,
     /// Refused by an approver; final.
     Rejected,
@@ -67,7 +67,9 @@ impl InvoiceState {
             .find(|state| state.as_str() == s)
     }
 
-    /// Whether no command can ever move the invoice again (a new invoice is made instead).
+    /// Whether no command can ever move the invoice again (a new invoice is made instead). A
+    /// paid invoice moves back only when a confirmed payment is reversed, which is settlement
+    /// recording what happened, not a command.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -108,11 +110,17 @@ pub enum Action {
     /// Issuing found the destination no longer active: the invoice stays approved, and this
     /// event tells a human (recorded by Tauros, never a caller's command).
     IssueBlocked,
+    /// Confirmed payments now cover more of the total: issued or partially paid → partially
+    /// paid or paid (recorded by Tauros from settlement events, never a caller's command).
+    PaymentApplied,
+    /// Less of the total is covered than before (a confirmed payment failed later, a reversal):
+    /// paid or partially paid → partially paid or issued (recorded by Tauros).
+    PaymentReversed,
 }
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 10] = [
+    pub const ALL: [Action; 12] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -123,6 +131,8 @@ impl Action {
         Action::Cancel,
         Action::Issue,
         Action::IssueBlocked,
+        Action::PaymentApplied,
+        Action::PaymentReversed,
     ];
 
     /// The stored and serialized name (also the audit event's `action`).
@@ -138,6 +148,8 @@ impl Action {
             Action::Cancel => "cancel",
             Action::Issue => "issue",
             Action::IssueBlocked => "issue_blocked",
+            Action::PaymentApplied => "payment_applied",
+            Action::PaymentReversed => "payment_reversed",
         }
     }
 
@@ -154,6 +166,11 @@ impl Action {
             Action::RequestChanges => Some(DecisionKind::ChangesRequested),
             _ => None,
         }
+    }
+
+    /// Whether settlement records it: the invoice's paid state follows the confirmed payments.
+    pub fn is_settlement(self) -> bool {
+        matches!(self, Action::PaymentApplied | Action::PaymentReversed)
     }
 
     /// Whether only a human approver may run it (separation of duties, domain.md §1).
@@ -303,6 +320,11 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
             "that state is final: create a new invoice (with a new idempotency key) instead"
                 .to_owned()
         }
+        (Action::PaymentApplied | Action::PaymentReversed, _) => {
+            "settlement moves an invoice only once it is issued, and only as far as its \
+             confirmed payments reach"
+                .to_owned()
+        }
         (_, InvoiceState::Paid) => "a paid invoice is final".to_owned(),
         _ => {
             let states: Vec<String> = InvoiceState::ALL
@@ -318,22 +340,51 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
     }
 }
 
-/// The table of domain.md §5: the state a legal command moves to, replays aside.
+/// The graph of domain.md §5 and effects.md §4: every state a legal move of `action` reaches
+/// from `from`, replays aside. A command has exactly one target; a settlement move has two,
+/// because where it lands follows from the amount paid (`domain::settlement` decides which).
+fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
+    use InvoiceState::{
+        Approved, Cancelled, Draft, Issued, Paid, PartiallyPaid, PendingApproval, Rejected,
+    };
+    match (action, from) {
+        (Action::Revise, Draft | PendingApproval) => &[Draft],
+        (Action::Submit, Draft) => &[PendingApproval],
+        (Action::Withdraw, Draft | PendingApproval) => &[Cancelled],
+        (Action::Approve, PendingApproval) => &[Approved],
+        (Action::Reject, PendingApproval) => &[Rejected],
+        (Action::RequestChanges, PendingApproval) => &[Draft],
+        (Action::Cancel, Approved) => &[Cancelled],
+        (Action::Issue, Approved) => &[Issued],
+        (Action::IssueBlocked, Approved) => &[Approved],
+        (Action::PaymentApplied, Issued | PartiallyPaid) => &[PartiallyPaid, Paid],
+        (Action::PaymentReversed, PartiallyPaid | Paid) => &[Issued, PartiallyPaid],
+        _ => &[],
+    }
+}
+
+/// The state a legal command moves to, replays aside: the one target [`targets`] lists.
 ///
 /// Shared by [`transition`] and the decide order so the graph is written exactly once.
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
-    use InvoiceState::{Approved, Cancelled, Draft, Issued, PendingApproval, Rejected};
-    match (action, from) {
-        (Action::Revise, Draft | PendingApproval) => Some(Draft),
-        (Action::Submit, Draft) => Some(PendingApproval),
-        (Action::Withdraw, Draft | PendingApproval) => Some(Cancelled),
-        (Action::Approve, PendingApproval) => Some(Approved),
-        (Action::Reject, PendingApproval) => Some(Rejected),
-        (Action::RequestChanges, PendingApproval) => Some(Draft),
-        (Action::Cancel, Approved) => Some(Cancelled),
-        (Action::Issue, Approved) => Some(Issued),
-        (Action::IssueBlocked, Approved) => Some(Approved),
+    match targets(action, from) {
+        [to] => Some(*to),
         _ => None,
+    }
+}
+
+/// A settlement move (effects.md §4): `action` takes the invoice from `from` to `to`, the state
+/// the amount paid decided. Refused unless the graph has exactly that move; settlement never
+/// replays (an unchanged amount paid moves nothing and records nothing).
+pub fn settle(
+    action: Action,
+    from: InvoiceState,
+    to: InvoiceState,
+) -> Result<Transition, InvalidTransition> {
+    if action.is_settlement() && targets(action, from).contains(&to) {
+        Ok(Transition::Apply { to })
+    } else {
+        Err(InvalidTransition { from, action })
     }
 }
 
@@ -434,7 +485,9 @@ mod tests {
                 "request_changes",
                 "cancel",
                 "issue",
-                "issue_blocked"
+                "issue_blocked",
+                "payment_applied",
+                "payment_reversed"
             ]
         );
     }
@@ -465,9 +518,21 @@ mod tests {
             Action::Submit,
             Action::Withdraw,
             Action::Cancel,
+            Action::Issue,
+            Action::IssueBlocked,
+            Action::PaymentApplied,
+            Action::PaymentReversed,
         ] {
             assert_eq!(action.decision_kind(), None, "{action}");
         }
+        let settlement: Vec<Action> = Action::ALL
+            .into_iter()
+            .filter(|a| a.is_settlement())
+            .collect();
+        assert_eq!(
+            settlement,
+            [Action::PaymentApplied, Action::PaymentReversed]
+        );
         let authority: Vec<Action> = Action::ALL
             .into_iter()
             .filter(|a| a.is_authority())
@@ -499,6 +564,19 @@ mod tests {
         (Action::Cancel, Approved, Cancelled),
         (Action::Issue, Approved, Issued),
         (Action::IssueBlocked, Approved, Approved),
+    ];
+
+    /// Every settlement move effects.md §4 allows: forward as confirmed payments cover more of
+    /// the total, back when one is reversed. Nothing else, and never through `transition`.
+    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 8] = [
+        (Action::PaymentApplied, Issued, PartiallyPaid),
+        (Action::PaymentApplied, Issued, Paid),
+        (Action::PaymentApplied, PartiallyPaid, PartiallyPaid),
+        (Action::PaymentApplied, PartiallyPaid, Paid),
+        (Action::PaymentReversed, Paid, PartiallyPaid),
+        (Action::PaymentReversed, Paid, Issued),
+        (Action::PaymentReversed, PartiallyPaid, PartiallyPaid),
+        (Action::PaymentReversed, PartiallyPaid, Issued),
     ];
 
     /// The replays that the state alone decides (plus `cancelled_by`).
@@ -554,9 +632,44 @@ mod tests {
                 }
             }
         }
-        // 10 actions × 8 states × 3 = 240 cases; 11 legal pairs × 3, 1 submit replay × 3,
-        // 3 issue replays × 3, withdraw and cancel replay once each.
-        assert_eq!(refused, 240 - 33 - 3 - 9 - 2);
+        // 12 actions × 8 states × 3 = 288 cases; 11 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves are never
+        // commands: `transition` refuses them everywhere.
+        assert_eq!(refused, 288 - 33 - 3 - 9 - 2);
+    }
+
+    #[test]
+    fn settlement_moves_are_exactly_the_table() {
+        let mut allowed = 0;
+        for action in Action::ALL {
+            for from in InvoiceState::ALL {
+                for to in InvoiceState::ALL {
+                    let legal = SETTLEMENT.contains(&(action, from, to));
+                    let got = settle(action, from, to);
+                    if legal {
+                        assert_eq!(got, Ok(Transition::Apply { to }), "{action} {from} → {to}");
+                        allowed += 1;
+                    } else {
+                        assert_eq!(
+                            got,
+                            Err(InvalidTransition { from, action }),
+                            "{action} {from} → {to}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(allowed, SETTLEMENT.len());
+        // A settlement move stays within the states a payment can reach.
+        for (_, from, to) in SETTLEMENT {
+            for state in [from, to] {
+                assert!(matches!(state, Issued | PartiallyPaid | Paid), "{state}");
+            }
+        }
+        let text = settle(Action::PaymentApplied, Approved, Paid)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("only once it is issued"), "{text}");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub fn event_type(action: Action) -> &'static str {
         Action::Cancel => "invoice.cancelled",
         Action::Issue => "invoice.issued",
         Action::IssueBlocked => "invoice.issue_blocked",
+        Action::PaymentApplied => "invoice.payment_applied",
+        Action::PaymentReversed => "invoice.payment_reversed",
     }
 }
 

@@ -116,6 +116,7 @@ pub(super) async fn create_invoice(
         ("agent_id" = Option<Uuid>, Query, description = "Only this agent's"),
         ("decision" = Option<crate::domain::invoice::DecisionKind>, Query, description = "Only invoices whose latest decision is this one"),
         ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
+        ("overdue" = Option<bool>, Query, description = "`true`: only overdue invoices (issued or partially paid, due before today in UTC, a balance open); `false`: only the others. Computed when asked, never stored"),
         crate::http::schema::Page,
     ),
     responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
@@ -131,6 +132,7 @@ pub(super) async fn list_invoices(
         agent_id: query.uuid("agent_id")?,
         decision: query.get("decision").map(str::to_owned),
         idempotency_key: query.get("idempotency_key").map(str::to_owned),
+        overdue: query.get("overdue").map(str::to_owned),
     };
     let rows = state
         .app

@@ -224,6 +224,20 @@ pub struct InvoiceResponse {
     /// The latest decision on any of its revisions, `null` before the first: after
     /// `request_changes` the invoice is `draft` again and this says why.
     pub decision: Option<LatestDecisionResponse>,
+    /// How much of the total confirmed payments cover, with exactly the currency's decimals
+    /// (never more than the total: an overpayment stays on its payment).
+    pub amount_paid: String,
+    /// `amount_paid` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
+    pub amount_paid_minor: MinorAmount,
+    /// What is still to be paid (`total - amount_paid`), with exactly the currency's decimals.
+    pub balance: String,
+    /// `balance` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
+    pub balance_minor: MinorAmount,
+    /// Issued or partially paid, due before today (UTC), a balance open: computed when read,
+    /// never stored.
+    pub overdue: bool,
     /// When the invoice was proposed (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
     /// When its latest event happened (RFC 3339, UTC).
@@ -420,6 +434,11 @@ pub(crate) fn invoice(i: InvoiceView) -> InvoiceResponse {
             revision_id: d.revision_id,
             decided_at: d.decided_at,
         }),
+        amount_paid: i.amount_paid,
+        amount_paid_minor: i.amount_paid_minor,
+        balance: i.balance,
+        balance_minor: i.balance_minor,
+        overdue: i.overdue,
         created_at: i.created_at,
         updated_at: i.updated_at,
     }

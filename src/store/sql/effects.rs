@@ -7,6 +7,7 @@ macro_rules! impl_effect_store {
     (
         $unit:ty,
         for_update = $for_update:literal,
+        for_share = $for_share:literal,
         skip_locked = $skip_locked:literal,
         sanction = $sanction:literal,
         unsanction = $unsanction:literal,
@@ -172,6 +173,29 @@ macro_rules! impl_effect_store {
                     .fetch_one(self.0.conn())
                     .await
                     .map_err($map_err)
+                }
+
+                #[::tracing::instrument(level = "debug", skip_all)]
+                async fn hold_invoice_numbers(&mut self, org_id: Uuid, year: i32) -> StoreResult<()> {
+                    ::sqlx::query(
+                        "insert into invoice_numbers (org_id, year, last_number) values ($1, $2, 0)
+                         on conflict (org_id, year) do nothing",
+                    )
+                    .bind(org_id)
+                    .bind(year)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    ::sqlx::query(concat!(
+                        "select last_number from invoice_numbers where org_id = $1 and year = $2",
+                        $for_share
+                    ))
+                    .bind(org_id)
+                    .bind(year)
+                    .execute(self.0.conn())
+                    .await
+                    .map_err($map_err)?;
+                    Ok(())
                 }
             }
         };

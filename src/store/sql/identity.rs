@@ -117,6 +117,8 @@ macro_rules! impl_identity_store {
                         "select 1 from customers where org_id = $1 and agent_id = $2
                          union all select 1 from payment_destinations where org_id = $1 and agent_id = $2
                          union all select 1 from invoices where org_id = $1 and agent_id = $2
+                         union all select 1 from settlement_events where org_id = $1 and agent_id = $2
+                         union all select 1 from payments where org_id = $1 and agent_id = $2
                          limit 1",
                     )
                     .bind(org_id)

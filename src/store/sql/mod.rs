@@ -12,6 +12,7 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
+mod settlement;
 mod webhooks;
 
 pub(crate) use effects::impl_effect_store;
@@ -20,6 +21,7 @@ pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
 pub(crate) use jobs::impl_job_store;
 pub(crate) use parties::{impl_party_store, scope_binds};
+pub(crate) use settlement::impl_settlement_store;
 pub(crate) use webhooks::impl_webhook_store;
 
 use super::{StoreError, StoreResult};
@@ -28,6 +30,7 @@ use crate::domain::governance::{ChangeKind, ChangeState};
 use crate::domain::identity::Role;
 use crate::domain::invoice::{Action, DecisionKind, InvoiceState};
 use crate::domain::job::JobState;
+use crate::domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 
@@ -125,5 +128,8 @@ stored_as_text!(
     ChangeKind,
     ChangeState,
     Role,
-    JobState
+    JobState,
+    PaymentState,
+    PaymentStatus,
+    Unmatched
 );
