@@ -19,7 +19,7 @@ pub mod problem;
 mod schema;
 mod serve;
 pub(crate) mod sessions;
-mod settlement;
+pub(crate) mod settlement;
 mod users;
 mod webhooks;
 

@@ -341,16 +341,26 @@ async fn record_settlement_event(
         StatusCode::CREATED
     };
     let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
+    let recorded = Recorded {
+        event: e,
+        payment: p,
+        invoice: i,
+    };
     Ok((
         status,
         [(REPLAYED, header)],
-        Json(SettlementEventRecorded {
-            event: event(e),
-            payment: payment(p),
-            invoice: i.map(invoice),
-            replayed,
-        }),
+        Json(recorded_response(recorded, replayed)),
     ))
+}
+
+/// What a recorded (or redelivered) settlement event answers, over REST and MCP.
+pub(crate) fn recorded_response(r: Recorded, replayed: bool) -> SettlementEventRecorded {
+    SettlementEventRecorded {
+        event: event(r.event),
+        payment: payment(r.payment),
+        invoice: r.invoice.map(invoice),
+        replayed,
+    }
 }
 
 /// The payments you may see (approvers and operators, for the agents whose invoices they see;

@@ -19,6 +19,7 @@ use crate::http::invoices::types::{
 use crate::http::json::parse_value;
 use crate::http::problem::ApiError;
 use crate::http::sessions::MeResponse;
+use crate::http::settlement::{SettlementEventRequest, recorded_response};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -39,12 +40,13 @@ pub enum Tool {
     ReviseInvoice,
     SubmitInvoice,
     WithdrawInvoice,
+    RecordSettlementEvent,
 }
 
 impl Tool {
-    /// Every tool, in the order `tools/list` shows them. `record_settlement_event` (for keys
-    /// with the `settlement` capability) joins this list with the settlement issue.
-    pub const ALL: [Tool; 11] = [
+    /// Every tool, in the order `tools/list` shows them. `record_settlement_event` is for keys
+    /// with the `settlement` capability; every other tool needs `invoicing`.
+    pub const ALL: [Tool; 12] = [
         Tool::Whoami,
         Tool::ListCustomers,
         Tool::ListPaymentDestinations,
@@ -56,6 +58,7 @@ impl Tool {
         Tool::ReviseInvoice,
         Tool::SubmitInvoice,
         Tool::WithdrawInvoice,
+        Tool::RecordSettlementEvent,
     ];
 
     /// The tool's name on the wire.
@@ -72,6 +75,7 @@ impl Tool {
             Tool::ReviseInvoice => "revise_invoice",
             Tool::SubmitInvoice => "submit_invoice",
             Tool::WithdrawInvoice => "withdraw_invoice",
+            Tool::RecordSettlementEvent => "record_settlement_event",
         }
     }
 
@@ -168,6 +172,20 @@ impl Tool {
                  for good. Already withdrawn: answered unchanged (`replayed: true`). To change an \
                  invoice rather than drop it, use revise_invoice."
             }
+            Tool::RecordSettlementEvent => {
+                "For settlement keys only (a bank feed, a chain watcher, a payment provider): \
+                 report one observation of one payment. `source` names your feed, `event_id` is \
+                 the event's id at the source, `payment_id` the payment's; name the invoice by \
+                 `invoice_id` or `invoice_number`; the amount as a decimal string in major units \
+                 (`amount: \"400.00\"`) or integer minor units (`amount_minor: 40000`), never a \
+                 JSON float; `currency`; `status`: observed, confirmed or failed (a failed \
+                 payment after confirmed is a reversal); `occurred_at` (RFC 3339). Redelivering \
+                 the same event is safe (`replayed: true`); the same event_id with another body \
+                 is refused (idempotency_conflict). This never marks an invoice paid by itself: \
+                 Tauros decides from confirmed payments, and keeps what it cannot apply \
+                 (unknown invoice, another currency, not issued yet, overpaid, contradicting \
+                 events) for a human."
+            }
         }
     }
 
@@ -188,6 +206,10 @@ impl Tool {
             }
             Tool::DeactivatePaymentDestination | Tool::WithdrawInvoice => {
                 base.read_only(false).destructive(true).idempotent(true)
+            }
+            // Redelivering the same event is a replay.
+            Tool::RecordSettlementEvent => {
+                base.read_only(false).destructive(false).idempotent(true)
             }
         }
     }
@@ -269,6 +291,7 @@ impl Tool {
                     "The invoice's id (from create_invoice_draft or list_invoices).",
                 )],
             ),
+            Tool::RecordSettlementEvent => pool.object("SettlementEventRequest", &[]),
         }
     }
 
@@ -480,6 +503,15 @@ pub(super) async fn call(
             let a: WithExtras<Id, EmptyRequest> = parse(args)?;
             answer(command_body(app.withdraw(actor, a.extras.get()).await?))
         }
+        Tool::RecordSettlementEvent => {
+            let body: SettlementEventRequest = parse(args)?;
+            let recorded = app.record_settlement_event(actor, body.into()).await?;
+            if recorded.replayed {
+                metrics::counter!("tauros_replays_total", "resource" => "settlement_event")
+                    .increment(1);
+            }
+            answer(recorded_response(recorded.value, recorded.replayed))
+        }
     }
 }
 
@@ -506,6 +538,7 @@ mod tests {
                 "revise_invoice",
                 "submit_invoice",
                 "withdraw_invoice",
+                "record_settlement_event",
             ]
         );
         for tool in Tool::ALL {

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 /// The reviewed list, spelled out: adding a tool must change this test too. No tool approves,
 /// rejects, requests changes, cancels, manages agents or keys, or changes settings.
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 12] = [
     "whoami",
     "list_customers",
     "list_payment_destinations",
@@ -33,6 +33,7 @@ const TOOLS: [&str; 11] = [
     "revise_invoice",
     "submit_invoice",
     "withdraw_invoice",
+    "record_settlement_event",
 ];
 
 type Client = RunningService<RoleClient, ()>;
@@ -121,6 +122,7 @@ both_backends!(
     unknown_arguments_are_refused_naming_the_accepted_ones,
     a_foreign_id_is_answered_like_an_unknown_one,
     a_settlement_only_key_is_refused_on_invoicing_tools,
+    a_settlement_key_reports_payments_and_only_it,
     a_human_session_is_refused,
     commands_through_mcp_are_audited_as_mcp,
 );
@@ -583,6 +585,81 @@ async fn a_settlement_only_key_is_refused_on_invoicing_tools(app: TestApp) {
         assert!(problem["detail"].as_str().unwrap().contains("invoicing"));
     }
     assert_eq!(app.invoice_rows().await, rows);
+    client.cancel().await.expect("closes");
+}
+
+/// A settlement event reported over MCP: recorded once (a redelivery replays), refused to an
+/// invoicing key, floats refused like REST, and the invoice's payment event says `mcp`.
+async fn a_settlement_key_reports_payments_and_only_it(app: TestApp) {
+    let b = app.billing().await;
+    let token = &b.org.approver_token;
+    let pending = app.pending(&b, "to-pay").await;
+    expect_status(app.approve(token, &pending).await, StatusCode::OK).await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let issued = app
+        .post(&format!("/v1/invoices/{id}/issue"), token, json!({}))
+        .await;
+    let issued = expect_status(issued, StatusCode::OK).await["invoice"].clone();
+    let total = issued["current_revision"]["total"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let res = app
+        .post(
+            "/v1/agents",
+            token,
+            json!({"name": "Bank feed", "capabilities": ["settlement"]}),
+        )
+        .await;
+    let key = expect_status(res, StatusCode::CREATED).await["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let event = json!({
+        "source": "bank-feed", "event_id": "evt-1", "payment_id": "pay-1",
+        "invoice_id": id, "amount": total, "currency": "EUR",
+        "status": "confirmed", "occurred_at": "2026-03-01T12:00:00Z",
+    });
+    // An invoicing key may not report.
+    let invoicing = connect(&app, &b.org.agent_key).await;
+    let problem = refused(
+        &invoicing,
+        "record_settlement_event",
+        event.clone(),
+        "missing_capability",
+    )
+    .await;
+    assert!(problem["detail"].as_str().unwrap().contains("settlement"));
+    invoicing.cancel().await.expect("closes");
+    let client = connect(&app, &key).await;
+    let mut float = event.clone();
+    float["amount"] = json!(1200.5);
+    let problem = refused(
+        &client,
+        "record_settlement_event",
+        float,
+        "float_not_allowed",
+    )
+    .await;
+    assert_eq!(problem["field"], "amount");
+    let first = ok(&client, "record_settlement_event", event.clone()).await;
+    assert_eq!(first["replayed"], false);
+    assert_eq!(first["invoice"]["state"], "paid");
+    let again = ok(&client, "record_settlement_event", event).await;
+    assert_eq!(again["replayed"], true);
+    assert_eq!(
+        app.sql_count("select count(*) from settlement_events")
+            .await,
+        1
+    );
+    let events = expect_status(
+        app.get(&format!("/v1/invoices/{id}/events"), token).await,
+        StatusCode::OK,
+    )
+    .await;
+    let last = events["items"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["action"], "payment_applied");
+    assert_eq!(last["interface"], "mcp");
     client.cancel().await.expect("closes");
 }
 
