@@ -107,6 +107,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The answer of an issue that involves no other system (no issuer configured, or `none`):
+/// recorded on the claim like a peer's answer.
+pub fn local_issue_response(op_key: Uuid) -> serde_json::Value {
+    serde_json::json!({ "issued_by": "tauros", "op_key": op_key })
+}
+
 /// What `execute` answered. Any error, timeout, panic or malformed answer is `Unknown`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Executed<T> {

@@ -34,7 +34,7 @@ pub struct LocalIssuer;
 #[async_trait]
 impl IssuerAdapter for LocalIssuer {
     async fn execute(&self, op_key: Uuid, _invoice: &Value) -> Executed<Value> {
-        Executed::Done(serde_json::json!({ "issued_by": "tauros", "op_key": op_key }))
+        Executed::Done(crate::domain::effect::local_issue_response(op_key))
     }
 
     async fn recover(&self, _op_key: Uuid) -> Recovered<Value> {

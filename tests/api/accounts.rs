@@ -450,7 +450,7 @@ async fn wrong_current_passwords_count_as_failed_sign_ins(backend: Backend) {
 async fn the_org_audit_trail_is_listed_newest_first_for_approvers(app: TestApp) {
     let org = app.org().await;
     let a1 = &org.approver_token;
-    let (operator_id, operator) = app.human(a1, "operator").await;
+    let (operator_id, _) = app.human(a1, "operator").await;
     app.set_org(a1, json!({"shared_review": true})).await;
     let res = app
         .post(
@@ -508,7 +508,6 @@ async fn the_org_audit_trail_is_listed_newest_first_for_approvers(app: TestApp) 
         )
         .await;
     }
-    let _ = operator;
     let other = app.org().await;
     let theirs = expect_status(
         app.get("/v1/audit-events", &other.approver_token).await,

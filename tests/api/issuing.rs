@@ -516,8 +516,14 @@ async fn cancel_and_issue_race_and_exactly_one_wins(backend: Backend) {
             other => panic!("cancel answered {other}"),
         }
     }
-    // Let every job finish, then compare both sides.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every issue job has settled (completed, or found its invoice cancelled) before both
+    // sides are compared: polled, with a deadline, never a fixed sleep.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let unsettled = "select count(*) from jobs where state in ('available', 'scheduled', 'running', 'retryable')";
+    while app.sql_count(unsettled).await > 0 {
+        assert!(Instant::now() < deadline, "issue jobs still unsettled");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     drop(workers);
     let stats = peer.stats().await;
     let mut issued = 0;

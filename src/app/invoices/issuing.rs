@@ -87,7 +87,7 @@ impl App {
         let org_id = actor.org_id();
         match self.admit_issue(org_id, id, AuditActor::of(actor)).await? {
             IssueStart::Admitted(claim) => {
-                let response = serde_json::json!({ "issued_by": "tauros", "op_key": claim.op_key });
+                let response = effect::local_issue_response(claim.op_key);
                 self.finalise_issue(&claim, &response, AuditActor::of(actor))
                     .await
             }
