@@ -6,7 +6,7 @@
 //! mapping). Dependencies point inward only:
 //! `domain` knows none of the others, and `domain`, `app` and `store` know nothing of HTTP.
 //! `peer` is the reference peer (`tauros peer`), a separate program that shares only the wire
-//! format with the rest and imports none of it.
+//! format with the rest and imports none of it but the leaf `process` (signal handling).
 //! `console` is the approver web page, static assets that `http` serves and that speak only to
 //! the REST API from the browser.
 
@@ -21,5 +21,6 @@ pub mod http;
 pub mod jobs;
 pub mod mcp;
 pub mod peer;
+pub mod process;
 pub mod store;
 pub mod telemetry;

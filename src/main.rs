@@ -126,6 +126,7 @@ fn print_openapi() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let stop = tauros::process::shutdown_signal()?;
     let config = args.app_config()?;
     let store = open(&args.db).await?;
     warn_unsealed(&config);
@@ -171,7 +172,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     ));
     tokio::select! {
-        () = shutdown_signal() => {}
+        () = stop => {}
         result = &mut server => {
             return result.context("server task failed")?.context("server failed");
         }
@@ -208,6 +209,7 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
         webhooks: args.webhooks.config()?,
         ..AppConfig::default()
     };
+    let stop = tauros::process::shutdown_signal()?;
     let store = open(&args.db).await?;
     warn_unsealed(&config);
     let app = App::new(store, config);
@@ -221,7 +223,7 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
         workers = args.jobs.workers,
         "tauros worker running"
     );
-    shutdown_signal().await;
+    stop.await;
     tracing::info!("shutting down: finishing running jobs");
     stop_workers(workers, Duration::from_secs(args.shutdown_grace_seconds)).await;
     Ok(())
@@ -372,25 +374,4 @@ fn print_demo(address: &str, demo: &tauros::app::DemoCredentials, mcp: bool) {
         demo.approver_email,
         demo.password,
     );
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
 }

@@ -61,34 +61,14 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     let faults = Arc::new(faults::Faults::default());
     let router = routes::router(store.clone(), Arc::clone(&faults));
-    let shutdown = shutdown_signal()?;
+    let signal = crate::process::shutdown_signal()?;
+    let shutdown = async {
+        signal.await;
+        tracing::info!("stopping: open connections get a few seconds to finish");
+    };
     say(&format!("peer listening on http://{address}"));
     server::serve(listener, router, faults, shutdown, SHUTDOWN_GRACE).await;
     store.close().await;
     tracing::info!("peer stopped");
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when the
-/// future is first polled: a signal sent as soon as the address is printed stops the peer
-/// cleanly instead of killing it.
-#[cfg(unix)]
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    Ok(async move {
-        tokio::select! {
-            _ = interrupt.recv() => {},
-            _ = terminate.recv() => {},
-        }
-        tracing::info!("stopping: open connections get a few seconds to finish");
-    })
-}
-
-#[cfg(not(unix))]
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    Ok(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
 }

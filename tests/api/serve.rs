@@ -10,6 +10,7 @@ use std::time::Duration;
 
 both_backends!(
     demo_credentials_work_and_sigterm_finishes_in_flight_requests,
+    sigterm_the_moment_it_is_listening_still_exits_cleanly,
     audit_rows_are_append_only
 );
 
@@ -18,6 +19,8 @@ struct Server {
     base: String,
     agent_key: String,
     stdout: String,
+    /// What the server logs; read after it exits, so a failed exit shows why.
+    stderr: std::sync::mpsc::Receiver<String>,
 }
 
 /// Starts `tauros serve --demo` on a free port and reads what it prints (with a deadline, so
@@ -72,6 +75,7 @@ fn start_demo(database_url: &str) -> Server {
         base: format!("http://{address}"),
         agent_key,
         stdout: printed,
+        stderr,
     }
 }
 
@@ -83,12 +87,24 @@ fn sigterm(child: &Child) {
     assert!(status.success());
 }
 
-async fn wait_exit(mut child: Child) -> std::process::ExitStatus {
+/// Waits (bounded) for the server to exit and asserts it exited 0, showing its log if not.
+async fn assert_clean_exit(server: Server) {
+    let Server {
+        mut child, stderr, ..
+    } = server;
     let waited = tokio::time::timeout(
         Duration::from_secs(60),
         tokio::task::spawn_blocking(move || child.wait()),
     );
-    waited.await.expect("exits after SIGTERM").unwrap().unwrap()
+    let status = waited.await.expect("exits after SIGTERM").unwrap().unwrap();
+    // The reader thread ends at the pipe's end, which the exit has closed.
+    let log: Vec<String> =
+        std::iter::from_fn(|| stderr.recv_timeout(Duration::from_secs(5)).ok()).collect();
+    assert!(
+        status.success(),
+        "graceful exit, got {status:?}; the server logged:\n{}",
+        log.join("\n")
+    );
 }
 
 async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: TestApp) {
@@ -122,6 +138,7 @@ async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: Test
     // An in-flight request: headers sent, body not yet. SIGTERM arrives; the request still
     // gets its answer, then the process exits 0. `Expect: 100-continue` tells us when the
     // handler has started reading the body, so the signal provably lands mid-request.
+    let first_key = server.agent_key.clone();
     let host = server.base.trim_start_matches("http://").to_owned();
     let body = r#"{"email":"demo@tauros.local","password":"wrong password!"}"#;
     let mut stream = std::net::TcpStream::connect(&host).unwrap();
@@ -152,13 +169,12 @@ async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: Test
         "in-flight request answered: {answer}"
     );
     assert!(answer.contains("invalid_credentials"));
-    let status = wait_exit(server.child).await;
-    assert!(status.success(), "graceful exit: {status:?}");
+    assert_clean_exit(server).await;
 
     // A second start seeds nothing new, prints a fresh key that works, and the old key is revoked.
     let again = start_demo(&app.database_url);
     assert!(again.stdout.contains("seeded earlier"), "{}", again.stdout);
-    assert_ne!(again.agent_key, server.agent_key);
+    assert_ne!(again.agent_key, first_key);
     let me = client
         .get(format!("{}/v1/me", again.base))
         .bearer_auth(&again.agent_key)
@@ -172,7 +188,7 @@ async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: Test
     );
     let old = client
         .get(format!("{}/v1/me", again.base))
-        .bearer_auth(&server.agent_key)
+        .bearer_auth(&first_key)
         .send()
         .await
         .unwrap();
@@ -186,7 +202,18 @@ async fn demo_credentials_work_and_sigterm_finishes_in_flight_requests(app: Test
         .unwrap();
     expect_status(me, StatusCode::OK).await;
     sigterm(&again.child);
-    assert!(wait_exit(again.child).await.success());
+    assert_clean_exit(again).await;
+}
+
+/// An orchestrator may stop a process the instant it reports ready. The signal handlers are
+/// installed before "tauros listening" is logged, so even then it drains and exits 0 rather
+/// than dying of the signal (a CI run once caught the lazily installed handler's window).
+async fn sigterm_the_moment_it_is_listening_still_exits_cleanly(app: TestApp) {
+    for _ in 0..3 {
+        let server = start_demo(&app.database_url);
+        sigterm(&server.child);
+        assert_clean_exit(server).await;
+    }
 }
 
 async fn audit_rows_are_append_only(app: TestApp) {
