@@ -113,6 +113,15 @@ impl App {
         };
         let mut tx = self.store.begin().await?;
         agent.hold(&mut *tx).await?;
+        // Under the agent's lock the key is looked up again: a concurrent request with the
+        // same key that won is visible now, and this one answers as its replay, after this
+        // unit's commit (on SQLite the winner may sit in the same shared commit).
+        if let Some(key) = idempotency_key
+            && let Some(existing) = tx.destination_by_key(agent.org_id, agent.id, key).await?
+        {
+            tx.commit().await?;
+            return replay(existing, &request_hash);
+        }
         let actor_audit = AuditActor::agent(agent);
         if let Some(old_id) = input.supersedes_id {
             let old = tx
@@ -131,6 +140,8 @@ impl App {
         match tx.insert_destination(&row).await {
             Ok(()) => {}
             // A concurrent request with the same key won: answer as its replay.
+            // A backstop (the lookup under the lock above finds a winner first): the winner
+            // has committed, so a fresh read sees it.
             Err(StoreError::Conflict(Constraint::DestinationKey)) => {
                 drop(tx);
                 let key = idempotency_key.unwrap_or_default();

@@ -393,3 +393,11 @@ pub(crate) async fn audit(
     .await?;
     Ok(())
 }
+
+/// Runs one request's work and holds its answer back until everything the answer was decided
+/// on is durable (see [`crate::store::when_durable`]); `Err` when that failed: the answer must
+/// not be sent, and a retry is safe.
+pub async fn when_durable<F: std::future::Future>(work: F) -> (F::Output, AppResult<()>) {
+    let (output, durable) = crate::store::when_durable(work).await;
+    (output, durable.map_err(AppError::from))
+}

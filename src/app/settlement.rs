@@ -150,10 +150,10 @@ impl App {
                     tx.commit().await?;
                     return Ok(Replayed::fresh(*recorded));
                 }
+                // Read in this transaction and answered after its commit, as a create's
+                // loser is.
                 Attempt::Redelivered => {
-                    drop(tx);
-                    let mut conn = self.store.reader().await?;
-                    let existing = conn
+                    let existing = tx
                         .settlement_event_by_source(
                             org_id,
                             &event.source,
@@ -163,7 +163,9 @@ impl App {
                         .ok_or_else(|| {
                             AppError::Internal("event vanished after a key conflict".into())
                         })?;
-                    return replay(&mut *conn, existing, &event.fingerprint).await;
+                    let answer = replay(&mut *tx, existing, &event.fingerprint).await;
+                    tx.commit().await?;
+                    return answer;
                 }
                 Attempt::Retry => continue,
             }

@@ -83,6 +83,17 @@ pub struct OwnErrorBody;
 /// values are shortened); it only bounds what this layer reads back.
 const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
 
+/// Sends an answer only once everything it was decided on is durable: on SQLite a replay or a
+/// refusal may have read writes still waiting for their shared commit (group commit). If
+/// that commit fails, the answer would describe writes that are now lost, so the client gets
+/// 503 `unavailable` instead and retries.
+pub async fn durable_answers(request: Request, next: Next) -> Response {
+    match crate::app::when_durable(next.run(request)).await {
+        (response, Ok(())) => response,
+        (_, Err(e)) => super::problem::ApiError::from(e).into_response(),
+    }
+}
+
 /// Makes sure every error response is problem+json with the request id in its body, whoever
 /// produced it (a handler, an extractor, the router's 404/405, a layer's 413).
 pub async fn problem_details(request: Request, next: Next) -> Response {

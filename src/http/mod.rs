@@ -103,6 +103,7 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     let request_id = HeaderName::from_static(middleware::REQUEST_ID);
     router
+        .layer(axum::middleware::from_fn(middleware::durable_answers))
         .layer(axum::middleware::from_fn_with_state(
             config.limits.body_timeout,
             body_timeout::body_progress,

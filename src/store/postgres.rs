@@ -2,8 +2,8 @@
 
 use super::sql::{
     Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_settlement_store,
-    impl_webhook_store,
+    impl_invoice_store, impl_job_store, impl_party_store, impl_presented_store,
+    impl_settlement_store, impl_webhook_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -124,6 +124,7 @@ async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
 }
 
 impl_webhook_store!(PgUnit, for_update = " for update", map_err = map_err);
+impl_presented_store!(PgUnit, map_err = map_err);
 
 impl Reader for PgUnit {}
 

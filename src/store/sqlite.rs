@@ -1,35 +1,54 @@
-//! The SQLite adapter: the embedded default. WAL, a busy timeout, and every write transaction
-//! starts with `BEGIN IMMEDIATE`, so writers queue on the database lock up front instead of
-//! failing with SQLITE_BUSY when a read transaction tries to upgrade.
+//! The SQLite adapter: the embedded default. WAL, `synchronous=FULL`, and one writer.
 //!
-//! SQLite admits one writer at a time, so writes go through a pool of exactly one connection
-//! and reads through their own pool. Writers queue in tokio for that connection and the next
-//! one starts the moment the last one commits, where SQLite's busy handler would sleep and
-//! retry (measured: p99 of a create at c = 8 fell from 185 ms to 20 ms). A writer never waits
-//! behind readers for a connection, and readers never wait for writers (WAL).
+//! SQLite admits one writer at a time, so every write unit of work runs on one connection,
+//! and reads run on their own pool (WAL: readers never wait for the writer, nor it for them).
+//! Writers queue in tokio for that connection, and the writer commits by **group commit**: a
+//! unit that finishes while others are queued does not commit alone. Its work is released
+//! into a shared transaction (each unit runs inside its own `SAVEPOINT`, so one unit's failure
+//! rolls back only itself) and the next queued unit continues in the same transaction; the
+//! last unit of the group (nobody queued, or [`MAX_GROUP`] units reached) commits once, and
+//! every unit of the group is answered only after that commit. One `fsync` then covers many
+//! units, and no caller is told "done" before its write is durable. If the shared commit
+//! fails, every unit of the group gets the error (none was acknowledged; all are safe to
+//! retry).
 
 use super::sql::{
-    Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_settlement_store,
-    impl_webhook_store,
+    classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
+    impl_invoice_store, impl_job_store, impl_party_store, impl_presented_store,
+    impl_settlement_store, impl_webhook_store,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{AssertSqlSafe, Connection, Sqlite, SqlitePool};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// Units of work one shared commit covers at most, so one group's latency stays bounded.
+pub const MAX_GROUP: usize = 64;
+
+/// Each reader's page cache, in KiB (SQLite's default is 2,000 KiB per connection). The OS
+/// page cache holds the file anyway; this keeps a wide read pool's memory bounded.
+const READER_CACHE_KIB: i64 = 512;
+
+/// Prepared statements each reader keeps (sqlx's default is 100): the hot reads are a
+/// handful, and every cached statement holds SQLite memory per connection.
+const READER_STATEMENTS: usize = 24;
 
 /// A pool of connections to one SQLite database file.
 pub struct SqliteStore {
     /// Reads, and units of work that only read.
     pool: SqlitePool,
-    /// The one connection that writes.
-    writer: SqlitePool,
+    /// The one connection that writes, with its group commit.
+    writer: Writer,
     /// Woken after a write transaction that enqueued a job commits; workers wait on it.
     wake: Arc<Notify>,
 }
@@ -44,27 +63,331 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         // The writer first: it creates the file and switches it to WAL before readers open it.
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options.clone())
-            .await?;
+        let writer = SqliteConnection::connect_with(&options).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
+            .connect_with(
+                options
+                    .pragma("cache_size", format!("-{READER_CACHE_KIB}"))
+                    .statement_cache_capacity(READER_STATEMENTS),
+            )
             .await?;
         Ok(SqliteStore {
             pool,
-            writer,
+            writer: Writer::new(writer),
             wake: Arc::new(Notify::new()),
         })
+    }
+
+    /// How many shared commits the writer has made and how many units they covered (the
+    /// group-commit figures `scripts/bench` and the tests read).
+    pub fn group_commits(&self) -> (u64, u64) {
+        self.writer.stats()
+    }
+}
+
+/// The single writer connection and its group commit.
+#[derive(Clone)]
+struct Writer {
+    slot: Arc<Mutex<Slot>>,
+    /// Units waiting for the connection: while there are any, a finished unit leaves the
+    /// shared transaction open for them instead of committing.
+    queued: Arc<AtomicUsize>,
+    /// Shared commits made, and units they covered.
+    commits: Arc<[std::sync::atomic::AtomicU64; 2]>,
+}
+
+/// What the holder of the writer owns.
+struct Slot {
+    conn: SqliteConnection,
+    /// The shared transaction, while one is open.
+    group: Option<Group>,
+    /// A unit dropped without committing (an error path): its savepoint is rolled back by
+    /// the next holder before anything else runs.
+    abandoned: Option<String>,
+    /// Savepoint names are `u1`, `u2`, … (unique within a connection's lifetime).
+    savepoints: u64,
+}
+
+/// One open shared transaction.
+struct Group {
+    /// Units released into it, waiting for its commit.
+    released: usize,
+    /// Whether any of them enqueued a job (wake the workers after the commit).
+    wake: bool,
+    /// The commit's outcome, for the released units: `None` until it is known, then `Ok` or
+    /// the error's text.
+    outcome: watch::Sender<Option<Result<(), String>>>,
+}
+
+/// Counts a unit as queued for the writer while it waits; if it gives up waiting (its
+/// request was cancelled), it makes sure a shared transaction others were released into,
+/// counting on it to continue, still gets committed.
+struct Queued {
+    writer: Writer,
+    acquired: bool,
+}
+
+impl Queued {
+    fn new(writer: &Writer) -> Queued {
+        writer.queued.fetch_add(1, Ordering::SeqCst);
+        Queued {
+            writer: writer.clone(),
+            acquired: false,
+        }
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.writer.queued.fetch_sub(1, Ordering::SeqCst);
+        if !self.acquired {
+            self.writer.close_when_idle();
+        }
+    }
+}
+
+impl Writer {
+    fn new(conn: SqliteConnection) -> Writer {
+        Writer {
+            slot: Arc::new(Mutex::new(Slot {
+                conn,
+                group: None,
+                abandoned: None,
+                savepoints: 0,
+            })),
+            queued: Arc::new(AtomicUsize::new(0)),
+            commits: Arc::new([
+                std::sync::atomic::AtomicU64::new(0),
+                std::sync::atomic::AtomicU64::new(0),
+            ]),
+        }
+    }
+
+    fn stats(&self) -> (u64, u64) {
+        (
+            self.commits[0].load(Ordering::Relaxed),
+            self.commits[1].load(Ordering::Relaxed),
+        )
+    }
+
+    /// The writer connection, once every earlier holder is done with it. A unit abandoned by
+    /// the last holder is rolled back first.
+    async fn hold(&self) -> StoreResult<OwnedMutexGuard<Slot>> {
+        let mut queued = Queued::new(self);
+        let mut guard = Arc::clone(&self.slot).lock_owned().await;
+        queued.acquired = true;
+        drop(queued);
+        guard.settle().await?;
+        Ok(guard)
+    }
+
+    /// Starts a unit: joins the open shared transaction, or opens one.
+    async fn begin(&self) -> StoreResult<WriteUnit> {
+        let mut slot = self.hold().await?;
+        if slot.group.is_none() {
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut slot.conn)
+                .await
+                .map_err(map_err)?;
+            slot.group = Some(Group {
+                released: 0,
+                wake: false,
+                outcome: watch::channel(None).0,
+            });
+        }
+        slot.savepoints += 1;
+        let savepoint = format!("u{}", slot.savepoints);
+        if let Err(e) = sqlx::query(AssertSqlSafe(format!("SAVEPOINT {savepoint}")))
+            .execute(&mut slot.conn)
+            .await
+        {
+            let e = map_err(e);
+            slot.fail_group(&e).await;
+            return Err(e);
+        }
+        Ok(WriteUnit {
+            slot,
+            savepoint,
+            writer: self.clone(),
+            ended: false,
+        })
+    }
+
+    /// Commits the open shared transaction if nobody is queued to continue it: called when a
+    /// holder leaves without committing or waiting, so released units are never stranded.
+    fn close_when_idle(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the process is ending: an uncommitted transaction rolls back
+        };
+        let writer = self.clone();
+        runtime.spawn(async move {
+            if writer.queued.load(Ordering::SeqCst) > 0 {
+                return; // the next holder continues (and closes) the group
+            }
+            if let Ok(mut slot) = writer.hold().await
+                && writer.queued.load(Ordering::SeqCst) == 0
+            {
+                let _ = slot.commit_group(&writer, 0).await;
+            }
+        });
+    }
+}
+
+impl Slot {
+    /// Rolls back a unit the last holder abandoned (only its own savepoint).
+    async fn settle(&mut self) -> StoreResult<()> {
+        let Some(savepoint) = self.abandoned.take() else {
+            return Ok(());
+        };
+        let undo = format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}");
+        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(undo))
+            .execute(&mut self.conn)
+            .await
+        {
+            // The savepoint is gone: SQLite rolled the whole transaction back itself (a full
+            // disk, an I/O error). Everything released into it is lost and must be told so.
+            let e = map_err(e);
+            self.fail_group(&e).await;
+            return Err(e);
+        }
+        if self.group.as_ref().is_some_and(|g| g.released == 0) {
+            // Nothing was released into this transaction: end it (a holder that needs one
+            // opens a fresh one), so SQLite's write lock is not held for nobody.
+            self.group = None;
+            if let Err(e) = sqlx::query("ROLLBACK").execute(&mut self.conn).await {
+                return Err(map_err(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the shared transaction and tells every unit released into it; `own` is 1 when
+    /// the committer is itself a unit of the group. `Ok(true)`: some unit enqueued a job.
+    async fn commit_group(&mut self, writer: &Writer, own: u64) -> StoreResult<bool> {
+        let Some(group) = self.group.take() else {
+            return Ok(false);
+        };
+        match sqlx::query("COMMIT").execute(&mut self.conn).await {
+            Ok(_) => {
+                writer.commits[0].fetch_add(1, Ordering::Relaxed);
+                writer.commits[1].fetch_add(group.released as u64 + own, Ordering::Relaxed);
+                group.outcome.send_replace(Some(Ok(())));
+                Ok(group.wake)
+            }
+            Err(e) => {
+                let e = map_err(e);
+                let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+                group.outcome.send_replace(Some(Err(e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    /// Rolls the shared transaction back and tells every unit released into it that its
+    /// work is lost.
+    async fn fail_group(&mut self, error: &StoreError) {
+        self.abandoned = None;
+        if let Some(group) = self.group.take() {
+            let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+            group.outcome.send_replace(Some(Err(error.to_string())));
+        }
+    }
+}
+
+/// A write unit of work on the writer: a savepoint inside the shared transaction.
+pub(super) struct WriteUnit {
+    /// The writer, held until the unit ends.
+    slot: OwnedMutexGuard<Slot>,
+    savepoint: String,
+    writer: Writer,
+    /// Committed (or failed with its group): dropping it then only lets the writer go.
+    ended: bool,
+}
+
+impl WriteUnit {
+    fn conn(&mut self) -> &mut SqliteConnection {
+        &mut self.slot.conn
+    }
+
+    /// Releases the unit into the shared transaction, then commits it (if nobody is queued
+    /// or the group is full) or waits for the holder that does. `Ok(true)`: committed, and
+    /// some unit of the group enqueued a job.
+    async fn commit(mut self, wake: bool) -> StoreResult<bool> {
+        self.ended = true;
+        let release = format!("RELEASE {}", self.savepoint);
+        if let Err(e) = sqlx::query(AssertSqlSafe(release))
+            .execute(&mut self.slot.conn)
+            .await
+        {
+            let e = map_err(e);
+            self.slot.fail_group(&e).await;
+            return Err(e);
+        }
+        let queued = self.writer.queued.load(Ordering::SeqCst);
+        let Some(group) = self.slot.group.as_mut() else {
+            return Err(StoreError::Other(sqlx::Error::Protocol(
+                "a write unit outlived its transaction".into(),
+            )));
+        };
+        group.wake |= wake;
+        if queued == 0 || group.released + 1 >= MAX_GROUP {
+            let writer = self.writer.clone();
+            return self.slot.commit_group(&writer, 1).await;
+        }
+        group.released += 1;
+        let mut outcome = group.outcome.subscribe();
+        drop(self); // the next queued unit continues the shared transaction
+        let result = outcome
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|o| o.clone());
+        match result {
+            // The committer wakes the workers for the whole group.
+            Some(Ok(())) => Ok(false),
+            Some(Err(message)) => Err(super::lost(&message)),
+            None => Err(super::lost("the shared commit was abandoned")),
+        }
+    }
+}
+
+impl Drop for WriteUnit {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        // A replay, a refusal or an error path dropped the unit: the next holder rolls its
+        // savepoint back; if nobody is queued, a task does it and commits what others
+        // released. If others were released before it, it may have read their writes: its
+        // answer waits for their commit (`store::when_durable`).
+        if let Some(group) = self.slot.group.as_ref().filter(|g| g.released > 0) {
+            super::answer_after(group.outcome.subscribe());
+        }
+        self.slot.abandoned = Some(std::mem::take(&mut self.savepoint));
+        self.writer.close_when_idle();
+    }
+}
+
+/// A unit's connection: a read-pool connection, or the writer.
+pub(super) enum UnitConn {
+    Read(PoolConnection<Sqlite>),
+    Write(WriteUnit),
+}
+
+impl UnitConn {
+    pub(super) fn conn(&mut self) -> &mut SqliteConnection {
+        match self {
+            UnitConn::Read(conn) => conn,
+            UnitConn::Write(unit) => unit.conn(),
+        }
     }
 }
 
 /// One unit of work: a transaction on the writer (as [`Tx`]) or a read-pool connection (as
 /// [`Reader`]), and whether to wake idle workers once it commits.
-pub(super) struct SqliteUnit(Conn<Sqlite>, Wake);
+pub(super) struct SqliteUnit(UnitConn, Wake);
 
 /// An in-process wake-up, fired only after the transaction that made work available commits
 /// (a worker woken earlier would find nothing, or not yet see the row).
@@ -90,8 +413,14 @@ fn map_err(err: sqlx::Error) -> StoreError {
         if db.code().as_deref() == Some("787") {
             return StoreError::ReferenceGone(err);
         }
-        // SQLITE_BUSY (5) / SQLITE_LOCKED (6) after the busy timeout: retryable.
-        if matches!(db.code().as_deref(), Some("5") | Some("6") | Some("517")) {
+        // Retryable, by primary result code (the low byte of the extended code): SQLITE_BUSY
+        // (5) and SQLITE_LOCKED (6) after the busy timeout, SQLITE_IOERR (10) and SQLITE_FULL
+        // (13, a full disk). Nothing was committed; the client may try again later.
+        let primary = db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
+        if matches!(primary, Some(5 | 6 | 10 | 13)) {
             return StoreError::Unavailable(err);
         }
     }
@@ -143,6 +472,7 @@ async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
 }
 
 impl_webhook_store!(SqliteUnit, for_update = "", map_err = map_err);
+impl_presented_store!(SqliteUnit, map_err = map_err);
 
 impl Reader for SqliteUnit {}
 
@@ -150,8 +480,12 @@ impl Reader for SqliteUnit {}
 impl Tx for SqliteUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let SqliteUnit(conn, wake) = *self;
-        conn.commit().await?;
-        if let (Some(notify), true) = (wake.notify, wake.pending) {
+        let UnitConn::Write(unit) = conn else {
+            return Ok(()); // a read unit has nothing to commit
+        };
+        if unit.commit(wake.pending).await?
+            && let Some(notify) = wake.notify
+        {
             notify.notify_waiters();
         }
         Ok(())
@@ -161,16 +495,12 @@ impl Tx for SqliteUnit {
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(map_err)?;
+        let unit = self.writer.begin().await?;
         let wake = Wake {
             notify: Some(Arc::clone(&self.wake)),
             pending: false,
         };
-        Ok(Box::new(SqliteUnit(Conn::Tx(tx), wake)))
+        Ok(Box::new(SqliteUnit(UnitConn::Write(unit), wake)))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
@@ -179,12 +509,15 @@ impl Store for SqliteStore {
             notify: None,
             pending: false,
         };
-        Ok(Box::new(SqliteUnit(Conn::Plain(conn), wake)))
+        Ok(Box::new(SqliteUnit(UnitConn::Read(conn), wake)))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
+        // Between groups: no unit is open while the schema changes.
+        let mut slot = self.writer.hold().await?;
+        slot.commit_group(&self.writer, 0).await?;
         MIGRATOR
-            .run(&self.writer)
+            .run_direct(None, &mut slot.conn, false)
             .await
             .map_err(|e| StoreError::Other(e.into()))
     }
@@ -203,7 +536,8 @@ impl Store for SqliteStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        claim_job(&self.writer, claim).await
+        let unit = self.writer.begin().await?;
+        claim_job(unit, claim).await
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
@@ -215,15 +549,11 @@ impl Store for SqliteStore {
 // writer, an in-process notify for wake-ups) is written here, behind the port's `Store` methods
 // the PostgreSQL adapter implements too.
 
-/// Claims inside `BEGIN IMMEDIATE` on the single writer: claimers are serialized, so no two
-/// get the same job (also across processes, which meet at SQLite's write lock).
-async fn claim_job(writer: &SqlitePool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+/// Claims as a write unit on the single writer: claimers are serialized, so no two get the
+/// same job (also across processes, which meet at SQLite's write lock).
+async fn claim_job(mut unit: WriteUnit, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     let kinds = serde_json::to_string(claim.kinds)
         .map_err(|e| StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
-    let mut tx = writer
-        .begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(map_err)?;
     let row = sqlx::query_as(
         "update jobs set state = 'running', lease_token = $3, lease_expires_at = $4, worker = $5,
              executions = executions + 1, started_at = $1, updated_at = $1
@@ -241,9 +571,208 @@ async fn claim_job(writer: &SqlitePool, claim: &Claim<'_>) -> StoreResult<Option
     .bind(claim.lease_token)
     .bind(claim.lease_expires_at)
     .bind(claim.worker)
-    .fetch_optional(&mut *tx)
+    .fetch_optional(unit.conn())
     .await
     .map_err(map_err)?;
-    tx.commit().await.map_err(map_err)?;
+    unit.commit(false).await?;
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The group commit, driven through real write units on a real database file.
+
+    use super::*;
+
+    struct Db {
+        store: SqliteStore,
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Db {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn db() -> Db {
+        let dir = std::env::temp_dir().join(format!("tauros-group-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/g.db?mode=rwc", dir.display());
+        let store = SqliteStore::connect(&url, 4).await.unwrap();
+        let mut unit = store.writer.begin().await.unwrap();
+        sqlx::query("create table t (x integer primary key)")
+            .execute(unit.conn())
+            .await
+            .unwrap();
+        unit.commit(false).await.unwrap();
+        Db { store, dir }
+    }
+
+    async fn insert(unit: &mut WriteUnit, x: i64) -> Result<(), sqlx::Error> {
+        sqlx::query("insert into t (x) values ($1)")
+            .bind(x)
+            .execute(unit.conn())
+            .await
+            .map(|_| ())
+    }
+
+    /// What a fresh read (another connection: only committed rows) sees.
+    async fn committed(store: &SqliteStore) -> Vec<i64> {
+        sqlx::query_scalar("select x from t order by x")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until `n` units are queued for the writer.
+    async fn queued(store: &SqliteStore, n: usize) {
+        while store.writer.queued.load(Ordering::SeqCst) < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn parallel_units_share_commits_and_a_failing_unit_rolls_back_only_itself() {
+        let db = db().await;
+        let before = db.store.group_commits();
+        let store = Arc::new(db.store.writer.clone());
+        let mut tasks = Vec::new();
+        for x in 0..64_i64 {
+            let writer = Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                let mut unit = writer.begin().await.unwrap();
+                insert(&mut unit, x).await.unwrap();
+                if x % 8 == 7 {
+                    // A unit that fails after writing: dropped, as an error path drops it.
+                    insert(&mut unit, x).await.unwrap_err();
+                    return false;
+                }
+                insert(&mut unit, 1000 + x).await.unwrap();
+                unit.commit(false).await.unwrap();
+                true
+            }));
+        }
+        let mut committed_units = 0;
+        for task in tasks {
+            committed_units += u64::from(task.await.unwrap());
+        }
+        let rows = committed(&db.store).await;
+        let expected: Vec<i64> = (0..64)
+            .filter(|x| x % 8 != 7)
+            .chain((0..64).filter(|x| x % 8 != 7).map(|x| 1000 + x))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(
+            rows, expected,
+            "every committed unit whole, no failed unit's row"
+        );
+        let (commits, units) = db.store.group_commits();
+        assert_eq!(
+            units - before.1,
+            committed_units,
+            "each committed unit counted once"
+        );
+        assert!(
+            commits - before.0 < committed_units,
+            "units shared commits: {} commits for {committed_units} units",
+            commits - before.0
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_unit_is_answered_only_after_the_shared_commit() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 1).await.unwrap();
+        // A second unit queues; the first, finishing, is released into the shared transaction
+        // and waits for the second to end it.
+        let second_writer = writer.clone();
+        let second = tokio::spawn(async move {
+            let mut unit = second_writer.begin().await.unwrap();
+            let seen: i64 = sqlx::query_scalar("select count(*) from t")
+                .fetch_one(unit.conn())
+                .await
+                .unwrap();
+            insert(&mut unit, 2).await.unwrap();
+            unit.commit(false).await.unwrap();
+            seen
+        });
+        queued(&db.store, 1).await;
+        let first_done = tokio::spawn(first.commit(false));
+        let seen = second.await.unwrap();
+        assert_eq!(
+            seen, 1,
+            "the second unit ran in the same transaction as the first"
+        );
+        first_done.await.unwrap().unwrap();
+        assert_eq!(committed(&db.store).await, vec![1, 2]);
+        let (commits, units) = db.store.group_commits();
+        assert_eq!(
+            (commits, units),
+            (2, 3),
+            "the table's unit, then one commit for two"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_read_from_released_writes_waits_for_their_commit() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 7).await.unwrap();
+        let reader_writer = writer.clone();
+        let store_pool = db.store.pool.clone();
+        // A replay: reads the released row, writes nothing, ends without a commit. Its answer
+        // is held (`when_durable`) until the row is durable.
+        let replay = tokio::spawn(super::super::when_durable(async move {
+            let mut unit = reader_writer.begin().await.unwrap();
+            let seen: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
+                .fetch_one(unit.conn())
+                .await
+                .unwrap();
+            drop(unit);
+            seen
+        }));
+        queued(&db.store, 1).await;
+        let first_done = tokio::spawn(first.commit(false));
+        let (seen, durable) = replay.await.unwrap();
+        durable.unwrap();
+        assert_eq!(seen, 1, "the replay saw the released row");
+        let visible: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
+            .fetch_one(&store_pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            visible, 1,
+            "by the time the replay is answered, the row is committed"
+        );
+        first_done.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_unit_cancelled_while_queued_does_not_strand_the_released_ones() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 3).await.unwrap();
+        let waiting = writer.clone();
+        let cancelled = tokio::spawn(async move {
+            let _unit = waiting.begin().await;
+        });
+        queued(&db.store, 1).await;
+        // The first unit is released (someone is queued) …
+        let first_done = tokio::spawn(first.commit(false));
+        // … and the queued one gives up before it gets the writer.
+        cancelled.abort();
+        let _ = cancelled.await;
+        tokio::time::timeout(Duration::from_secs(10), first_done)
+            .await
+            .expect("the released unit is committed by someone")
+            .unwrap()
+            .unwrap();
+        assert_eq!(committed(&db.store).await, vec![3]);
+    }
 }

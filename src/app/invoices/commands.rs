@@ -125,15 +125,19 @@ impl App {
         // The unique key (org, agent, key) serializes concurrent creates: the loser inserts
         // nothing and answers as a replay of the winner.
         if !tx.insert_invoice(&invoice).await? {
-            drop(tx);
-            let mut conn = self.store.reader().await?;
-            let existing = conn
+            // The winner is read in this transaction (it sees the winner, whichever backend),
+            // and the answer waits for this unit's commit: it wrote nothing, but on SQLite the
+            // winner may sit in the same shared commit, and no replay is answered before the
+            // write it replays is durable.
+            let existing = tx
                 .invoice_joined_by_key(agent.org_id, agent.id, key)
                 .await?
                 .ok_or_else(|| {
                     AppError::Internal("invoice vanished after a key conflict".into())
                 })?;
-            return replay_create(&mut *conn, agent.id, existing, &content).await;
+            let answer = replay_create(&mut *tx, agent.id, existing, &content).await;
+            tx.commit().await?;
+            return answer;
         }
         tx.insert_revision(&revision).await?;
         record_event(&mut *tx, &event).await?;

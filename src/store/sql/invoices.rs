@@ -58,13 +58,13 @@ macro_rules! impl_invoice_store {
                     let sql = if f.oldest_first {
                         concat!(
                             $crate::store::sql::joined_invoice!(),
-                            $crate::store::sql::invoice_list_filters!(),
+                            $crate::store::sql::invoice_list_filters!("$1", "$2", "$3"),
                             " and ($7 is null or i.id > $7) order by i.id asc limit $8"
                         )
                     } else {
                         concat!(
                             $crate::store::sql::joined_invoice!(),
-                            $crate::store::sql::invoice_list_filters!(),
+                            $crate::store::sql::invoice_list_filters!("$1", "$2", "$3"),
                             " and ($7 is null or i.id < $7) order by i.id desc limit $8"
                         )
                     };
@@ -370,25 +370,28 @@ macro_rules! joined_invoice {
     };
 }
 
-/// The filters of an invoice list: scope (`$2` one agent, `$3` one owner's agents), state,
-/// customer, agent, latest decision (`$9`), idempotency key (`$10`) and overdue (`$11`, as of
-/// the date `$12`); `$7` and `$8` are the page's.
+/// The filters of an invoice list: the organisation (`$org`) and scope (`$agent` one agent,
+/// `$owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
+/// latest decision (`$9`), idempotency key (`$10`) and overdue (`$11`, as of the date `$12`);
+/// `$7` and `$8` are the page's.
 ///
 /// Overdue is `domain::settlement::is_overdue` read in SQL: issued or partially paid and due
 /// before today. Its third condition, an open balance, holds in those two states by
 /// construction (a covered total makes the invoice `paid`), so no money is compared here.
 macro_rules! invoice_list_filters {
-    () => {
-        " where i.org_id = $1
-           and ($2 is null or i.agent_id = $2)
-           and ($3 is null or i.agent_id in
-                (select own.id from agents own where own.org_id = $1 and own.owner_id = $3))
+    ($org:expr, $agent:expr, $owner:expr) => {
+        concat!(
+            " where i.org_id = ", $org, "
+           and (", $agent, " is null or i.agent_id = ", $agent, ")
+           and (", $owner, " is null or i.agent_id in
+                (select own.id from agents own where own.org_id = ", $org, " and own.owner_id = ", $owner, "))
            and ($4 is null or i.state = $4)
            and ($5 is null or r.customer_id = $5)
            and ($6 is null or i.agent_id = $6)
            and ($9 is null or d.decision = $9)
            and ($10 is null or i.idempotency_key = $10)
            and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))"
+        )
     };
 }
 

@@ -12,6 +12,7 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
+pub(crate) mod presented;
 mod settlement;
 mod webhooks;
 
@@ -21,6 +22,7 @@ pub(crate) use identity::impl_identity_store;
 pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
 pub(crate) use jobs::impl_job_store;
 pub(crate) use parties::{impl_party_store, scope_binds};
+pub(crate) use presented::impl_presented_store;
 pub(crate) use settlement::impl_settlement_store;
 pub(crate) use webhooks::impl_webhook_store;
 
