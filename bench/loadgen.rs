@@ -8,6 +8,10 @@
 //! cargo run --release --example loadgen -- --base-url http://127.0.0.1:8080 \
 //!     --scenario create --concurrency 32 --seconds 10
 //! ```
+//!
+//! `--scenario fixture` only sets up (one invoice) and prints what an external client (`wrk`
+//! in `scripts/bench`) needs to send the same GET and replay: the agent key, the invoice id,
+//! its idempotency key and its body.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,6 +30,9 @@ struct Args {
     seconds: f64,
     /// Invoices created up front for `replay` and `get`.
     pool: usize,
+    /// Processes whose CPU time the measured window is charged: the server first, then
+    /// the database's (PostgreSQL's backends), as `pid,pid,…`.
+    cpu_pids: Vec<u32>,
 }
 
 fn parse_args() -> Args {
@@ -37,6 +44,7 @@ fn parse_args() -> Args {
         concurrency: 8,
         seconds: 10.0,
         pool: 200,
+        cpu_pids: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -49,6 +57,13 @@ fn parse_args() -> Args {
             "--concurrency" => args.concurrency = value.parse().expect("--concurrency"),
             "--seconds" => args.seconds = value.parse().expect("--seconds"),
             "--pool" => args.pool = value.parse().expect("--pool"),
+            "--cpu-pids" => {
+                args.cpu_pids = value
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p.parse().expect("--cpu-pids"))
+                    .collect();
+            }
             other => panic!("unknown flag {other}"),
         }
     }
@@ -145,7 +160,7 @@ async fn fixture(args: &Args) -> Fixture {
         invoices: Vec::new(),
         run: agent_id,
     };
-    if matches!(args.scenario.as_str(), "replay" | "get") {
+    if matches!(args.scenario.as_str(), "replay" | "get" | "fixture") {
         for n in 0..args.pool as u64 {
             let key = format!("{}-pool-{n}", f.run);
             let res = f
@@ -258,8 +273,22 @@ async fn create(f: &Fixture, key: &str, n: u64) -> Option<Value> {
 async fn main() {
     let args = parse_args();
     let fixture = Arc::new(fixture(&args).await);
+    if args.scenario == "fixture" {
+        let (key, id) = &fixture.invoices[0];
+        println!(
+            "{}",
+            json!({
+                "agent_key": fixture.agent,
+                "invoice_id": id,
+                "idempotency_key": key,
+                "body": draft(&fixture, 0).to_string(),
+            })
+        );
+        return;
+    }
     let counter = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
+    let cpu_before: Vec<u64> = args.cpu_pids.iter().map(|p| cpu_ticks(*p)).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -288,6 +317,16 @@ async fn main() {
         hist.add(t.await.unwrap()).unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu: Vec<u64> = args
+        .cpu_pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|(p, before)| cpu_ticks(*p).saturating_sub(*before))
+        .collect();
+    // Clock ticks are 1/100 s: 10,000 µs each.
+    let per_op = |ticks: u64| (ticks as f64 * 10_000.0) / hist.len().max(1) as f64;
+    let server_cpu_us = cpu.first().map(|t| per_op(*t));
+    let db_cpu_us = (cpu.len() > 1).then(|| per_op(cpu[1..].iter().sum()));
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "{}",
@@ -301,6 +340,26 @@ async fn main() {
             "p50_ms": ms(0.5),
             "p99_ms": ms(0.99),
             "p999_ms": ms(0.999),
+            "server_cpu_us": server_cpu_us,
+            "db_cpu_us": db_cpu_us,
         })
     );
+}
+
+/// User plus system CPU time of process `pid` so far, in clock ticks (0 once it is gone).
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
 }

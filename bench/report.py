@@ -1,17 +1,38 @@
-"""Prints the benchmark table: Tauros figures next to the raw SQL bound of the same run."""
+"""Prints the benchmark table: Tauros figures next to the raw SQL bounds of the same run.
+
+Two bounds for PostgreSQL: `exact` is pgbench sending the statements Tauros sends for the same
+request (bench/pg/<scenario>.sql); `1stmt` is the one-statement bound for reads (a primary-key
+select for a GET, the lock-free read by key for a replay). CPU is per request, in µs: Tauros's
+process, and PostgreSQL's backends (SQLite runs inside Tauros).
+"""
 import json
 import sys
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 raw = {(r["label"], r["concurrency"]): r for r in rows if r["kind"] == "raw"}
-print(f"{'backend':9} {'scenario':14} {'c':>3} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-      f"{'p99.9 ms':>9} {'RSS MiB':>8} {'raw ops/s':>10} {'Tauros/raw':>10} {'errors':>6}")
+
+
+def num(v, fmt):
+    width = int(fmt.split(".")[0])
+    return format(v, fmt) if isinstance(v, (int, float)) else "-".rjust(width)
+
+
+def ratio(r, label):
+    bound = raw.get((label, r["concurrency"])) if r["backend"] == "postgres" else None
+    return (f"{r['throughput'] / bound['throughput']:.2f}", f"{bound['throughput']:.0f}") if bound else ("-", "-")
+
+
+print(f"{'backend':9} {'scenario':14} {'client':8} {'c':>3} {'ops/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+      f"{'p99.9':>7} {'RSS MiB':>7} {'CPU µs':>7} {'DB µs':>6} {'exact/s':>8} {'T/exact':>7} "
+      f"{'1stmt/s':>8} {'T/1stmt':>7} {'errors':>6} {'units/commit':>12}")
 for r in rows:
     if r["kind"] != "tauros":
         continue
-    bound = raw.get((r["label"], r["concurrency"])) if r["backend"] == "postgres" else None
-    ratio = f"{r['throughput'] / bound['throughput']:.2f}" if bound else "-"
-    raw_tps = f"{bound['throughput']:.0f}" if bound else "-"
-    print(f"{r['backend']:9} {r['label']:14} {r['concurrency']:>3} {r['throughput']:>9.0f} "
-          f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['p999_ms']:>9.2f} "
-          f"{r['rss_kib'] / 1024:>8.1f} {raw_tps:>10} {ratio:>10} {r['errors']:>6}")
+    exact, exact_tps = ratio(r, r["label"])
+    one, one_tps = ratio(r, r["label"] + "-1stmt")
+    print(f"{r['backend']:9} {r['label']:14} {r.get('client', 'loadgen'):8} {r['concurrency']:>3} "
+          f"{r['throughput']:>8.0f} {num(r.get('p50_ms'), '7.2f')} {num(r.get('p99_ms'), '7.2f')} "
+          f"{num(r.get('p999_ms'), '7.2f')} {r['rss_kib'] / 1024:>7.1f} "
+          f"{num(r.get('server_cpu_us'), '7.0f')} {num(r.get('db_cpu_us'), '6.0f')} "
+          f"{exact_tps:>8} {exact:>7} {one_tps:>8} {one:>7} {r['errors']:>6} "
+          f"{num(r.get('units_per_commit'), '12.1f')}")

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::domain::error::required;
 use crate::domain::identity::{self, Capabilities, Credential, Interface};
-use crate::store::{Lock, SessionRow, UserRow};
+use crate::store::{Lock, Presented, Presenter, SessionRow, UserRow};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -46,26 +46,39 @@ impl App {
     /// record), or `Unauthorized` for every kind of bad credential; then takes one request from
     /// the credential's rate limit.
     pub async fn authenticate(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
-        let actor = self.identify(bearer, via).await?;
-        let credential = match &actor {
-            Actor::Agent(a) => a.id,
-            Actor::Human(h) => h.session_id,
-        };
-        self.credentials.take(credential)?;
-        Ok(actor)
-    }
-
-    async fn identify(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
         let Some(credential) = Credential::parse(bearer) else {
             return Err(AppError::Unauthorized);
         };
-        let now = now();
         let mut conn = self.store.reader().await?;
-        match credential {
-            Credential::ApiKey(key) => {
-                let Some((row, agent)) = conn.api_key_by_id(key.id()).await? else {
-                    return Err(AppError::Unauthorized);
-                };
+        let stored = match &credential {
+            Credential::ApiKey(key) => conn
+                .api_key_by_id(key.id())
+                .await?
+                .map(|(row, agent)| Presenter::ApiKey(row, agent)),
+            Credential::Session(hash) => conn
+                .session_by_hash(hash)
+                .await?
+                .map(|(session, user)| Presenter::Session(session, user)),
+        };
+        drop(conn);
+        self.admit(&credential, stored, via).await
+    }
+
+    /// Checks the stored credential read for `credential` (by [`authenticate`], or in the same
+    /// statement as the record a request reads): the key's hash compared in constant time, not
+    /// revoked, not expired; the session not expired, its human active. Then takes one request
+    /// from the credential's rate limit. Every failure is `Unauthorized`, alike.
+    ///
+    /// [`authenticate`]: App::authenticate
+    pub(crate) async fn admit(
+        &self,
+        credential: &Credential,
+        stored: Option<Presenter>,
+        via: Interface,
+    ) -> AppResult<Actor> {
+        let now = now();
+        let actor = match (credential, stored) {
+            (Credential::ApiKey(key), Some(Presenter::ApiKey(row, agent))) => {
                 if !key.matches(&row.key_hash) || row.revoked_at.is_some() || row.expires_at <= now
                 {
                     return Err(AppError::Unauthorized);
@@ -75,39 +88,42 @@ impl App {
                     .is_none_or(|t| now - t >= Duration::seconds(LAST_USED_GRANULARITY));
                 if stale {
                     // A write: it goes through a write unit (SQLite's single writer).
-                    drop(conn);
                     let mut tx = self.store.begin().await?;
                     tx.touch_api_key(row.org_id, row.id, now).await?;
                     tx.commit().await?;
                 }
-                Ok(Actor::Agent(Agent {
+                Actor::Agent(Agent {
                     id: agent.id,
                     org_id: agent.org_id,
                     owner_id: agent.owner_id,
                     name: agent.name,
                     capabilities: Capabilities::from_stored(&agent.capabilities),
                     interface: via,
-                }))
+                })
             }
-            Credential::Session(hash) => {
-                let Some((session, user)) = conn.session_by_hash(&hash).await? else {
-                    return Err(AppError::Unauthorized);
-                };
+            (Credential::Session(_), Some(Presenter::Session(session, user))) => {
                 // Deactivation deletes the sessions too; this is the second lock on the door.
                 if session.expires_at <= now || user.deactivated_at.is_some() {
                     return Err(AppError::Unauthorized);
                 }
                 let view = UserView::from_row(&user)?;
-                Ok(Actor::Human(Human {
+                Actor::Human(Human {
                     id: user.id,
                     org_id: user.org_id,
                     email: user.email,
                     role: view.role,
                     session_id: session.id,
                     interface: via,
-                }))
+                })
             }
-        }
+            _ => return Err(AppError::Unauthorized),
+        };
+        let limited = match &actor {
+            Actor::Agent(a) => a.id,
+            Actor::Human(h) => h.session_id,
+        };
+        self.credentials.take(limited)?;
+        Ok(actor)
     }
 
     /// Signs a human in with email and password.
@@ -430,4 +446,12 @@ fn password_field_error_on(field: &str) -> FieldError {
             identity::MAX_PASSWORD_CHARS
         ),
     )
+}
+
+/// How the store looks `credential` up.
+pub(crate) fn presented(credential: &Credential) -> Presented<'_> {
+    match credential {
+        Credential::ApiKey(key) => Presented::ApiKey(key.id()),
+        Credential::Session(hash) => Presented::Session(hash),
+    }
 }

@@ -105,6 +105,31 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
+/// The bearer credential, not yet checked: a handler whose read is joined to its credential
+/// (`App::…_presented`, one round trip) checks it there. No credential at all is 401 at once,
+/// as with [`Auth`].
+pub struct Bearer(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Bearer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let token = bearer(&parts.headers).ok_or(AppError::Unauthorized)?;
+        Ok(Bearer(token.to_owned()))
+    }
+}
+
+impl Bearer {
+    /// What a request refused before its read answers: the credential's own refusal first
+    /// (as if [`Auth`] had run before every other extractor), else `refused`.
+    pub async fn refuse(&self, state: &AppState, refused: ApiError) -> ApiError {
+        match state.app.authenticate(&self.0, Interface::Api).await {
+            Err(e) => e.into(),
+            Ok(_) => refused,
+        }
+    }
+}
+
 /// The credential of `Authorization: Bearer <credential>` (the scheme in any case), if that is
 /// what the request carries.
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {

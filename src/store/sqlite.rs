@@ -271,8 +271,11 @@ impl Slot {
         };
         match sqlx::query("COMMIT").execute(&mut self.conn).await {
             Ok(_) => {
+                let units = group.released as u64 + own;
                 writer.commits[0].fetch_add(1, Ordering::Relaxed);
-                writer.commits[1].fetch_add(group.released as u64 + own, Ordering::Relaxed);
+                writer.commits[1].fetch_add(units, Ordering::Relaxed);
+                metrics::counter!("tauros_sqlite_group_commits_total").increment(1);
+                metrics::counter!("tauros_sqlite_group_commit_units_total").increment(units);
                 group.outcome.send_replace(Some(Ok(())));
                 Ok(group.wake)
             }

@@ -33,6 +33,7 @@ mod organisation;
 mod panics;
 mod parties;
 mod peer;
+mod presented;
 mod races;
 mod replays;
 mod security;

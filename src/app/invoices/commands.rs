@@ -14,13 +14,13 @@ use super::content::{
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
 use crate::app::{
-    Actor, App, AppError, AppResult, AuditActor, FieldError, KeyHolder, Replayed, now,
+    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, KeyHolder, Replayed, now,
 };
 use crate::domain::audit::GENESIS;
 use crate::domain::destination::DestinationState;
 use crate::domain::error::required;
 use crate::domain::fingerprint::{key_error, key_is_valid};
-use crate::domain::identity::Capability;
+use crate::domain::identity::{Capability, Credential, Interface};
 use crate::domain::invoice::{
     self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
     ExistingDecision, InvoiceState, OrgSettings, SubmitFacts, Transition, check_content,
@@ -28,7 +28,8 @@ use crate::domain::invoice::{
 };
 use crate::domain::payload::verify;
 use crate::store::{
-    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lock, Reader, RevisionRow, StoreError, Tx,
+    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lock, Presenter, Reader, RevisionRow,
+    StoreError, Tx,
 };
 use uuid::Uuid;
 
@@ -77,7 +78,61 @@ impl App {
             return replay_create(&mut *conn, agent.id, existing, &content).await;
         }
         drop(conn);
+        self.insert_draft(agent, key, content).await
+    }
 
+    /// [`create_draft`] for a bearer credential: a well-formed request with an API key looks
+    /// its key up in the same statement that checks the credential, so a replay costs one
+    /// round trip in all. Anything else (a human, a request refused anyway) takes the two
+    /// steps, [`authenticate`] then [`create_draft`], which answer in the documented order.
+    ///
+    /// [`create_draft`]: App::create_draft
+    /// [`authenticate`]: App::authenticate
+    pub async fn create_draft_presented(
+        &self,
+        bearer: &str,
+        via: Interface,
+        key: &str,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
+        let checked = key_is_valid(key).then(|| check_content(&input, None));
+        let (Credential::ApiKey(api_key), Some(Ok(content))) = (&credential, checked) else {
+            let actor = self.authenticate(bearer, via).await?;
+            return self.create_draft(&actor, key, input).await;
+        };
+        let mut conn = self.store.reader().await?;
+        let found = conn.invoice_by_key_presented(api_key.id(), key).await?;
+        drop(conn);
+        let (stored, existing) = found.map_or((None, None), |(k, existing)| {
+            let (row, agent) = k.split();
+            (Some(Presenter::ApiKey(row, agent)), existing)
+        });
+        let actor = self.admit(&credential, stored, via).await?;
+        actor.require(Capability::Invoicing)?;
+        rules::authorize_create_draft(caller(&actor)).map_err(access_error)?;
+        let Actor::Agent(agent) = &actor else {
+            return Err(AppError::Forbidden("only agents propose invoices"));
+        };
+        match existing {
+            Some(existing) => {
+                let mut conn = self.store.reader().await?;
+                replay_create(&mut *conn, agent.id, existing, &content).await
+            }
+            None => self.insert_draft(agent, key, content).await,
+        }
+    }
+
+    /// A create whose key was not found: inserted under the agent's lock, or answered as the
+    /// replay of a concurrent create with the same key that won.
+    async fn insert_draft(
+        &self,
+        agent: &Agent,
+        key: &str,
+        content: DraftContent,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let actor = Actor::Agent(agent.clone());
+        let actor = &actor;
         let mut tx = self.store.begin().await?;
         agent.hold(&mut *tx).await?;
         let destination = checked_parties(&mut *tx, actor, &content).await?;
