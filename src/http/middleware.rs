@@ -7,6 +7,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
 use std::time::Instant;
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -167,18 +168,51 @@ fn method_label(method: &axum::http::Method) -> &'static str {
 pub async fn metrics(request: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = method_label(request.method());
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let (count, duration) = request_metrics(method, route, response.status().as_u16());
+    count.increment(1);
+    duration.record(start.elapsed().as_secs_f64());
+    response
+}
+
+/// The counter and histogram of one (method, route template, status): registered once and
+/// then reused, so a request does not build labels or look them up in the registry. Routes
+/// are templates and methods a fixed set, so the map stays as small as `/metrics` itself.
+fn request_metrics(
+    method: &'static str,
+    route: &str,
+    status: u16,
+) -> (metrics::Counter, metrics::Histogram) {
+    type Handles = (metrics::Counter, metrics::Histogram);
+    static KNOWN: std::sync::LazyLock<
+        std::sync::RwLock<
+            std::collections::HashMap<(&'static str, u16), HashMap<Box<str>, Handles>>,
+        >,
+    > = std::sync::LazyLock::new(Default::default);
+    if let Some(found) = KNOWN
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&(method, status))
+        .and_then(|routes| routes.get(route))
+    {
+        return found.clone();
+    }
     let labels = [
         ("method", method.to_owned()),
-        ("route", route),
-        ("status", response.status().as_u16().to_string()),
+        ("route", route.to_owned()),
+        ("status", status.to_string()),
     ];
-    metrics::counter!("http_requests_total", &labels).increment(1);
-    metrics::histogram!("http_request_duration_seconds", &labels)
-        .record(start.elapsed().as_secs_f64());
-    response
+    let handles = (
+        metrics::counter!("http_requests_total", &labels),
+        metrics::histogram!("http_request_duration_seconds", &labels),
+    );
+    KNOWN
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry((method, status))
+        .or_default()
+        .insert(route.into(), handles.clone());
+    handles
 }
