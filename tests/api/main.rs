@@ -23,6 +23,7 @@ mod concurrency;
 mod console;
 mod conventions;
 mod document;
+mod failpoints;
 mod governance;
 mod invoices;
 mod issuing;
