@@ -27,6 +27,8 @@ use tauros::app::{AppConfig, WebhookConfig};
 use tauros::domain::webhook::AllowList;
 use tauros::http::HttpConfig;
 
+both_backends!(a_failpoint_fires_once_and_only_for_the_organisation_it_was_armed_for);
+
 both_backends!(
     backend: every_create_failpoint_rolls_back_and_the_retry_creates_once,
     every_approve_failpoint_rolls_back_and_the_retry_approves_once,
@@ -116,6 +118,28 @@ fn every_failpoint_is_placed_in_a_scenario_and_named_once() {
         );
         assert_eq!(points.iter().filter(|p| after_commit(**p)).count(), 1);
     }
+}
+
+/// Arming is keyed by organisation (tests run in parallel in one process), fires once, and
+/// ends when its guard is dropped.
+async fn a_failpoint_fires_once_and_only_for_the_organisation_it_was_armed_for(app: TestApp) {
+    let a = app.billing().await;
+    let b = app.billing().await;
+    let armed = arm(a.org.org_id, Failpoint::RevisionInserted);
+    // Another organisation passes the point untouched.
+    app.draft(&b, "other-org").await;
+    assert!(!armed.fired());
+    // The armed one fails there, once.
+    let res = app
+        .create_invoice(&a.org.agent_key, "armed", &invoice_body(&a))
+        .await;
+    expect_problem(res, StatusCode::SERVICE_UNAVAILABLE, "unavailable").await;
+    assert!(armed.fired());
+    app.draft(&a, "after-firing").await;
+    // Dropping an unfired guard disarms it.
+    drop(arm(a.org.org_id, Failpoint::RevisionInserted));
+    app.draft(&a, "after-disarming").await;
+    app.draft(&a, "armed").await;
 }
 
 async fn every_create_failpoint_rolls_back_and_the_retry_creates_once(backend: Backend) {
@@ -299,6 +323,12 @@ async fn create_through(app: &TestApp, b: &Billing, point: Failpoint) {
     assert_eq!(Rows::of(app, b).await, before.plus_create(), "{point:?}");
     let id = id_of(&invoice);
     assert_eq!(invoice["state"], "draft", "{point:?}");
+    // The answer (fresh, or the replay of the lost one) is the invoice as stored.
+    assert_eq!(
+        invoice,
+        app.invoice(&b.org.agent_key, id).await,
+        "{point:?}"
+    );
     assert_eq!(
         app.event_actions(&b.org.agent_key, id).await,
         ["create_draft"],
@@ -352,6 +382,7 @@ async fn decide_through(app: &TestApp, b: &Billing, scenario: Scenario, point: F
     };
     assert_eq!(Rows::of(app, b).await, after, "{point:?}");
     assert_eq!(invoice["state"], state, "{point:?}");
+    assert_eq!(invoice, app.invoice(token, &id).await, "{point:?}");
     let decisions = app.decisions(token, &id).await;
     assert_eq!(decisions.len(), 1, "{point:?}: {decisions:?}");
     let mut events = events_before;
