@@ -33,6 +33,7 @@ both_backends!(
     backend: every_create_failpoint_rolls_back_and_the_retry_creates_once,
     every_approve_failpoint_rolls_back_and_the_retry_approves_once,
     every_reject_failpoint_rolls_back_and_the_retry_rejects_once,
+    every_request_changes_failpoint_rolls_back_and_the_retry_requests_them_once,
     every_approve_failpoint_with_an_issuer_rolls_back_the_issue_job_too,
 );
 
@@ -45,12 +46,14 @@ enum Scenario {
     Approve,
     /// `POST /v1/invoices/{id}/reject` with a reason.
     Reject,
+    /// `POST /v1/invoices/{id}/request-changes` with a reason (back to draft).
+    RequestChanges,
     /// Approve with an issuer configured: the issue job is enqueued in the same transaction
     /// (before the event's delivery, so the job points fire on the issue job first).
     ApproveIssuing,
 }
 
-use Scenario::{Approve, ApproveIssuing, Create, Reject};
+use Scenario::{Approve, ApproveIssuing, Create, Reject, RequestChanges};
 
 /// The scenarios whose transaction passes `point`. Exhaustive on purpose: a new failpoint is a
 /// compile error here until it is placed, and then it is tested.
@@ -73,9 +76,9 @@ fn scenarios(point: Failpoint) -> &'static [Scenario] {
         | F::DecisionInserted
         | F::InvoiceUpdated
         | F::InvoiceReadBack
-        | F::CommandCommitted => &[Approve, Reject, ApproveIssuing],
+        | F::CommandCommitted => &[Approve, Reject, RequestChanges, ApproveIssuing],
         F::EventInserted | F::EndpointsRead | F::JobSubmissionInserted | F::JobInserted => {
-            &[Create, Approve, Reject, ApproveIssuing]
+            &[Create, Approve, Reject, RequestChanges, ApproveIssuing]
         }
     }
 }
@@ -110,7 +113,7 @@ fn every_failpoint_is_placed_in_a_scenario_and_named_once() {
         assert!(!scenarios(*point).is_empty(), "{point:?} is tested nowhere");
     }
     // Every transaction has its failure after the commit, and it is the last point.
-    for scenario in [Create, Approve, Reject, ApproveIssuing] {
+    for scenario in [Create, Approve, Reject, RequestChanges, ApproveIssuing] {
         let points = points_of(scenario);
         assert!(
             points.last().is_some_and(|p| after_commit(*p)),
@@ -154,6 +157,12 @@ async fn every_reject_failpoint_rolls_back_and_the_retry_rejects_once(backend: B
     run(backend, Reject).await;
 }
 
+async fn every_request_changes_failpoint_rolls_back_and_the_retry_requests_them_once(
+    backend: Backend,
+) {
+    run(backend, RequestChanges).await;
+}
+
 async fn every_approve_failpoint_with_an_issuer_rolls_back_the_issue_job_too(backend: Backend) {
     run(backend, ApproveIssuing).await;
 }
@@ -178,7 +187,13 @@ async fn run(backend: Backend, scenario: Scenario) {
             &b.org.approver_token,
             json!({
                 "url": "http://127.0.0.1:9/hooks",
-                "events": ["invoice.created", "invoice.submitted", "invoice.approved", "invoice.rejected"],
+                "events": [
+                    "invoice.created",
+                    "invoice.submitted",
+                    "invoice.approved",
+                    "invoice.rejected",
+                    "invoice.changes_requested",
+                ],
             }),
         )
         .await;
@@ -189,7 +204,9 @@ async fn run(backend: Backend, scenario: Scenario) {
     for point in points {
         match scenario {
             Create => create_through(&app, &b, point).await,
-            Approve | Reject | ApproveIssuing => decide_through(&app, &b, scenario, point).await,
+            Approve | Reject | RequestChanges | ApproveIssuing => {
+                decide_through(&app, &b, scenario, point).await;
+            }
         }
     }
 }
@@ -346,13 +363,20 @@ async fn decide_through(app: &TestApp, b: &Billing, scenario: Scenario, point: F
         .pending(b, &format!("s8-{scenario:?}-{}", point.name()))
         .await;
     let id = id_of(&pending).to_owned();
-    let (action, reason, state) = match scenario {
+    let (action, event, reason, state) = match scenario {
         Reject => (
+            "reject",
             "reject",
             Some("The amount does not match the order."),
             "rejected",
         ),
-        _ => ("approve", None, "approved"),
+        RequestChanges => (
+            "request-changes",
+            "request_changes",
+            Some("Split the implementation days by week."),
+            "draft",
+        ),
+        _ => ("approve", "approve", None, "approved"),
     };
     let body = TestApp::decision_body(&pending, reason);
     let send = || app.command(token, &id, action, body.clone());
@@ -386,7 +410,7 @@ async fn decide_through(app: &TestApp, b: &Billing, scenario: Scenario, point: F
     let decisions = app.decisions(token, &id).await;
     assert_eq!(decisions.len(), 1, "{point:?}: {decisions:?}");
     let mut events = events_before;
-    events.push(action.to_owned());
+    events.push(event.to_owned());
     assert_eq!(app.event_actions(token, &id).await, events, "{point:?}");
     assert_eq!(app.verify(token, &id).await["ok"], true);
     // Once more: a replay that still adds nothing.
