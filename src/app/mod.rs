@@ -2,6 +2,17 @@
 //! needs, asks `domain` for the decision, writes rows and the audit event in that one
 //! transaction, and commits. The app knows the database only through the `store` port.
 
+/// `failpoint!(org_id, Point);`: a failpoint (tests only, feature `failpoints`; see
+/// `failpoints.rs`). It fails the use case right there (503, retryable) when a test armed
+/// `Point` for the organisation `org_id`; without the feature it expands to nothing. Defined
+/// before the modules below, so every one of them sees it.
+macro_rules! failpoint {
+    ($org_id:expr, $point:ident) => {
+        #[cfg(feature = "failpoints")]
+        $crate::app::failpoints::hit($org_id, $crate::app::failpoints::Failpoint::$point)?;
+    };
+}
+
 mod agents;
 mod auth;
 mod bootstrap;
@@ -9,6 +20,8 @@ mod customers;
 mod demo;
 mod destinations;
 mod error;
+#[cfg(feature = "failpoints")]
+pub mod failpoints;
 mod governance;
 mod invoices;
 mod jobs;
@@ -246,7 +259,10 @@ impl Agent {
     /// what a request after the delete gets: 401.
     pub(crate) async fn hold(&self, tx: &mut dyn Tx) -> AppResult<()> {
         match tx.lock_agent(self.org_id, self.id, Lock::Share).await? {
-            Some(_) => Ok(()),
+            Some(_) => {
+                failpoint!(self.org_id, AgentHeld);
+                Ok(())
+            }
             None => Err(AppError::Unauthorized),
         }
     }

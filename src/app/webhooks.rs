@@ -183,6 +183,7 @@ fn nonce() -> [u8; 12] {
 /// id (endpoint, event) makes each delivery one job however often this runs.
 pub(crate) async fn enqueue_deliveries(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     let endpoints = tx.all_webhook_endpoints(event.org_id).await?;
+    failpoint!(event.org_id, EndpointsRead);
     for endpoint in endpoints {
         if !Subscription::from_stored(&endpoint.events).includes(event.action) {
             continue;

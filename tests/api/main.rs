@@ -1,8 +1,8 @@
 //! Integration tests through HTTP. Every test runs on both backends (`…::sqlite`,
 //! `…::postgres`), each on a fresh database; only the check that docs/AUTHORIZATION.md shows
-//! the authorization matrix, a panicking handler's answer, and the webhook receiver's own checks
-//! (its HMAC, the documented example) need no database and run once, as do the reference peer's
-//! own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see `helpers/postgres.rs`
+//! the authorization matrix, a panicking handler's answer, the webhook receiver's own checks
+//! (its HMAC, the documented example) and the check that every failpoint has a test need no
+//! database and run once, as do the reference peer's own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see `helpers/postgres.rs`
 //! (plain `cargo test` starts a throwaway server).
 
 // Tests may panic on unexpected results: that is how they fail.
@@ -23,6 +23,7 @@ mod concurrency;
 mod console;
 mod conventions;
 mod document;
+mod failpoints;
 mod governance;
 mod invoices;
 mod issuing;

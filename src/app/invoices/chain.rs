@@ -54,6 +54,7 @@ pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> Ev
 /// organisation that subscribes to it: every invoice event goes through here.
 pub(super) async fn record_event(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     tx.insert_event(event).await?;
+    failpoint!(event.org_id, EventInserted);
     crate::app::webhooks::enqueue_deliveries(tx, event).await
 }
 

@@ -194,9 +194,12 @@ impl App {
             tx.commit().await?;
             return answer;
         }
+        failpoint!(agent.org_id, InvoiceInserted);
         tx.insert_revision(&revision).await?;
+        failpoint!(agent.org_id, RevisionInserted);
         record_event(&mut *tx, &event).await?;
         tx.commit().await?;
+        failpoint!(agent.org_id, CreateCommitted);
         Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
     }
 
@@ -406,11 +409,14 @@ impl App {
         let existing = tx
             .decision_for_revision(invoice.org_id, revision_id)
             .await?;
+        failpoint!(invoice.org_id, ExistingDecisionRead);
         let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
+        failpoint!(invoice.org_id, NamedRevisionRead);
         let current = current_revision(&mut *tx, &invoice).await?;
         let destination = tx
             .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
             .await?;
+        failpoint!(invoice.org_id, DecisionDestinationLocked);
         let facts = DecideFacts {
             kind,
             approver_id,
@@ -463,6 +469,7 @@ impl App {
                     }
                     other => other?,
                 }
+                failpoint!(invoice.org_id, DecisionInserted);
                 // With an issuer, the approval and the job that issues it commit together.
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
                     crate::app::enqueue(
@@ -538,6 +545,7 @@ pub(super) async fn locked(
         .lock_invoice(actor.org_id(), id)
         .await?
         .ok_or(AppError::NotFound)?;
+    failpoint!(invoice.org_id, InvoiceLocked);
     let (access, settings) =
         super::access_facts(&mut *tx, invoice.org_id, invoice.agent_id).await?;
     rules::authorize(action, caller(actor), access, settings).map_err(access_error)?;
@@ -548,9 +556,12 @@ pub(super) async fn current_revision(
     tx: &mut dyn Tx,
     invoice: &InvoiceRow,
 ) -> AppResult<RevisionRow> {
-    tx.revision_by_id(invoice.org_id, invoice.current_revision_id)
+    let current = tx
+        .revision_by_id(invoice.org_id, invoice.current_revision_id)
         .await?
-        .ok_or_else(|| AppError::Internal("invoice without current revision".into()))
+        .ok_or_else(|| AppError::Internal("invoice without current revision".into()))?;
+    failpoint!(invoice.org_id, CurrentRevisionRead);
+    Ok(current)
 }
 
 /// A state change a command writes.
@@ -588,6 +599,7 @@ async fn apply(
         },
     );
     tx.update_invoice(invoice).await?;
+    failpoint!(invoice.org_id, InvoiceUpdated);
     record_event(&mut *tx, &event).await?;
     written(tx, invoice).await
 }
@@ -602,7 +614,9 @@ pub(super) async fn written(
         .invoice_joined(invoice.org_id, invoice.id)
         .await?
         .ok_or_else(|| AppError::Internal("invoice vanished inside its transaction".into()))?;
+    failpoint!(invoice.org_id, InvoiceReadBack);
     tx.commit().await?;
+    failpoint!(invoice.org_id, CommandCommitted);
     Ok(Replayed::fresh(joined_view(joined)?))
 }
 

@@ -38,9 +38,11 @@ pub(super) async fn checked_parties(
     let customer = tx
         .lock_customer(org_id, content.customer_id, Lock::Share)
         .await?;
+    failpoint!(org_id, CustomerLocked);
     let destination = tx
         .lock_destination(org_id, content.destination_id, Lock::Share)
         .await?;
+    failpoint!(org_id, DestinationLocked);
     check_parties(facts(
         actor,
         content.known(),

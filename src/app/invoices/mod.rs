@@ -59,10 +59,12 @@ async fn access_facts(
         .await?
         .ok_or_else(|| AppError::Internal("invoice without agent".into()))?
         .owner_id;
+    failpoint!(org_id, AgentRead);
     let org = conn
         .org_by_id(org_id)
         .await?
         .ok_or_else(|| AppError::Internal("invoice without org".into()))?;
+    failpoint!(org_id, OrgRead);
     Ok((
         InvoiceAccess {
             agent_id,

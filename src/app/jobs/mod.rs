@@ -126,6 +126,7 @@ pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
                     ),
                 });
             }
+            failpoint!(job.org_id, JobSubmissionInserted);
             id
         }
     };
@@ -158,6 +159,7 @@ pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
         finished_at: None,
     };
     tx.insert_job(&row).await?;
+    failpoint!(row.org_id, JobInserted);
     Ok(Enqueued {
         id,
         replayed: false,
