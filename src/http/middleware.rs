@@ -186,11 +186,9 @@ fn request_metrics(
     status: u16,
 ) -> (metrics::Counter, metrics::Histogram) {
     type Handles = (metrics::Counter, metrics::Histogram);
-    static KNOWN: std::sync::LazyLock<
-        std::sync::RwLock<
-            std::collections::HashMap<(&'static str, u16), HashMap<Box<str>, Handles>>,
-        >,
-    > = std::sync::LazyLock::new(Default::default);
+    type ByRoute = HashMap<Box<str>, Handles>;
+    static KNOWN: std::sync::LazyLock<std::sync::RwLock<HashMap<(&'static str, u16), ByRoute>>> =
+        std::sync::LazyLock::new(Default::default);
     if let Some(found) = KNOWN
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
