@@ -82,8 +82,8 @@ pub struct DbArgs {
     /// Database URL: `sqlite://FILE?mode=rwc` (embedded) or `postgres://USER@HOST/DB`.
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub database_url: String,
-    /// Maximum pooled database connections.
-    #[arg(long, env = "TAUROS_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    /// Maximum pooled database connections (default: 4 per CPU core, from 8 to 32).
+    #[arg(long, env = "TAUROS_DB_MAX_CONNECTIONS", default_value_t = default_pool_size())]
     pub db_max_connections: u32,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tauros=debug`.
     #[arg(long, env = "TAUROS_LOG", default_value = "info")]
@@ -512,4 +512,15 @@ impl ServeArgs {
             origins: if own.is_empty() { self.origins() } else { own },
         }
     }
+}
+
+/// The database pool that fits this machine: 4 connections per core, 8 to 32. On few cores
+/// more connections only add context switches between the server and the database they
+/// share (PERFORMANCE.md measures it); a pool of 8 still lets concurrent commits share their
+/// WAL flushes.
+pub fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    u32::try_from(cores.saturating_mul(4))
+        .unwrap_or(u32::MAX)
+        .clamp(8, 32)
 }
