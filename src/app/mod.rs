@@ -160,14 +160,26 @@ pub fn default_password_threads() -> usize {
         .clamp(1, 4)
 }
 
-/// The application: the store plus configuration. Cheap to clone.
+/// The application: the store plus configuration. Cheap to clone (one shared handle: the
+/// HTTP layer clones it for every request).
 #[derive(Clone)]
-pub struct App {
+pub struct App(std::sync::Arc<Parts>);
+
+/// What an [`App`] shares between its clones.
+pub struct Parts {
     store: DynStore,
     config: AppConfig,
     passwords: password::Passwords,
     credentials: limits::CredentialLimits,
     sign_ins: limits::SignInFailures,
+}
+
+impl std::ops::Deref for App {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
 }
 
 /// A signed-in human, as established by their session token.
@@ -285,13 +297,13 @@ impl App {
         let credentials =
             limits::CredentialLimits::new(config.rate_limit_per_second, config.rate_limit_burst);
         let sign_ins = limits::SignInFailures::new(config.sign_in_failures, config.sign_in_window);
-        App {
+        App(std::sync::Arc::new(Parts {
             store,
             config,
             passwords,
             credentials,
             sign_ins,
-        }
+        }))
     }
 
     /// The store (for readiness checks and tests).
