@@ -16,7 +16,7 @@ use super::sql::{
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::{Connection, Sqlite, SqlitePool};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +47,18 @@ impl SqliteStore {
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(30))
+            // A COMMIT that fails on a full disk (or an I/O error) is rolled back by SQLite
+            // itself, but sqlx still counts the transaction as open, its rollback on drop
+            // fails, and every later BEGIN on this one connection would be refused: the
+            // service would answer 500 for good after the disk had space again (found by
+            // scripts/chaos, diskfull). Such a connection is discarded here and the pool opens
+            // a fresh one. The ping runs after any rollback still queued on the connection.
+            .before_acquire(|conn, _| {
+                Box::pin(async move {
+                    conn.ping().await?;
+                    Ok(!conn.is_in_transaction())
+                })
+            })
             .connect_with(options.clone())
             .await?;
         let pool = SqlitePoolOptions::new()
@@ -92,6 +104,14 @@ fn map_err(err: sqlx::Error) -> StoreError {
         }
         // SQLITE_BUSY (5) / SQLITE_LOCKED (6) after the busy timeout: retryable.
         if matches!(db.code().as_deref(), Some("5") | Some("6") | Some("517")) {
+            return StoreError::Unavailable(err);
+        }
+        // SQLITE_FULL (13) and the SQLITE_IOERR family (10, extended codes 10 + 256·n): the
+        // disk is full or failing; nothing was written, the same request may be retried
+        // once it has space again (503, not 500).
+        if let Some(code) = db.code().and_then(|c| c.parse::<i64>().ok())
+            && (code == 13 || code & 0xff == 10)
+        {
             return StoreError::Unavailable(err);
         }
     }
@@ -150,7 +170,7 @@ impl Reader for SqliteUnit {}
 impl Tx for SqliteUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let SqliteUnit(conn, wake) = *self;
-        conn.commit().await?;
+        conn.commit(map_err).await?;
         if let (Some(notify), true) = (wake.notify, wake.pending) {
             notify.notify_waiters();
         }
