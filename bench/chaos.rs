@@ -1738,6 +1738,7 @@ async fn run(args: Args) -> Value {
                 json!({"url": hooks, "events": ["invoice.created", "invoice.approved", "invoice.issued"], "description": "chaos"}),
             )
             .await;
+            driver.counters.0.lock().unwrap().clear();
             let kills = if q { 3 } else { 8 };
             let load_for = Duration::from_secs(if q { 16 } else { 45 });
             let reps = Arc::new(tokio::sync::Mutex::new(replicas));
