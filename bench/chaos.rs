@@ -689,14 +689,16 @@ async fn lifecycle_step(d: &Driver, f: &Fixture, records: &Records, key: &str, s
     }
 }
 
-/// W workers, each with its own keys, until `count` keys or the deadline.
+/// At most this many keys per worker (the deadline usually comes first).
+const KEYS_PER_WORKER: usize = 10_000;
+
+/// W workers, each with its own keys, until `KEYS_PER_WORKER` keys or the deadline.
 async fn lifecycle_load(
     d: Arc<Driver>,
     f: Arc<Fixture>,
     records: Records,
     prefix: String,
     workers: usize,
-    per_worker: usize,
     until: Instant,
     stop: Arc<AtomicBool>,
 ) {
@@ -710,7 +712,7 @@ async fn lifecycle_load(
             stop.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            for i in 0..per_worker {
+            for i in 0..KEYS_PER_WORKER {
                 if Instant::now() >= until || stop.load(Ordering::Relaxed) {
                     break;
                 }
@@ -1228,7 +1230,6 @@ where
         records.clone(),
         prefix(&ctx.args),
         workers,
-        10_000,
         until,
         stop.clone(),
     ));
@@ -1492,10 +1493,7 @@ async fn proxy(
             });
             let mut buf = vec![0u8; 16 * 1024];
             let mut first = true;
-            loop {
-                let Ok(k) = sr.read(&mut buf).await else {
-                    break;
-                };
+            while let Ok(k) = sr.read(&mut buf).await {
                 if k == 0 {
                     break;
                 }

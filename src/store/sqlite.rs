@@ -267,3 +267,32 @@ async fn claim_job(writer: &SqlitePool, claim: &Claim<'_>) -> StoreResult<Option
     tx.commit().await.map_err(map_err)?;
     Ok(row)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a COMMIT on a full disk does (scripts/chaos, diskfull): SQLite rolls the
+    /// transaction back itself, sqlx still counts it as open, and its rollback on drop fails.
+    /// The single writer connection must not stay unusable: the next write begins.
+    #[tokio::test]
+    async fn a_writer_left_inside_a_transaction_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("tauros-sqlite-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/t.db?mode=rwc", dir.display());
+        let store = SqliteStore::connect(&url, 2).await.unwrap();
+        {
+            let mut tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        }
+        let tx = store.begin().await;
+        assert!(tx.is_ok(), "the next write transaction could not begin");
+        tx.unwrap().commit().await.unwrap();
+        let tx = store.begin().await;
+        assert!(tx.is_ok());
+        drop(tx);
+        store.writer.close().await;
+        store.pool.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
