@@ -1166,7 +1166,8 @@ async fn race(ctx: &Ctx, d: Arc<Driver>, f: Arc<Fixture>) -> (Records, u64, u64)
         }
     }
     let n = records.lock().unwrap().len() as u64;
-    (records, n * (each as u64 / 2 - 1) * 2, n * each as u64 / 2)
+    // Per key: the winner, its 3 identical duplicates, and 4 conflicting requests.
+    (records, n * (each as u64 / 2 - 1), n * each as u64 / 2)
 }
 
 /// The storm/race check on top of the lifecycle one: one fresh answer and one invoice id per
