@@ -131,7 +131,7 @@ impl Reader for PgUnit {}
 #[async_trait]
 impl Tx for PgUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit().await
+        self.0.commit(map_err).await
     }
 }
 

@@ -426,6 +426,14 @@ fn map_err(err: sqlx::Error) -> StoreError {
         if matches!(primary, Some(5 | 6 | 10 | 13)) {
             return StoreError::Unavailable(err);
         }
+        // SQLITE_FULL (13) and the SQLITE_IOERR family (10, extended codes 10 + 256·n): the
+        // disk is full or failing; nothing was written, the same request may be retried
+        // once it has space again (503, not 500).
+        if let Some(code) = db.code().and_then(|c| c.parse::<i64>().ok())
+            && (code == 13 || code & 0xff == 10)
+        {
+            return StoreError::Unavailable(err);
+        }
     }
     classify_other(err)
 }
@@ -777,5 +785,34 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(committed(&db.store).await, vec![3]);
+    }
+
+    /// What a full disk does to a statement or a COMMIT (scripts/chaos, diskfull): SQLite
+    /// rolls the whole transaction back by itself. Simulated here with a ROLLBACK behind the
+    /// unit's back: the units released into the lost transaction hear the error, and the
+    /// writer is not left unusable: the next unit begins and commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_transaction_sqlite_rolled_back_itself_fails_its_group_and_the_writer_goes_on() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 5).await.unwrap();
+        let second_writer = writer.clone();
+        let second = tokio::spawn(async move {
+            let mut unit = second_writer.begin().await.unwrap();
+            sqlx::query("ROLLBACK").execute(unit.conn()).await.unwrap();
+            drop(unit); // its error path
+        });
+        queued(&db.store, 1).await;
+        let released = first.commit(false).await;
+        second.await.unwrap();
+        assert!(
+            matches!(released, Err(StoreError::Unavailable(_))),
+            "the released unit hears that its write is lost: {released:?}"
+        );
+        let mut next = writer.begin().await.unwrap();
+        insert(&mut next, 6).await.unwrap();
+        next.commit(false).await.unwrap();
+        assert_eq!(committed(&db.store).await, vec![6]);
     }
 }

@@ -50,9 +50,11 @@ impl<DB: Database> Conn<DB> {
         }
     }
 
-    pub(crate) async fn commit(self) -> StoreResult<()> {
+    /// Commits with the backend's error mapping: a COMMIT can fail for the same reasons as
+    /// any statement (on SQLite, a full disk: 503, not 500).
+    pub(crate) async fn commit(self, map_err: fn(sqlx::Error) -> StoreError) -> StoreResult<()> {
         match self {
-            Conn::Tx(tx) => tx.commit().await.map_err(classify_other),
+            Conn::Tx(tx) => tx.commit().await.map_err(map_err),
             Conn::Plain(_) => Ok(()),
         }
     }
