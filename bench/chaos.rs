@@ -1622,7 +1622,7 @@ async fn run(args: Args) -> Value {
                 4
             };
             let terminations = if q { 3 } else { 6 };
-            let load_for = Duration::from_secs(if q { 18 } else { 45 });
+            let load_for = Duration::from_secs(if q { 20 } else { 45 });
             let (ctx_ref, d2, url) = (&ctx, driver.clone(), args.db_url.clone());
             records = with_nemesis(
                 &ctx,
@@ -1639,7 +1639,12 @@ async fn run(args: Args) -> Value {
                         let j = ctx_ref.below(i as u64 + 1) as usize;
                         plan.swap(i, j);
                     }
-                    let gap = (load_for.as_millis() as u64 - 3000) / (plan.len() as u64 + 1);
+                    // A crash costs about 2.5 s (stop, down, restart, the pool's recovery):
+                    // leave room for every planned one before the load's deadline.
+                    let busy = 3000 + 2500 * crashes as u64;
+                    let gap = (load_for.as_millis() as u64).saturating_sub(busy)
+                        / (plan.len() as u64 + 1);
+                    let gap = gap.max(300);
                     for crash in plan {
                         tokio::time::sleep(ctx_ref.rand_ms(gap / 2, gap)).await;
                         if Instant::now() > end || stop.load(Ordering::Relaxed) {
