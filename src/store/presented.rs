@@ -142,9 +142,15 @@ impl From<PresentedSession> for Presenter {
     }
 }
 
+impl From<KeyWithAgent> for Presenter {
+    fn from(k: KeyWithAgent) -> Presenter {
+        let (key, agent) = k.split();
+        Presenter::ApiKey(key, agent)
+    }
+}
+
 impl From<PresentedKey> for Presenter {
     fn from(k: PresentedKey) -> Presenter {
-        let (key, agent) = KeyWithAgent::from(k).split();
-        Presenter::ApiKey(key, agent)
+        Presenter::from(KeyWithAgent::from(k))
     }
 }

@@ -116,10 +116,8 @@ impl App {
             .own_invoices_presented(key.id(), &filter, page.into())
             .await?;
         drop(conn);
-        let (stored, rows) = found.map_or((None, vec![]), |(k, rows)| {
-            let (row, agent) = k.split();
-            (Some(Presenter::ApiKey(row, agent)), rows)
-        });
+        let (stored, rows) =
+            found.map_or((None, vec![]), |(k, rows)| (Some(Presenter::from(k)), rows));
         let actor = self.admit(&credential, stored, via).await?;
         actor.require(Capability::Invoicing)?;
         if Scope::of_invoices(caller(&actor), false) != Scope::Agent(actor.id()) {

@@ -31,17 +31,17 @@ macro_rules! presented_session {
     };
 }
 
-/// The organisation of the key `$2`, as a scalar subquery (evaluated once).
+/// The organisation of the key bound at `$p`, as a scalar subquery (evaluated once).
 macro_rules! key_org {
-    () => {
-        "(select org_id from api_keys where id = $2)"
+    ($p:literal) => {
+        concat!("(select org_id from api_keys where id = ", $p, ")")
     };
 }
 
-/// The agent of the key `$2`, as a scalar subquery (evaluated once).
+/// The agent of the key bound at `$p`, as a scalar subquery (evaluated once).
 macro_rules! key_agent {
-    () => {
-        "(select agent_id from api_keys where id = $2)"
+    ($p:literal) => {
+        concat!("(select agent_id from api_keys where id = ", $p, ")")
     };
 }
 
@@ -110,9 +110,11 @@ macro_rules! impl_presented_store {
                         $crate::store::sql::presented::presented_key!(),
                         ") c left join (",
                         $crate::store::sql::joined_invoice!(),
-                        " where i.org_id = (select org_id from api_keys where id = $1)
-                            and i.agent_id = (select agent_id from api_keys where id = $1)
-                            and i.idempotency_key = $2) j on j.agent_id = c.c_agent_id"
+                        " where i.org_id = ",
+                        $crate::store::sql::presented::key_org!("$1"),
+                        " and i.agent_id = ",
+                        $crate::store::sql::presented::key_agent!("$1"),
+                        " and i.idempotency_key = $2) j on j.agent_id = c.c_agent_id"
                     ))
                     .bind(key_id)
                     .bind(idempotency_key)
@@ -143,8 +145,8 @@ macro_rules! impl_presented_store {
                             ") c left join (",
                             $crate::store::sql::joined_invoice!(),
                             $crate::store::sql::invoice_list_filters!(
-                                $crate::store::sql::presented::key_org!(),
-                                $crate::store::sql::presented::key_agent!(),
+                                $crate::store::sql::presented::key_org!("$2"),
+                                $crate::store::sql::presented::key_agent!("$2"),
                                 "$3"
                             ),
                             " and ($7 is null or i.id > $7) order by i.id asc limit $8",
@@ -157,8 +159,8 @@ macro_rules! impl_presented_store {
                             ") c left join (",
                             $crate::store::sql::joined_invoice!(),
                             $crate::store::sql::invoice_list_filters!(
-                                $crate::store::sql::presented::key_org!(),
-                                $crate::store::sql::presented::key_agent!(),
+                                $crate::store::sql::presented::key_org!("$2"),
+                                $crate::store::sql::presented::key_agent!("$2"),
                                 "$3"
                             ),
                             " and ($7 is null or i.id < $7) order by i.id desc limit $8",
