@@ -1,18 +1,22 @@
 //! Argon2id password hashing, off the async executor because it is deliberately slow.
 //!
-//! Hashing runs on a small pool of dedicated threads ([`Passwords`]), each owning one Argon2
-//! working memory (19 MiB) that it reuses for every hash. Letting the crate allocate it per
-//! hash left each allocation resident (measured: every sign-in grew the process by 19 MiB, to
-//! 133 MiB after 12). The queue in front of the pool is bounded: when it is full, a sign-in is
-//! answered 503 `unavailable` with `Retry-After` at once instead of waiting behind a flood of
-//! guesses (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
+//! Hashing runs on a small pool of dedicated threads ([`Passwords`]). Each hash maps its own
+//! Argon2 working memory (19 MiB) and unmaps it when done, so an idle server does not hold it.
+//! That takes one detail of glibc's allocator: after it frees a mapped block of up to 32 MiB it
+//! raises its mapping threshold to that size, and later blocks that size come from an arena
+//! that keeps them resident (measured: 133 MiB after 12 sign-ins when the crate allocated per
+//! hash; 19 MiB per hashing thread for good when each thread kept its block). A reservation
+//! above 32 MiB is always mapped and unmapped, never kept, and only the pages Argon2 writes
+//! become resident ([`working_memory`]).
+//!
+//! The queue in front of the pool is bounded: when it is full, a sign-in is answered 503
+//! `unavailable` with `Retry-After` at once instead of waiting behind a flood of guesses (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
 
 use super::{AppError, AppResult};
 use argon2::password_hash::{
     self, Output, ParamsString, PasswordHash, PasswordHasher, Salt, SaltString,
 };
 use argon2::{Algorithm, Argon2, Block, Params, Version};
-use std::cell::RefCell;
 use std::sync::mpsc::{self, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -96,12 +100,22 @@ fn params() -> Params {
 /// Stored hashes whose memory cost exceeds this are refused rather than allocated.
 const MAX_MEMORY_KIB: u32 = 64 * 1024;
 
-thread_local! {
-    /// The hashing thread's reusable Argon2 working memory.
-    static MEMORY: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
+/// glibc's `DEFAULT_MMAP_THRESHOLD_MAX` on 64-bit targets: the largest block size its dynamic
+/// mapping threshold can rise to (mallopt(3)).
+const GLIBC_MMAP_THRESHOLD_MAX: usize = 32 * 1024 * 1024;
+
+/// Zeroed Argon2 working memory of `blocks` blocks whose allocation is larger than glibc will
+/// ever keep in an arena, so freeing it returns it to the operating system. The capacity beyond
+/// `blocks` is reserved address space that is never written, so it never becomes resident.
+fn working_memory(blocks: usize) -> Vec<Block> {
+    let reserve = (GLIBC_MMAP_THRESHOLD_MAX / std::mem::size_of::<Block>() + 1).max(blocks);
+    let mut memory = Vec::with_capacity(reserve);
+    memory.resize(blocks, Block::default());
+    memory
 }
 
-/// Computes the Argon2 output of `password` for `salt` in the thread's reusable memory.
+/// Computes the Argon2 output of `password` for `salt` in working memory of its own, freed
+/// when it returns.
 fn compute(
     argon: &Argon2<'_>,
     params: &Params,
@@ -114,19 +128,13 @@ fn compute(
     }
     let mut salt_buf = [0u8; 64];
     let salt = salt.decode_b64(&mut salt_buf).ok()?;
-    MEMORY.with(|memory| {
-        let mut memory = memory.borrow_mut();
-        let blocks = params.block_count();
-        if memory.len() < blocks {
-            memory.resize(blocks, Block::default());
-        }
-        Output::init_with(len, |out| {
-            argon
-                .hash_password_into_with_memory(password, salt, out, &mut memory[..blocks])
-                .map_err(|_| password_hash::Error::Password)
-        })
-        .ok()
+    let mut memory = working_memory(params.block_count());
+    Output::init_with(len, |out| {
+        argon
+            .hash_password_into_with_memory(password, salt, out, &mut memory[..])
+            .map_err(|_| password_hash::Error::Password)
     })
+    .ok()
 }
 
 /// Hashes a password; the PHC string (`$argon2id$v=19$m=19456,t=2,p=1$…`) is what is stored.

@@ -352,6 +352,29 @@ macro_rules! both_backends {
 }
 pub(crate) use both_backends;
 
+/// Prints a scenario's figures (`figures [area: scenario] on Backend: name value, …`) and
+/// appends the same line to `target/scenario-figures.txt`, which `scripts/test` prints after
+/// the test run, so the figures are seen on a passing run too (cargo captures a passing test's
+/// output).
+pub fn figures(scenario: &str, backend: Backend, pairs: &[(&str, String)]) {
+    use std::io::Write;
+    let body = pairs
+        .iter()
+        .map(|(name, value)| format!("{name} {value}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let line = format!("figures [{scenario}] on {backend:?}: {body}");
+    println!("{line}");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/scenario-figures.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
 /// Sends every request at once (each on its own task) and returns the responses in order.
 pub async fn parallel(requests: Vec<reqwest::RequestBuilder>) -> Vec<Response> {
     let barrier = Arc::new(tokio::sync::Barrier::new(requests.len()));
