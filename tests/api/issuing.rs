@@ -5,6 +5,7 @@
 //! effects (issue events): one effect wherever the peer deduplicates.
 
 use crate::helpers::{
+    figures,
     Backend, TestApp, both_backends, expect_problem, expect_status, id_of, spawn_app_with, sql_uuid,
 };
 use crate::jobs::{WorkerProcess, start_worker};
@@ -148,12 +149,14 @@ async fn local_effects(app: &TestApp, token: &str, id: &str) -> usize {
 async fn one_effect(app: &TestApp, peer: &Peer, token: &str, id: &str, scenario: &str) -> Value {
     let stats = peer.stats().await;
     let local = local_effects(app, token, id).await;
-    println!(
-        "issuing [{scenario}] on {:?}: peer calls {:?}, peer effects {}, local effects {}",
+    figures(
+        &format!("issuing: {scenario}"),
         app.backend,
-        calls(&stats),
-        stats["effects"],
-        local
+        &[
+            ("peer calls", format!("{:?}", calls(&stats))),
+            ("peer effects", stats["effects"].to_string()),
+            ("local effects", local.to_string()),
+        ],
     );
     assert_eq!(stats["effects"], 1, "{stats}");
     assert_eq!(local, 1);
