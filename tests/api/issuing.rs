@@ -31,6 +31,7 @@ use uuid::Uuid;
 both_backends!(
     without_an_issuer_an_approver_issues_locally,
     a_failed_local_issue_keeps_its_number_and_a_rolled_back_one_leaves_no_gap,
+    the_binary_refuses_an_http_issuer_without_a_url_and_a_horizon_below_a_day,
 );
 
 both_backends!(
@@ -1541,4 +1542,54 @@ async fn the_reaper_needs_both_the_horizon_and_the_retention_and_never_goes_belo
     assert!(app.sql_exec(&set(now - week * 2, now - day)).await);
     assert_eq!(app.app.reap_claims(week, 10).await.unwrap(), 1);
     assert_eq!(app.sql_count(processing).await, 0);
+}
+
+/// Runs `tauros ARGS` on `app`'s database with `env` until it exits (killed, and the test
+/// failed, if it is still running after a minute); answers whether it succeeded and its stderr.
+async fn run_tauros(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_tauros"))
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .env_remove("TAUROS_ISSUER")
+        .env_remove("TAUROS_ISSUER_URL")
+        .env_remove("TAUROS_CLAIM_ABANDON_DAYS")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tauros");
+    let pid = child.id().to_string();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let Ok(output) = waited else {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        panic!("tauros {args:?} did not exit");
+    };
+    let output = output.unwrap().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn the_binary_refuses_an_http_issuer_without_a_url_and_a_horizon_below_a_day(app: TestApp) {
+    let (ok, stderr) = run_tauros(&app, &["worker"], &[("TAUROS_ISSUER", "http")]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("TAUROS_ISSUER=http needs TAUROS_ISSUER_URL"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run_tauros(&app, &["reap"], &[("TAUROS_CLAIM_ABANDON_DAYS", "0")]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("the abandonment horizon must be at least 1 day"),
+        "{stderr}"
+    );
+    // The same reap with the defaults runs (nothing to do).
+    let (ok, stderr) = run_tauros(&app, &["reap"], &[]).await;
+    assert!(ok, "{stderr}");
 }
