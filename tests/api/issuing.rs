@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tauros::app::failpoints::{Failpoint, arm};
+use tauros::app::failpoints::{self, Failpoint, arm};
 use tauros::app::{AppConfig, AppError, WebhookConfig};
 use tauros::domain::effect::{EffectFailure, Executed, Recovered};
 use tauros::domain::webhook::AllowList;
@@ -51,6 +51,7 @@ both_backends!(
     the_reaper_passes_over_a_claim_a_finaliser_holds,
     a_finalisation_after_a_reap_is_refused_and_the_retry_issues_once,
     a_finaliser_held_after_the_peer_answered_loses_to_another_and_replays,
+    a_finaliser_waits_for_one_inside_its_transaction_and_then_replays,
     every_unclear_answer_of_the_peer_ends_in_one_effect_after_recovery,
     a_worker_with_the_local_issuer_issues_through_the_job,
     tauros_reap_deletes_only_what_retention_and_the_horizon_allow,
@@ -1592,4 +1593,65 @@ async fn the_binary_refuses_an_http_issuer_without_a_url_and_a_horizon_below_a_d
     // The same reap with the defaults runs (nothing to do).
     let (ok, stderr) = run_tauros(&app, &["reap"], &[]).await;
     assert!(ok, "{stderr}");
+}
+
+async fn a_finaliser_waits_for_one_inside_its_transaction_and_then_replays(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let org = b.org.org_id;
+    let id = uuid_of(&invoice["id"]);
+    // The later finaliser: admitted and executed first, then held (a handshake) once the peer
+    // has answered.
+    let (held, reached, go) = Held::new(&peer);
+    let later = held_issuer(held);
+    let later = {
+        let app = app.app.clone();
+        tokio::spawn(async move { later.issue(&app, org, id).await })
+    };
+    reached.await.unwrap();
+    // The first finaliser: admitted on the processing claim, recovers the answer, and stops
+    // inside its finalisation transaction, the claim completed and the event written, its
+    // locks held.
+    let mut inside = failpoints::hold(org, Failpoint::EventInserted);
+    let first = {
+        let app = app.app.clone();
+        let issuer = issuer(&peer);
+        tokio::spawn(async move { issuer.issue(&app, org, id).await })
+    };
+    assert!(
+        inside.reached().await,
+        "the first finaliser reaches the point"
+    );
+    // The later one now finalises, and must wait for the first's locks.
+    go.send(()).unwrap();
+    if backend == Backend::Postgres {
+        let waiting = "select count(*) from pg_stat_activity \
+                       where datname = current_database() and wait_event_type = 'Lock'";
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while app.sql_count(waiting).await < 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the later finaliser waits on a lock"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!later.is_finished(), "it waits for the first to commit");
+    }
+    // SQLite: one writer, so the later finaliser's transaction cannot start before the first's
+    // ends; the outcome below is the same.
+    inside.release();
+    first.await.unwrap().unwrap();
+    later.await.unwrap().unwrap();
+    let issued = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(issued["state"], "issued");
+    let stats = one_effect(
+        &app,
+        &peer,
+        token,
+        id_of(&invoice),
+        "a finaliser waits for another inside its transaction",
+    )
+    .await;
+    assert_eq!(calls(&stats), ["execute", "recover"]);
 }
