@@ -6,6 +6,9 @@
 //! transaction is dropped uncommitted and rolls back, except after the commit, where the write
 //! stands and only the answer is lost.
 //!
+//! A test may also *hold* a point (`hold`): the request stops there, inside its transaction,
+//! until the test releases it, so a test can line up two transactions by handshake.
+//!
 //! Without the feature this module is not compiled and `failpoint!` expands to nothing: a
 //! normal build has no failpoint, no lookup and no branch.
 //!
@@ -16,7 +19,7 @@
 
 use super::AppError;
 use crate::store::StoreError;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError};
 use uuid::Uuid;
@@ -142,9 +145,92 @@ impl Drop for Armed {
     }
 }
 
-/// Passes `point` for `org_id`: fails if it is armed for that organisation, and disarms it.
+/// A point held for one organisation: the next request of that organisation that passes it
+/// says so (`reached`) and waits there, inside its transaction, until the test releases it.
+struct Slot {
+    reached: tokio::sync::oneshot::Sender<()>,
+    release: std::sync::mpsc::Receiver<()>,
+}
+
+static HELD: LazyLock<Mutex<HashMap<(Uuid, Failpoint), Slot>>> = LazyLock::new(Mutex::default);
+
+fn held() -> std::sync::MutexGuard<'static, HashMap<(Uuid, Failpoint), Slot>> {
+    HELD.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Holds `point` for `org_id`, once: the request that reaches it stops there (its transaction
+/// open, its locks held) until [`Hold::release`] or the hold is dropped. A handshake for tests
+/// that need a transaction held at a known statement; the runtime must be multi-threaded.
+#[must_use = "the point is released when this is dropped"]
+pub fn hold(org_id: Uuid, point: Failpoint) -> Hold {
+    let (reached_tx, reached) = tokio::sync::oneshot::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let slot = Slot {
+        reached: reached_tx,
+        release: release_rx,
+    };
+    if held().insert((org_id, point), slot).is_none() {
+        ARMED_COUNT.fetch_add(1, Ordering::SeqCst);
+    }
+    Hold {
+        org_id,
+        point,
+        reached: Some(reached),
+        release: Some(release),
+    }
+}
+
+/// A held failpoint; released (and unheld) when dropped.
+#[derive(Debug)]
+pub struct Hold {
+    org_id: Uuid,
+    point: Failpoint,
+    reached: Option<tokio::sync::oneshot::Receiver<()>>,
+    release: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Hold {
+    /// Resolves once a request stops at the point; `false` if none can any more (the hold
+    /// was taken away before a request reached it).
+    pub async fn reached(&mut self) -> bool {
+        match self.reached.take() {
+            Some(reached) => reached.await.is_ok(),
+            None => true,
+        }
+    }
+
+    /// Lets the held request go on.
+    pub fn release(&mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+        if held().remove(&(self.org_id, self.point)).is_some() {
+            ARMED_COUNT.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Passes `point` for `org_id`: waits there if it is held for that organisation; fails if it is
+/// armed, and disarms it.
 pub(crate) fn hit(org_id: Uuid, point: Failpoint) -> Result<(), AppError> {
     if ARMED_COUNT.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
+    let slot = held().remove(&(org_id, point));
+    if let Some(slot) = slot {
+        ARMED_COUNT.fetch_sub(1, Ordering::SeqCst);
+        tracing::warn!(failpoint = point.name(), %org_id, "failpoint held");
+        let _ = slot.reached.send(());
+        // Blocks this worker thread only; the runtime moves its other tasks elsewhere.
+        tokio::task::block_in_place(|| {
+            let _ = slot.release.recv();
+        });
         return Ok(());
     }
     {

@@ -127,7 +127,7 @@ pub struct AppConfig {
     pub sign_in_window: std::time::Duration,
     /// Whether an issuer is configured: approving then enqueues the issue job.
     pub issuer_configured: bool,
-    /// How long a completed effect claim is kept (its stored response answers replays).
+    /// How long a completed effect claim is kept (with the peer's stored response, for operators).
     pub claim_retention: Duration,
     /// Where deliveries may go, and the key that seals signing secrets.
     pub webhooks: WebhookConfig,

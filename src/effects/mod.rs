@@ -190,12 +190,20 @@ impl From<IssueError> for JobError {
     }
 }
 
+/// Where the backoff of `invoice.issue.v1` stops doubling: ten minutes rather than the
+/// queue's default minute, so the default 25 attempts span about three hours of a peer outage
+/// instead of about twenty minutes (docs/EFFECTS.md, "The peer is down for a day").
+pub const ISSUE_BACKOFF_CAP: Duration = Duration::from_secs(600);
+
 /// Registers `invoice.issue.v1` (args `{"invoice_id": …}`) with `issuer`.
 pub fn register(registry: &mut Registry, issuer: Issuer) {
     let issuer = Arc::new(issuer);
     registry.register(
         ISSUE_JOB,
-        KindPolicy::default(),
+        KindPolicy {
+            backoff_cap: Some(ISSUE_BACKOFF_CAP),
+            timeout: None,
+        },
         move |ctx: JobContext, args: Value| {
             let issuer = Arc::clone(&issuer);
             async move { run_issue_job(&issuer, &ctx, &args).await }
@@ -213,4 +221,38 @@ async fn run_issue_job(issuer: &Issuer, ctx: &JobContext, args: &Value) -> JobRe
         .issue(&ctx.app, ctx.job.org_id, invoice_id)
         .await
         .map_err(JobError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::job::{DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS, backoff};
+    use crate::jobs::Defaults;
+
+    /// The backoff waited (without jitter) between the default attempts, before the last one
+    /// fails and the job is discarded.
+    fn waited(cap: Duration) -> Duration {
+        (1..DEFAULT_MAX_ATTEMPTS)
+            .map(|attempt| backoff(attempt, cap))
+            .sum()
+    }
+
+    #[test]
+    fn issue_jobs_back_off_to_ten_minutes_so_their_attempts_span_hours() {
+        let mut registry = Registry::new(Defaults::default());
+        let issuer = Issuer::new(Arc::new(LocalIssuer), Duration::from_secs(1), None);
+        register(&mut registry, issuer);
+        assert_eq!(registry.backoff_cap(ISSUE_JOB), ISSUE_BACKOFF_CAP);
+        // 1 + 2 + … + 32 s, then 60 s: about 19 minutes under the queue's default cap; 1 + 2 +
+        // … + 512 s, then 600 s: about 2 h 37 min under the issue cap (plus up to a quarter
+        // of jitter, and the attempts themselves).
+        assert_eq!(
+            waited(DEFAULT_BACKOFF_CAP),
+            Duration::from_secs(63 + 18 * 60)
+        );
+        assert_eq!(
+            waited(ISSUE_BACKOFF_CAP),
+            Duration::from_secs(1023 + 14 * 600)
+        );
+    }
 }

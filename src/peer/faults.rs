@@ -15,6 +15,7 @@ pub enum Mode {
     PauseBeforeCommit,
     DropReplyAfterCommit,
     ErrorAfterCommit,
+    GarbageAfterCommit,
     RecoverUnknown,
     LieAbsent,
     Slow,

@@ -172,6 +172,15 @@ async fn execute(
             // Only the peer's own accept loop can hang up; never answer as if it had.
             return error(StatusCode::INTERNAL_SERVER_ERROR, "cannot_hang_up");
         }
+        Some(AfterCommit::Garbage) => {
+            tracing::info!("committed; answering a body that is not JSON (garbage_after_commit)");
+            return (
+                status,
+                [(axum::http::header::CONTENT_TYPE, "text/html")],
+                "<html>issued</html>",
+            )
+                .into_response();
+        }
         Some(AfterCommit::Error) => {
             tracing::info!("committed; answering 500 (error_after_commit)");
             return error(
@@ -194,6 +203,7 @@ async fn execute(
 enum AfterCommit {
     DropReply,
     Error,
+    Garbage,
 }
 
 /// Slow, pause, commit; then which after-commit fault applies, if any.
@@ -228,6 +238,8 @@ async fn commit(
                 Some(AfterCommit::DropReply)
             } else if faults.take(Mode::ErrorAfterCommit, Some(&key)).is_some() {
                 Some(AfterCommit::Error)
+            } else if faults.take(Mode::GarbageAfterCommit, Some(&key)).is_some() {
+                Some(AfterCommit::Garbage)
             } else {
                 None
             }

@@ -6,32 +6,57 @@
 
 use crate::helpers::{
     Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, spawn_app_with,
-    sql_uuid,
+    sql_uuid, uuid_of,
 };
 use crate::jobs::{WorkerProcess, start_worker};
 use crate::peer::{Peer, PeerDir};
+use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tauros::app::AppConfig;
-use tauros::effects::{HttpIssuer, Issuer};
+use tauros::app::failpoints::{self, Failpoint, arm};
+use tauros::app::{AppConfig, AppError, WebhookConfig};
+use tauros::domain::effect::{EffectFailure, Executed, Recovered};
+use tauros::domain::webhook::AllowList;
+use tauros::effects::{HttpIssuer, IssueError, Issuer, IssuerAdapter};
 use tauros::http::HttpConfig;
 use tauros::jobs::{Defaults, Registry, WorkerConfig, Workers};
+use tokio::sync::{Mutex, oneshot};
+use uuid::Uuid;
 
-both_backends!(without_an_issuer_an_approver_issues_locally);
+both_backends!(
+    without_an_issuer_an_approver_issues_locally,
+    a_failed_local_issue_keeps_its_number_and_a_rolled_back_one_leaves_no_gap,
+    the_binary_refuses_an_http_issuer_without_a_url_and_a_horizon_below_a_day,
+);
 
 both_backends!(
     backend: approving_issues_through_the_peer_exactly_once,
     a_worker_killed_before_the_peer_call_recovers_then_executes_once,
     a_worker_killed_after_the_peer_committed_does_not_execute_again,
-    a_worker_killed_inside_finalisation_recovers_the_peers_answer,
+    a_worker_killed_before_finalising_recovers_the_peers_answer,
     a_lost_reply_is_recovered_within_the_attempt,
     an_unknown_recovery_leaves_the_claim_processing_until_a_later_attempt,
     a_lying_absent_is_absorbed_by_a_deduplicating_peer_and_only_by_one,
     concurrent_attempts_finalise_once,
     cancel_and_issue_race_and_exactly_one_wins,
     claims_are_kept_cleaned_and_reaped_only_as_allowed,
+    an_inactive_destination_blocks_issuing_before_the_number_and_tells_a_human,
+    a_destination_deactivated_after_a_claim_still_issues_exactly_once,
+    a_failed_finalisation_rolls_back_and_the_retry_finalises_once,
+    the_reaper_passes_over_a_claim_a_finaliser_holds,
+    a_finalisation_after_a_reap_is_refused_and_the_retry_issues_once,
+    a_finaliser_held_after_the_peer_answered_loses_to_another_and_replays,
+    a_finaliser_waits_for_one_inside_its_transaction_and_then_replays,
+    every_unclear_answer_of_the_peer_ends_in_one_effect_after_recovery,
+    a_worker_with_the_local_issuer_issues_through_the_job,
+    tauros_reap_deletes_only_what_retention_and_the_horizon_allow,
+    the_claim_gauges_count_claims_by_state_and_age_the_oldest_processing,
+    the_reaper_needs_both_the_horizon_and_the_retention_and_never_goes_below_a_day,
 );
 
 /// A server whose approvals enqueue the issue job, and a peer.
@@ -47,18 +72,30 @@ async fn issuing_app(backend: Backend) -> (TestApp, Peer, PeerDir) {
 }
 
 fn issuer(peer: &Peer) -> Issuer {
-    let adapter = HttpIssuer::new(&format!("{}/invoices", peer.base), Duration::from_secs(5))
-        .expect("client");
-    Issuer::new(Arc::new(adapter), Duration::from_secs(5), None)
+    issuer_within(peer, Duration::from_secs(5))
+}
+
+/// The `http` adapter to `peer`, each call bounded by `timeout`.
+fn http_adapter(peer: &Peer, timeout: Duration) -> HttpIssuer {
+    HttpIssuer::new(&format!("{}/invoices", peer.base), timeout).expect("client")
+}
+
+fn issuer_within(peer: &Peer, timeout: Duration) -> Issuer {
+    Issuer::new(Arc::new(http_adapter(peer, timeout)), timeout, None)
 }
 
 /// Workers inside the test process that run the issue job against `peer`.
 fn workers(app: &TestApp, peer: &Peer) -> Workers {
+    workers_with(app, issuer(peer))
+}
+
+/// Workers inside the test process that run the issue job with `issuer`.
+fn workers_with(app: &TestApp, issuer: Issuer) -> Workers {
     let mut registry = Registry::new(Defaults {
         backoff_cap: Duration::from_secs(1),
         timeout: Duration::from_secs(30),
     });
-    tauros::effects::register(&mut registry, issuer(peer));
+    tauros::effects::register(&mut registry, issuer);
     let config = WorkerConfig {
         workers: 2,
         lease: Duration::from_secs(5),
@@ -124,6 +161,40 @@ async fn until_state(app: &TestApp, token: &str, id: &str, state: &str) -> Value
         assert!(Instant::now() < deadline, "not {state} in time: {invoice}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Polls until no issue job is left to run (each completed or discarded), with a deadline.
+async fn until_issue_jobs_settled(app: &TestApp) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let unsettled = "select count(*) from jobs where kind = 'invoice.issue.v1' \
+                     and state in ('available', 'scheduled', 'running', 'retryable')";
+    while app.sql_count(unsettled).await > 0 {
+        assert!(Instant::now() < deadline, "issue jobs still unsettled");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The operation key of the issue of `invoice_id` (derived, as Tauros derives it).
+fn op_key(org_id: Uuid, invoice_id: Uuid) -> Uuid {
+    tauros::domain::effect::operation_key(org_id, "invoice.issue", &invoice_id.to_string(), 1)
+}
+
+/// Moves every processing claim past both the abandonment horizon and its retention.
+async fn abandon_processing_claims(app: &TestApp) {
+    assert!(
+        app.sql_exec(
+            "update effect_claims set admitted_at = '1999-06-01T00:00:00+00:00', \
+             retain_until = '2000-01-01T00:00:00+00:00' where state = 'processing'"
+        )
+        .await
+    );
+}
+
+/// Arms the peer to commit an execute and lose its reply, then to answer the recovery
+/// "unknown": one attempt leaves its claim processing.
+async fn arm_unknown_attempt(peer: &Peer) {
+    peer.arm(json!({"mode": "drop_reply_after_commit"})).await;
+    peer.arm(json!({"mode": "recover_unknown"})).await;
 }
 
 /// The peer's calls as `execute`/`recover` in order.
@@ -324,7 +395,7 @@ async fn a_worker_killed_after_the_peer_committed_does_not_execute_again(backend
     assert_eq!(all, ["execute", "recover"]);
 }
 
-async fn a_worker_killed_inside_finalisation_recovers_the_peers_answer(backend: Backend) {
+async fn a_worker_killed_before_finalising_recovers_the_peers_answer(backend: Backend) {
     let (before, all) = crash_at(backend, "before_finalise", "crash before finalising").await;
     assert_eq!(before, ["execute"]);
     assert_eq!(all, ["execute", "recover"]);
@@ -412,17 +483,19 @@ async fn a_lying_absent_is_absorbed_by_a_deduplicating_peer_and_only_by_one(back
         until_state(&app, token, id_of(&invoice), "issued").await;
         let stats = peer.stats().await;
         let local = local_effects(&app, token, id_of(&invoice)).await;
-        println!(
-            "issuing [lying absent, peer {}] on {:?}: peer calls {:?}, peer effects {}, local effects {}",
-            if dedupe {
-                "deduplicates"
-            } else {
-                "does not deduplicate (negative control)"
-            },
+        let scenario = if dedupe {
+            "issuing: lying absent, the peer deduplicates"
+        } else {
+            "issuing: lying absent, the peer does not deduplicate (negative control)"
+        };
+        figures(
+            scenario,
             app.backend,
-            calls(&stats),
-            stats["effects"],
-            local
+            &[
+                ("peer calls", format!("{:?}", calls(&stats))),
+                ("peer effects", stats["effects"].to_string()),
+                ("local effects", local.to_string()),
+            ],
         );
         assert_eq!(calls(&stats), ["execute", "recover", "recover", "execute"]);
         let keys: Vec<&Value> = stats["calls"]
@@ -520,13 +593,8 @@ async fn cancel_and_issue_race_and_exactly_one_wins(backend: Backend) {
         }
     }
     // Every issue job has settled (completed, or found its invoice cancelled) before both
-    // sides are compared: polled, with a deadline, never a fixed sleep.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let unsettled = "select count(*) from jobs where state in ('available', 'scheduled', 'running', 'retryable')";
-    while app.sql_count(unsettled).await > 0 {
-        assert!(Instant::now() < deadline, "issue jobs still unsettled");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    // sides are compared.
+    until_issue_jobs_settled(&app).await;
     drop(workers);
     let stats = peer.stats().await;
     let mut issued = 0;
@@ -541,13 +609,15 @@ async fn cancel_and_issue_race_and_exactly_one_wins(backend: Backend) {
             other => panic!("left {other}"),
         }
     }
-    println!(
-        "issuing [cancel races issue] on {:?}: {} invoices, {} cancelled, {} issued, peer effects {}",
+    figures(
+        "issuing: cancel races issue",
         app.backend,
-        approved_ids.len(),
-        cancelled,
-        issued,
-        stats["effects"]
+        &[
+            ("invoices", approved_ids.len().to_string()),
+            ("cancelled", cancelled.to_string()),
+            ("issued", issued.to_string()),
+            ("peer effects", stats["effects"].to_string()),
+        ],
     );
     assert_eq!(cancelled + issued, approved_ids.len());
     assert_eq!(
@@ -672,11 +742,916 @@ async fn claims_are_kept_cleaned_and_reaped_only_as_allowed(backend: Backend) {
         .unwrap();
     until_state(&app, token, id_of(&third), "issued").await;
     let stats = peer.stats().await;
-    println!(
-        "issuing [cleanup and reaper] on {:?}: peer calls {:?}, peer effects {}",
+    figures(
+        "issuing: cleanup and reaper, three invoices",
         app.backend,
-        calls(&stats),
-        stats["effects"]
+        &[
+            ("peer calls", format!("{:?}", calls(&stats))),
+            ("peer effects", stats["effects"].to_string()),
+        ],
     );
     assert_eq!(stats["effects"], 3);
+}
+
+/// A server with an issuer whose webhook deliveries to one endpoint stay queued as rows (no
+/// worker here runs them), and a peer.
+async fn issuing_app_with_webhooks(backend: Backend) -> (TestApp, Peer, PeerDir) {
+    let config = AppConfig {
+        issuer_configured: true,
+        webhooks: WebhookConfig {
+            allow_hosts: AllowList::parse("127.0.0.1").unwrap(),
+            secret_key: None,
+        },
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let dir = PeerDir::new();
+    let peer = Peer::start(&dir).await;
+    (app, peer, dir)
+}
+
+async fn an_inactive_destination_blocks_issuing_before_the_number_and_tells_a_human(
+    backend: Backend,
+) {
+    let (app, peer, _dir) = issuing_app_with_webhooks(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let hook = json!({"url": "http://127.0.0.1:9/hooks", "events": ["invoice.issue_blocked"]});
+    expect_status(
+        app.post("/v1/webhook-endpoints", token, hook).await,
+        StatusCode::CREATED,
+    )
+    .await;
+    // Deactivated after the approval, before the issue job runs.
+    app.deactivate(token, b.destination_id).await;
+    let workers = workers(&app, &peer);
+    until_issue_jobs_settled(&app).await;
+    drop(workers);
+    let blocked = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(blocked["state"], "approved");
+    assert!(blocked["number"].is_null(), "no number was taken");
+    let events = expect_status(
+        app.get(&format!("/v1/invoices/{}/events", id_of(&invoice)), token)
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let actions: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "issue_blocked").count(),
+        1,
+        "{actions:?}"
+    );
+    assert!(!actions.contains(&"issue"));
+    let last = events["items"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["action"], "issue_blocked");
+    assert_eq!(last["actor_kind"], "system");
+    // A subscriber hears of it: one delivery queued, of that event.
+    let deliveries = "select count(*) from jobs where kind = 'webhook.deliver.v1'";
+    assert_eq!(app.sql_count(deliveries).await, 1);
+    // Nothing reached the peer and no claim was made, so a human can cancel it.
+    let stats = peer.stats().await;
+    assert_eq!(stats["executes"], 0, "{stats}");
+    assert_eq!(stats["recovers"], 0, "{stats}");
+    assert_eq!(app.sql_count("select count(*) from effect_claims").await, 0);
+    let cancelled = expect_status(
+        app.command(
+            token,
+            id_of(&invoice),
+            "cancel",
+            json!({"reason": "Destination closed."}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(cancelled["invoice"]["state"], "cancelled");
+    figures(
+        "issuing: destination inactive before the job",
+        app.backend,
+        &[
+            ("issue_blocked events", "1".to_owned()),
+            ("peer calls", format!("{:?}", calls(&stats))),
+            ("claims", "0".to_owned()),
+        ],
+    );
+}
+
+async fn a_destination_deactivated_after_a_claim_still_issues_exactly_once(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    arm_unknown_attempt(&peer).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let id = uuid_of(&invoice["id"]);
+    // Attempt 1: the peer committed, its reply was lost and the recovery unclear.
+    let failed = issuer(&peer).issue(&app.app, b.org.org_id, id).await;
+    assert_eq!(
+        failed.unwrap_err().to_string(),
+        EffectFailure::OutcomeUnknown.to_string()
+    );
+    let numbered = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(numbered["state"], "approved");
+    assert!(numbered["number"].is_string(), "{numbered}");
+    // Now the destination goes: the peer may hold the invoice, so cancel stays refused ...
+    app.deactivate(token, b.destination_id).await;
+    expect_problem(
+        app.command(
+            token,
+            id_of(&invoice),
+            "cancel",
+            json!({"reason": "Destination closed."}),
+        )
+        .await,
+        StatusCode::CONFLICT,
+        "issue_in_progress",
+    )
+    .await;
+    // ... and the job goes on under the claim: it recovers the peer's answer and finalises.
+    let _workers = workers(&app, &peer);
+    let issued = until_state(&app, token, id_of(&invoice), "issued").await;
+    assert_eq!(issued["number"], numbered["number"]);
+    let stats = one_effect(
+        &app,
+        &peer,
+        token,
+        id_of(&invoice),
+        "destination deactivated after a claim",
+    )
+    .await;
+    assert_eq!(calls(&stats), ["execute", "recover", "recover"]);
+    let actions = app.event_actions(token, id_of(&invoice)).await;
+    assert!(!actions.iter().any(|a| a == "issue_blocked"), "{actions:?}");
+}
+
+async fn a_failed_finalisation_rolls_back_and_the_retry_finalises_once(backend: Backend) {
+    // Points inside the finalisation transaction (after the claim is completed and the event
+    // written; after the invoice is read back, the last statement), and after its commit.
+    for point in [
+        Failpoint::EventInserted,
+        Failpoint::InvoiceReadBack,
+        Failpoint::CommandCommitted,
+    ] {
+        let committed = point == Failpoint::CommandCommitted;
+        let (app, peer, _dir) = issuing_app(backend).await;
+        let (b, invoice) = approved(&app).await;
+        let token = &b.org.approver_token;
+        let id = uuid_of(&invoice["id"]);
+        let issuer = issuer(&peer);
+        let armed = arm(b.org.org_id, point);
+        let failed = issuer.issue(&app.app, b.org.org_id, id).await;
+        assert!(armed.fired(), "{point:?} is on the finalisation path");
+        assert!(
+            matches!(failed, Err(IssueError::App(AppError::Unavailable(_)))),
+            "{point:?}: {failed:?}"
+        );
+        let claim = app
+            .sql_scalar::<String>("select state from effect_claims")
+            .await;
+        let state = app.invoice(token, id_of(&invoice)).await["state"].clone();
+        let after_failure = (
+            peer.stats().await["effects"].clone(),
+            local_effects(&app, token, id_of(&invoice)).await,
+        );
+        if committed {
+            // The answer is lost after the commit: everything stands.
+            assert_eq!(
+                (claim.as_str(), state.as_str()),
+                ("complete", Some("issued"))
+            );
+            assert_eq!(after_failure, (json!(1), 1));
+        } else {
+            // Rolled back: the claim is still the recovery point, nothing local happened.
+            assert_eq!(
+                (claim.as_str(), state.as_str()),
+                ("processing", Some("approved")),
+                "{point:?}"
+            );
+            assert_eq!(after_failure, (json!(1), 0), "{point:?}");
+        }
+        issuer.issue(&app.app, b.org.org_id, id).await.unwrap();
+        until_state(&app, token, id_of(&invoice), "issued").await;
+        let stats = one_effect(
+            &app,
+            &peer,
+            token,
+            id_of(&invoice),
+            &format!("finalisation fails at {}", point.name()),
+        )
+        .await;
+        let expected: &[&str] = if committed {
+            &["execute"]
+        } else {
+            &["execute", "recover"]
+        };
+        assert_eq!(calls(&stats), expected, "{point:?}");
+    }
+}
+
+async fn the_reaper_passes_over_a_claim_a_finaliser_holds(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    arm_unknown_attempt(&peer).await;
+    let (b, invoice) = approved(&app).await;
+    let org = b.org.org_id;
+    let id = uuid_of(&invoice["id"]);
+    assert!(issuer(&peer).issue(&app.app, org, id).await.is_err());
+    abandon_processing_claims(&app).await;
+    // A finaliser's transaction, not committed yet: the invoice and the claim locked, the
+    // claim completed.
+    let key = op_key(org, id);
+    let mut finaliser = app.app.store().begin().await.unwrap();
+    finaliser.lock_invoice(org, id).await.unwrap().unwrap();
+    let held = finaliser.lock_claim(org, key).await.unwrap().unwrap();
+    assert_eq!(held.state, "processing");
+    let at = chrono::Utc::now();
+    let retained = at + chrono::Duration::days(30);
+    assert!(
+        finaliser
+            .complete_claim(org, key, "{}", at, retained)
+            .await
+            .unwrap()
+    );
+    let reaper = {
+        let app = app.app.clone();
+        tokio::spawn(async move { app.reap_claims(chrono::Duration::days(7), 10).await })
+    };
+    let during = if backend == Backend::Postgres {
+        // SKIP LOCKED: the reaper passes over the held claim at once, without waiting.
+        let reaped = tokio::time::timeout(Duration::from_secs(30), reaper)
+            .await
+            .expect("the reaper does not wait for the finaliser's lock")
+            .unwrap()
+            .unwrap();
+        assert_eq!(reaped, 0, "a held claim is never reaped");
+        None
+    } else {
+        // SQLite has one writer: the reaper's transaction waits for the finaliser's to end.
+        Some(reaper)
+    };
+    finaliser.commit().await.unwrap();
+    let reaped = match during {
+        Some(reaper) => reaper.await.unwrap().unwrap(),
+        None => app
+            .app
+            .reap_claims(chrono::Duration::days(7), 10)
+            .await
+            .unwrap(),
+    };
+    assert_eq!(reaped, 0, "the finaliser won: the claim is complete");
+    let complete = "select count(*) from effect_claims where state = 'complete'";
+    assert_eq!(app.sql_count(complete).await, 1);
+    figures(
+        "issuing: the reaper races a finaliser",
+        app.backend,
+        &[
+            ("reaped", reaped.to_string()),
+            ("claims complete", "1".to_owned()),
+        ],
+    );
+}
+
+/// The `http` adapter, except that the first execute, once the peer has answered, tells the
+/// test (`reached`) and waits for it (`go`) before answering: a handshake that holds an
+/// attempt between the peer's answer and its finalisation.
+struct Held {
+    inner: HttpIssuer,
+    gate: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+}
+
+impl Held {
+    /// The adapter and the test's ends: `reached` fires when the execute is held, `go`
+    /// releases it.
+    fn new(peer: &Peer) -> (Held, oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (reached_tx, reached) = oneshot::channel();
+        let (go, go_rx) = oneshot::channel();
+        let held = Held {
+            inner: http_adapter(peer, Duration::from_secs(5)),
+            gate: Mutex::new(Some((reached_tx, go_rx))),
+        };
+        (held, reached, go)
+    }
+}
+
+#[async_trait]
+impl IssuerAdapter for Held {
+    async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
+        let answer = self.inner.execute(op_key, invoice).await;
+        if let Some((reached, go)) = self.gate.lock().await.take() {
+            let _ = reached.send(());
+            let _ = go.await;
+        }
+        answer
+    }
+
+    async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
+        self.inner.recover(op_key).await
+    }
+}
+
+/// An issuer around a held adapter, with a bound long enough for the test's handshake.
+fn held_issuer(held: Held) -> Issuer {
+    Issuer::new(Arc::new(held), Duration::from_secs(60), None)
+}
+
+async fn a_finalisation_after_a_reap_is_refused_and_the_retry_issues_once(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let org = b.org.org_id;
+    let id = uuid_of(&invoice["id"]);
+    let (held, reached, go) = Held::new(&peer);
+    let issuer = held_issuer(held);
+    let attempt = {
+        let app = app.app.clone();
+        tokio::spawn(async move { issuer.issue(&app, org, id).await })
+    };
+    // The peer has committed; before the attempt finalises, its claim is reaped.
+    reached.await.unwrap();
+    abandon_processing_claims(&app).await;
+    let reaped = app
+        .app
+        .reap_claims(chrono::Duration::days(7), 10)
+        .await
+        .unwrap();
+    assert_eq!(reaped, 1);
+    go.send(()).unwrap();
+    let refused = attempt.await.unwrap();
+    assert!(
+        matches!(refused, Err(IssueError::App(AppError::Internal(_)))),
+        "{refused:?}"
+    );
+    let after = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(after["state"], "approved", "the finalisation rolled back");
+    assert_eq!(local_effects(&app, token, id_of(&invoice)).await, 0);
+    assert_eq!(peer.stats().await["effects"], 1);
+    // The key is derived, so the retry sends the same one and the peer replays it.
+    issuer_within(&peer, Duration::from_secs(5))
+        .issue(&app.app, org, id)
+        .await
+        .unwrap();
+    let issued = until_state(&app, token, id_of(&invoice), "issued").await;
+    assert_eq!(issued["number"], after["number"]);
+    let stats = one_effect(&app, &peer, token, id_of(&invoice), "finalise after a reap").await;
+    assert_eq!(calls(&stats), ["execute", "execute"]);
+}
+
+async fn a_finaliser_held_after_the_peer_answered_loses_to_another_and_replays(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let org = b.org.org_id;
+    let id = uuid_of(&invoice["id"]);
+    let (held, reached, go) = Held::new(&peer);
+    let first = held_issuer(held);
+    let first = {
+        let app = app.app.clone();
+        tokio::spawn(async move { first.issue(&app, org, id).await })
+    };
+    // The first attempt has the peer's answer and is held before finalising; a second one
+    // finds the claim processing, recovers the answer and finalises.
+    reached.await.unwrap();
+    issuer(&peer).issue(&app.app, org, id).await.unwrap();
+    let issued = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(issued["state"], "issued");
+    // Released, the first finds the claim complete: a replay, nothing written.
+    go.send(()).unwrap();
+    first.await.unwrap().unwrap();
+    assert_eq!(app.invoice(token, id_of(&invoice)).await, issued);
+    let stats = one_effect(
+        &app,
+        &peer,
+        token,
+        id_of(&invoice),
+        "two finalisers, one held after the peer answered",
+    )
+    .await;
+    assert_eq!(calls(&stats), ["execute", "recover"]);
+}
+
+/// The `http` adapter, except that its first execute panics once the peer has answered.
+struct PanicsOnce {
+    inner: HttpIssuer,
+    panicked: AtomicBool,
+}
+
+#[async_trait]
+impl IssuerAdapter for PanicsOnce {
+    async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
+        let answer = self.inner.execute(op_key, invoice).await;
+        assert!(
+            self.panicked.swap(true, Ordering::SeqCst),
+            "the adapter panics after the peer committed (on purpose)"
+        );
+        answer
+    }
+
+    async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
+        self.inner.recover(op_key).await
+    }
+}
+
+async fn every_unclear_answer_of_the_peer_ends_in_one_effect_after_recovery(backend: Backend) {
+    // (scenario, fault armed at the peer, whether the adapter panics, the issuer's bound)
+    let cases = [
+        (
+            "the peer answers 500 after committing",
+            Some(json!({"mode": "error_after_commit"})),
+            false,
+            Duration::from_secs(5),
+        ),
+        (
+            "the peer answers 2xx with a body that is not JSON",
+            Some(json!({"mode": "garbage_after_commit"})),
+            false,
+            Duration::from_secs(5),
+        ),
+        (
+            "the peer is slower than the issuer's bound",
+            Some(json!({"mode": "slow", "millis": 2000})),
+            false,
+            Duration::from_millis(500),
+        ),
+        (
+            "the adapter panics after the peer committed",
+            None,
+            true,
+            Duration::from_secs(5),
+        ),
+    ];
+    for (scenario, fault, panics, bound) in cases {
+        let (app, peer, _dir) = issuing_app(backend).await;
+        if let Some(fault) = fault {
+            peer.arm(fault).await;
+        }
+        let (b, invoice) = approved(&app).await;
+        let token = &b.org.approver_token;
+        let issuer = if panics {
+            let adapter = PanicsOnce {
+                inner: http_adapter(&peer, bound),
+                panicked: AtomicBool::new(false),
+            };
+            Issuer::new(Arc::new(adapter), bound, None)
+        } else {
+            issuer_within(&peer, bound)
+        };
+        let workers = workers_with(&app, issuer);
+        until_state(&app, token, id_of(&invoice), "issued").await;
+        drop(workers);
+        let stats = one_effect(&app, &peer, token, id_of(&invoice), scenario).await;
+        let calls = calls(&stats);
+        // The unclear execute is followed by a recovery, never by a blind second execute.
+        assert_eq!(calls[..2], ["execute", "recover"], "{scenario}: {calls:?}");
+        assert!(
+            calls.iter().filter(|c| *c == "execute").count() <= 2,
+            "{scenario}: {calls:?}"
+        );
+    }
+}
+
+async fn a_worker_with_the_local_issuer_issues_through_the_job(backend: Backend) {
+    let app = spawn_app_with(
+        backend,
+        AppConfig {
+            issuer_configured: true,
+            ..AppConfig::default()
+        },
+        HttpConfig::default(),
+    )
+    .await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let _worker = start_worker(&app, 1, 2, &[("TAUROS_ISSUER", "none")]);
+    let issued = until_state(&app, token, id_of(&invoice), "issued").await;
+    let year = chrono::Utc::now().format("%Y").to_string();
+    assert_eq!(issued["number"], format!("INV-{year}-000001"));
+    let local = local_effects(&app, token, id_of(&invoice)).await;
+    assert_eq!(local, 1);
+    let complete = "select count(*) from effect_claims where state = 'complete'";
+    assert_eq!(app.sql_count(complete).await, 1);
+    figures(
+        "issuing: TAUROS_ISSUER=none through the job",
+        app.backend,
+        &[("local effects", local.to_string())],
+    );
+}
+
+async fn a_failed_local_issue_keeps_its_number_and_a_rolled_back_one_leaves_no_gap(app: TestApp) {
+    let b = app.billing().await;
+    let token = &b.org.approver_token;
+    let year = chrono::Utc::now().format("%Y").to_string();
+    let first = app.pending(&b, "first").await;
+    expect_status(app.approve(token, &first).await, StatusCode::OK).await;
+    // A number taken in a transaction that rolls back is given back.
+    {
+        let mut tx = app.app.store().begin().await.unwrap();
+        let taken = tx
+            .next_invoice_number(b.org.org_id, year.parse().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(taken, 1);
+        drop(tx);
+    }
+    // An issue whose finalisation fails keeps the number its admission committed.
+    let path = format!("/v1/invoices/{}/issue", id_of(&first));
+    let armed = arm(b.org.org_id, Failpoint::EventInserted);
+    expect_problem(
+        app.post(&path, token, json!({})).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+    )
+    .await;
+    assert!(armed.fired());
+    let failed = app.invoice(token, id_of(&first)).await;
+    assert_eq!(failed["state"], "approved");
+    assert_eq!(failed["number"], format!("INV-{year}-000001"));
+    let issued = expect_status(app.post(&path, token, json!({})).await, StatusCode::OK).await;
+    assert_eq!(issued["invoice"]["number"], format!("INV-{year}-000001"));
+    assert_eq!(local_effects(&app, token, id_of(&first)).await, 1);
+    let second = app.pending(&b, "second").await;
+    expect_status(app.approve(token, &second).await, StatusCode::OK).await;
+    let path2 = format!("/v1/invoices/{}/issue", id_of(&second));
+    let issued2 = expect_status(app.post(&path2, token, json!({})).await, StatusCode::OK).await;
+    assert_eq!(issued2["invoice"]["number"], format!("INV-{year}-000002"));
+}
+
+/// Makes one claim of each kind for `tauros reap` and the gauges: a complete one (its invoice
+/// issued) and a processing one (the peer's answer unclear). Answers the stuck invoice's id.
+async fn one_complete_one_processing(
+    app: &TestApp,
+    peer: &Peer,
+    b: &crate::helpers::Billing,
+) -> Uuid {
+    let token = &b.org.approver_token;
+    let done = app.pending(b, "done").await;
+    expect_status(app.approve(token, &done).await, StatusCode::OK).await;
+    issuer(peer)
+        .issue(&app.app, b.org.org_id, uuid_of(&done["id"]))
+        .await
+        .unwrap();
+    arm_unknown_attempt(peer).await;
+    let stuck = app.pending(b, "stuck").await;
+    expect_status(app.approve(token, &stuck).await, StatusCode::OK).await;
+    let stuck = uuid_of(&stuck["id"]);
+    assert!(
+        issuer(peer)
+            .issue(&app.app, b.org.org_id, stuck)
+            .await
+            .is_err()
+    );
+    stuck
+}
+
+async fn tauros_reap_deletes_only_what_retention_and_the_horizon_allow(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let b = app.billing().await;
+    one_complete_one_processing(&app, &peer, &b).await;
+    // Both past their time: the complete one past retention, the processing one abandoned.
+    abandon_processing_claims(&app).await;
+    assert!(
+        app.sql_exec(
+            "update effect_claims set admitted_at = '1999-06-01T00:00:00+00:00', \
+             retain_until = '2000-01-01T00:00:00+00:00' where state = 'complete'"
+        )
+        .await
+    );
+    // A young processing claim stays.
+    arm_unknown_attempt(&peer).await;
+    let young = app.pending(&b, "young").await;
+    expect_status(
+        app.approve(&b.org.approver_token, &young).await,
+        StatusCode::OK,
+    )
+    .await;
+    let young = uuid_of(&young["id"]);
+    assert!(
+        issuer(&peer)
+            .issue(&app.app, b.org.org_id, young)
+            .await
+            .is_err()
+    );
+    let url = app.database_url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_tauros"))
+            .arg("reap")
+            .env("DATABASE_URL", url)
+            .env("TAUROS_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tauros reap")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("1 completed past retention deleted, 1 abandoned processing reaped"),
+        "{stdout}"
+    );
+    let left: Vec<(String,)> = app.sql_rows("select state from effect_claims").await;
+    assert_eq!(
+        left,
+        [("processing".to_owned(),)],
+        "only the young claim is left"
+    );
+    let key = op_key(b.org.org_id, young).to_string();
+    let key_sql = sql_uuid(&app.database_url, &key);
+    let young_left = format!("select count(*) from effect_claims where id = {key_sql}");
+    assert_eq!(app.sql_count(&young_left).await, 1);
+    figures(
+        "issuing: tauros reap",
+        app.backend,
+        &[
+            ("printed", stdout.trim().to_owned()),
+            ("claims left", "1".to_owned()),
+        ],
+    );
+}
+
+/// `tauros serve` on the test's database (its own process, so its gauges are its alone);
+/// killed when dropped.
+struct Served {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(app: &TestApp) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tauros"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("DATABASE_URL", &app.database_url)
+        .env("TAUROS_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tauros serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let address = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server logs its address");
+        if line.contains("tauros listening") {
+            let address = line
+                .split("address=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next());
+            break address.expect("address in the log line").to_owned();
+        }
+    };
+    Served {
+        child,
+        base: format!("http://{address}"),
+    }
+}
+
+async fn get_text(url: &str) -> String {
+    let res = reqwest::get(url).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res.text().await.unwrap()
+}
+
+/// The value of the sample `name` (with its labels) in a metrics text.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{name} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn the_claim_gauges_count_claims_by_state_and_age_the_oldest_processing(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let b = app.billing().await;
+    let stuck = one_complete_one_processing(&app, &peer, &b).await;
+    // An hour old: visible in the age, far from the reaper's horizon.
+    assert!(
+        app.sql_exec(&format!(
+            "update effect_claims set admitted_at = '{}' where state = 'processing'",
+            (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339()
+        ))
+        .await
+    );
+    let server = serve(&app);
+    let metrics = format!("{}/metrics", server.base);
+    let text = get_text(&metrics).await;
+    let processing = "tauros_effect_claims{state=\"processing\"}";
+    let complete = "tauros_effect_claims{state=\"complete\"}";
+    let age = "tauros_effect_claims_oldest_processing_age_seconds";
+    assert_eq!(sample(&text, processing), 1.0);
+    assert_eq!(sample(&text, complete), 1.0);
+    let oldest = sample(&text, age);
+    assert!((3600.0..7200.0).contains(&oldest), "{oldest}");
+    // Once the stuck one is issued, nothing is processing and nothing ages.
+    issuer(&peer)
+        .issue(&app.app, b.org.org_id, stuck)
+        .await
+        .unwrap();
+    let text = get_text(&metrics).await;
+    assert_eq!(sample(&text, processing), 0.0);
+    assert_eq!(sample(&text, complete), 2.0);
+    assert_eq!(sample(&text, age), 0.0);
+    figures(
+        "issuing: claim gauges",
+        app.backend,
+        &[
+            ("processing", "1 then 0".to_owned()),
+            ("complete", "1 then 2".to_owned()),
+            (
+                "oldest processing age seconds",
+                format!("{oldest:.0} then 0"),
+            ),
+        ],
+    );
+}
+
+async fn the_reaper_needs_both_the_horizon_and_the_retention_and_never_goes_below_a_day(
+    backend: Backend,
+) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    arm_unknown_attempt(&peer).await;
+    let (b, invoice) = approved(&app).await;
+    let id = uuid_of(&invoice["id"]);
+    assert!(
+        issuer(&peer)
+            .issue(&app.app, b.org.org_id, id)
+            .await
+            .is_err()
+    );
+    let now = chrono::Utc::now();
+    let set = |admitted: chrono::DateTime<chrono::Utc>, retained: chrono::DateTime<chrono::Utc>| {
+        format!(
+            "update effect_claims set admitted_at = '{}', retain_until = '{}' \
+             where state = 'processing'",
+            admitted.to_rfc3339(),
+            retained.to_rfc3339()
+        )
+    };
+    let week = chrono::Duration::days(7);
+    let day = chrono::Duration::days(1);
+    // Past the horizon, inside its retention: kept.
+    assert!(app.sql_exec(&set(now - week * 2, now + day)).await);
+    assert_eq!(app.app.reap_claims(week, 10).await.unwrap(), 0);
+    // Past its retention, younger than the horizon: kept.
+    assert!(app.sql_exec(&set(now - day * 3, now - day * 2)).await);
+    assert_eq!(app.app.reap_claims(week, 10).await.unwrap(), 0);
+    // A horizon below the one-day floor is raised to it.
+    assert!(
+        app.sql_exec(&set(
+            now - chrono::Duration::hours(3),
+            now - chrono::Duration::hours(2)
+        ))
+        .await
+    );
+    assert_eq!(
+        app.app
+            .reap_claims(chrono::Duration::minutes(1), 10)
+            .await
+            .unwrap(),
+        0
+    );
+    // Even a sanctioned reap that asks for less (straight through the store) is refused by the
+    // database below the floor.
+    let mut tx = app.app.store().begin().await.unwrap();
+    let at = chrono::Utc::now();
+    assert!(tx.reap_claims(at, at, 10).await.is_err());
+    drop(tx);
+    let processing = "select count(*) from effect_claims where state = 'processing'";
+    assert_eq!(app.sql_count(processing).await, 1);
+    // Past both: reaped.
+    assert!(app.sql_exec(&set(now - week * 2, now - day)).await);
+    assert_eq!(app.app.reap_claims(week, 10).await.unwrap(), 1);
+    assert_eq!(app.sql_count(processing).await, 0);
+}
+
+/// Runs `tauros ARGS` on `app`'s database with `env` until it exits (killed, and the test
+/// failed, if it is still running after a minute); answers whether it succeeded and its stderr.
+async fn run_tauros(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_tauros"))
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .env_remove("TAUROS_ISSUER")
+        .env_remove("TAUROS_ISSUER_URL")
+        .env_remove("TAUROS_CLAIM_ABANDON_DAYS")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tauros");
+    let pid = child.id().to_string();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let Ok(output) = waited else {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        panic!("tauros {args:?} did not exit");
+    };
+    let output = output.unwrap().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn the_binary_refuses_an_http_issuer_without_a_url_and_a_horizon_below_a_day(app: TestApp) {
+    let (ok, stderr) = run_tauros(&app, &["worker"], &[("TAUROS_ISSUER", "http")]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("TAUROS_ISSUER=http needs TAUROS_ISSUER_URL"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run_tauros(&app, &["reap"], &[("TAUROS_CLAIM_ABANDON_DAYS", "0")]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("the abandonment horizon must be at least 1 day"),
+        "{stderr}"
+    );
+    // The same reap with the defaults runs (nothing to do).
+    let (ok, stderr) = run_tauros(&app, &["reap"], &[]).await;
+    assert!(ok, "{stderr}");
+}
+
+async fn a_finaliser_waits_for_one_inside_its_transaction_and_then_replays(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let org = b.org.org_id;
+    let id = uuid_of(&invoice["id"]);
+    // The later finaliser: admitted and executed first, then held (a handshake) once the peer
+    // has answered.
+    let (held, reached, go) = Held::new(&peer);
+    let later = held_issuer(held);
+    let later = {
+        let app = app.app.clone();
+        tokio::spawn(async move { later.issue(&app, org, id).await })
+    };
+    reached.await.unwrap();
+    // The first finaliser: admitted on the processing claim, recovers the answer, and stops
+    // inside its finalisation transaction, the claim completed and the event written, its
+    // locks held.
+    let mut inside = failpoints::hold(org, Failpoint::EventInserted);
+    let first = {
+        let app = app.app.clone();
+        let issuer = issuer(&peer);
+        tokio::spawn(async move { issuer.issue(&app, org, id).await })
+    };
+    assert!(
+        inside.reached().await,
+        "the first finaliser reaches the point"
+    );
+    // The later one now finalises, and must wait for the first's locks.
+    go.send(()).unwrap();
+    if backend == Backend::Postgres {
+        let waiting = "select count(*) from pg_stat_activity \
+                       where datname = current_database() and wait_event_type = 'Lock'";
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while app.sql_count(waiting).await < 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the later finaliser waits on a lock"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!later.is_finished(), "it waits for the first to commit");
+    }
+    // SQLite: one writer, so the later finaliser's transaction cannot start before the first's
+    // ends; the outcome below is the same.
+    inside.release();
+    first.await.unwrap().unwrap();
+    later.await.unwrap().unwrap();
+    let issued = app.invoice(token, id_of(&invoice)).await;
+    assert_eq!(issued["state"], "issued");
+    let stats = one_effect(
+        &app,
+        &peer,
+        token,
+        id_of(&invoice),
+        "a finaliser waits for another inside its transaction",
+    )
+    .await;
+    assert_eq!(calls(&stats), ["execute", "recover"]);
 }

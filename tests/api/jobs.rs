@@ -36,6 +36,7 @@ both_backends!(
     approvers_see_retry_and_cancel_jobs,
     metrics_show_jobs_by_kind_and_state,
     three_worker_processes_run_a_thousand_jobs_once_each,
+    a_claimer_passes_over_a_locked_job,
 );
 
 fn echo(org_id: Uuid, args: Value) -> NewJob {
@@ -940,4 +941,51 @@ async fn three_worker_processes_run_a_thousand_jobs_once_each(app: TestApp) {
         count("select count(*) from job_submissions").await,
         JOBS as i64
     );
+}
+
+/// A job row another transaction holds does not stop the queue: the claimer passes over it to
+/// the next due job (`FOR UPDATE SKIP LOCKED`). PostgreSQL only: SQLite has one writer, so a
+/// row cannot be held apart from the whole database and there is nothing to pass over.
+async fn a_claimer_passes_over_a_locked_job(app: TestApp) {
+    if app.database_url.starts_with("sqlite") {
+        return;
+    }
+    let org = app.org().await;
+    let first = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    let second = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    // Another transaction holds the job that is due first.
+    let mut holder = <sqlx::PgConnection as sqlx::Connection>::connect(&app.database_url)
+        .await
+        .unwrap();
+    sqlx::query("begin").execute(&mut holder).await.unwrap();
+    let held: Uuid = sqlx::query_scalar(
+        "select id from jobs where state = 'available' order by run_at, id limit 1 for update",
+    )
+    .fetch_one(&mut holder)
+    .await
+    .unwrap();
+    let other = if held == first { second } else { first };
+    let workers = in_process_workers(&app, 1);
+    wait_for(&app, org.org_id, other, Duration::from_secs(30), |r| {
+        r.state == JobState::Completed
+    })
+    .await;
+    let still = job(&app, org.org_id, held).await.unwrap();
+    assert_eq!(still.state, JobState::Available, "the held job waited");
+    sqlx::query("rollback").execute(&mut holder).await.unwrap();
+    wait_for(&app, org.org_id, held, Duration::from_secs(30), |r| {
+        r.state == JobState::Completed
+    })
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
 }

@@ -516,6 +516,28 @@ async fn drop_reply_after_commit_closes_the_connection_with_the_operation_stored
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_after_commit_answers_a_body_that_is_not_json_with_the_operation_stored() {
+    let dir = PeerDir::new();
+    let peer = Peer::start(&dir).await;
+    peer.arm(json!({"mode": "garbage_after_commit"})).await;
+    let garbled = peer.post("g", &invoice(1)).await.unwrap();
+    assert_eq!(garbled.status(), StatusCode::CREATED);
+    assert_eq!(
+        garbled.headers()["content-type"].to_str().unwrap(),
+        "text/html"
+    );
+    let text = garbled.text().await.unwrap();
+    assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+    // The operation is stored: recovery finds it, and the next post is a replay.
+    let stored = status(peer.recover("g").await.unwrap(), StatusCode::OK).await;
+    let again = peer.post("g", &invoice(1)).await.unwrap();
+    assert_eq!(status(again, StatusCode::OK).await, stored);
+    let stats = peer.stats().await;
+    assert_eq!(stats["executes"], 2);
+    assert_eq!(stats["effects"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_after_commit_answers_500_with_the_operation_stored() {
     let dir = PeerDir::new();
     let peer = Peer::start(&dir).await;

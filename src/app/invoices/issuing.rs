@@ -12,7 +12,7 @@ use crate::domain::destination::DestinationState;
 use crate::domain::effect::{self, Admission, ClaimState};
 use crate::domain::identity::Capability;
 use crate::domain::invoice::{self as rules, Action, InvoiceState, Transition};
-use crate::store::{ClaimRow, InvoiceRow, Lock, Tx};
+use crate::store::{ClaimRow, InvoiceRow, Lock, RevisionRow, Tx};
 use chrono::Datelike;
 use serde::Serialize;
 use uuid::Uuid;
@@ -115,8 +115,8 @@ impl App {
     }
 
     /// Admits the issue of an approved invoice in its own transaction, committed before any
-    /// peer call: re-checks the destination, gives the invoice its number (once; a rollback
-    /// gives it back), and inserts the claim or finds the existing one.
+    /// peer call: re-checks the destination (first admission only), gives the invoice its
+    /// number (once; a rollback gives it back), and inserts the claim or finds the existing one.
     pub(crate) async fn admit_issue(
         &self,
         org_id: Uuid,
@@ -132,10 +132,11 @@ impl App {
             return Ok(IssueStart::Settled(invoice.state));
         }
         let revision = current_revision(&mut *tx, &invoice).await?;
-        let destination = tx
-            .lock_destination(org_id, revision.payment_destination_id, Lock::Share)
-            .await?;
-        if !destination.is_some_and(|d| d.state == DestinationState::Active) {
+        // The destination is re-checked only before the first admission. Once the invoice has
+        // its number, a claim was committed and the peer may hold the invoice: blocking then
+        // would strand it (it could be neither issued nor cancelled), so every later attempt
+        // goes on recovering and finalising under that claim.
+        if invoice.number.is_none() && !destination_active(&mut *tx, org_id, &revision).await? {
             let event = next_event(
                 &mut invoice,
                 &EventInput {
@@ -315,6 +316,19 @@ impl App {
     pub async fn claim_counts(&self) -> AppResult<crate::store::ClaimCounts> {
         Ok(self.store.reader().await?.claim_counts().await?)
     }
+}
+
+/// Whether the revision's payment destination is still active (share-locked, so it cannot be
+/// deactivated before this transaction ends).
+async fn destination_active(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    revision: &RevisionRow,
+) -> AppResult<bool> {
+    let destination = tx
+        .lock_destination(org_id, revision.payment_destination_id, Lock::Share)
+        .await?;
+    Ok(destination.is_some_and(|d| d.state == DestinationState::Active))
 }
 
 /// Moves the locked invoice to `to` (issued) with its `issue` event.
