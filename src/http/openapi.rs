@@ -218,7 +218,7 @@ fn complete(path: &str, op: &mut Operation, hashes_passwords: bool) {
             ),
             "429" => insert_header(&mut response.headers, "Retry-After", retry_after()),
             "503" if hashes_passwords => {
-                insert_header(&mut response.headers, "Retry-After", retry_after())
+                insert_header(&mut response.headers, "Retry-After", retry_after());
             }
             s if command && s.starts_with('2') => insert_header(
                 &mut response.headers,
