@@ -130,7 +130,8 @@ pub struct ServeArgs {
     /// Lifetime of an invitation, in hours.
     #[arg(long, env = "TAUROS_INVITATION_TTL_HOURS", default_value_t = 168)]
     pub invitation_ttl_hours: i64,
-    /// Threads that hash passwords (default: half the cores, 1–4; each holds 19 MiB).
+    /// Threads that hash passwords (default: half the cores, 1–4; each hash maps 19 MiB and
+    /// returns it when done).
     #[arg(long, env = "TAUROS_PASSWORD_THREADS", default_value_t = crate::app::default_password_threads())]
     pub password_threads: usize,
     /// Password hashing jobs that may wait; a sign-in beyond that hears 503 with Retry-After.

@@ -2,7 +2,7 @@
 
 use super::PageRequest;
 use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
-use crate::domain::identity::{ApiKey, Capabilities, Capability};
+use crate::domain::identity::{ApiKey, Capabilities};
 use crate::domain::text::required_text;
 use crate::store::{AgentRow, ApiKeyRow, Lock, Reader, Tx};
 use chrono::{DateTime, Utc};
@@ -13,8 +13,9 @@ use uuid::Uuid;
 pub struct NewAgent {
     /// Display name, 1–160 characters after trimming.
     pub name: Option<String>,
-    /// Capabilities; empty means the default (`invoicing`).
-    pub capabilities: Vec<Capability>,
+    /// Capability names as sent (at most `MAX_CAPABILITIES`); empty means the default
+    /// (`invoicing`).
+    pub capabilities: Vec<String>,
 }
 
 /// An agent as its owner sees it (never the key).
@@ -45,16 +46,20 @@ impl App {
         let human = actor.human()?;
         let mut errors = Vec::new();
         let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
-        let Some(name) = name.filter(|_| errors.is_empty()) else {
+        let capabilities = Capabilities::requested(&input.capabilities, &mut errors);
+        let (Some(name), Some(capabilities)) = (name, capabilities) else {
             return Err(AppError::Validation(errors));
         };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
         let now = now();
         let agent = AgentRow {
             id: Uuid::now_v7(),
             org_id: human.org_id,
             owner_id: human.id,
             name,
-            capabilities: Capabilities::new(input.capabilities).to_stored(),
+            capabilities: capabilities.to_stored(),
             created_at: now,
             updated_at: now,
         };

@@ -92,7 +92,7 @@ impl App {
             None => {
                 let new = NewAgent {
                     name: Some(DEMO_AGENT.into()),
-                    capabilities: vec![Capability::Invoicing],
+                    capabilities: vec![Capability::Invoicing.as_str().to_owned()],
                 };
                 let (view, key) = self.create_agent(&actor, new).await?;
                 (view.id, key)

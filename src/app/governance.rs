@@ -27,7 +27,7 @@ pub struct ChangeView {
     /// Settings proposals: the values asked for (`None`: unchanged).
     pub four_eyes: Option<bool>,
     pub shared_review: Option<bool>,
-    /// Approver invitations: who, with which role.
+    /// Invitations (`approver_invitation`, either role): who, with which role.
     pub email: Option<String>,
     pub role: Option<Role>,
     pub decided_by: Option<Uuid>,
@@ -61,7 +61,7 @@ pub struct Resolved {
     pub change: ChangeView,
     /// The organisation's settings after the decision.
     pub org: OrgView,
-    /// A confirmed approver invitation: the new human and their one-time token (only in the
+    /// A confirmed invitation: the new human and their one-time token (only in the
     /// answer of the confirm that created it).
     pub invitation: Option<Invitation>,
     /// The same decision had already been made by the same approver; nothing was written.

@@ -115,7 +115,7 @@ pub struct AppConfig {
     pub api_key_ttl: Duration,
     /// How long an invitation may be accepted.
     pub invitation_ttl: Duration,
-    /// Threads that hash passwords (each holds a 19 MiB working memory).
+    /// Threads that hash passwords (each hash maps 19 MiB of working memory and returns it).
     pub password_threads: usize,
     /// Password hashing jobs that may wait; beyond that a sign-in hears 503 at once.
     pub password_queue: usize,

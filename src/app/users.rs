@@ -1,4 +1,4 @@
-//! The organisation's humans: inviting (a proposal while four eyes is on, for approvers),
+//! The organisation's humans: inviting (a proposal while four eyes is on, whatever the role),
 //! listing, deactivating.
 
 use super::governance::{ChangeView, pending, propose};
@@ -51,14 +51,14 @@ pub struct Invitation {
 pub enum Invited {
     /// The human exists now.
     Done(Invitation),
-    /// An approver invitation under four eyes: it waits for a second approver.
+    /// An invitation under four eyes: it waits for a second approver.
     Proposed(ChangeView),
 }
 
 impl App {
     /// An approver invites a human into their organisation. While `four_eyes` is on, inviting
-    /// an approver is a proposal that another approver confirms (the invitation token then
-    /// goes to the confirming approver).
+    /// anyone (operator or approver: either can own agents) is a proposal that another approver
+    /// confirms (the invitation token then goes to the confirming approver).
     pub async fn invite_user(
         &self,
         actor: &Actor,
@@ -92,7 +92,7 @@ impl App {
             four_eyes: org.four_eyes,
             shared_review: org.shared_review,
         };
-        if rules::invitation_needs_confirmation(role, settings) {
+        if rules::invitation_needs_confirmation(settings) {
             // Nothing is created yet, but an email that cannot be invited is said now, not
             // after a second approver has spent their attention on it.
             if tx

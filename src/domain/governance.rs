@@ -1,13 +1,14 @@
 //! Separation of duties that one person cannot undo (api.md, "Sessions and humans").
 //!
 //! While `four_eyes` is on, an approver alone may neither turn it off nor bring in another
-//! approver (an account they might control): both become **proposals** that a *different*
-//! approver confirms. Turning `four_eyes` on, changing `shared_review` alone, and inviting an
-//! operator stay immediate. The operator of the machine can always change settings from the
-//! command line; that path does not come through here.
+//! human (an account they might control): both become **proposals** that a *different*
+//! approver confirms. That holds for operators as well as approvers: four eyes refuses an
+//! approver the invoices of agents *they* own, and any human may own agents, so an operator
+//! account in one approver's hands would be a second person who is not one. Turning
+//! `four_eyes` on and changing `shared_review` alone stay immediate. The operator of the machine
+//! can always change settings from the command line; that path does not come through here.
 
 use super::error::Coded;
-use super::identity::Role;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -26,7 +27,8 @@ pub fn proposal_expiry(now: DateTime<Utc>) -> DateTime<Utc> {
 pub enum ChangeKind {
     /// New organisation settings (a `PATCH /v1/organisation` that turns `four_eyes` off).
     Settings,
-    /// Inviting a human with the approver role.
+    /// Inviting a human (either role) while `four_eyes` is on. The stored and answered name
+    /// `approver_invitation` dates from when only approvers were proposals; `role` says which.
     ApproverInvitation,
 }
 
@@ -145,9 +147,12 @@ pub fn settings_request(current: Settings, request: SettingsRequest) -> Settings
     }
 }
 
-/// Whether inviting a human with `role` needs a second approver.
-pub fn invitation_needs_confirmation(role: Role, current: Settings) -> bool {
-    role == Role::Approver && current.four_eyes
+/// Whether inviting a human needs a second approver: whenever `four_eyes` is on, whatever the
+/// role. An operator cannot decide, but can own agents, and four eyes keys on the owner: an
+/// operator account the inviting approver controls would let them approve (with
+/// `shared_review`) invoices of an agent that is theirs in all but name.
+pub fn invitation_needs_confirmation(current: Settings) -> bool {
+    current.four_eyes
 }
 
 /// A stored proposal, as the rules read it.
@@ -282,10 +287,14 @@ mod tests {
     }
 
     #[test]
-    fn only_an_approver_invitation_under_four_eyes_needs_a_second_approver() {
-        assert!(invitation_needs_confirmation(Role::Approver, ON));
-        assert!(!invitation_needs_confirmation(Role::Approver, OFF));
-        assert!(!invitation_needs_confirmation(Role::Operator, ON));
+    fn every_invitation_under_four_eyes_needs_a_second_approver() {
+        assert!(invitation_needs_confirmation(ON));
+        assert!(!invitation_needs_confirmation(OFF));
+        let shared = Settings {
+            four_eyes: true,
+            shared_review: true,
+        };
+        assert!(invitation_needs_confirmation(shared));
     }
 
     fn proposal(state: ChangeState, decided_by: Option<Uuid>) -> (Proposal, Uuid, DateTime<Utc>) {

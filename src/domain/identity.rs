@@ -2,6 +2,7 @@
 //! (`tauros_` + base62(key id ‖ secret) + `_` + base62(CRC-32)), session and invitation tokens.
 //! Pure: randomness is passed in.
 
+use super::error::{FieldError, echo};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
@@ -121,11 +122,53 @@ impl Capability {
     }
 }
 
+/// The most entries `capabilities` may list when an agent is created (repeats are kept once).
+/// A longer list is refused as a whole before any entry is read.
+pub const MAX_CAPABILITIES: usize = 8;
+
 /// A sorted, duplicate-free set of capabilities; never empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities(Vec<Capability>);
 
 impl Capabilities {
+    /// The set a request asks for, from the names as sent: at most [`MAX_CAPABILITIES`]
+    /// entries (counted before any is read), each a known capability (an unknown one is named
+    /// by its index). Empty means the default. `None`, with the errors pushed, when any is wrong.
+    pub fn requested(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Capabilities> {
+        if sent.len() > MAX_CAPABILITIES {
+            errors.push(FieldError::plain(
+                "capabilities",
+                "too_many_capabilities",
+                format!(
+                    "`capabilities` may list at most {MAX_CAPABILITIES} entries; send each of {} \
+                     at most once",
+                    known_capabilities()
+                ),
+            ));
+            return None;
+        }
+        let mut known = Vec::with_capacity(sent.len());
+        let mut ok = true;
+        for (i, name) in sent.iter().enumerate() {
+            match Capability::parse(name) {
+                Some(cap) => known.push(cap),
+                None => {
+                    ok = false;
+                    errors.push(FieldError::plain(
+                        format!("capabilities[{i}]"),
+                        "invalid_value",
+                        format!(
+                            "`{}` is not a capability; send one of {}",
+                            echo(name),
+                            known_capabilities()
+                        ),
+                    ));
+                }
+            }
+        }
+        ok.then(|| Capabilities::new(known))
+    }
+
     /// Builds the set; an empty request means the default (`invoicing`).
     pub fn new(mut caps: Vec<Capability>) -> Capabilities {
         if caps.is_empty() {
@@ -159,6 +202,10 @@ impl Capabilities {
     pub fn from_stored(s: &str) -> Capabilities {
         Capabilities::new(s.split(',').filter_map(Capability::parse).collect())
     }
+}
+
+fn known_capabilities() -> String {
+    Capability::ALL.map(Capability::as_str).join(", ")
 }
 
 /// How the actor of an audited change is classified.
@@ -384,6 +431,40 @@ pub fn password_is_acceptable(password: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capability_list_is_bounded_before_its_entries_are_read() {
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut errors = Vec::new();
+        let set = Capabilities::requested(
+            &names(&["settlement", "invoicing", "settlement"]),
+            &mut errors,
+        );
+        assert_eq!(set.unwrap().to_stored(), "invoicing,settlement");
+        assert!(errors.is_empty());
+        assert_eq!(
+            Capabilities::requested(&[], &mut errors)
+                .unwrap()
+                .to_stored(),
+            "invoicing"
+        );
+
+        // Nine unknown entries: one error for the list, none for its entries.
+        let too_many = vec!["root".to_owned(); MAX_CAPABILITIES + 1];
+        assert!(Capabilities::requested(&too_many, &mut errors).is_none());
+        assert_eq!(errors.len(), 1);
+        assert_eq!(
+            (errors[0].field.as_str(), errors[0].code),
+            ("capabilities", "too_many_capabilities")
+        );
+
+        let mut errors = Vec::new();
+        assert!(Capabilities::requested(&names(&["invoicing", "root"]), &mut errors).is_none());
+        assert_eq!(
+            (errors[0].field.as_str(), errors[0].code),
+            ("capabilities[1]", "invalid_value")
+        );
+    }
 
     /// `ALL` lists every variant once (the API document's enums are built from it): the
     /// matches fail to compile when a variant is added, as a reminder to add it to `ALL` too.

@@ -28,9 +28,10 @@ pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
     #[schema(value_type = String, required = true, example = "Billing agent", min_length = 1, max_length = 160)]
     pub name: Option<String>,
-    /// What its key may do; omitted, `null` or empty: `["invoicing"]`.
-    #[schema(example = json!(["invoicing"]))]
-    pub capabilities: Option<Vec<Capability>>,
+    /// What its key may do; omitted, `null` or empty: `["invoicing"]`. At most 8 entries
+    /// (repeats are kept once); a longer list is refused whole (`too_many_capabilities`).
+    #[schema(value_type = Option<Vec<Capability>>, example = json!(["invoicing"]), max_items = 8)]
+    pub capabilities: Option<Vec<String>>,
 }
 
 /// A new name for the agent.

@@ -14,10 +14,15 @@
 //!    unknown enum value is a 422, as a rule violation is. The answer lists every error in
 //!    `errors[]` (members of one object in the order of their names); its top-level `code` and
 //!    `field` are the first one's.
+//!
+//! Client text in an answer is shortened: an unknown member's name in `field` and every quoted
+//! value or name in a `detail` (serde repeats a wrong string value in full). A body of 1 MiB
+//! could otherwise give a problem of several MiB, too large for the problem middleware to read
+//! back, and the client would lose its `code` and `field`.
 
 use super::problem::{ApiError, MAX_ERRORS};
 use crate::app::FieldError;
-use crate::domain::error::missing;
+use crate::domain::error::{echo, missing};
 use crate::domain::input::FLOAT_NOT_ALLOWED;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -26,6 +31,14 @@ use std::fmt;
 /// Each shape error costs one more pass over the body, so a large body gets fewer passes: at
 /// most this many bytes are deserialized again in all, and never fewer than 8 passes.
 const REPARSE_BUDGET: usize = 4 * 1024 * 1024;
+
+/// At most this many characters of a `field` path are answered (the request's own paths are
+/// far shorter; only an unknown member's name, which is client text, can be longer).
+const MAX_FIELD_CHARS: usize = 200;
+
+/// At most this many characters of a shape error's `detail` (after quoted client text in it is
+/// shortened, for any sentence that still carries some outside quotes).
+const MAX_DETAIL_CHARS: usize = 1000;
 
 /// Parses a JSON object body into `T`, reporting every shape error at once.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -46,6 +59,7 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
     }
     let mut removed = Removed::default();
     let mut found: Vec<ShapeError> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     let max_errors = (REPARSE_BUDGET / size.max(1)).clamp(8, MAX_ERRORS);
     loop {
         match serde_path_to_error::deserialize::<_, T>(&value) {
@@ -62,12 +76,14 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
                 }
                 let error = shape_error(&render(&removed.original(&path)), &message);
                 // A member taken out for its wrong type may then be reported missing (a
-                // required MCP argument): its first error says it all.
-                if found.iter().any(|f| f.field.field == error.field.field) {
+                // required MCP argument): its first error says it all. (Compared in full: two
+                // long unknown names may share their shortened form.)
+                if seen.contains(&error.field.field) {
                     break;
                 }
                 let stuck = found.len() + 1 >= max_errors || !removed.take(&mut value, &path);
-                found.push(error);
+                seen.push(error.field.field.clone());
+                found.push(error.shortened());
                 if stuck {
                     break;
                 }
@@ -83,7 +99,7 @@ fn parse_syntax(bytes: &[u8]) -> Result<Value, ApiError> {
     let value = StrictValue::deserialize_from(&mut de)
         .and_then(|v| de.end().map(|()| v))
         .map_err(|e| {
-            let full = e.to_string();
+            let full = shorten_quoted(&e.to_string());
             let detail = if e.classify() == serde_json::error::Category::Data {
                 // Only a repeated member reaches here as data.
                 format!("{full}; send each member once")
@@ -198,6 +214,54 @@ impl Removed {
 struct ShapeError {
     field: FieldError,
     bad_request: bool,
+}
+
+impl ShapeError {
+    /// The error as answered: client text in its field and detail shortened.
+    fn shortened(mut self) -> ShapeError {
+        self.field.field = clip(&self.field.field, MAX_FIELD_CHARS);
+        self.field.detail = clip(&shorten_quoted(&self.field.detail), MAX_DETAIL_CHARS);
+        self
+    }
+}
+
+/// `text` with at most `max` characters, `…` marking a cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// A sentence with every `` `…` `` and `"…"` span in it (a member's name, a value as serde
+/// quotes it, with `\"` escapes) shortened by [`echo`]. An unclosed span runs to the end.
+fn shorten_quoted(sentence: &str) -> String {
+    let mut out = String::with_capacity(sentence.len().min(4096));
+    let mut rest = sentence;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = rest.as_bytes()[open] as char;
+        out.push_str(&rest[..=open]);
+        let inside = &rest[open + 1..];
+        let mut escaped = false;
+        let close = inside.char_indices().find_map(|(i, c)| {
+            let closes = c == quote && !(quote == '"' && escaped);
+            escaped = quote == '"' && c == '\\' && !escaped;
+            closes.then_some(i)
+        });
+        match close {
+            Some(close) => {
+                out.push_str(&echo(&inside[..close]));
+                out.push(quote);
+                rest = &inside[close + 1..];
+            }
+            None => {
+                out.push_str(&echo(inside));
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// serde's sentence without its " at line … column …" suffix.
@@ -583,6 +647,55 @@ mod tests {
         assert_eq!(body.name.as_deref(), Some("a"));
         let items = body.items.unwrap();
         assert_eq!(items[0].0.label.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn client_text_in_an_answer_is_shortened() {
+        let long = "k".repeat(10_000);
+        let p = problem(&format!(
+            r#"{{"{long}": 1, "name": "{long}", "count": "{long}"}}"#
+        ));
+        let text = p.to_string();
+        assert!(text.len() < 4_000, "{} bytes", text.len());
+        assert_eq!(
+            fields(&p)
+                .iter()
+                .map(|(f, c)| (f.chars().count(), c.as_str()))
+                .collect::<Vec<_>>(),
+            [(5, "invalid_type"), (MAX_FIELD_CHARS + 1, "unknown_field")]
+        );
+        assert!(p["errors"][1]["field"].as_str().unwrap().starts_with("kkk"));
+        assert!(p["errors"][1]["field"].as_str().unwrap().ends_with('…'));
+        let detail = p["errors"][0]["detail"].as_str().unwrap();
+        assert!(detail.contains("expected u32"), "{detail}");
+        assert!(detail.contains("kkk…"), "{detail}");
+        // Escaped quotes inside a value do not end its span early.
+        let tricky = format!(r#"{{"count": "a\"{long}"}}"#);
+        let p = problem(&tricky);
+        assert!(p.to_string().len() < 1_000);
+        assert!(p["detail"].as_str().unwrap().contains("expected u32"));
+    }
+
+    #[test]
+    fn shortening_keeps_short_text_and_cuts_long_spans() {
+        assert_eq!(
+            shorten_quoted("unknown field `x`, expected `y`"),
+            "unknown field `x`, expected `y`"
+        );
+        let long = "v".repeat(100);
+        assert_eq!(
+            shorten_quoted(&format!(
+                "invalid type: string \"{long}\", expected a boolean"
+            )),
+            format!(
+                "invalid type: string \"{}…\", expected a boolean",
+                "v".repeat(40)
+            )
+        );
+        assert_eq!(
+            shorten_quoted(&format!("open `{long}")),
+            format!("open `{}…", "v".repeat(40))
+        );
     }
 
     #[test]

@@ -173,8 +173,11 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response:
     axum::response::IntoResponse::into_response(problem::internal())
 }
 
-/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`).
+/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`), with the same security
+/// headers as every other answer (`nosniff`).
 pub fn ops_metrics_router(app: App) -> Router {
     crate::telemetry::metrics_handle();
-    ops::metrics_router().with_state(AppState { app })
+    ops::metrics_router()
+        .with_state(AppState { app })
+        .layer(axum::middleware::from_fn(middleware::security_headers))
 }

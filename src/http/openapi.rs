@@ -73,14 +73,17 @@ pub fn document() -> utoipa::openapi::OpenApi {
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         let ops = [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
+            ("get", &mut item.get),
+            ("post", &mut item.post),
+            ("put", &mut item.put),
+            ("patch", &mut item.patch),
+            ("delete", &mut item.delete),
         ];
-        for op in ops.into_iter().flatten() {
-            complete(path, op);
+        for (method, op) in ops {
+            if let Some(op) = op {
+                let hashing = HASHES_PASSWORDS.contains(&(method, path.as_str()));
+                complete(path, op, hashing);
+            }
         }
     }
     if let Some(components) = doc.components.as_mut() {
@@ -100,7 +103,15 @@ fn problem(description: &str) -> ResponseBuilder {
     )
 }
 
-fn complete(path: &str, op: &mut Operation) {
+/// The operations that check or hash a password: when the hashing queue is full they answer
+/// 503 `unavailable` with `Retry-After`.
+const HASHES_PASSWORDS: [(&str, &str); 3] = [
+    ("post", "/v1/sessions"),
+    ("post", "/v1/invitations/accept"),
+    ("post", "/v1/me/password"),
+];
+
+fn complete(path: &str, op: &mut Operation, hashes_passwords: bool) {
     let v1 = path.starts_with("/v1/");
     let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
     let has_body = op.request_body.is_some();
@@ -152,11 +163,16 @@ fn complete(path: &str, op: &mut Operation) {
             "`rate_limited`: this credential sent too many requests; retry after `Retry-After` seconds",
         );
     }
-    if v1 {
+    if v1 && hashes_passwords {
         add(
             "503",
-            "`unavailable`: the database is unreachable, or too many sign-ins wait for \
-             password hashing (with `Retry-After`); retry the same request",
+            "`unavailable`: too many sign-ins wait for password hashing (retry after \
+             `Retry-After` seconds), or the database is unreachable; retry the same request",
+        );
+    } else if v1 {
+        add(
+            "503",
+            "`unavailable`: the database is unreachable; retry the same request",
         );
     }
     let invoicing = ["/v1/invoices", "/v1/customers", "/v1/payment-destinations"]
@@ -200,18 +216,10 @@ fn complete(path: &str, op: &mut Operation) {
                     ))
                     .build(),
             ),
-            "429" => insert_header(
-                &mut response.headers,
-                "Retry-After",
-                HeaderBuilder::new()
-                    .schema(
-                        ObjectBuilder::new()
-                            .schema_type(Type::Integer)
-                            .minimum(Some(0)),
-                    )
-                    .description(Some("Whole seconds to wait before retrying"))
-                    .build(),
-            ),
+            "429" => insert_header(&mut response.headers, "Retry-After", retry_after()),
+            "503" if hashes_passwords => {
+                insert_header(&mut response.headers, "Retry-After", retry_after());
+            }
             s if command && s.starts_with('2') => insert_header(
                 &mut response.headers,
                 REPLAYED,
@@ -227,6 +235,18 @@ fn complete(path: &str, op: &mut Operation) {
         }
     }
     optional_body_without_null(op);
+}
+
+/// `Retry-After` in whole seconds (429, and 503 when the password queue is full).
+fn retry_after() -> Header {
+    HeaderBuilder::new()
+        .schema(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+        )
+        .description(Some("Whole seconds to wait before retrying"))
+        .build()
 }
 
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -457,6 +477,14 @@ mod tests {
                 if path.starts_with("/v1/") {
                     assert!(has("503"), "{method} {path} lacks 503");
                 }
+                let hashing = ["/v1/sessions", "/v1/invitations/accept", "/v1/me/password"]
+                    .contains(&path.as_str())
+                    && method == "post";
+                assert_eq!(
+                    op["responses"]["503"]["headers"]["Retry-After"].is_object(),
+                    hashing,
+                    "{method} {path}: Retry-After on 503 only where the password queue can be full"
+                );
                 if path.contains('{') {
                     assert!(has("400") && has("404"), "{method} {path} lacks 400/404");
                 }

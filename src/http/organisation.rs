@@ -121,9 +121,9 @@ pub struct ChangeResponse {
     pub four_eyes: Option<bool>,
     /// `settings`: the `shared_review` asked for (`null`: unchanged).
     pub shared_review: Option<bool>,
-    /// `approver_invitation`: who is invited.
+    /// `approver_invitation` (an invitation of either role): who is invited.
     pub email: Option<String>,
-    /// `approver_invitation`: with which role.
+    /// `approver_invitation` (an invitation of either role): with which role.
     pub role: Option<Role>,
     /// Who confirmed or rejected it.
     pub decided_by: Option<Uuid>,
@@ -190,8 +190,9 @@ pub struct ChangeDecisionResponse {
     pub change: ChangeResponse,
     /// The organisation's settings now.
     pub organisation: OrganisationResponse,
-    /// A confirmed `approver_invitation`: the new human and the one-time invitation token, for
-    /// the confirming approver to hand over. Only in the answer of the confirm that created it.
+    /// A confirmed `approver_invitation` (either role): the new human and the one-time
+    /// invitation token, for the confirming approver to hand over. Only in the answer of the
+    /// confirm that created it.
     pub invitation: Option<InviteResponse>,
     /// `true` when the same approver had already made the same decision: nothing was written.
     pub replayed: bool,

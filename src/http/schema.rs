@@ -254,7 +254,10 @@ schema_enum!(
             ChangeKind::Settings => {
                 "organisation settings that turn `four_eyes` off (`four_eyes`, `shared_review`)"
             }
-            ChangeKind::ApproverInvitation => "inviting a human as an approver (`email`, `role`)",
+            ChangeKind::ApproverInvitation => {
+                "inviting a human while `four_eyes` is on, as an approver or an operator (`email`, \
+                 `role`; the name dates from when only approvers were proposals)"
+            }
         },
     )
 );

@@ -73,15 +73,17 @@ pub struct UserList {
 
 /// Invite a human (approvers only).
 ///
-/// While the organisation's `four_eyes` is on, inviting an **approver** is a proposal: the
-/// answer is 202 with the pending change, nothing is created, and a different approver confirms
-/// it with `POST /v1/organisation/changes/{id}/confirm` (that answer carries the invitation
-/// token). Repeating the same proposal answers the pending one. Operators are invited at once.
+/// While the organisation's `four_eyes` is on, inviting **any** human (operator or approver:
+/// either can own agents, and four eyes keys on the agent's owner) is a proposal: the answer is
+/// 202 with the pending change, nothing is created, and a different approver confirms it with
+/// `POST /v1/organisation/changes/{id}/confirm` (that answer carries the invitation token).
+/// Repeating the same proposal answers the pending one. With `four_eyes` off, the human is
+/// invited at once (201).
 #[utoipa::path(post, path = "/v1/users", tag = "sessions", security(("bearer" = [])),
     request_body = InviteRequest,
     responses(
         (status = 201, description = "Invited", body = InviteResponse),
-        (status = 202, description = "Proposed: an approver invitation under four eyes waits for a second approver", body = ChangeAccepted),
+        (status = 202, description = "Proposed: with `four_eyes` on, every invitation waits for a second approver", body = ChangeAccepted),
         (status = 403, description = "`forbidden`: not an approver, or an agent", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn invite_user(

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 /// A proposal. Settings proposals carry `four_eyes`/`shared_review` (null: unchanged);
-/// approver invitations carry `email` and `role`. `state` is `pending`, `confirmed` or
-/// `rejected` (a lapsed proposal stays `pending`; callers see it as `expired`).
+/// invitations (`approver_invitation`, either role) carry `email` and `role`. `state` is
+/// `pending`, `confirmed` or `rejected` (a lapsed proposal stays `pending`; callers see it as
+/// `expired`).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct OrgChangeRow {
     pub id: Uuid,

@@ -14,6 +14,8 @@ both_backends!(
     every_shape_error_of_a_body_comes_in_one_answer,
     each_float_hint_fits_its_field,
     a_body_with_hundreds_of_errors_gets_one_bounded_answer,
+    a_huge_unknown_member_or_wrong_value_keeps_its_code_and_field,
+    a_capability_list_over_its_maximum_is_refused_before_its_entries,
 );
 
 /// Sends `body` with `token` and returns the problem, asserting its status and code.
@@ -354,4 +356,91 @@ async fn a_body_with_hundreds_of_errors_gets_one_bounded_answer(app: TestApp) {
     .await;
     assert_eq!(error_fields(&problem), ["lines"]);
     assert_eq!(problem["errors"][0]["code"], "invalid_line_count");
+}
+
+/// Client text is echoed shortened: a problem that repeated a 600 KiB member name or value in
+/// full (in `field`, `detail` and `errors[]`) grew past what the problem middleware reads back,
+/// and the client got a bare `bad_request` without its `field`.
+async fn a_huge_unknown_member_or_wrong_value_keeps_its_code_and_field(app: TestApp) {
+    let org = app.org().await;
+    let token = org.approver_token.as_str();
+    let huge = "k".repeat(600 * 1024);
+    let before = written(&app).await;
+
+    let res = app
+        .patch("/v1/organisation", token, json!({ huge.clone(): true }))
+        .await;
+    let problem = expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
+    let field = problem["field"].as_str().expect("field");
+    assert!(field.starts_with("kkkk") && field.ends_with('…'), "{field}");
+    assert!(field.chars().count() < 1_000);
+    assert_eq!(problem["errors"][0]["code"], "unknown_field");
+    assert!(problem.to_string().len() < 16 * 1024);
+
+    let res = app
+        .patch("/v1/organisation", token, json!({"four_eyes": huge}))
+        .await;
+    let problem = expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
+    assert_eq!(problem["field"], "four_eyes");
+    assert_eq!(error_fields(&problem), ["four_eyes"]);
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("expected a boolean"), "{detail}");
+    assert!(problem.to_string().len() < 16 * 1024);
+
+    assert_eq!(written(&app).await, before);
+    let settings = app.get("/v1/organisation", token).await;
+    let settings: Value = settings.json().await.unwrap();
+    assert_eq!(settings["four_eyes"], false);
+}
+
+/// `capabilities` on `POST /v1/agents` is bounded like every list the API takes: over 8 entries
+/// it is refused whole, with one error, before any entry is read.
+async fn a_capability_list_over_its_maximum_is_refused_before_its_entries(app: TestApp) {
+    let org = app.org().await;
+    let token = org.approver_token.as_str();
+    let before = written(&app).await;
+    for count in [9, 20_000] {
+        let problem = send(
+            &app,
+            Method::POST,
+            "/v1/agents",
+            Some(token),
+            &json!({"name": "Many", "capabilities": vec!["root"; count]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(error_fields(&problem), ["capabilities"], "{count}");
+        assert_eq!(problem["errors"][0]["code"], "too_many_capabilities");
+    }
+    assert_eq!(written(&app).await, before);
+
+    // Up to the maximum, entries are read; repeats are kept once, unknown ones named.
+    let problem = send(
+        &app,
+        Method::POST,
+        "/v1/agents",
+        Some(token),
+        &json!({"name": "Some", "capabilities": ["invoicing", "root", "invoicing", "admin"]}),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        error_fields(&problem),
+        ["capabilities[1]", "capabilities[3]"]
+    );
+    let res = app
+        .post(
+            "/v1/agents",
+            token,
+            json!({"name": "Eight", "capabilities": ["settlement", "invoicing", "settlement", "invoicing",
+                "settlement", "invoicing", "settlement", "invoicing"]}),
+        )
+        .await;
+    let created = crate::helpers::expect_status(res, StatusCode::CREATED).await;
+    assert_eq!(
+        created["agent"]["capabilities"],
+        json!(["invoicing", "settlement"])
+    );
 }

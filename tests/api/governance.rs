@@ -1,8 +1,9 @@
 //! Separation of duties that one approver cannot undo (api.md, "Sessions and humans"). The
 //! attacks the security review reproduced: an approver with `four_eyes` on switching it off,
-//! approving their own agent's invoice and switching it back on; and inviting a second approver
-//! account they control. Both are proposals now, confirmed only by a different approver; the
-//! operator of the machine keeps a way out on the command line.
+//! approving their own agent's invoice and switching it back on; inviting a second approver
+//! account they control; and inviting an operator account they control, to own agents whose
+//! invoices they then approve as if someone else's. All are proposals now, confirmed only by a
+//! different approver; the operator of the machine keeps a way out on the command line.
 
 use crate::helpers::{
     PASSWORD, TestApp, both_backends, expect_problem, expect_status, id_of, parallel, uuid_of,
@@ -14,6 +15,7 @@ use std::process::Command;
 both_backends!(
     one_approver_cannot_switch_four_eyes_off_to_approve_their_own_invoice,
     one_approver_cannot_invite_an_approver_they_control,
+    one_approver_cannot_invite_an_operator_to_own_agents_for_them,
     turning_four_eyes_on_is_immediate_and_proposals_can_be_withdrawn_or_lapse,
     decision_events_record_the_settings_in_force,
     the_operator_switches_four_eyes_from_the_command_line,
@@ -178,7 +180,7 @@ async fn one_approver_cannot_invite_an_approver_they_control(app: TestApp) {
         expect_status(again, StatusCode::ACCEPTED).await["change"]["id"],
         change["id"]
     );
-    // Operators are still invited at once: they never decide.
+    // An operator is a proposal too under four eyes (see the next test for why).
     let res = app
         .post(
             "/v1/users",
@@ -186,7 +188,13 @@ async fn one_approver_cannot_invite_an_approver_they_control(app: TestApp) {
             json!({"email": format!("ops-{}@example.com", uuid::Uuid::new_v4().simple()), "role": "operator"}),
         )
         .await;
-    expect_status(res, StatusCode::CREATED).await;
+    let operator = expect_status(res, StatusCode::ACCEPTED).await;
+    assert_eq!(operator["change"]["role"], "operator");
+    assert_ne!(operator["change"]["id"], change["id"]);
+    assert_eq!(
+        app.sql_count("select count(*) from users").await,
+        users_before
+    );
     expect_problem(
         app.post(&confirm_path(change), a1, json!({})).await,
         StatusCode::FORBIDDEN,
@@ -239,6 +247,91 @@ async fn one_approver_cannot_invite_an_approver_they_control(app: TestApp) {
     .await;
     assert_eq!(replay["replayed"], true);
     assert!(replay["invitation"].is_null());
+}
+
+/// The sock puppet: four eyes refuses an approver the invoices of agents *they* own, and any
+/// human may own agents. An operator account the approver controls would own an agent for them;
+/// with `shared_review` on, its invoices reach the approver as someone else's. So under four eyes
+/// an operator invitation is a proposal too, and its token goes to the confirming approver.
+async fn one_approver_cannot_invite_an_operator_to_own_agents_for_them(app: TestApp) {
+    let org = app.org().await;
+    let a1 = &org.approver_token;
+    let (a2_id, a2) = app.human(a1, "approver").await;
+    // With four eyes off an operator is invited at once, token and all.
+    let early = format!("early-ops-{}@example.com", uuid::Uuid::new_v4().simple());
+    let invited = expect_status(
+        app.post("/v1/users", a1, json!({"email": early, "role": "operator"}))
+            .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(invited["user"]["role"], "operator");
+    assert!(invited["invitation_token"].is_string());
+
+    app.set_org(a1, json!({"four_eyes": true, "shared_review": true}))
+        .await;
+    let users_before = app.sql_count("select count(*) from users").await;
+    let invitations_before = app.sql_count("select count(*) from invitations").await;
+
+    // The attack: A1 invites an operator account, to accept it, create an agent as that
+    // operator and approve the agent's invoices. A proposal; no human, no token.
+    let puppet = format!("puppet-{}@example.com", uuid::Uuid::new_v4().simple());
+    let res = app
+        .post(
+            "/v1/users",
+            a1,
+            json!({"email": puppet, "role": "operator"}),
+        )
+        .await;
+    let proposed = expect_status(res, StatusCode::ACCEPTED).await;
+    let change = &proposed["change"];
+    assert_eq!(change["state"], "pending");
+    assert_eq!(change["role"], "operator");
+    assert_eq!(change["email"], puppet.as_str());
+    assert_eq!(change["proposed_by"], org.approver_id.to_string());
+    assert!(proposed.get("invitation_token").is_none());
+    assert!(proposed.get("user").is_none());
+    assert_eq!(
+        app.sql_count("select count(*) from users").await,
+        users_before
+    );
+    assert_eq!(
+        app.sql_count("select count(*) from invitations").await,
+        invitations_before
+    );
+    let list = expect_status(app.get("/v1/users", a1).await, StatusCode::OK).await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["email"] != puppet.as_str()),
+        "no account exists that A1 could sign in as"
+    );
+    // A1 cannot confirm it alone.
+    expect_problem(
+        app.post(&confirm_path(change), a1, json!({})).await,
+        StatusCode::FORBIDDEN,
+        "four_eyes_required",
+    )
+    .await;
+    assert_eq!(
+        app.sql_count("select count(*) from users").await,
+        users_before
+    );
+
+    // A2 confirms: the operator exists now, and its one-time token is in A2's answer only.
+    let done = expect_status(
+        app.post(&confirm_path(change), &a2, json!({})).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(done["change"]["decided_by"], a2_id.to_string());
+    let invitation = &done["invitation"];
+    assert_eq!(invitation["user"]["email"], puppet.as_str());
+    assert_eq!(invitation["user"]["role"], "operator");
+    assert_eq!(invitation["user"]["state"], "invited");
+    assert!(invitation["invitation_token"].is_string());
 }
 
 async fn turning_four_eyes_on_is_immediate_and_proposals_can_be_withdrawn_or_lapse(app: TestApp) {

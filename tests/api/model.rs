@@ -400,7 +400,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .await
         .unwrap()
     else {
-        panic!("an operator is invited at once");
+        panic!("with four eyes off, an operator is invited at once");
     };
     let operator = human(invited.user.id, org_id, invited.user.email, Role::Operator);
     let owner = match setup {

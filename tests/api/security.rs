@@ -8,7 +8,7 @@
 
 use crate::helpers::{
     Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, invoice_body,
-    parallel, spawn_app_with,
+    parallel, serve_router, spawn_app_with,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -20,6 +20,8 @@ both_backends!(
     a_nul_never_reaches_the_database,
     made_up_methods_and_paths_cannot_grow_the_metrics,
     responses_are_not_sniffed_or_cached_and_request_ids_stay_small,
+    metrics_on_their_own_address_are_not_sniffed_either,
+    the_docs_page_cannot_be_framed_or_run_foreign_scripts,
 );
 
 both_backends!(
@@ -212,6 +214,78 @@ async fn responses_are_not_sniffed_or_cached_and_request_ids_stay_small(app: Tes
         assert!((1..=128).contains(&id.len()), "{id}");
         let body = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
         assert_eq!(body["request_id"], id.as_str());
+    }
+}
+
+/// `/metrics` served on its own address (`TAUROS_METRICS_BIND`) is a router of its own: it
+/// carries `nosniff` like every other answer.
+async fn metrics_on_their_own_address_are_not_sniffed_either(app: TestApp) {
+    // One request on the main listener, so there is a series to read.
+    app.client.get(app.url("/healthz")).send().await.unwrap();
+    let addr = serve_router(
+        tauros::http::ops_metrics_router(app.app.clone()),
+        HttpConfig::default().limits,
+    )
+    .await;
+    let res = app
+        .client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["x-content-type-options"], "nosniff");
+    assert!(res.text().await.unwrap().contains("http_requests_total"));
+    let other = app
+        .client
+        .get(format!("http://{addr}/v1/me"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::NOT_FOUND);
+    assert_eq!(other.headers()["x-content-type-options"], "nosniff");
+}
+
+/// The API docs page (Swagger UI) runs only its own scripts and cannot be framed: a strict
+/// Content-Security-Policy with `frame-ancestors 'none'`, and `X-Frame-Options: DENY` for
+/// browsers that predate it.
+async fn the_docs_page_cannot_be_framed_or_run_foreign_scripts(app: TestApp) {
+    let res = app.client.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let headers = res.headers().clone();
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    let directive = |name: &str| -> Vec<String> {
+        let found: Vec<Vec<String>> = policy
+            .split(';')
+            .map(|d| d.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .filter(|d| d.first().map(String::as_str) == Some(name))
+            .collect();
+        assert_eq!(found.len(), 1, "{name} once in {policy}");
+        found[0][1..].to_vec()
+    };
+    assert_eq!(directive("frame-ancestors"), ["'none'"], "{policy}");
+    assert_eq!(directive("script-src"), ["'self'"], "{policy}");
+    assert_eq!(directive("object-src"), ["'none'"], "{policy}");
+    assert_eq!(directive("base-uri"), ["'none'"], "{policy}");
+    assert_eq!(directive("default-src"), ["'self'"], "{policy}");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    // The page's scripts are files of its own origin, none inline.
+    let page = res.text().await.unwrap();
+    for script in page.split("<script").skip(1) {
+        let tag = script.split('>').next().unwrap_or_default();
+        assert!(tag.contains("src=\"./") || tag.contains("src=\"/"), "{tag}");
+        let inline = script.split_once('>').map_or("", |(_, rest)| rest);
+        assert!(
+            inline.trim_start().starts_with("</script"),
+            "inline script: {script}"
+        );
     }
 }
 
