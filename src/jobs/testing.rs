@@ -7,6 +7,7 @@
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use serde::Deserialize;
 use serde_json::Value;
+use std::io::Write;
 use std::time::Duration;
 
 /// Records its execution, then succeeds or fails as its args say.
@@ -23,6 +24,10 @@ struct EchoArgs {
     fail_attempts: Option<i32>,
     /// Work this long first (at most 10 s).
     sleep_ms: Option<u64>,
+    /// Print `tauros: test job <id> running` on stdout as the handler starts: the handshake a
+    /// test waits for before it acts on a process whose handler is under way.
+    #[serde(default)]
+    announce: bool,
     /// Anything; ignored (tells otherwise equal jobs apart).
     #[allow(dead_code)]
     note: Option<Value>,
@@ -37,6 +42,15 @@ async fn echo(ctx: JobContext, args: Value) -> JobResult {
     let started_at = crate::app::now();
     let args: EchoArgs = serde_json::from_value(args)
         .map_err(|e| JobError::permanent("invalid_args", format!("test.echo.v1 args: {e}")))?;
+    if args.announce {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "tauros: test job {} running (attempt {}, execution {})",
+            ctx.job.id, ctx.job.attempt, ctx.job.executions
+        );
+        let _ = out.flush();
+    }
     if let Some(ms) = args.sleep_ms {
         tokio::time::sleep(Duration::from_millis(ms.min(10_000))).await;
     }

@@ -6,10 +6,12 @@
 //! Jobs are enqueued through the library (`tauros::app::enqueue`, `App::submit_job`): there is
 //! no public enqueue route. They are of the built-in test kind `test.echo.v1`, which worker
 //! processes register with `TAUROS_TEST_JOBS=1` and which records each of its executions.
-//! Waiting for a job to reach a state polls the database with a deadline; the kill happens at
-//! a named pause point (`TAUROS_TEST_PAUSE_AFTER_CLAIM`), announced on the worker's stdout.
+//! Waiting for a job to reach a state polls the database with a deadline; signals are sent at
+//! named points the worker announces on its stdout: SIGKILL at the pause after a claim
+//! (`TAUROS_TEST_PAUSE_AFTER_CLAIM`), SIGTERM once an echo job with `"announce": true` says
+//! its handler runs. Each scenario prints its figures (`helpers::figures`).
 
-use crate::helpers::{TestApp, both_backends, expect_problem, expect_status};
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, figures};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read};
@@ -21,7 +23,7 @@ use tauros::app::{AppError, NewJob, Retention};
 use tauros::domain::job::JobState;
 use tauros::jobs::testing::ECHO;
 use tauros::jobs::{Defaults, WorkerConfig, Workers};
-use tauros::store::{Fence, JobRow, JobUpdate};
+use tauros::store::{Fence, JobRow, JobUpdate, TestExecutionRow};
 use uuid::Uuid;
 
 both_backends!(
@@ -31,7 +33,9 @@ both_backends!(
     a_stale_workers_late_result_changes_nothing,
     a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_using_an_attempt,
     sigterm_lets_a_running_job_finish,
+    sigterm_past_the_grace_period_leaves_the_job_to_its_lease,
     max_attempts_ends_in_discarded_and_an_approver_can_retry,
+    a_failure_schedules_its_retry_within_the_backoff_and_its_jitter,
     pruning_keeps_deduplication,
     approvers_see_retry_and_cancel_jobs,
     metrics_show_jobs_by_kind_and_state,
@@ -60,6 +64,12 @@ fn submitted(org_id: Uuid, submission_id: &str, args: Value) -> NewJob {
 async fn job(app: &TestApp, org_id: Uuid, id: Uuid) -> Option<JobRow> {
     let mut conn = app.app.store().reader().await.unwrap();
     conn.job(org_id, id).await.unwrap()
+}
+
+/// The executions `test.echo.v1` recorded for a job, oldest first.
+async fn runs_of(app: &TestApp, org_id: Uuid, id: Uuid) -> Vec<TestExecutionRow> {
+    let mut conn = app.app.store().reader().await.unwrap();
+    conn.test_executions(org_id, id).await.unwrap()
 }
 
 /// Polls the job until `done` holds (or fails the test after `within`).
@@ -172,7 +182,15 @@ pub(crate) fn start_worker(
     }
 }
 
-async fn sigterm_and_wait(mut process: WorkerProcess) -> std::process::ExitStatus {
+async fn sigterm_and_wait(process: WorkerProcess) -> std::process::ExitStatus {
+    sigterm_and_collect(process).await.0
+}
+
+/// Sends SIGTERM, waits for the exit, and returns its status with the log lines the process
+/// wrote to stderr after its start.
+async fn sigterm_and_collect(
+    mut process: WorkerProcess,
+) -> (std::process::ExitStatus, Vec<String>) {
     let status = Command::new("kill")
         .args(["-TERM", &process.child.id().to_string()])
         .status()
@@ -181,13 +199,34 @@ async fn sigterm_and_wait(mut process: WorkerProcess) -> std::process::ExitStatu
     let pid = process.child.id();
     let waited = tokio::time::timeout(
         Duration::from_secs(60),
-        tokio::task::spawn_blocking(move || process.child.wait()),
+        tokio::task::spawn_blocking(move || {
+            let status = process.child.wait();
+            // The pipe closes with the process: read to its end.
+            let mut logs = Vec::new();
+            while let Ok(line) = process.stderr.recv_timeout(Duration::from_secs(10)) {
+                logs.push(line);
+            }
+            (status, logs)
+        }),
     );
-    waited
+    let (status, logs) = waited
         .await
         .unwrap_or_else(|_| panic!("worker {pid} exits after SIGTERM"))
-        .unwrap()
-        .unwrap()
+        .unwrap();
+    (status.unwrap(), logs)
+}
+
+/// Waits for the worker to print `line` on stdout (a named handshake, not a sleep).
+fn wait_for_line(process: &WorkerProcess, line: &str) {
+    loop {
+        let next = process
+            .stdout
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("the worker prints {line:?}: {e}"));
+        if next.contains(line) {
+            return;
+        }
+    }
 }
 
 async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
@@ -198,11 +237,10 @@ async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
         .unwrap();
     assert!(!enqueued.replayed);
     drop(tx);
-    assert_eq!(app.sql_count("select count(*) from jobs").await, 0);
-    assert_eq!(
-        app.sql_count("select count(*) from job_submissions").await,
-        0
-    );
+    let jobs_after_rollback = app.sql_count("select count(*) from jobs").await;
+    let submissions_after_rollback = app.sql_count("select count(*) from job_submissions").await;
+    assert_eq!(jobs_after_rollback, 0);
+    assert_eq!(submissions_after_rollback, 0);
     let res = app
         .get(&format!("/v1/jobs/{}", enqueued.id), &org.approver_token)
         .await;
@@ -214,6 +252,23 @@ async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    let jobs_after_commit = app.sql_count("select count(*) from jobs").await;
+    figures(
+        "jobs: a rolled-back transaction leaves no job",
+        app.backend,
+        &[
+            ("jobs after the rollback", jobs_after_rollback.to_string()),
+            (
+                "submissions after the rollback",
+                submissions_after_rollback.to_string(),
+            ),
+            (
+                "jobs after the same enqueue committed",
+                jobs_after_commit.to_string(),
+            ),
+        ],
+    );
+    assert_eq!(jobs_after_commit, 1);
     assert_eq!(again.id, enqueued.id);
     let res = app
         .get(&format!("/v1/jobs/{}", again.id), &org.approver_token)
@@ -245,13 +300,26 @@ async fn concurrent_identical_submissions_make_one_job(app: TestApp) {
         outcomes.push(task.await.unwrap());
     }
     let first = outcomes[0].id;
-    assert!(outcomes.iter().all(|o| o.id == first), "{outcomes:?}");
-    assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
-    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
-    assert_eq!(
-        app.sql_count("select count(*) from job_submissions").await,
-        1
+    let ids: std::collections::BTreeSet<Uuid> = outcomes.iter().map(|o| o.id).collect();
+    let created = outcomes.iter().filter(|o| !o.replayed).count();
+    let jobs = app.sql_count("select count(*) from jobs").await;
+    let records = app.sql_count("select count(*) from job_submissions").await;
+    figures(
+        "jobs: 16 concurrent identical submissions",
+        app.backend,
+        &[
+            ("submissions", outcomes.len().to_string()),
+            ("job ids answered", ids.len().to_string()),
+            ("created", created.to_string()),
+            ("replayed", (outcomes.len() - created).to_string()),
+            ("jobs", jobs.to_string()),
+            ("submission records", records.to_string()),
+        ],
     );
+    assert_eq!(ids.len(), 1, "{outcomes:?}");
+    assert_eq!(created, 1);
+    assert_eq!(jobs, 1);
+    assert_eq!(records, 1);
     // Key order does not make another definition.
     let again = app
         .app
@@ -285,6 +353,7 @@ async fn another_definition_under_a_submission_id_is_refused(app: TestApp) {
         .submit_job(submitted(org.org_id, "event-7", json!({"note": 1})))
         .await
         .unwrap();
+    let mut conflicts = 0;
     for changed in [
         submitted(org.org_id, "event-7", json!({"note": 2})),
         NewJob {
@@ -296,11 +365,23 @@ async fn another_definition_under_a_submission_id_is_refused(app: TestApp) {
             Err(AppError::Conflict { code, detail }) => {
                 assert_eq!(code, "submission_conflict");
                 assert!(detail.contains(&original.id.to_string()), "{detail}");
+                conflicts += 1;
             }
             other => panic!("expected submission_conflict, got {other:?}"),
         }
     }
-    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+    let jobs = app.sql_count("select count(*) from jobs").await;
+    figures(
+        "jobs: another definition under a submission id",
+        app.backend,
+        &[
+            ("other definitions submitted", "2".to_owned()),
+            ("submission_conflict", conflicts.to_string()),
+            ("jobs", jobs.to_string()),
+        ],
+    );
+    assert_eq!(conflicts, 2);
+    assert_eq!(jobs, 1);
     // Bad definitions name their fields.
     let bad = NewJob {
         kind: "Echo".to_owned(),
@@ -361,20 +442,21 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
     assert_eq!((b.attempt, b.executions), (1, 2));
 
     // A wakes up: its heartbeat, completion and failure all miss the fence.
-    assert!(
-        !app.app
-            .heartbeat(&a, Duration::from_secs(60))
-            .await
-            .unwrap()
-    );
-    assert!(!app.app.complete_job(&a).await.unwrap());
     let failure = tauros::app::JobFailure {
         kind: tauros::domain::job::FailureKind::Permanent,
         code: "late".to_owned(),
         message: "a late failure".to_owned(),
     };
     let cap = Duration::from_secs(60);
-    assert!(app.app.fail_job(&a, &failure, cap).await.unwrap().is_none());
+    let mut late = vec![
+        app.app
+            .heartbeat(&a, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        app.app.complete_job(&a).await.unwrap(),
+        app.app.fail_job(&a, &failure, cap).await.unwrap().is_some(),
+    ];
+    assert_eq!(late, [false; 3], "heartbeat, completion, failure of A");
     let row = job(&app, org.org_id, id).await.unwrap();
     assert_eq!(row.state, JobState::Running);
     assert_eq!(row.lease_token, Some(b.lease_token));
@@ -396,28 +478,30 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
         lease_token,
         expired_before: None,
     };
-    let mut tx = app.app.store().begin().await.unwrap();
-    assert!(!tx.settle_job(fence(a.lease_token), &done).await.unwrap());
-    assert!(!tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap());
-    assert!(
-        !tx.extend_lease(fence(a.lease_token), now, now)
-            .await
-            .unwrap()
-    );
     let other_org = Fence {
         org_id: Uuid::new_v4(),
         ..fence(b.lease_token)
     };
-    assert!(!tx.settle_job(other_org, &done).await.unwrap());
     let unexpired = Fence {
         expired_before: Some(now),
         ..fence(b.lease_token)
     };
-    assert!(
-        !tx.settle_job(unexpired, &done).await.unwrap(),
-        "a rescue cannot take a lease that still holds"
-    );
+    let mut tx = app.app.store().begin().await.unwrap();
+    let fenced = [
+        tx.settle_job(fence(a.lease_token), &done).await.unwrap(),
+        tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap(),
+        tx.extend_lease(fence(a.lease_token), now, now)
+            .await
+            .unwrap(),
+        tx.settle_job(other_org, &done).await.unwrap(),
+        // A rescue cannot take a lease that still holds.
+        tx.settle_job(unexpired, &done).await.unwrap(),
+    ];
     drop(tx);
+    assert_eq!(
+        fenced, [false; 5],
+        "A's token, a random token, A's heartbeat, another organisation, an unexpired rescue"
+    );
 
     // B's lease holds; its result stands, and A's after it changes nothing either.
     assert!(
@@ -427,10 +511,35 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
             .unwrap()
     );
     assert!(app.app.complete_job(&b).await.unwrap());
-    assert!(!app.app.complete_job(&a).await.unwrap());
-    assert!(app.app.fail_job(&a, &failure, cap).await.unwrap().is_none());
+    late.extend([
+        app.app.complete_job(&a).await.unwrap(),
+        app.app.fail_job(&a, &failure, cap).await.unwrap().is_some(),
+    ]);
+    assert_eq!(late, [false; 5], "A after B's completion too");
     assert!(!app.app.complete_job(&b).await.unwrap(), "settled once");
     let row = job(&app, org.org_id, id).await.unwrap();
+    figures(
+        "jobs: a stale worker's late result",
+        app.backend,
+        &[
+            ("executions", row.executions.to_string()),
+            ("interruptions", row.interruptions.to_string()),
+            ("attempt", row.attempt.to_string()),
+            (
+                "late results of A refused",
+                format!("{} of {}", late.iter().filter(|r| !**r).count(), late.len()),
+            ),
+            (
+                "store writes off the fence refused",
+                format!(
+                    "{} of {}",
+                    fenced.iter().filter(|r| !**r).count(),
+                    fenced.len()
+                ),
+            ),
+            ("final state", format!("{:?}", row.state)),
+        ],
+    );
     assert_eq!(row.state, JobState::Completed);
     assert_eq!((row.attempt, row.executions, row.interruptions), (1, 2, 1));
     assert!(row.finished_at.is_some());
@@ -447,16 +556,7 @@ async fn a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_usi
         .unwrap()
         .id;
     let paused = start_worker(&app, 1, 1, &[("TAUROS_TEST_PAUSE_AFTER_CLAIM", "1")]);
-    let announced = format!("paused after claim of job {id}");
-    loop {
-        let line = paused
-            .stdout
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the worker reaches its pause point");
-        if line.contains(&announced) {
-            break;
-        }
-    }
+    wait_for_line(&paused, &format!("paused after claim of job {id}"));
     // SIGKILL at the pause point: the claim has committed, the handler never ran.
     drop(paused);
     let row = job(&app, org.org_id, id).await.unwrap();
@@ -474,6 +574,20 @@ async fn a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_usi
     assert_eq!(row.last_error_code.as_deref(), Some("interrupted"));
     let mut conn = app.app.store().reader().await.unwrap();
     let runs = conn.test_executions(org.org_id, id).await.unwrap();
+    let completed_runs = runs.iter().filter(|r| r.outcome == "completed").count();
+    figures(
+        "jobs: a worker SIGKILLed after its claim",
+        app.backend,
+        &[
+            ("jobs", "1".to_owned()),
+            ("executions", row.executions.to_string()),
+            ("interruptions", row.interruptions.to_string()),
+            ("attempt", row.attempt.to_string()),
+            ("handler runs", runs.len().to_string()),
+            ("completed runs", completed_runs.to_string()),
+            ("final state", format!("{:?}", row.state)),
+        ],
+    );
     assert_eq!(runs.len(), 1, "the killed worker never ran the handler");
     assert_eq!(
         (runs[0].attempt, runs[0].outcome.as_str()),
@@ -486,24 +600,133 @@ async fn sigterm_lets_a_running_job_finish(app: TestApp) {
     let org = app.org().await;
     let id = app
         .app
-        .submit_job(echo(org.org_id, json!({"sleep_ms": 1500})))
+        .submit_job(echo(
+            org.org_id,
+            json!({"sleep_ms": 1500, "announce": true}),
+        ))
         .await
         .unwrap()
         .id;
     let worker = start_worker(&app, 1, 30, &[]);
-    wait_for(&app, org.org_id, id, Duration::from_secs(60), |r| {
-        r.state == JobState::Running
-    })
-    .await;
+    // SIGTERM once the handler is under way (it says so), with a grace of 30 s.
+    wait_for_line(&worker, &format!("test job {id} running"));
     let status = sigterm_and_wait(worker).await;
     assert!(status.success(), "graceful exit: {status:?}");
     let row = job(&app, org.org_id, id).await.unwrap();
+    let runs = runs_of(&app, org.org_id, id).await;
+    figures(
+        "jobs: SIGTERM within the grace period",
+        app.backend,
+        &[
+            ("executions", row.executions.to_string()),
+            ("interruptions", row.interruptions.to_string()),
+            ("handler runs", runs.len().to_string()),
+            ("state at exit", format!("{:?}", row.state)),
+        ],
+    );
     assert_eq!(
         row.state,
         JobState::Completed,
         "it finished before the exit"
     );
     assert_eq!((row.executions, row.interruptions), (1, 0));
+    assert_eq!(runs.len(), 1);
+}
+
+/// SIGTERM to a worker whose job outlasts the grace period: the worker exits at the end of
+/// the grace, the job stays `running` until its lease runs out, then another worker's upkeep
+/// makes it retryable without using an attempt and runs it. Its second run lasts twice the
+/// lease: the heartbeats keep it.
+async fn sigterm_past_the_grace_period_leaves_the_job_to_its_lease(app: TestApp) {
+    const GRACE_S: u64 = 1;
+    const LEASE_S: u64 = 2;
+    const JOB_MS: u64 = 4000;
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(
+            org.org_id,
+            json!({"sleep_ms": JOB_MS, "announce": true}),
+        ))
+        .await
+        .unwrap()
+        .id;
+    let grace = GRACE_S.to_string();
+    let first = start_worker(
+        &app,
+        1,
+        LEASE_S,
+        &[("TAUROS_SHUTDOWN_GRACE_SECONDS", &grace)],
+    );
+    let first_pid = first.child.id();
+    wait_for_line(
+        &first,
+        &format!("test job {id} running (attempt 1, execution 1)"),
+    );
+    let signalled = Instant::now();
+    let (status, logs) = sigterm_and_collect(first).await;
+    let took = signalled.elapsed();
+    assert!(status.success(), "the worker exits cleanly: {status:?}");
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("grace period over; running jobs are left to their leases")),
+        "{logs:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(GRACE_S * 1000 - 50),
+        "it waited its grace: {took:?}"
+    );
+    let left = job(&app, org.org_id, id).await.unwrap();
+    let runs_at_exit = runs_of(&app, org.org_id, id).await.len();
+    assert_eq!(left.state, JobState::Running, "left to its lease");
+    assert_eq!(
+        (left.attempt, left.executions, left.interruptions),
+        (1, 1, 0)
+    );
+    assert!(left.lease_token.is_some());
+    assert_eq!(runs_at_exit, 0, "the handler was stopped before its end");
+
+    // A second worker takes it once the lease has run out, at the same attempt.
+    let second = start_worker(&app, 1, LEASE_S, &[]);
+    let second_pid = second.child.id();
+    wait_for_line(
+        &second,
+        &format!("test job {id} running (attempt 1, execution 2)"),
+    );
+    let row = wait_for(&app, org.org_id, id, Duration::from_secs(60), |r| {
+        r.state.is_terminal()
+    })
+    .await;
+    assert!(sigterm_and_wait(second).await.success());
+    let runs = runs_of(&app, org.org_id, id).await;
+    figures(
+        "jobs: SIGTERM past the grace period",
+        app.backend,
+        &[
+            ("grace s", GRACE_S.to_string()),
+            ("lease s", LEASE_S.to_string()),
+            ("job ms", JOB_MS.to_string()),
+            ("exit after SIGTERM s", format!("{:.2}", took.as_secs_f64())),
+            ("state at exit", format!("{:?}", left.state)),
+            ("handler runs at exit", runs_at_exit.to_string()),
+            ("executions", row.executions.to_string()),
+            ("interruptions", row.interruptions.to_string()),
+            ("attempt", row.attempt.to_string()),
+            ("completed runs", runs.len().to_string()),
+            ("final state", format!("{:?}", row.state)),
+        ],
+    );
+    assert_eq!(row.state, JobState::Completed);
+    assert_eq!(row.attempt, 1, "the interruption used no attempt");
+    assert_eq!((row.executions, row.interruptions), (2, 1));
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, "completed");
+    assert!(
+        runs[0].worker.contains(&format!(":{second_pid}/")),
+        "{:?}",
+        runs[0]
+    );
+    assert!(!runs[0].worker.contains(&format!(":{first_pid}/")));
 }
 
 async fn max_attempts_ends_in_discarded_and_an_approver_can_retry(app: TestApp) {
@@ -545,10 +768,32 @@ async fn max_attempts_ends_in_discarded_and_an_approver_can_retry(app: TestApp) 
     assert_eq!(recovered.state, JobState::Completed);
     assert_eq!((recovered.attempt, recovered.executions), (2, 2));
     // The retry waited its backoff: at least a second after the first execution.
-    let mut conn = app.app.store().reader().await.unwrap();
-    let runs = conn.test_executions(org.org_id, flaky).await.unwrap();
+    let runs = runs_of(&app, org.org_id, flaky).await;
     assert_eq!(runs.len(), 2);
     let gap = runs[1].started_at - runs[0].finished_at;
+    let rows = [&flaky_row, &doomed_row, &recovered];
+    let count = |state: JobState| rows.iter().filter(|r| r.state == state).count();
+    figures(
+        "jobs: max_attempts and discards",
+        app.backend,
+        &[
+            ("jobs", rows.len().to_string()),
+            (
+                "executions",
+                rows.iter().map(|r| r.executions).sum::<i32>().to_string(),
+            ),
+            (
+                "retries",
+                rows.iter()
+                    .map(|r| r.executions - 1)
+                    .sum::<i32>()
+                    .to_string(),
+            ),
+            ("discarded", count(JobState::Discarded).to_string()),
+            ("completed", count(JobState::Completed).to_string()),
+            ("backoff gap ms", gap.num_milliseconds().to_string()),
+        ],
+    );
     assert!(gap >= chrono::Duration::milliseconds(990), "{gap}");
 
     // An approver retries the discarded job: a new cycle from attempt 1.
@@ -568,6 +813,103 @@ async fn max_attempts_ends_in_discarded_and_an_approver_can_retry(app: TestApp) 
         "available"
     );
     assert_eq!(app.audit_actions(org.org_id, flaky).await.len(), 1);
+}
+
+/// The retry's due time against the backend: after a failure of attempt 1 the stored `run_at`
+/// lies 1–1.25 s after the end of the execution; after attempt 7 (64 s of backoff) it lies
+/// 60–75 s after (the cap, plus its quarter of jitter). Each job draws its own jitter.
+async fn a_failure_schedules_its_retry_within_the_backoff_and_its_jitter(app: TestApp) {
+    const EACH: usize = 10;
+    let org = app.org().await;
+    for n in 0..EACH {
+        app.app
+            .submit_job(echo(org.org_id, json!({"note": ["first", n]})))
+            .await
+            .unwrap();
+        app.app
+            .submit_job(echo(org.org_id, json!({"note": ["capped", n]})))
+            .await
+            .unwrap();
+    }
+    assert!(
+        app.sql_exec("update jobs set attempt = 7 where args like '%capped%'")
+            .await
+    );
+    let failure = tauros::app::JobFailure {
+        kind: tauros::domain::job::FailureKind::Retryable,
+        code: "boom".to_owned(),
+        message: "a retryable failure".to_owned(),
+    };
+    let cap = Duration::from_secs(60);
+    let tolerance = chrono::Duration::milliseconds(2);
+    // Delays in ms by the attempt that failed.
+    let mut delays = std::collections::BTreeMap::<i32, Vec<i64>>::new();
+    while let Some(claimed) = app
+        .app
+        .claim_job(&[ECHO], Duration::from_secs(60), "backoff-test")
+        .await
+        .unwrap()
+    {
+        let before = chrono::Utc::now();
+        let next = app
+            .app
+            .fail_job(&claimed, &failure, cap)
+            .await
+            .unwrap()
+            .expect("the failure is recorded");
+        let after = chrono::Utc::now();
+        let row = job(&app, org.org_id, claimed.id).await.unwrap();
+        assert_eq!(row.state, JobState::Retryable);
+        assert_eq!(row.attempt, claimed.attempt + 1);
+        assert_eq!(row.run_at, next.run_at, "the due time is stored");
+        // The end of the execution: the failure's time, stored with the row.
+        let ended = row.updated_at;
+        assert!(
+            ended >= before - tolerance && ended <= after + tolerance,
+            "{before} <= {ended} <= {after}"
+        );
+        delays
+            .entry(claimed.attempt)
+            .or_default()
+            .push((row.run_at - ended).num_milliseconds());
+    }
+    let bounds = |attempt: i32| match attempt {
+        1 => (1000, 1250),
+        7 => (60_000, 75_000),
+        other => panic!("unexpected attempt {other}"),
+    };
+    let lines: Vec<(String, String)> = delays
+        .iter()
+        .map(|(attempt, ms)| {
+            let distinct: std::collections::BTreeSet<&i64> = ms.iter().collect();
+            let text = format!(
+                "{}, due {}..{} ms after the failure, {} distinct delays",
+                ms.len(),
+                ms.iter().min().unwrap(),
+                ms.iter().max().unwrap(),
+                distinct.len()
+            );
+            (format!("retries after attempt {attempt}"), text)
+        })
+        .collect();
+    let pairs: Vec<(&str, String)> = lines
+        .iter()
+        .map(|(label, text)| (label.as_str(), text.clone()))
+        .collect();
+    figures("jobs: backoff and jitter", app.backend, &pairs);
+    assert_eq!(delays.keys().copied().collect::<Vec<_>>(), [1, 7]);
+    for (attempt, ms) in &delays {
+        let (low, high) = bounds(*attempt);
+        assert_eq!(ms.len(), EACH);
+        for delay in ms {
+            assert!(
+                (low - 2..=high + 2).contains(delay),
+                "after attempt {attempt}: {delay} ms not in [{low}, {high}]"
+            );
+        }
+        let distinct: std::collections::BTreeSet<&i64> = ms.iter().collect();
+        assert!(distinct.len() > 1, "jitter varies the delay: {ms:?}");
+    }
 }
 
 async fn pruning_keeps_deduplication(app: TestApp) {
@@ -608,7 +950,8 @@ async fn pruning_keeps_deduplication(app: TestApp) {
             .unwrap(),
         0
     );
-    assert_eq!(app.app.prune_jobs(&now, 100).await.unwrap(), 1);
+    let pruned = app.app.prune_jobs(&now, 100).await.unwrap();
+    assert_eq!(pruned, 1);
     assert!(job(&app, org.org_id, kept).await.is_none());
     assert!(job(&app, org.org_id, waiting).await.is_some());
     let res = app
@@ -625,15 +968,33 @@ async fn pruning_keeps_deduplication(app: TestApp) {
         .unwrap();
     assert_eq!((again.id, again.replayed), (kept, true));
     assert!(job(&app, org.org_id, kept).await.is_none());
-    match app
+    let conflict = match app
         .app
         .submit_job(submitted(org.org_id, "invoice-9", json!({"note": 2})))
         .await
     {
-        Err(AppError::Conflict { code, .. }) => assert_eq!(code, "submission_conflict"),
+        Err(AppError::Conflict { code, .. }) => code,
         other => panic!("expected submission_conflict, got {other:?}"),
-    }
-    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+    };
+    let jobs = app.sql_count("select count(*) from jobs").await;
+    let records = app.sql_count("select count(*) from job_submissions").await;
+    figures(
+        "jobs: pruning keeps deduplication",
+        app.backend,
+        &[
+            ("pruned", pruned.to_string()),
+            ("jobs left (waiting)", jobs.to_string()),
+            ("submission records", records.to_string()),
+            (
+                "same definition after pruning",
+                format!("replayed {}", again.replayed),
+            ),
+            ("other definition after pruning", conflict.to_string()),
+        ],
+    );
+    assert_eq!(conflict, "submission_conflict");
+    assert_eq!(jobs, 1);
+    assert_eq!(records, 1);
 }
 
 async fn approvers_see_retry_and_cancel_jobs(app: TestApp) {
@@ -806,7 +1167,14 @@ async fn metrics_show_jobs_by_kind_and_state(app: TestApp) {
     assert!(text.contains(&running), "every state is reported: {text}");
     assert!(text.contains("tauros_jobs_oldest_available_age_seconds"));
 
-    // The counters of what this process's workers did.
+    // The counters of what this process's workers did. One execution of the test's own kind
+    // has a lease that has already run out (a frozen worker): the upkeep rescues it.
+    let frozen = app
+        .app
+        .claim_job(&[kind.as_str()], Duration::ZERO, "frozen")
+        .await
+        .unwrap()
+        .expect("a claim");
     app.app
         .submit_job(echo(org.org_id, json!({"fail_attempts": 1})))
         .await
@@ -822,6 +1190,11 @@ async fn metrics_show_jobs_by_kind_and_state(app: TestApp) {
         r.state == JobState::Discarded
     })
     .await;
+    let rescued = wait_for(&app, org.org_id, frozen.id, Duration::from_secs(60), |r| {
+        r.state == JobState::Retryable
+    })
+    .await;
+    assert_eq!((rescued.attempt, rescued.interruptions), (1, 1));
     let deadline = Instant::now() + Duration::from_secs(60);
     while app
         .sql_count("select count(*) from jobs where state = 'completed'")
@@ -840,6 +1213,32 @@ async fn metrics_show_jobs_by_kind_and_state(app: TestApp) {
     ] {
         assert!(text.contains(counter), "{counter} in {text}");
     }
+    // The kind is this test's alone, so its counter holds exactly what this test did (the
+    // gauges are shared with other tests' scrapes, which may zero them meanwhile: read the
+    // database's counts instead).
+    let name = format!("tauros_job_interruptions_total{{kind=\"{kind}\"}} ");
+    let interruptions = text
+        .lines()
+        .find_map(|line| line.strip_prefix(name.as_str())?.trim().parse::<f64>().ok());
+    let stats = app.app.job_stats().await.unwrap();
+    let retryable = stats
+        .counts
+        .iter()
+        .find(|c| c.kind == kind && c.state == JobState::Retryable)
+        .map_or(0, |c| c.count);
+    figures(
+        "jobs: metrics",
+        app.backend,
+        &[
+            (
+                "interruptions counted",
+                interruptions.map_or("none".to_owned(), |n| n.to_string()),
+            ),
+            ("retryable jobs of the kind", retryable.to_string()),
+        ],
+    );
+    assert_eq!(interruptions, Some(1.0), "{text}");
+    assert_eq!(retryable, 1);
 }
 
 /// The acceptance scenario: three `tauros worker` processes (three workers each) on one
@@ -916,17 +1315,30 @@ async fn three_worker_processes_run_a_thousand_jobs_once_each(app: TestApp) {
         let process = worker.split('/').next().unwrap_or_default().to_owned();
         *by_process.entry(process).or_default() += n;
     }
-    println!(
-        "jobs: {JOBS} completed in {:.1} s on {:?}; executions: {executions} (claims {claims}); \
-         retries: {retries} (failed runs {failed_runs}); interruptions: {interruptions}; \
-         overlapping executions: {overlaps}; executions per process: {:?}",
-        elapsed.as_secs_f64(),
+    let lost = JOBS as i64 - completed_jobs;
+    figures(
+        "jobs: three worker processes, 1,000 jobs",
         app.backend,
-        by_process.values().collect::<Vec<_>>(),
+        &[
+            ("jobs", JOBS.to_string()),
+            ("seconds", format!("{:.1}", elapsed.as_secs_f64())),
+            ("executions", executions.to_string()),
+            ("claims", claims.to_string()),
+            ("retries", retries.to_string()),
+            ("failed runs", failed_runs.to_string()),
+            ("interruptions", interruptions.to_string()),
+            ("overlapping executions", overlaps.to_string()),
+            ("completed twice", completed_twice.to_string()),
+            ("lost", lost.to_string()),
+            (
+                "executions per process",
+                format!("{:?}", by_process.values().collect::<Vec<_>>()),
+            ),
+        ],
     );
     assert_eq!(overlaps, 0, "no job ran in two places at once");
     assert_eq!(completed_twice, 0, "no job completed twice");
-    assert_eq!(completed_jobs, JOBS as i64, "every job ran to completion");
+    assert_eq!(lost, 0, "every job ran to completion");
     assert_eq!(retries, (JOBS / 10) as i64, "one retry per failing job");
     assert_eq!(failed_runs, retries);
     assert_eq!(

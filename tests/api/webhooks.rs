@@ -9,7 +9,7 @@
 //! point): without that, the outbound policy refuses every loopback address.
 
 use crate::helpers::{
-    Backend, TestApp, both_backends, expect_problem, expect_status, id_of, spawn_app,
+    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, spawn_app,
     spawn_app_with, uuid_of,
 };
 use axum::body::Bytes;
@@ -40,6 +40,7 @@ both_backends!(
     every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart,
     a_command_that_rolls_back_enqueues_no_delivery,
     deleting_an_endpoint_cancels_its_waiting_deliveries,
+    a_redirect_is_not_followed_and_the_attempt_fails,
     the_address_is_vetted_again_at_delivery,
     secrets_are_sealed_at_rest_with_the_operators_key,
 );
@@ -205,6 +206,27 @@ fn the_documented_receiver_is_the_one_the_exercises_run() {
     );
 }
 
+/// docs/WEBHOOKS.md's Events table names every event type the service sends, and no other.
+#[test]
+fn the_documented_events_are_the_event_types() {
+    let doc = std::fs::read_to_string(format!("{}/docs/WEBHOOKS.md", env!("CARGO_MANIFEST_DIR")))
+        .unwrap();
+    let (_, table) = doc
+        .split_once("| event type | when |\n|---|---|\n")
+        .expect("docs/WEBHOOKS.md has the events table");
+    let documented: Vec<&str> = table
+        .lines()
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            line.split('`')
+                .nth(1)
+                .expect("a `type` in the first column")
+        })
+        .collect();
+    let sent: Vec<&str> = tauros::domain::webhook::event_types().collect();
+    assert_eq!(documented, sent);
+}
+
 /// What the receiver does with the next request (of any path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -215,6 +237,9 @@ enum Fault {
     /// Process the event, then never answer (until the test releases it): the sender times
     /// out.
     Hang,
+    /// Answer this 3xx status with a `Location` of the receiver's redirect target, without
+    /// processing the event.
+    Redirect(u16),
 }
 
 /// One request as the receiver saw it.
@@ -243,6 +268,8 @@ struct Inbox {
     seen: Vec<Seen>,
     /// (path, webhook-id) processed once.
     processed: HashSet<(String, String)>,
+    /// Where a [`Fault::Redirect`] points.
+    redirect_to: String,
 }
 
 struct ReceiverState {
@@ -276,7 +303,8 @@ impl Receiver {
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {
         let router = axum::Router::new()
-            .route("/{path}", axum::routing::post(receive))
+            // Any method: a GET (a 302 or 303 followed) would be recorded too.
+            .route("/{path}", axum::routing::any(receive))
             .with_state(Arc::clone(&self.state));
         self.server = Some(tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
@@ -312,6 +340,10 @@ impl Receiver {
 
     fn inject(&self, faults: &[Fault]) {
         self.state.inbox.lock().unwrap().faults.extend(faults);
+    }
+
+    fn redirect_to(&self, url: &str) {
+        self.state.inbox.lock().unwrap().redirect_to = url.to_owned();
     }
 
     fn fail_always(&self, path: &str) {
@@ -378,7 +410,7 @@ async fn receive(
         let key = (path.clone(), id.clone());
         let duplicate = inbox.processed.contains(&key);
         // A verified event is processed (once per id) unless refused before processing.
-        if signed.is_some() && !matches!(fault, Some(Fault::Refuse(_))) {
+        if signed.is_some() && !matches!(fault, Some(Fault::Refuse(_) | Fault::Redirect(_))) {
             inbox.processed.insert(key);
         }
         inbox.seen.push(Seen {
@@ -395,6 +427,14 @@ async fn receive(
         if signed.is_none() {
             return AxumStatus::UNAUTHORIZED.into_response();
         }
+        if let Some(Fault::Redirect(status)) = fault {
+            let location = inbox.redirect_to.clone();
+            return (
+                AxumStatus::from_u16(status).unwrap(),
+                [(axum::http::header::LOCATION, location)],
+            )
+                .into_response();
+        }
         fault
     };
     match fault {
@@ -406,6 +446,7 @@ async fn receive(
             state.release.notified().await;
             AxumStatus::NO_CONTENT.into_response()
         }
+        Some(Fault::Redirect(_)) => unreachable!("answered above"),
     }
 }
 
@@ -968,6 +1009,50 @@ async fn every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart
     assert!(refused >= 1, "the restart");
     assert_eq!(answered + timeouts + refused, attempts.len());
     let duplicates = seen.iter().filter(|s| s.duplicate).count();
+    let processed = receiver.processed("all").len() + receiver.processed("approvals").len();
+    // Expected (path, event) pairs the receiver never processed, and any it processed that
+    // were not expected.
+    let expected: BTreeSet<(String, String)> = all_events
+        .iter()
+        .map(|(id, _)| ("all".to_owned(), id.clone()))
+        .chain(
+            approved
+                .iter()
+                .map(|id| ("approvals".to_owned(), id.clone())),
+        )
+        .collect();
+    let got: BTreeSet<(String, String)> = ["all", "approvals"]
+        .iter()
+        .flat_map(|path| {
+            receiver
+                .processed(path)
+                .into_iter()
+                .map(move |id| ((*path).to_owned(), id))
+        })
+        .collect();
+    let lost = expected.difference(&got).count();
+    let unexpected = got.difference(&expected).count();
+    let unverified = seen.iter().filter(|s| s.signed_with.is_none()).count();
+    figures(
+        "webhooks: receiver with 500s, a timeout, a restart and a rotation",
+        backend,
+        &[
+            ("events", all_events.len().to_string()),
+            ("deliveries", deliveries_made.to_string()),
+            ("attempts", attempts.len().to_string()),
+            ("answered", answered.to_string()),
+            ("timed out", timeouts.to_string()),
+            ("refused at connect", refused.to_string()),
+            ("requests received", seen.len().to_string()),
+            ("signatures failing", unverified.to_string()),
+            ("duplicates seen before dedup", duplicates.to_string()),
+            ("processed after dedup", processed.to_string()),
+            ("lost", lost.to_string()),
+            ("unexpected", unexpected.to_string()),
+        ],
+    );
+    assert_eq!((lost, unexpected, unverified), (0, 0, 0));
+    assert_eq!(processed, deliveries_made, "each delivery processed once");
     assert!(
         duplicates >= 2,
         "failures after processing and the hang are seen again"
@@ -1029,21 +1114,6 @@ async fn every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart
             "{outcome} in /metrics"
         );
     }
-
-    println!(
-        "webhooks ({backend:?}): {} events, {} deliveries, {} attempts ({} answered, {} timed out, \
-         {} refused at connect), {} requests reached the receiver, {} duplicates before dedup, \
-         {} events processed after dedup",
-        all_events.len(),
-        deliveries_made,
-        attempts.len(),
-        answered,
-        timeouts,
-        refused,
-        seen.len(),
-        duplicates,
-        receiver.processed("all").len() + receiver.processed("approvals").len(),
-    );
 }
 
 async fn deliveries_for(app: &TestApp, endpoint: Uuid) -> usize {
@@ -1092,11 +1162,8 @@ async fn a_command_that_rolls_back_enqueues_no_delivery(backend: Backend) {
         app.invoice(&b.org.agent_key, id_of(&draft)).await["state"],
         "draft"
     );
-    assert_eq!(
-        app.sql_count("select count(*) from jobs").await,
-        0,
-        "no delivery"
-    );
+    let jobs_after_rollback = app.sql_count("select count(*) from jobs").await;
+    assert_eq!(jobs_after_rollback, 0, "no delivery");
 
     // The same command, committed: one delivery, and the receiver gets it.
     assert!(
@@ -1113,8 +1180,26 @@ async fn a_command_that_rolls_back_enqueues_no_delivery(backend: Backend) {
     )
     .await;
     assert!(workers.shutdown(Duration::from_secs(10)).await);
-    assert_eq!(receiver.seen().len(), 1);
-    assert_eq!(app.sql_count("select count(*) from jobs").await, 1);
+    let jobs_after_commit = app.sql_count("select count(*) from jobs").await;
+    let requests = receiver.seen().len();
+    figures(
+        "webhooks: a command that rolls back",
+        backend,
+        &[
+            (
+                "delivery jobs after the rollback",
+                jobs_after_rollback.to_string(),
+            ),
+            (
+                "delivery jobs after the commit",
+                jobs_after_commit.to_string(),
+            ),
+            ("requests received", requests.to_string()),
+            ("processed", receiver.processed("in").len().to_string()),
+        ],
+    );
+    assert_eq!(requests, 1);
+    assert_eq!(jobs_after_commit, 1);
 }
 
 async fn deleting_an_endpoint_cancels_its_waiting_deliveries(backend: Backend) {
@@ -1238,13 +1323,134 @@ async fn deleting_an_endpoint_cancels_its_waiting_deliveries(backend: Backend) {
     )
     .await;
     assert!(workers.shutdown(Duration::from_secs(10)).await);
+    let seen = receiver.seen();
+    let to_deleted = seen.iter().filter(|s| s.path == "down").count();
+    let up_attempts = deliveries_for(&app, up).await;
+    let jobs = delivery_jobs(&app).await;
+    figures(
+        "webhooks: deleting an endpoint",
+        backend,
+        &[
+            ("requests to the deleted endpoint", to_deleted.to_string()),
+            (
+                "its deliveries cancelled",
+                detail["cancelled_deliveries"].to_string(),
+            ),
+            (
+                "orphan delivery",
+                format!(
+                    "{} at attempt {}",
+                    orphan["state"].as_str().unwrap_or_default(),
+                    orphan["attempt"]
+                ),
+            ),
+            ("other endpoint's attempts", up_attempts.to_string()),
+            (
+                "other endpoint processed",
+                receiver.processed("up").len().to_string(),
+            ),
+            ("delivery jobs by state", format!("{jobs:?}")),
+        ],
+    );
+    assert_eq!(to_deleted, 1, "only the attempt before the delete");
     assert!(
-        receiver
-            .seen()
-            .iter()
+        seen.iter()
             .all(|s| s.path == "up" || s.fault == Some(Fault::Refuse(500)))
     );
-    assert_eq!(deliveries_for(&app, up).await, 1);
+    assert_eq!(up_attempts, 1);
+}
+
+/// A 3xx answer is an answer like any other non-2xx: the attempt fails and is retried, and the
+/// `Location` is never contacted (it points at a second receiver that records every request,
+/// of any method).
+async fn a_redirect_is_not_followed_and_the_attempt_fails(backend: Backend) {
+    const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    let elsewhere = Receiver::start().await;
+    let (endpoint, secret) =
+        register(&app, &token, &receiver.url("in"), &["invoice.created"], 5).await;
+    receiver.accept("in", &secret);
+    elsewhere.accept("in", &secret);
+    receiver.redirect_to(&elsewhere.url("in"));
+    let faults: Vec<Fault> = REDIRECTS.iter().map(|s| Fault::Redirect(*s)).collect();
+    receiver.inject(&faults);
+    let workers = start_workers(&app.app);
+    let draft = app.draft(&b, "redirected").await;
+    let event = events(&app, &token, id_of(&draft)).await[0].0.clone();
+    until(
+        "the delivery after the redirects",
+        || async { receiver.processed("in") },
+        |p| p.contains(&event),
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+
+    let seen = receiver.seen();
+    let mut items = deliveries(&app, &token, endpoint).await;
+    items.reverse();
+    let statuses: Vec<i64> = items
+        .iter()
+        .map(|i| i["status_code"].as_i64().unwrap())
+        .collect();
+    let delivered = items.iter().filter(|i| i["delivered"] == true).count();
+    let job = expect_status(
+        app.get(
+            &format!("/v1/jobs/{}", items[0]["job_id"].as_str().unwrap()),
+            &token,
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    figures(
+        "webhooks: redirects not followed",
+        backend,
+        &[
+            ("redirects answered", REDIRECTS.len().to_string()),
+            ("attempts", items.len().to_string()),
+            ("statuses", format!("{statuses:?}")),
+            ("delivered", delivered.to_string()),
+            ("requests to the receiver", seen.len().to_string()),
+            (
+                "requests to the redirect target",
+                elsewhere.seen().len().to_string(),
+            ),
+            (
+                "duplicates seen before dedup",
+                seen.iter().filter(|s| s.duplicate).count().to_string(),
+            ),
+            (
+                "job",
+                format!(
+                    "{} at attempt {}",
+                    job["state"].as_str().unwrap_or_default(),
+                    job["attempt"]
+                ),
+            ),
+        ],
+    );
+    assert!(
+        elsewhere.seen().is_empty(),
+        "the Location was never contacted"
+    );
+    let mut expected: Vec<i64> = REDIRECTS.iter().map(|s| i64::from(*s)).collect();
+    expected.push(204);
+    assert_eq!(statuses, expected, "each redirect is an attempt of its own");
+    for (n, item) in items.iter().enumerate() {
+        assert_eq!(item["attempt"], n + 1);
+        assert_eq!(item["delivered"], n == REDIRECTS.len(), "{item}");
+        assert!(item["error_kind"].is_null(), "{item}");
+    }
+    assert_eq!(seen.len(), REDIRECTS.len() + 1);
+    assert!(
+        seen.iter()
+            .all(|s| s.signed_with == Some(0) && s.id == event)
+    );
+    assert_eq!(job["state"], "completed");
+    assert_eq!(job["attempt"], REDIRECTS.len() + 1);
 }
 
 async fn the_address_is_vetted_again_at_delivery(backend: Backend) {
