@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 both_backends!(
     sixteen_parallel_redeliveries_write_one_event,
+    racing_bodies_under_one_event_id_write_one_event_and_one_payment,
     a_redelivery_replays_and_another_body_conflicts,
     confirmed_before_observed_never_moves_back,
     two_partial_payments_pay_the_invoice,
@@ -158,6 +159,83 @@ async fn sixteen_parallel_redeliveries_write_one_event(app: TestApp) {
         1
     );
     assert_eq!(app.sql_count("select count(*) from payments").await, 1);
+    let actions = app
+        .event_actions(&b.org.approver_token, id_of(&invoice))
+        .await;
+    assert_eq!(
+        actions.iter().filter(|a| *a == "payment_applied").count(),
+        1,
+        "{actions:?}"
+    );
+}
+
+/// Two bodies race under one event id, each eight times, naming different payments: one
+/// event is kept, its body's copies are replays, the other body's are refused, and a refused
+/// request leaves no payment of its own behind (not even an empty one in the inbox).
+async fn racing_bodies_under_one_event_id_write_one_event_and_one_payment(app: TestApp) {
+    let (b, key) = setup(&app).await;
+    let invoice = issued(&app, &b, "racing-bodies").await;
+    let bodies = [
+        event("evt-1", "pay-a", &invoice, "1200.00", "confirmed", 1),
+        event("evt-1", "pay-b", &invoice, "1200.00", "confirmed", 1),
+    ];
+    let requests = (0..16)
+        .map(|n| app.post_request("/v1/settlement-events", &key, &bodies[n % 2]))
+        .collect();
+    let mut answers = Vec::new();
+    for (n, res) in parallel(requests).await.into_iter().enumerate() {
+        let status = res.status();
+        let answer = expect_status(res, status).await;
+        answers.push((n % 2, status, answer));
+    }
+    let created: Vec<&(usize, StatusCode, Value)> = answers
+        .iter()
+        .filter(|(_, status, _)| *status == StatusCode::CREATED)
+        .collect();
+    assert_eq!(created.len(), 1, "{answers:?}");
+    let (winner, _, first) = created[0];
+    let (mut replays, mut conflicts) = (0, 0);
+    for (body, status, answer) in &answers {
+        match *status {
+            StatusCode::CREATED => {}
+            StatusCode::OK => {
+                assert_eq!(body, winner, "only the kept body replays: {answer}");
+                assert_eq!(answer["replayed"], true);
+                assert_eq!(answer["event"]["id"], first["event"]["id"]);
+                assert_eq!(answer["payment"]["id"], first["payment"]["id"]);
+                replays += 1;
+            }
+            StatusCode::CONFLICT => {
+                assert_ne!(body, winner, "the kept body never conflicts: {answer}");
+                assert_eq!(answer["code"], "idempotency_conflict");
+                assert_eq!(answer["settlement_event_id"], first["event"]["id"]);
+                conflicts += 1;
+            }
+            other => panic!("unexpected {other}: {answer}"),
+        }
+    }
+    assert_eq!((replays, conflicts), (7, 8));
+    assert_eq!(
+        app.sql_count("select count(*) from settlement_events")
+            .await,
+        1
+    );
+    assert_eq!(app.sql_count("select count(*) from payments").await, 1);
+    // What a human sees: one payment, the kept one, with its one event.
+    let res = app.get("/v1/payments", &b.org.approver_token).await;
+    let listed = expect_status(res, StatusCode::OK).await["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["id"], first["payment"]["id"]);
+    assert_eq!(listed[0]["payment_id"], bodies[*winner]["payment_id"]);
+    assert_eq!(listed[0]["status"], "applied");
+    assert_eq!(listed[0]["event_count"], 1);
+    let detail = payment(&app, &b.org.approver_token, &listed[0]["id"]).await;
+    assert_eq!(detail["events"].as_array().unwrap().len(), 1);
+    let now = app.invoice(&b.org.approver_token, id_of(&invoice)).await;
+    assert_eq!(now["state"], "paid");
     let actions = app
         .event_actions(&b.org.approver_token, id_of(&invoice))
         .await;
