@@ -24,6 +24,7 @@ both_backends!(
     an_overpayment_is_listed,
     wrong_currency_and_unknown_invoices_are_listed_and_never_applied,
     a_contradicting_event_is_listed_as_a_conflict,
+    a_contradiction_in_currency_or_invoice_is_a_conflict,
     payments_before_issue_are_matched_at_issue,
     only_a_settlement_key_may_report,
     bad_input_names_the_field_and_floats_are_refused,
@@ -632,6 +633,90 @@ async fn a_contradicting_event_is_listed_as_a_conflict(app: TestApp) {
     assert_eq!(actions.last().unwrap(), "payment_reversed");
 }
 
+/// A later event that names another currency or another invoice than its payment's first is a
+/// contradiction too: kept, listed as a conflict, and nothing of the payment counts, on
+/// neither invoice.
+async fn a_contradiction_in_currency_or_invoice_is_a_conflict(app: TestApp) {
+    let (b, key) = setup(&app).await;
+    let first = issued(&app, &b, "conflict-currency").await;
+    let second = issued(&app, &b, "conflict-invoice").await;
+    let euros = report(
+        &app,
+        &key,
+        &event("e1", "pay-currency", &first, "500", "confirmed", 1),
+    )
+    .await;
+    assert_eq!(euros["invoice"]["state"], "partially_paid");
+    let mut dollars = event("e2", "pay-currency", &first, "500", "confirmed", 2);
+    dollars["currency"] = json!("USD");
+    let dollars = report(&app, &key, &dollars).await;
+    assert_eq!(dollars["event"]["contradicts"], true);
+    assert_eq!(dollars["payment"]["status"], "conflict");
+    assert_eq!(dollars["payment"]["currency"], "EUR");
+    assert_eq!(dollars["invoice"]["state"], "issued");
+    assert_eq!(dollars["invoice"]["amount_paid"], "0.00");
+
+    let on_second = report(
+        &app,
+        &key,
+        &event("e3", "pay-invoice", &second, "300", "confirmed", 3),
+    )
+    .await;
+    assert_eq!(on_second["invoice"]["state"], "partially_paid");
+    // The same payment, now said to be for the first invoice.
+    let elsewhere = report(
+        &app,
+        &key,
+        &event("e4", "pay-invoice", &first, "300", "confirmed", 4),
+    )
+    .await;
+    assert_eq!(elsewhere["event"]["contradicts"], true);
+    assert_eq!(elsewhere["payment"]["status"], "conflict");
+    assert_eq!(elsewhere["payment"]["invoice_id"], second["id"]);
+    assert_eq!(elsewhere["payment"]["matched_invoice_id"], second["id"]);
+    for invoice in [&first, &second] {
+        let now = app.invoice(&b.org.approver_token, id_of(invoice)).await;
+        assert_eq!(now["state"], "issued", "{now}");
+        assert_eq!(now["amount_paid"], "0.00", "{now}");
+    }
+    // The first invoice never counted the second payment: only the dollar conflict moved it.
+    let actions = app
+        .event_actions(&b.org.approver_token, id_of(&first))
+        .await;
+    let payments: Vec<&str> = actions
+        .iter()
+        .map(String::as_str)
+        .filter(|a| a.starts_with("payment_"))
+        .collect();
+    assert_eq!(payments, ["payment_applied", "payment_reversed"]);
+
+    let mut listed: Vec<Value> = inbox(&app, &b.org.approver_token, "conflict")
+        .await
+        .iter()
+        .map(|p| p["payment_id"].clone())
+        .collect();
+    listed.sort_by_key(|v| v.to_string());
+    assert_eq!(listed, [json!("pay-currency"), json!("pay-invoice")]);
+    for (answer, currencies) in [(&dollars, ["EUR", "USD"]), (&elsewhere, ["EUR", "EUR"])] {
+        let detail = payment(&app, &b.org.approver_token, &answer["payment"]["id"]).await;
+        let events = detail["events"].as_array().unwrap();
+        let seen: Vec<(&Value, &Value)> = events
+            .iter()
+            .map(|e| (&e["currency"], &e["contradicts"]))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (&json!(currencies[0]), &json!(false)),
+                (&json!(currencies[1]), &json!(true))
+            ]
+        );
+    }
+    let detail = payment(&app, &b.org.approver_token, &elsewhere["payment"]["id"]).await;
+    assert_eq!(detail["events"][0]["invoice_id"], second["id"]);
+    assert_eq!(detail["events"][1]["invoice_id"], first["id"]);
+}
+
 async fn payments_before_issue_are_matched_at_issue(app: TestApp) {
     let (b, key) = setup(&app).await;
     let by_id = approved(&app, &b, "early-by-id").await;
@@ -653,6 +738,20 @@ async fn payments_before_issue_are_matched_at_issue(app: TestApp) {
     numbered["invoice_number"] = json!(format!("INV-{year}-000002"));
     let numbered = report(&app, &key, &numbered).await;
     assert_eq!(numbered["payment"]["unmatched_reason"], "unknown_invoice");
+    // Until the issue, both wait in the inbox, each with its reason.
+    let mut waiting: Vec<(Value, Value)> = inbox(&app, &b.org.approver_token, "unmatched")
+        .await
+        .iter()
+        .map(|p| (p["payment_id"].clone(), p["unmatched_reason"].clone()))
+        .collect();
+    waiting.sort_by_key(|(id, _)| id.to_string());
+    assert_eq!(
+        waiting,
+        [
+            (json!("pay-1"), json!("invoice_not_issued")),
+            (json!("pay-2"), json!("unknown_invoice"))
+        ]
+    );
 
     let first = issue(&app, &b, &by_id).await;
     assert_eq!(first["number"], format!("INV-{year}-000001"));
@@ -1049,6 +1148,19 @@ async fn overdue_is_computed_and_listed(app: TestApp) {
         [late["id"].clone()]
     );
     assert!(ids(&list("/v1/invoices?overdue=false").await).contains(&on_time["id"]));
+    // The proposing agent's list (read through its key, by its own query) filters alike.
+    let agents = |query: &'static str| {
+        let app = &app;
+        let key = b.org.agent_key.clone();
+        async move { expect_status(app.get(query, &key).await, StatusCode::OK).await }
+    };
+    assert_eq!(
+        ids(&agents("/v1/invoices?overdue=true").await),
+        [late["id"].clone()]
+    );
+    let not_overdue = ids(&agents("/v1/invoices?overdue=false").await);
+    assert!(not_overdue.contains(&on_time["id"]));
+    assert!(!not_overdue.contains(&late["id"]));
     // Partly paid it is still overdue; paid in full it is not.
     report(
         &app,
@@ -1070,6 +1182,8 @@ async fn overdue_is_computed_and_listed(app: TestApp) {
     assert_eq!(paid["state"], "paid");
     assert_eq!(paid["overdue"], false);
     assert!(ids(&list("/v1/invoices?overdue=true").await).is_empty());
+    assert!(ids(&agents("/v1/invoices?overdue=true").await).is_empty());
+    assert!(ids(&agents("/v1/invoices?overdue=false").await).contains(&late["id"]));
     let res = app
         .get("/v1/invoices?overdue=yes", &b.org.approver_token)
         .await;
