@@ -1451,7 +1451,9 @@ async fn every_payment_move_is_one_delivery(backend: Backend) {
         let res = app.post("/v1/settlement-events", &bank, body).await;
         let recorded = expect_status(res, StatusCode::CREATED).await;
         assert_eq!(recorded["invoice"]["state"], state, "{event_id}");
-        let mut new = events(&app, &token, id_of(&invoice)).await.split_off(before);
+        let mut new = events(&app, &token, id_of(&invoice))
+            .await
+            .split_off(before);
         if moved {
             assert_eq!(new.len(), 1, "{event_id}: one invoice event");
             let (id, action) = new.remove(0);
@@ -1463,7 +1465,11 @@ async fn every_payment_move_is_one_delivery(backend: Backend) {
         // Exactly one delivery job per move so far, each for one of the moves.
         let mut expected: Vec<String> = moves.iter().map(|(id, _, _)| id.clone()).collect();
         expected.sort();
-        assert_eq!(delivery_job_events(&app, &token).await, expected, "{event_id}");
+        assert_eq!(
+            delivery_job_events(&app, &token).await,
+            expected,
+            "{event_id}"
+        );
     }
     let actions: Vec<&str> = moves.iter().map(|(_, a, _)| a.as_str()).collect();
     assert_eq!(
