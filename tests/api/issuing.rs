@@ -5,8 +5,8 @@
 //! effects (issue events): one effect wherever the peer deduplicates.
 
 use crate::helpers::{
-    figures,
-    Backend, TestApp, both_backends, expect_problem, expect_status, id_of, spawn_app_with, sql_uuid,
+    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, spawn_app_with,
+    sql_uuid,
 };
 use crate::jobs::{WorkerProcess, start_worker};
 use crate::peer::{Peer, PeerDir};
