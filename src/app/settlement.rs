@@ -151,7 +151,8 @@ impl App {
                     return Ok(Replayed::fresh(*recorded));
                 }
                 // Read in this transaction and answered after its commit, as a create's
-                // loser is.
+                // loser is. A conflict rolls back: this attempt may have inserted a payment
+                // for its own payment id, and a refused event writes nothing.
                 Attempt::Redelivered => {
                     let existing = tx
                         .settlement_event_by_source(
@@ -163,9 +164,9 @@ impl App {
                         .ok_or_else(|| {
                             AppError::Internal("event vanished after a key conflict".into())
                         })?;
-                    let answer = replay(&mut *tx, existing, &event.fingerprint).await;
+                    let answer = replay(&mut *tx, existing, &event.fingerprint).await?;
                     tx.commit().await?;
-                    return answer;
+                    return Ok(answer);
                 }
                 Attempt::Retry => continue,
             }

@@ -43,6 +43,7 @@ both_backends!(
     a_redirect_is_not_followed_and_the_attempt_fails,
     the_address_is_vetted_again_at_delivery,
     secrets_are_sealed_at_rest_with_the_operators_key,
+    every_payment_move_is_one_delivery,
 );
 
 const ALL_EVENTS: [&str; 8] = [
@@ -1571,4 +1572,140 @@ async fn secrets_are_sealed_at_rest_with_the_operators_key(backend: Backend) {
     .await;
     assert!(with_key.shutdown(Duration::from_secs(10)).await);
     assert_eq!(receiver.seen()[0].signed_with, Some(0));
+}
+
+/// The delivery jobs of the organisation (`GET /v1/jobs?kind=webhook.deliver.v1`): the events
+/// they deliver, by invoice event id.
+async fn delivery_job_events(app: &TestApp, token: &str) -> Vec<String> {
+    let res = app
+        .get("/v1/jobs?kind=webhook.deliver.v1&limit=100", token)
+        .await;
+    let page = expect_status(res, StatusCode::OK).await;
+    assert!(page["next_cursor"].is_null());
+    let mut events: Vec<String> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["args"]["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    events.sort();
+    events
+}
+
+/// Each change of what an invoice's payments cover is one invoice event and one delivery to an
+/// endpoint subscribed to the payment events: applied, applied, reversed give three
+/// deliveries of the right type and states; a settlement event that moves nothing (a late
+/// observation) and the issue (not subscribed) give none.
+async fn every_payment_move_is_one_delivery(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    let (_, secret) = register(
+        &app,
+        &token,
+        &receiver.url("payments"),
+        &["invoice.payment_applied", "invoice.payment_reversed"],
+        5,
+    )
+    .await;
+    receiver.accept("payments", &secret);
+    let res = app
+        .post(
+            "/v1/agents",
+            &token,
+            json!({"name": "Bank feed", "capabilities": ["settlement"]}),
+        )
+        .await;
+    let bank = expect_status(res, StatusCode::CREATED).await["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pending = app.pending(&b, "paid-with-webhooks").await;
+    let approved = command(
+        &app,
+        &token,
+        &pending,
+        "approve",
+        TestApp::decision_body(&pending, None),
+    )
+    .await;
+    let invoice = command(&app, &token, &approved, "issue", json!({})).await;
+    assert_eq!(invoice["state"], "issued");
+    assert!(delivery_job_events(&app, &token).await.is_empty());
+
+    // (event id, payment, amount, status, second, the invoice's state after it, moves)
+    let journey = [
+        ("e1", "pay-1", "400", "confirmed", 1, "partially_paid", true),
+        ("e2", "pay-2", "800", "confirmed", 2, "paid", true),
+        ("e3", "pay-1", "400", "observed", 0, "paid", false),
+        ("e4", "pay-2", "800", "failed", 3, "partially_paid", true),
+    ];
+    let mut moves = Vec::new();
+    for (event_id, payment, amount, status, second, state, moved) in journey {
+        let body = json!({
+            "source": "bank",
+            "event_id": event_id,
+            "payment_id": payment,
+            "invoice_id": invoice["id"],
+            "amount": amount,
+            "currency": "EUR",
+            "status": status,
+            "occurred_at": format!("2026-03-01T12:00:{second:02}Z"),
+        });
+        let before = events(&app, &token, id_of(&invoice)).await.len();
+        let res = app.post("/v1/settlement-events", &bank, body).await;
+        let recorded = expect_status(res, StatusCode::CREATED).await;
+        assert_eq!(recorded["invoice"]["state"], state, "{event_id}");
+        let mut new = events(&app, &token, id_of(&invoice))
+            .await
+            .split_off(before);
+        if moved {
+            assert_eq!(new.len(), 1, "{event_id}: one invoice event");
+            let (id, action) = new.remove(0);
+            assert!(action.starts_with("payment_"), "{event_id}: {action}");
+            moves.push((id, action, state));
+        } else {
+            assert!(new.is_empty(), "{event_id} moves nothing: {new:?}");
+        }
+        // Exactly one delivery job per move so far, each for one of the moves.
+        let mut expected: Vec<String> = moves.iter().map(|(id, _, _)| id.clone()).collect();
+        expected.sort();
+        assert_eq!(
+            delivery_job_events(&app, &token).await,
+            expected,
+            "{event_id}"
+        );
+    }
+    let actions: Vec<&str> = moves.iter().map(|(_, a, _)| a.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["payment_applied", "payment_applied", "payment_reversed"]
+    );
+
+    // Delivered, each once, with its type and the invoice's states before and after.
+    let workers = start_workers(&app.app);
+    let ids: BTreeSet<String> = moves.iter().map(|(id, _, _)| id.clone()).collect();
+    until(
+        "the payment deliveries",
+        || async { receiver.processed("payments") },
+        |p| *p == ids,
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 3, "one request per move");
+    let previous = ["issued", "partially_paid", "paid"];
+    for ((id, action, state), before) in moves.iter().zip(previous) {
+        let delivery = seen
+            .iter()
+            .find(|s| s.body["data"]["event"]["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no delivery of {id}"));
+        assert_eq!(delivery.signed_with, Some(0));
+        assert_eq!(delivery.body["type"], format!("invoice.{action}"));
+        let at = &delivery.body["data"]["invoice"];
+        assert_eq!(at["id"], invoice["id"]);
+        assert_eq!(at["state"], *state);
+        assert_eq!(at["previous_state"], before);
+    }
 }
