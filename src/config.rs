@@ -551,7 +551,10 @@ mod tests {
 
     #[test]
     fn mcp_origins_are_their_own_else_the_cors_origins() {
-        let cors = ["--cors-origins", "https://console.example, https://ops.example"];
+        let cors = [
+            "--cors-origins",
+            "https://console.example, https://ops.example",
+        ];
         // Unset or empty: the CORS origins, trimmed.
         let unset_or_empty: [&[&str]; 3] = [&[], &["--mcp-origins", ""], &["--mcp-origins", " , "]];
         for own in unset_or_empty {
@@ -565,7 +568,10 @@ mod tests {
         // Given: only those, the CORS list ignored.
         let args: Vec<&str> = cors
             .iter()
-            .chain(&["--mcp-origins", " https://agent.example ,,https://ide.example"])
+            .chain(&[
+                "--mcp-origins",
+                " https://agent.example ,,https://ide.example",
+            ])
             .copied()
             .collect();
         assert_eq!(

@@ -639,7 +639,10 @@ mod tests {
                 s.split_once('.').is_some_and(|(units, fraction)| {
                     !units.is_empty()
                         && !fraction.is_empty()
-                        && units.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit())
+                        && units
+                            .bytes()
+                            .chain(fraction.bytes())
+                            .all(|b| b.is_ascii_digit())
                 })
             })
             .collect()
@@ -656,7 +659,11 @@ mod tests {
             // "Reads only"; a tool that reads says so.
             assert_eq!(promises == ["Reads only"], reads, "{}", tool.name());
             for promise in promises {
-                assert!(text.contains(promise), "{}: {promise:?} in {text}", tool.name());
+                assert!(
+                    text.contains(promise),
+                    "{}: {promise:?} in {text}",
+                    tool.name()
+                );
             }
         }
     }
@@ -675,20 +682,29 @@ mod tests {
             money.push(tool.name());
             let text = tool.description();
             let examples = quoted_decimals(text);
-            assert!(!examples.is_empty(), "{}: no decimal string in {text}", tool.name());
+            assert!(
+                !examples.is_empty(),
+                "{}: no decimal string in {text}",
+                tool.name()
+            );
             assert!(text.contains("minor units"), "{}", tool.name());
             // The minor-unit example is the decimal one without its point.
             let minor = examples[0].replace('.', "");
             assert!(text.contains(&minor), "{}: {minor} in {text}", tool.name());
             assert!(
-                text.contains("never a JSON float") || text.contains("Floating-point numbers are refused"),
+                text.contains("never a JSON float")
+                    || text.contains("Floating-point numbers are refused"),
                 "{}",
                 tool.name()
             );
         }
         assert_eq!(
             money,
-            ["create_invoice_draft", "revise_invoice", "record_settlement_event"]
+            [
+                "create_invoice_draft",
+                "revise_invoice",
+                "record_settlement_event"
+            ]
         );
     }
 }
