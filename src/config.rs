@@ -525,3 +525,75 @@ pub fn default_pool_size() -> u32 {
         .unwrap_or(u32::MAX)
         .clamp(8, 32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `tauros serve` with these flags, parsed as the binary parses them (no process
+    /// environment is changed: that would race the other tests).
+    fn serve(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let args = ["tauros", "serve"].iter().chain(flags);
+        match Cli::try_parse_from(args)?.command {
+            Command::Serve(serve) => Ok(serve),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn mcp_is_on_by_default_turned_off_with_off_and_nothing_else() {
+        assert!(serve(&[]).unwrap().mcp().enabled);
+        assert!(serve(&["--mcp", "on"]).unwrap().mcp().enabled);
+        assert!(!serve(&["--mcp", "off"]).unwrap().mcp().enabled);
+        let wrong = serve(&["--mcp", "no"]).unwrap_err();
+        assert_eq!(wrong.kind(), clap::error::ErrorKind::InvalidValue);
+    }
+
+    #[test]
+    fn mcp_origins_are_their_own_else_the_cors_origins() {
+        let cors = [
+            "--cors-origins",
+            "https://console.example, https://ops.example",
+        ];
+        // Unset or empty: the CORS origins, trimmed.
+        let unset_or_empty: [&[&str]; 3] = [&[], &["--mcp-origins", ""], &["--mcp-origins", " , "]];
+        for own in unset_or_empty {
+            let args: Vec<&str> = cors.iter().chain(own).copied().collect();
+            assert_eq!(
+                serve(&args).unwrap().mcp().origins,
+                ["https://console.example", "https://ops.example"],
+                "{own:?}"
+            );
+        }
+        // Given: only those, the CORS list ignored.
+        let args: Vec<&str> = cors
+            .iter()
+            .chain(&[
+                "--mcp-origins",
+                " https://agent.example ,,https://ide.example",
+            ])
+            .copied()
+            .collect();
+        assert_eq!(
+            serve(&args).unwrap().mcp().origins,
+            ["https://agent.example", "https://ide.example"]
+        );
+        // Neither: no browser origin may call /mcp.
+        assert!(serve(&[]).unwrap().mcp().origins.is_empty());
+    }
+
+    /// The flags above are read from the documented variables.
+    #[test]
+    fn the_mcp_settings_come_from_the_documented_variables() {
+        let cli = Cli::command();
+        let serve = cli.find_subcommand("serve").expect("serve");
+        let env = |id: &str| {
+            let arg = serve.get_arguments().find(|a| a.get_id() == id);
+            arg.and_then(|a| a.get_env()).and_then(|e| e.to_str())
+        };
+        assert_eq!(env("mcp"), Some("TAUROS_MCP"));
+        assert_eq!(env("mcp_origins"), Some("TAUROS_MCP_ORIGINS"));
+        assert_eq!(env("cors_origins"), Some("TAUROS_CORS_ORIGINS"));
+    }
+}

@@ -157,8 +157,10 @@ impl Tool {
                  currency, due_date; `lines` replaces every line). It writes a new sealed \
                  revision and puts the invoice back to draft, out of the approvers' inbox: call \
                  submit_invoice again. Content equal to the current revision changes nothing \
-                 (`replayed: true`). Money as decimal strings, as for create_invoice_draft. \
-                 Approved, rejected and cancelled invoices cannot be revised."
+                 (`replayed: true`). Money as for create_invoice_draft: a decimal string in \
+                 major units (`\"unit_amount\": \"1200.50\"`) or integer minor units \
+                 (`\"unit_amount_minor\": 120050`), never a JSON float. Approved, rejected and \
+                 cancelled invoices cannot be revised."
             }
             Tool::SubmitInvoice => {
                 "Send your draft invoice (`id`) to the approvers' inbox: its state becomes \
@@ -609,19 +611,100 @@ mod tests {
         assert_eq!(revise["required"], json!(["id", "reasoning"]));
     }
 
+    /// What each tool that writes must tell a model: the step after it, or what it will not
+    /// do. The match has no catch-all, so a new tool cannot be added without saying.
+    fn next_step_or_limit(tool: Tool) -> &'static [&'static str] {
+        match tool {
+            Tool::Whoami
+            | Tool::ListCustomers
+            | Tool::ListPaymentDestinations
+            | Tool::ListInvoices
+            | Tool::GetInvoice => &["Reads only"],
+            Tool::CreatePaymentDestination => &["moves no money", "needs no approval"],
+            Tool::DeactivatePaymentDestination => &["for good", "register a new one"],
+            Tool::CreateInvoiceDraft => &["call submit_invoice next", "never approves"],
+            Tool::ReviseInvoice => &["call submit_invoice again", "cannot be revised"],
+            Tool::SubmitInvoice => &["wait for a human", "no tool does"],
+            Tool::WithdrawInvoice => &["for good", "use revise_invoice"],
+            Tool::RecordSettlementEvent => &["never marks an invoice paid by itself"],
+        }
+    }
+
+    /// The decimal strings written in quotes in `text` (`"1200.50"`, `\"400.00\"`).
+    fn quoted_decimals(text: &str) -> Vec<&str> {
+        text.split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| {
+                s.split_once('.').is_some_and(|(units, fraction)| {
+                    !units.is_empty()
+                        && !fraction.is_empty()
+                        && units
+                            .bytes()
+                            .chain(fraction.bytes())
+                            .all(|b| b.is_ascii_digit())
+                })
+            })
+            .collect()
+    }
+
     #[test]
     fn every_description_says_what_it_will_not_do_or_what_comes_next() {
-        let draft = Tool::CreateInvoiceDraft.description();
-        assert!(draft.contains("never approves"));
-        assert!(draft.contains("submit_invoice next"));
-        assert!(draft.contains("\"1200.50\""));
-        assert!(
-            Tool::SubmitInvoice
-                .description()
-                .contains("wait for a human")
-        );
         for tool in Tool::ALL {
-            assert!(tool.description().len() > 80, "{}", tool.name());
+            let text = tool.description();
+            assert!(text.len() > 80, "{}", tool.name());
+            let reads = tool.annotations().read_only_hint == Some(true);
+            let promises = next_step_or_limit(tool);
+            // A tool that writes names what comes next or what it will not do, not just
+            // "Reads only"; a tool that reads says so.
+            assert_eq!(promises == ["Reads only"], reads, "{}", tool.name());
+            for promise in promises {
+                assert!(
+                    text.contains(promise),
+                    "{}: {promise:?} in {text}",
+                    tool.name()
+                );
+            }
         }
+    }
+
+    /// A tool whose arguments carry money (found from its schema, so a new one is caught)
+    /// shows a decimal string in quotes and integer minor units, and says floats are refused.
+    #[test]
+    fn every_tool_that_takes_money_shows_the_decimal_string_format() {
+        let mut pool = Pool::new();
+        let mut money = Vec::new();
+        for tool in Tool::ALL {
+            let schema = Value::Object(tool.input_schema(&mut pool)).to_string();
+            if !schema.contains("amount") {
+                continue;
+            }
+            money.push(tool.name());
+            let text = tool.description();
+            let examples = quoted_decimals(text);
+            assert!(
+                !examples.is_empty(),
+                "{}: no decimal string in {text}",
+                tool.name()
+            );
+            assert!(text.contains("minor units"), "{}", tool.name());
+            // The minor-unit example is the decimal one without its point.
+            let minor = examples[0].replace('.', "");
+            assert!(text.contains(&minor), "{}: {minor} in {text}", tool.name());
+            assert!(
+                text.contains("never a JSON float")
+                    || text.contains("Floating-point numbers are refused"),
+                "{}",
+                tool.name()
+            );
+        }
+        assert_eq!(
+            money,
+            [
+                "create_invoice_draft",
+                "revise_invoice",
+                "record_settlement_event"
+            ]
+        );
     }
 }

@@ -117,6 +117,7 @@ async fn raw(app: &TestApp, token: &str, headers: &[(&str, &str)]) -> reqwest::R
 both_backends!(
     initialises_and_lists_exactly_the_reviewed_tools,
     an_agent_proposes_and_submits_an_invoice_end_to_end,
+    get_invoice_shows_the_changes_an_approver_requested_over_rest,
     a_retried_create_replays_and_a_changed_one_conflicts,
     a_float_in_money_is_refused_as_rest_refuses_it,
     unknown_arguments_are_refused_naming_the_accepted_ones,
@@ -285,6 +286,70 @@ async fn an_agent_proposes_and_submits_an_invoice_end_to_end(app: TestApp) {
     )
     .await;
     assert_eq!(gone["state"], "deactivated");
+    client.cancel().await.expect("closes");
+}
+
+/// The agent's way back from a human's "not like this": get_invoice shows the decision made
+/// over REST, with its reason and the revision it named, exactly as REST lists it.
+async fn get_invoice_shows_the_changes_an_approver_requested_over_rest(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "sent-back")).await;
+    let id = draft["invoice"]["id"].as_str().unwrap().to_owned();
+    let pending = ok(&client, "submit_invoice", json!({"id": id})).await["invoice"].clone();
+    let first_revision = pending["current_revision"]["id"].clone();
+
+    let reason = "Split the workshop line into the two days it took.";
+    let res = app
+        .command(
+            &b.org.approver_token,
+            &id,
+            "request-changes",
+            TestApp::decision_body(&pending, Some(reason)),
+        )
+        .await;
+    expect_status(res, StatusCode::OK).await;
+
+    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    assert_eq!(history["invoice"]["state"], "draft");
+    let decisions = history["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{history}");
+    assert_eq!(decisions[0]["decision"], "changes_requested");
+    assert_eq!(decisions[0]["reason"], reason);
+    assert_eq!(decisions[0]["revision_id"], first_revision);
+    assert_eq!(
+        decisions[0]["payload_hash"],
+        pending["current_revision"]["payload_hash"]
+    );
+    assert_eq!(
+        *decisions,
+        app.decisions(&b.org.approver_token, &id).await,
+        "MCP and REST list the same decision"
+    );
+    let actions: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["create_draft", "submit", "request_changes"]);
+
+    // What the description says to do next: revise, submit again; the decision stays with
+    // the revision it was made on.
+    ok(
+        &client,
+        "revise_invoice",
+        json!({"id": id, "reasoning": "Split the workshop into its two days.",
+               "lines": [{"description": "Workshop, day 1", "quantity": "1", "unit_amount": "600"},
+                         {"description": "Workshop, day 2", "quantity": "1", "unit_amount": "600"}]}),
+    )
+    .await;
+    let resubmitted = ok(&client, "submit_invoice", json!({"id": id})).await;
+    assert_eq!(resubmitted["invoice"]["state"], "pending_approval");
+    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    assert_eq!(history["revisions"].as_array().unwrap().len(), 2);
+    assert_eq!(history["decisions"].as_array().unwrap().len(), 1);
+    assert_eq!(history["decisions"][0]["revision_id"], first_revision);
     client.cancel().await.expect("closes");
 }
 
