@@ -9,10 +9,17 @@ expectation, any script error and any Content-Security-Policy violation the page
 """
 
 import argparse
+import base64
 import datetime
+import hashlib
+import hmac
+import http.server
 import json
 import re
+import sqlite3
+import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.error
@@ -68,6 +75,7 @@ class World:
         self.email = args.email
         self.password = args.password
         self.label = args.label
+        self.database_url = args.database_url
         self.approver = self.api.sign_in(self.email, self.password)
         customers = self.api.ok("GET", "/v1/customers", self.agent_key)["items"]
         self.customers = {c["name"]: c for c in customers}
@@ -106,6 +114,138 @@ class World:
 
     def invoice(self, invoice_id):
         return self.api.ok("GET", f"/v1/invoices/{invoice_id}", self.approver)
+
+    def approve_and_issue(self, invoice):
+        """The approver approves the shown revision and issues the invoice (no issuer is
+        configured in the demo, so issuing is the approver's click)."""
+        rev = invoice["current_revision"]
+        body = {"revision_id": rev["id"], "payload_hash": rev["payload_hash"]}
+        self.api.ok("POST", f"/v1/invoices/{invoice['id']}/approve", self.approver, body)
+        return self.api.ok("POST", f"/v1/invoices/{invoice['id']}/issue", self.approver)["invoice"]
+
+    def move_due_date_back(self, invoice_id, due_date):
+        """Moves an invoice's due date into the past behind the server's back, as the API
+        suite does (tests/api/settlement.rs): nothing can be drafted with a past due date.
+        Revisions are append-only; their guard is lifted for this one statement and put back."""
+        update = f"update invoice_revisions set due_date = '{due_date}' where invoice_id = '{invoice_id}'"
+        if self.database_url.startswith("sqlite:"):
+            path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
+            db = sqlite3.connect(path, timeout=10)
+            try:
+                (trigger,) = db.execute(
+                    "select sql from sqlite_master where type = 'trigger' and name = 'invoice_revisions_no_update'"
+                ).fetchone()
+                # SQLite stores invoice ids as 16-byte blobs.
+                db.execute("drop trigger invoice_revisions_no_update")
+                db.execute(
+                    "update invoice_revisions set due_date = ? where invoice_id = ?",
+                    (due_date, uuid.UUID(invoice_id).bytes),
+                )
+                db.execute(trigger)
+                db.commit()
+            finally:
+                db.close()
+        else:
+            script = (
+                "begin; alter table invoice_revisions disable trigger invoice_revisions_append_only; "
+                f"{update}; alter table invoice_revisions enable trigger invoice_revisions_append_only; commit;"
+            )
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", script], check=True)
+
+    def settlement_key(self):
+        """A settlement agent of the approver's (created once): its API key."""
+        if not hasattr(self, "_settlement_key"):
+            body = {"name": f"Bank feed {self.label}", "capabilities": ["settlement"]}
+            self._settlement_key = self.api.ok("POST", "/v1/agents", self.approver, body)["api_key"]
+        return self._settlement_key
+
+    def report_payment(self, payment_id, amount, invoice_number, status="confirmed", minutes_ago=0):
+        """The settlement agent reports one event about a payment; returns the answer. (A
+        payment carries the facts of its earliest event by `occurred_at`.)"""
+        occurred = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=minutes_ago)
+        body = {
+            "source": "bank-feed",
+            "event_id": f"evt-{uuid.uuid4()}",
+            "payment_id": payment_id,
+            "invoice_number": invoice_number,
+            "amount": amount,
+            "currency": "EUR",
+            "status": status,
+            "occurred_at": occurred.isoformat(timespec="seconds"),
+        }
+        return self.api.ok("POST", "/v1/settlement-events", self.settlement_key(), body)
+
+
+class Receiver:
+    """A webhook receiver on a loopback port (scripts/browser allow-lists 127.0.0.1 for the
+    demo server): answers every delivery with `self.status` and keeps what it received."""
+
+    def __init__(self, status=503):
+        self.status = status
+        self.received = []
+        self.arrived = threading.Condition()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                status = receiver.status
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                with receiver.arrived:
+                    receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body, status))
+                    receiver.arrived.notify_all()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, count, timeout=30):
+        """Blocks until `count` deliveries have arrived; returns them."""
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.received) >= count, timeout), f"{len(self.received)} deliveries"
+            return list(self.received)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def signed_by(secret, headers, body):
+    """Whether a delivery carries a Standard Webhooks signature of `secret`."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return any(c == f"v1,{expected}" for c in headers["webhook-signature"].split(" "))
+
+
+def until(what, check, timeout=30):
+    """Polls the API (through `check`) until it answers something true; returns that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = check()
+        if answer:
+            return answer
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def tab_to(page, condition, backwards=False, presses=60):
+    """Presses Tab (or Shift+Tab) until `condition` (JavaScript) holds for the focused element."""
+    for _ in range(presses):
+        page.keyboard.press("Shift+Tab" if backwards else "Tab")
+        if page.evaluate(condition):
+            return
+    raise AssertionError(f"not reached with the keyboard: {condition}")
+
+
+def right_aligned_tabular(locator):
+    style = locator.evaluate("e => [getComputedStyle(e).textAlign, getComputedStyle(e).fontVariantNumeric]")
+    assert style[0] in ("right", "end") and "tabular-nums" in style[1], style
 
 
 class Journey:
@@ -469,6 +609,233 @@ def an_ended_session_returns_to_sign_in_and_sign_out_forgets_the_token(j: Journe
 
 
 @journey
+def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: Journey):
+    w = j.world
+    payment_id = f"pay-{uuid.uuid4().hex[:12]}"
+    number = f"INV-NOPE-{uuid.uuid4().hex[:6].upper()}"
+    recorded = w.report_payment(payment_id, "1234.50", number, minutes_ago=5)
+    payment = recorded["payment"]
+    assert (payment["status"], payment["unmatched_reason"]) == ("unmatched", "unknown_invoice"), payment
+    page = j.page()
+    j.sign_in(page)
+    j.nav(page, "Payments", "Payments")
+    statuses = page.get_by_role("navigation", name="Payment statuses")
+    expect(statuses.get_by_role("link", name="Unmatched", exact=True)).to_have_attribute("aria-current", "page")
+    row = page.locator(f'tr[data-payment-id="{payment["id"]}"]')
+    expect(row).to_contain_text(payment_id)
+    expect(row).to_contain_text("bank-feed")
+    expect(row).to_contain_text("Unmatched")
+    expect(row).to_contain_text("No invoice here has the id or number it names.")
+    expect(row).to_contain_text(f"{number} (no such invoice here)")
+    amount = row.locator("td.num").first
+    expect(amount).to_have_text("EUR 1,234.50")
+    right_aligned_tabular(amount)
+    # Read-only, and it says so: no button on the page but the nav's sign-out.
+    expect(page.locator("#payments-read-only")).to_contain_text("the API has no route to resolve one")
+    expect(page.locator("main").get_by_role("button")).to_have_count(0)
+
+    # The source reports the same payment again, later, with another amount: a conflict.
+    w.report_payment(payment_id, "1243.50", number)
+    row.get_by_role("link", name=payment_id).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Payment {payment_id}")
+    expect(page.locator("#payment-status")).to_have_text("Conflict")
+    expect(page.locator("#payment-why")).to_contain_text("Its events disagree")
+    events = page.locator(".payment-events tbody tr")
+    expect(events).to_have_count(2)
+    expect(events.nth(0)).to_contain_text("agrees")
+    expect(events.nth(0)).to_contain_text("EUR 1,234.50")
+    expect(events.nth(1)).to_contain_text("Contradicts the payment")
+    expect(events.nth(1)).to_contain_text("EUR 1,243.50")
+    # The filters follow: it is under Conflict now, no longer under Unmatched.
+    page.get_by_role("link", name="← Payments").click()
+    expect(page.locator(f'tr[data-payment-id="{payment["id"]}"]')).to_have_count(0)
+    statuses.get_by_role("link", name="Conflict", exact=True).click()
+    expect(page.locator(f'tr[data-payment-id="{payment["id"]}"]')).to_contain_text("Conflict")
+    # On a phone the amount stays right-aligned in tabular figures on its card.
+    page.set_viewport_size({"width": 375, "height": 740})
+    right_aligned_tabular(page.locator(f'tr[data-payment-id="{payment["id"]}"] td.num').first)
+
+
+@journey
+def a_failing_webhook_delivery_is_a_job_to_cancel_and_retry(j: Journey):
+    w = j.world
+    receiver = Receiver(status=503)
+    endpoint = w.api.ok(
+        "POST",
+        "/v1/webhook-endpoints",
+        w.approver,
+        {"url": receiver.url, "events": ["invoice.created"], "description": "Jobs journey"},
+    )["endpoint"]
+    try:
+        w.propose(submit=False)
+        receiver.wait_for(1)
+
+        def delivery_job():
+            jobs = w.api.ok("GET", "/v1/jobs?kind=webhook.deliver.v1&limit=100", w.approver)["items"]
+            return next((x for x in jobs if (x["submission_id"] or "").startswith(endpoint["id"] + "/")), None)
+
+        job = until("the delivery job", delivery_job)
+
+        # Retried with a growing backoff: wait (reading the API) until its next run is a few
+        # seconds away, so that the page acts on a job no worker holds.
+        def waiting_long():
+            now = w.api.ok("GET", f"/v1/jobs/{job['id']}", w.approver)
+            run_at = datetime.datetime.fromisoformat(now["run_at"].replace("Z", "+00:00"))
+            ahead = (run_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+            return now if now["state"] == "retryable" and ahead > 6 else None
+
+        page = j.page()
+        j.sign_in(page)
+        job = until("a retry a few seconds away", waiting_long)
+        assert job["last_error"], job
+        j.nav(page, "Jobs", "Jobs")
+        page.get_by_role("navigation", name="Job kinds").get_by_role("link", name="Webhook delivery", exact=True).click()
+        row = page.locator(f'tr[data-job-id="{job["id"]}"]')
+        expect(row).to_contain_text("Retryable")
+        expect(row).to_contain_text(job["last_error"]["code"])
+        right_aligned_tabular(row.locator("td.num").first)
+        row.get_by_role("link").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Webhook delivery job")
+        expect(page.locator("#job-state")).to_have_text("Retryable")
+        expect(page.locator("#job-attempt")).to_have_text(f"{job['attempt']} of {job['max_attempts']}")
+        expect(page.locator("#job-last-error")).to_contain_text(job["last_error"]["message"])
+        expect(page.locator("#job-next-run")).to_be_visible()
+
+        page.get_by_role("button", name="Cancel job").click()
+        expect(page.locator("#job-flash")).to_have_text("Cancelled: the job will not run.")
+        expect(page.locator("#job-state")).to_have_text("Cancelled")
+        assert w.api.ok("GET", f"/v1/jobs/{job['id']}", w.approver)["state"] == "cancelled"
+
+        # The endpoint is fixed; retry sends the delivery again, which now arrives.
+        receiver.status = 204
+        before = len(receiver.received)
+        page.get_by_role("button", name="Retry now").click()
+        expect(page.locator("#job-flash")).to_contain_text("Sent to run again")
+        delivered = receiver.wait_for(before + 1)[-1]
+        assert delivered[2] == 204, delivered
+        until("the job completed", lambda: w.api.ok("GET", f"/v1/jobs/{job['id']}", w.approver)["state"] == "completed")
+        page.reload()
+        expect(page.locator("#job-state")).to_have_text("Completed")
+        # A completed job never runs again: the 409 is said plainly.
+        page.get_by_role("button", name="Retry now").click()
+        expect(page.locator("#job-flash")).to_have_text("This job completed: it will not run again. (job_finished)")
+        page.get_by_role("button", name="Cancel job").click()
+        expect(page.locator("#job-flash")).to_contain_text("nothing left to cancel. (job_finished)")
+        expect(page.locator("#job-state")).to_have_text("Completed")
+    finally:
+        w.api.call("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)
+        receiver.close()
+
+
+@journey
+def a_webhook_endpoint_shows_its_secret_once(j: Journey):
+    w = j.world
+    receiver = Receiver(status=503)
+    try:
+        page = j.page()
+        j.sign_in(page)
+        j.nav(page, "Webhooks", "Webhook endpoints")
+        documented = j.world.api.ok("GET", "/openapi.json")["components"]["schemas"]["WebhookEventType"]["enum"]
+        expect(page.get_by_role("group", name="Events to deliver").get_by_role("checkbox")).to_have_count(len(documented))
+        page.get_by_role("button", name="Register endpoint").click()
+        expect(page.get_by_text("Enter the URL deliveries go to.")).to_be_visible()
+        expect(page.get_by_text("Choose at least one event type.")).to_be_visible()
+        page.get_by_label("URL", exact=True).fill(receiver.url)
+        page.get_by_label("invoice.created", exact=True).check()
+        page.get_by_label("Description").fill("Accounting system")
+        page.get_by_role("button", name="Register endpoint").click()
+        secret_el = page.locator("#webhook-secret")
+        expect(secret_el).to_be_focused()
+        secret = secret_el.inner_text()
+        assert secret.startswith("whsec_"), secret
+        expect(page.get_by_text("shown only this once")).to_be_visible()
+        expect(page.get_by_role("button", name="Copy secret")).to_be_visible()
+        endpoint = next(e for e in w.api.ok("GET", "/v1/webhook-endpoints", w.approver)["items"] if e["url"] == receiver.url)
+        assert endpoint["events"] == ["invoice.created"] and endpoint["description"] == "Accounting system", endpoint
+        # The secret shown is the one deliveries are signed with.
+        w.propose(submit=False)
+        headers, body, _ = receiver.wait_for(1)[0]
+        assert signed_by(secret, headers, body), headers
+        # Shown once: after a reload it is nowhere on the page.
+        page.reload()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Webhook endpoints")
+        expect(page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]')).to_contain_text("Accounting system")
+        expect(page.locator("#webhook-secret")).to_have_count(0)
+        assert secret not in page.content()
+
+        # Rotating shows the new secret once, and only it signs from now on.
+        page.get_by_role("button", name=f"Rotate the secret of {receiver.url}").click()
+        page.get_by_role("button", name="Rotate now").click()
+        expect(page.locator("#webhook-secret")).not_to_have_text(secret)
+        rotated = page.locator("#webhook-secret").inner_text()
+        assert rotated.startswith("whsec_")
+        page.reload()
+        expect(page.locator("#webhook-secret")).to_have_count(0)
+        count = len(receiver.received)
+        headers, body, _ = receiver.wait_for(count + 1)[-1]  # the 503 is retried
+        assert signed_by(rotated, headers, body) and not signed_by(secret, headers, body)
+
+        # The deliveries: status code, duration, next retry.
+        until("a retry planned", lambda: any(a["next_retry_at"] for a in w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries", w.approver)["items"]))
+        page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]').get_by_role("link", name=receiver.url).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(receiver.url)
+        attempts = page.locator(".deliveries tbody tr")
+        expect(attempts.first).to_contain_text("HTTP 503")
+        expect(attempts.first).to_contain_text("invoice.created")
+        expect(attempts.first.locator("td").nth(4)).to_have_text(re.compile(r"^[0-9]+ ms$"))
+        expect(attempts.first.locator("td").nth(5)).not_to_be_empty()
+        right_aligned_tabular(attempts.first.locator("td").nth(4))
+
+        # Delete, after a confirmation.
+        page.get_by_role("link", name="← Webhook endpoints").click()
+        page.get_by_role("button", name=f"Delete {receiver.url}").click()
+        page.get_by_role("button", name="Keep it").click()
+        expect(page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]')).to_have_count(1)
+        page.get_by_role("button", name=f"Delete {receiver.url}").click()
+        page.get_by_role("button", name="Delete now").click()
+        expect(page.locator("#webhooks-flash")).to_have_text("Endpoint deleted.")
+        expect(page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]')).to_have_count(0)
+        assert w.api.call("GET", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)[0] == 404
+    finally:
+        for e in w.api.ok("GET", "/v1/webhook-endpoints", w.approver)["items"]:
+            if e["url"] == receiver.url:
+                w.api.call("DELETE", f"/v1/webhook-endpoints/{e['id']}", w.approver)
+        receiver.close()
+
+
+@journey
+def the_overdue_filter_lists_an_issued_invoice_past_its_due_date(j: Journey):
+    w = j.world
+    late = w.approve_and_issue(w.propose(customer="Globex GmbH"))
+    on_time = w.approve_and_issue(w.propose())
+    # Nothing can be drafted with a past due date: move one back, as the API suite does.
+    w.move_due_date_back(late["id"], "2020-01-31")
+    assert w.invoice(late["id"])["overdue"] is True
+    page = j.page()
+    j.sign_in(page)
+    states = page.get_by_role("navigation", name="Invoice states")
+    with page.expect_request(lambda r: "/v1/invoices?" in r.url and "overdue=true" in r.url) as request:
+        states.get_by_role("link", name="Overdue").click()
+    assert "state=" not in request.value.url, request.value.url
+    expect(page.get_by_role("heading", level=1)).to_have_text("Overdue invoices")
+    expect(states.get_by_role("link", name="Overdue")).to_have_attribute("aria-current", "page")
+    listed = [i["id"] for i in w.api.ok("GET", "/v1/invoices?overdue=true&limit=25", w.approver)["items"]]
+    assert late["id"] in listed and on_time["id"] not in listed, listed
+    rows = page.locator("table tbody tr")
+    expect(rows).to_have_count(len(listed))
+    row = page.locator(f'tr[data-invoice-id="{late["id"]}"]')
+    expect(row).to_contain_text("Globex GmbH")
+    expect(row).to_contain_text("Issued")
+    expect(row).to_contain_text("Jan 31, 2020")
+    right_aligned_tabular(row.locator("td.num").first)
+    expect(page.locator(f'tr[data-invoice-id="{on_time["id"]}"]')).to_have_count(0)
+    # Under Issued both are listed, the late one with its Overdue badge.
+    states.get_by_role("link", name="Issued").click()
+    expect(page.locator(f'tr[data-invoice-id="{late["id"]}"]')).to_contain_text("Overdue")
+    expect(page.locator(f'tr[data-invoice-id="{on_time["id"]}"]')).not_to_contain_text("Overdue")
+
+
+@journey
 def keyboard_only_and_small_screens(j: Journey):
     w = j.world
     page = j.page()
@@ -493,14 +860,31 @@ def keyboard_only_and_small_screens(j: Journey):
     page.keyboard.press("Tab")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none", outline
-    # A phone, and a 1280 px desktop at 200 % zoom (640 CSS pixels): nothing wider than the screen.
     review = "#" + page.url.split("#", 1)[1]
+    # The effect pages are reached from the navigation bar by keyboard, and their controls too.
+    for link, heading, control in [
+        ("Payments", "Payments", "document.activeElement.closest('nav.filters') !== null"),
+        ("Jobs", "Jobs", "document.activeElement.closest('nav.filters') !== null"),
+        ("Webhooks", "Webhook endpoints", "document.activeElement.id === 'webhook-url'"),
+    ]:
+        tab_to(page, f"document.activeElement.textContent === '{link}' && !!document.activeElement.closest('nav[aria-label=Main]')", backwards=True)
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+        expect(page.get_by_role("heading", level=1)).to_be_focused()
+        tab_to(page, control)
+    tab_to(page, "document.activeElement.type === 'checkbox'")
+    tab_to(page, "document.activeElement.id === 'create-webhook'")
+    # A phone, and a 1280 px desktop at 200 % zoom (640 CSS pixels): nothing wider than the screen.
     # The invoice with the longest total (huge_amounts_… made one) must fit too.
     pending = w.api.ok("GET", "/v1/invoices?state=pending_approval&limit=100", w.approver)["items"]
     longest = "#/invoices/" + max(pending, key=lambda i: len(i["current_revision"]["total"]))["id"]
+    effects = ["#/payments?status=all", "#/jobs", "#/webhooks"]
+    payments = w.api.ok("GET", "/v1/payments?limit=1", w.approver)["items"]
+    jobs = w.api.ok("GET", "/v1/jobs?limit=1", w.approver)["items"]
+    effects += [f"#/payments/{x['id']}" for x in payments] + [f"#/jobs/{x['id']}" for x in jobs]
     for width, height in [(375, 740), (640, 450)]:
         page.set_viewport_size({"width": width, "height": height})
-        for hash_ in ["#/inbox", review, longest, "#/organisation", "#/agents", "#/customers"]:
+        for hash_ in ["#/inbox", review, longest, "#/organisation", "#/agents", "#/customers"] + effects:
             page.goto(w.console + hash_)
             expect(page.get_by_role("heading", level=1)).to_be_visible()
             expect(page.locator(".loading")).to_have_count(0)
@@ -564,8 +948,16 @@ def screenshots(browser: Browser, world: World, out_dir: str):
     expect(page.locator("#summary")).to_be_visible()
     page.wait_for_load_state("networkidle")
     page.screenshot(path=f"{out_dir}/console-phone.png")
+    # The payments inbox: a bank feed reports payments for numbers Tauros never issued.
+    world.report_payment("pay-20261130-0042", "1250.00", "INV-2026-000417")
+    world.report_payment("pay-20261130-0043", "89.90", "INV-2025-000031")
+    page.set_viewport_size({"width": 1280, "height": 760})
+    page.goto(world.console + "#/payments")
+    expect(page.locator("table.payments, .payments table")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=f"{out_dir}/console-payments.png")
     j.close()
-    for name in ["console-inbox.png", "console-review.png", "console-phone.png"]:
+    for name in ["console-inbox.png", "console-review.png", "console-phone.png", "console-payments.png"]:
         print(f"wrote {out_dir}/{name}")
 
 
@@ -576,6 +968,7 @@ def main():
     parser.add_argument("--email", required=True)
     parser.add_argument("--password", required=True)
     parser.add_argument("--label", default="sqlite")
+    parser.add_argument("--database-url", required=True, help="the demo server's database (the overdue journey moves a due date back)")
     parser.add_argument("--screenshots")
     parser.add_argument("--only", help="run only the journeys whose name contains this")
     args = parser.parse_args()

@@ -48,6 +48,9 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("settings.js", JS, include_str!("assets/settings.js")),
     ("agents.js", JS, include_str!("assets/agents.js")),
     ("customers.js", JS, include_str!("assets/customers.js")),
+    ("payments.js", JS, include_str!("assets/payments.js")),
+    ("jobs.js", JS, include_str!("assets/jobs.js")),
+    ("webhooks.js", JS, include_str!("assets/webhooks.js")),
 ];
 
 /// The console's routes: each asset at `/console/NAME`, the page at `/console/`, and

@@ -10,6 +10,9 @@ import * as review from "./review.js";
 import * as settings from "./settings.js";
 import * as agents from "./agents.js";
 import * as customers from "./customers.js";
+import * as payments from "./payments.js";
+import * as jobs from "./jobs.js";
+import * as webhooks from "./webhooks.js";
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
@@ -27,8 +30,9 @@ const ROUTES = [
   { pattern: /^\/organisation$/, view: settings, nav: "organisation" },
   { pattern: /^\/agents$/, view: agents, nav: "agents" },
   { pattern: /^\/customers$/, view: customers, nav: "customers" },
-  // Jobs, webhook endpoints and the payments inbox get their routes here when the API has
-  // them (later issues); there is no page for them yet.
+  { pattern: /^\/payments(?:\/([0-9a-fA-F-]{36}))?$/, view: payments, nav: "payments" },
+  { pattern: /^\/jobs(?:\/([0-9a-fA-F-]{36}))?$/, view: jobs, nav: "jobs" },
+  { pattern: /^\/webhooks(?:\/([0-9a-fA-F-]{36}))?$/, view: webhooks, nav: "webhooks" },
 ];
 
 /** "#/invoices/ID?x=y" → {path: "/invoices/ID", params}. */
@@ -138,6 +142,10 @@ function renderNav(current) {
         link("organisation", "#/organisation", "Organisation"),
         link("agents", "#/agents", "Agents"),
         link("customers", "#/customers", "Customers"),
+        link("payments", "#/payments", "Payments"),
+        // The queue and the endpoints are the approvers' (operators get 403 there).
+        me.role === "approver" ? link("jobs", "#/jobs", "Jobs") : null,
+        me.role === "approver" ? link("webhooks", "#/webhooks", "Webhooks") : null,
       ),
       h(
         "div",
@@ -145,11 +153,6 @@ function renderNav(current) {
         h("span", { class: "who" }, who, me.role ? h("span", { class: "role" }, ` (${me.role})`) : null),
         signOut,
       ),
-    ),
-    h(
-      "p",
-      { class: "later" },
-      "Jobs, webhook endpoints and the payments inbox will appear here when Tauros has them.",
     ),
   );
 }

@@ -155,3 +155,45 @@ export function table(caption, headers, rows, options = {}) {
     ),
   );
 }
+
+/** A row of filter links (the inbox's state tabs): items are [value, label, hash]; the
+ * current one is marked for assistive technology and drawn filled. */
+export function filterNav(label, items, current) {
+  return h(
+    "nav",
+    { class: "filters", "aria-label": label },
+    h(
+      "ul",
+      {},
+      items.map(([value, text, hash]) =>
+        h("li", {}, h("a", { href: hash, "aria-current": value === current ? "page" : null }, text)),
+      ),
+    ),
+  );
+}
+
+/** "First page" and "Next page" links for a list paged with the API's next_cursor; `base` is
+ * the page's hash without a cursor. */
+export function pager(base, cursor, nextCursor) {
+  const sep = base.includes("?") ? "&" : "?";
+  return h(
+    "nav",
+    { class: "pager", "aria-label": "Pages" },
+    cursor ? h("a", { href: base, class: "btn btn-small" }, "First page") : null,
+    nextCursor
+      ? h("a", { href: `${base}${sep}cursor=${encodeURIComponent(nextCursor)}`, class: "btn btn-small", rel: "next" }, "Next page")
+      : null,
+  );
+}
+
+/** A definition list of facts: pairs of [term, value]; a pair whose value is null or
+ * undefined is left out. */
+export function facts(pairs, attrs = {}) {
+  return h(
+    "dl",
+    { class: "facts", ...attrs },
+    pairs
+      .filter(([, value]) => value !== null && value !== undefined)
+      .map(([term, value, ddAttrs]) => [h("dt", {}, term), h("dd", ddAttrs || {}, value)]),
+  );
+}

@@ -150,3 +150,60 @@ export function action(name) {
 export function short(value, n = 12) {
   return value && value.length > n ? `${value.slice(0, n)}…` : value || "";
 }
+
+const PAYMENT_STATUSES = {
+  pending: "Pending",
+  applied: "Applied",
+  overpaid: "Overpaid",
+  unmatched: "Unmatched",
+  conflict: "Conflict",
+  failed: "Failed",
+};
+
+export function paymentStatus(name) {
+  return PAYMENT_STATUSES[name] || name;
+}
+
+const PAYMENT_STATES = { observed: "Observed", confirmed: "Confirmed", failed: "Failed" };
+
+export function paymentState(name) {
+  return PAYMENT_STATES[name] || name;
+}
+
+const UNMATCHED = {
+  unknown_invoice: "No invoice here has the id or number it names.",
+  wrong_currency: "The invoice it names is in another currency.",
+  invoice_not_issued: "The invoice it names is not issued yet: it is matched when it is.",
+};
+
+export function unmatchedReason(name) {
+  return UNMATCHED[name] || name || "";
+}
+
+const JOB_STATES = {
+  available: "Available",
+  scheduled: "Scheduled",
+  running: "Running",
+  retryable: "Retryable",
+  completed: "Completed",
+  discarded: "Discarded",
+  cancelled: "Cancelled",
+};
+
+export function jobState(name) {
+  return JOB_STATES[name] || name;
+}
+
+export const JOB_STATE_NAMES = Object.keys(JOB_STATES);
+
+const JOB_KINDS = {
+  "invoice.issue.v1": "Issuing an invoice",
+  "webhook.deliver.v1": "Webhook delivery",
+};
+
+/** A job kind for people; the versioned name stays visible next to it. */
+export function jobKind(name) {
+  return JOB_KINDS[name] || name;
+}
+
+export const JOB_KIND_NAMES = Object.keys(JOB_KINDS);

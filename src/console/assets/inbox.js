@@ -1,5 +1,7 @@
 // The inbox: invoices waiting for a decision, oldest first (GET /v1/invoices?state=
 // pending_approval), and the other states as filters, paged with the API's next_cursor.
+// Overdue is not a state but a filter of its own (GET /v1/invoices?overdue=true: issued or
+// partially paid, past the due date, a balance open).
 
 import { api, loadDirectory } from "./api.js";
 import { h, replace, notice, table } from "./dom.js";
@@ -11,6 +13,7 @@ const FILTERS = [
   ["approved", "Approved"],
   ["issued", "Issued"],
   ["partially_paid", "Partially paid"],
+  ["overdue", "Overdue"],
   ["paid", "Paid"],
   ["rejected", "Rejected"],
   ["cancelled", "Cancelled"],
@@ -23,7 +26,8 @@ export async function render(main, { params }) {
   const state = FILTERS.some(([key]) => key === params.get("state")) ? params.get("state") : "pending_approval";
   const cursor = params.get("cursor");
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-  if (state !== "all") query.set("state", state);
+  if (state === "overdue") query.set("overdue", "true");
+  else if (state !== "all") query.set("state", state);
   if (cursor) query.set("cursor", cursor);
   const [page, dir] = await Promise.all([api("GET", `/v1/invoices?${query}`), loadDirectory()]);
   const label = FILTERS.find(([key]) => key === state)[1];
@@ -51,7 +55,7 @@ export async function render(main, { params }) {
       badges.push(h("span", { class: "badge badge-warn" }, `Destination ${destination.state}`));
     }
     // Tauros computes overdue (issued or partially paid, past due, a balance open).
-    if (invoice.overdue) {
+    if (invoice.overdue && state !== "overdue") {
       badges.push(h("span", { class: "badge badge-warn" }, "Overdue"));
     }
     if (invoice.decision && invoice.state === "draft" && invoice.decision.decision === "changes_requested") {

@@ -135,12 +135,6 @@ export async function render(main, context) {
       flash || null,
       h("section", { class: "card", "aria-labelledby": "set-h" }, h("h2", { id: "set-h" }, "Settings"), form),
       proposals,
-      h(
-        "section",
-        { class: "card later-card", "aria-labelledby": "later-h" },
-        h("h2", { id: "later-h" }, "Coming later"),
-        h("p", {}, "Jobs, webhook endpoints and the payments inbox will be managed here once Tauros has them; there is nothing to set yet."),
-      ),
     );
     if (flash) context.focusHeading();
   }
