@@ -609,6 +609,23 @@ def an_ended_session_returns_to_sign_in_and_sign_out_forgets_the_token(j: Journe
 
 
 @journey
+def an_operator_is_told_the_queue_and_the_endpoints_are_for_approvers(j: Journey):
+    page = j.page()
+    # The demo's operator shares the approver's demo password.
+    j.sign_in(page, "operator@tauros.local")
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Jobs", exact=True)).to_have_count(0)
+    expect(nav.get_by_role("link", name="Webhooks", exact=True)).to_have_count(0)
+    for path, heading, why in [
+        ("jobs", "Jobs", "Only approvers see the job queue."),
+        ("webhooks", "Webhook endpoints", "Only approvers manage webhook endpoints."),
+    ]:
+        page.goto(f"{j.world.console}#/{path}")
+        expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+        expect(page.get_by_text(why)).to_be_visible()
+
+
+@journey
 def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: Journey):
     w = j.world
     payment_id = f"pay-{uuid.uuid4().hex[:12]}"

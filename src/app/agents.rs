@@ -47,12 +47,9 @@ impl App {
         let mut errors = Vec::new();
         let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
         let capabilities = Capabilities::requested(&input.capabilities, &mut errors);
-        let (Some(name), Some(capabilities)) = (name, capabilities) else {
+        let (Some(name), Some(capabilities), true) = (name, capabilities, errors.is_empty()) else {
             return Err(AppError::Validation(errors));
         };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
         let now = now();
         let agent = AgentRow {
             id: Uuid::now_v7(),

@@ -10,7 +10,8 @@
 //! become resident ([`working_memory`]).
 //!
 //! The queue in front of the pool is bounded: when it is full, a sign-in is answered 503
-//! `unavailable` with `Retry-After` at once instead of waiting behind a flood of guesses (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
+//! `unavailable` with `Retry-After` at once instead of waiting behind a flood of guesses
+//! (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
 
 use super::{AppError, AppResult};
 use argon2::password_hash::{

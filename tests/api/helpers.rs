@@ -352,6 +352,42 @@ macro_rules! both_backends {
 }
 pub(crate) use both_backends;
 
+/// The lines a child process writes to `pipe`, as they come (read on a thread of their own);
+/// with `echo`, each is also printed with that prefix (shown with the test's output).
+pub fn child_lines(
+    pipe: impl std::io::Read + Send + 'static,
+    echo: Option<&'static str>,
+) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if let Some(prefix) = echo {
+                eprintln!("{prefix}: {line}");
+            }
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// The address a `tauros serve` child logs in its `tauros listening` line (its stderr).
+pub fn listening_address(log: &std::sync::mpsc::Receiver<String>) -> String {
+    loop {
+        let line = log
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the server logs its address");
+        if line.contains("tauros listening") {
+            let address = line
+                .split("address=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next());
+            return address.expect("address in the log line").to_owned();
+        }
+    }
+}
+
 /// Prints a scenario's figures (`figures [area: scenario] on Backend: name value, …`) and
 /// appends the same line to `target/scenario-figures.txt`, which `scripts/test` prints after
 /// the test run, so the figures are seen on a passing run too (cargo captures a passing test's

@@ -5,15 +5,14 @@
 //! effects (issue events): one effect wherever the peer deduplicates.
 
 use crate::helpers::{
-    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, spawn_app_with,
-    sql_uuid, uuid_of,
+    Backend, TestApp, both_backends, child_lines, expect_problem, expect_status, figures, id_of,
+    listening_address, spawn_app_with, sql_uuid, uuid_of,
 };
 use crate::jobs::{WorkerProcess, start_worker};
 use crate::peer::{Peer, PeerDir};
 use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1052,9 +1051,24 @@ impl IssuerAdapter for Held {
     }
 }
 
-/// An issuer around a held adapter, with a bound long enough for the test's handshake.
-fn held_issuer(held: Held) -> Issuer {
-    Issuer::new(Arc::new(held), Duration::from_secs(60), None)
+/// Starts an issue attempt through a [`Held`] adapter (with a bound long enough for the
+/// handshake) and returns once the peer has answered it and it is held before finalising: the
+/// attempt's task, and the sender that lets it go on.
+async fn held_attempt(
+    app: &TestApp,
+    peer: &Peer,
+    org: Uuid,
+    id: Uuid,
+) -> (
+    tokio::task::JoinHandle<Result<(), IssueError>>,
+    oneshot::Sender<()>,
+) {
+    let (held, reached, go) = Held::new(peer);
+    let issuer = Issuer::new(Arc::new(held), Duration::from_secs(60), None);
+    let app = app.app.clone();
+    let attempt = tokio::spawn(async move { issuer.issue(&app, org, id).await });
+    reached.await.unwrap();
+    (attempt, go)
 }
 
 async fn a_finalisation_after_a_reap_is_refused_and_the_retry_issues_once(backend: Backend) {
@@ -1063,14 +1077,8 @@ async fn a_finalisation_after_a_reap_is_refused_and_the_retry_issues_once(backen
     let token = &b.org.approver_token;
     let org = b.org.org_id;
     let id = uuid_of(&invoice["id"]);
-    let (held, reached, go) = Held::new(&peer);
-    let issuer = held_issuer(held);
-    let attempt = {
-        let app = app.app.clone();
-        tokio::spawn(async move { issuer.issue(&app, org, id).await })
-    };
     // The peer has committed; before the attempt finalises, its claim is reaped.
-    reached.await.unwrap();
+    let (attempt, go) = held_attempt(&app, &peer, org, id).await;
     abandon_processing_claims(&app).await;
     let reaped = app
         .app
@@ -1105,15 +1113,9 @@ async fn a_finaliser_held_after_the_peer_answered_loses_to_another_and_replays(b
     let token = &b.org.approver_token;
     let org = b.org.org_id;
     let id = uuid_of(&invoice["id"]);
-    let (held, reached, go) = Held::new(&peer);
-    let first = held_issuer(held);
-    let first = {
-        let app = app.app.clone();
-        tokio::spawn(async move { first.issue(&app, org, id).await })
-    };
     // The first attempt has the peer's answer and is held before finalising; a second one
     // finds the claim processing, recovers the answer and finalises.
-    reached.await.unwrap();
+    let (first, go) = held_attempt(&app, &peer, org, id).await;
     issuer(&peer).issue(&app.app, org, id).await.unwrap();
     let issued = app.invoice(token, id_of(&invoice)).await;
     assert_eq!(issued["state"], "issued");
@@ -1399,26 +1401,8 @@ fn serve(app: &TestApp) -> Served {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start tauros serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let address = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server logs its address");
-        if line.contains("tauros listening") {
-            let address = line
-                .split("address=")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next());
-            break address.expect("address in the log line").to_owned();
-        }
-    };
+    let log = child_lines(child.stderr.take().unwrap(), None);
+    let address = listening_address(&log);
     Served {
         child,
         base: format!("http://{address}"),
@@ -1603,13 +1587,7 @@ async fn a_finaliser_waits_for_one_inside_its_transaction_and_then_replays(backe
     let id = uuid_of(&invoice["id"]);
     // The later finaliser: admitted and executed first, then held (a handshake) once the peer
     // has answered.
-    let (held, reached, go) = Held::new(&peer);
-    let later = held_issuer(held);
-    let later = {
-        let app = app.app.clone();
-        tokio::spawn(async move { later.issue(&app, org, id).await })
-    };
-    reached.await.unwrap();
+    let (later, go) = held_attempt(&app, &peer, org, id).await;
     // The first finaliser: admitted on the processing claim, recovers the answer, and stops
     // inside its finalisation transaction, the claim completed and the event written, its
     // locks held.

@@ -1,10 +1,12 @@
 //! The real binary: `serve --demo` prints credentials that work, seeds once, and a SIGTERM lets
 //! an in-flight request finish before the process exits 0. Audit rows cannot be changed.
 
-use crate::helpers::{TestApp, both_backends, expect_problem, expect_status};
+use crate::helpers::{
+    TestApp, both_backends, child_lines, expect_problem, expect_status, listening_address,
+};
 use reqwest::StatusCode;
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -34,31 +36,10 @@ fn start_demo(database_url: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start tauros serve");
-    let lines = |pipe: Box<dyn Read + Send>| {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        rx
-    };
-    let stderr = lines(Box::new(child.stderr.take().unwrap()));
-    let stdout = lines(Box::new(child.stdout.take().unwrap()));
+    let stderr = child_lines(child.stderr.take().unwrap(), None);
+    let stdout = child_lines(child.stdout.take().unwrap(), None);
     let deadline = Duration::from_secs(60);
-    let address = loop {
-        let line = stderr
-            .recv_timeout(deadline)
-            .expect("the server logs its address");
-        if line.contains("tauros listening") {
-            let address = line
-                .split("address=")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next());
-            break address.expect("address in the log line").to_owned();
-        }
-    };
+    let address = listening_address(&stderr);
     let mut printed = String::new();
     while !printed.contains("OpenAPI:") {
         printed.push_str(&stdout.recv_timeout(deadline).expect("credentials printed"));

@@ -31,8 +31,15 @@ const ROUTES = [
   { pattern: /^\/agents$/, view: agents, nav: "agents" },
   { pattern: /^\/customers$/, view: customers, nav: "customers" },
   { pattern: /^\/payments(?:\/([0-9a-fA-F-]{36}))?$/, view: payments, nav: "payments" },
-  { pattern: /^\/jobs(?:\/([0-9a-fA-F-]{36}))?$/, view: jobs, nav: "jobs" },
-  { pattern: /^\/webhooks(?:\/([0-9a-fA-F-]{36}))?$/, view: webhooks, nav: "webhooks" },
+  // The queue and the endpoints are the approvers' (the API answers operators 403 there): an
+  // operator who opens one by its address is told so instead of the page.
+  { pattern: /^\/jobs(?:\/([0-9a-fA-F-]{36}))?$/, view: jobs, nav: "jobs", approvers: ["Jobs", "Only approvers see the job queue."] },
+  {
+    pattern: /^\/webhooks(?:\/([0-9a-fA-F-]{36}))?$/,
+    view: webhooks,
+    nav: "webhooks",
+    approvers: ["Webhook endpoints", "Only approvers manage webhook endpoints."],
+  },
 ];
 
 /** "#/invoices/ID?x=y" → {path: "/invoices/ID", params}. */
@@ -83,6 +90,12 @@ async function route() {
   renderNav(match ? match.r.nav : null);
   if (!match) {
     replace(main, h("h1", { tabindex: "-1" }, "Not found"), h("p", {}, h("a", { href: "#/inbox" }, "Go to the inbox")));
+    focusHeading();
+    return;
+  }
+  if (match.r.approvers && me.role !== "approver") {
+    const [title, why] = match.r.approvers;
+    replace(main, h("h1", { tabindex: "-1" }, title), notice("info", why));
     focusHeading();
     return;
   }

@@ -18,23 +18,9 @@ function nextRun(job) {
   return WAITING.has(job.state) ? fmt.dateTime(job.run_at) : "";
 }
 
-/** The page for a refusal of the whole page: operators may not see the queue. */
-function approversOnly(main, e) {
-  if (e instanceof ApiError && e.status === 403) {
-    replace(main, h("h1", {}, "Jobs"), notice("info", "Only approvers see the job queue."));
-    return true;
-  }
-  return false;
-}
-
 export async function render(main, context) {
-  try {
-    if (context.args[0]) return await renderOne(main, context.args[0], context);
-    return await renderList(main, context);
-  } catch (e) {
-    if (approversOnly(main, e)) return null;
-    throw e;
-  }
+  if (context.args[0]) return renderOne(main, context.args[0], context);
+  return renderList(main, context);
 }
 
 async function renderList(main, { params }) {

@@ -20,22 +20,9 @@ async function loadEventTypes() {
   return eventTypes;
 }
 
-function approversOnly(main, e) {
-  if (e instanceof ApiError && e.status === 403) {
-    replace(main, h("h1", {}, "Webhook endpoints"), notice("info", "Only approvers manage webhook endpoints."));
-    return true;
-  }
-  return false;
-}
-
 export async function render(main, context) {
-  try {
-    if (context.args[0]) return await renderOne(main, context.args[0], context);
-    return await renderList(main, context);
-  } catch (e) {
-    if (approversOnly(main, e)) return null;
-    throw e;
-  }
+  if (context.args[0]) return renderOne(main, context.args[0], context);
+  return renderList(main, context);
 }
 
 /** The secret of a new or rotated endpoint: shown this once, with a copy button. */
