@@ -1344,7 +1344,7 @@ async fn check_effects(
         ) else {
             continue;
         };
-        let op = tauros::domain::effect::operation_key(org, "invoice.issue", &id.to_string(), 1)
+        let op = tauros_domain::effect::operation_key(org, "invoice.issue", &id.to_string(), 1)
             .to_string();
         expected_ops.insert(op.clone());
         let effects = by_op.get(&op).copied().unwrap_or(0);

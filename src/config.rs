@@ -34,7 +34,7 @@ pub enum Command {
     /// Run the reference peer (the external system invoices are issued to, with fault
     /// injection for tests) until SIGINT or SIGTERM. It uses its own SQLite file, not Tauros'
     /// database.
-    Peer(crate::peer::PeerArgs),
+    Peer(tauros_peer::PeerArgs),
 }
 
 /// `tauros org …`
@@ -132,7 +132,7 @@ pub struct ServeArgs {
     pub invitation_ttl_hours: i64,
     /// Threads that hash passwords (default: half the cores, 1–4; each hash maps 19 MiB and
     /// returns it when done).
-    #[arg(long, env = "TAUROS_PASSWORD_THREADS", default_value_t = crate::app::default_password_threads())]
+    #[arg(long, env = "TAUROS_PASSWORD_THREADS", default_value_t = tauros_app::default_password_threads())]
     pub password_threads: usize,
     /// Password hashing jobs that may wait; a sign-in beyond that hears 503 with Retry-After.
     #[arg(long, env = "TAUROS_PASSWORD_QUEUE", default_value_t = 16)]
@@ -155,17 +155,17 @@ pub struct ServeArgs {
     pub prune_interval_minutes: u64,
     /// Seconds a request's head (request line and headers) may take to arrive, from the
     /// connection's accept or the request's first byte; then the connection is closed.
-    #[arg(long, env = "TAUROS_HEADER_READ_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_HEADER_READ_TIMEOUT_SECONDS)]
+    #[arg(long, env = "TAUROS_HEADER_READ_TIMEOUT_SECONDS", default_value_t = tauros_api::DEFAULT_HEADER_READ_TIMEOUT_SECONDS)]
     pub header_read_timeout_seconds: u64,
     /// Seconds a request body may make no progress (then 408 and the connection is closed),
     /// and a client may take no byte of its answer (then the connection is closed).
-    #[arg(long, env = "TAUROS_BODY_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_BODY_TIMEOUT_SECONDS)]
+    #[arg(long, env = "TAUROS_BODY_TIMEOUT_SECONDS", default_value_t = tauros_api::DEFAULT_BODY_TIMEOUT_SECONDS)]
     pub body_timeout_seconds: u64,
     /// Seconds a keep-alive connection with no request in flight may wait for the next one.
-    #[arg(long, env = "TAUROS_IDLE_TIMEOUT_SECONDS", default_value_t = crate::http::DEFAULT_IDLE_TIMEOUT_SECONDS)]
+    #[arg(long, env = "TAUROS_IDLE_TIMEOUT_SECONDS", default_value_t = tauros_api::DEFAULT_IDLE_TIMEOUT_SECONDS)]
     pub idle_timeout_seconds: u64,
     /// Connections served at once (per listener); more wait in the listen backlog.
-    #[arg(long, env = "TAUROS_MAX_CONNECTIONS", default_value_t = crate::http::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, env = "TAUROS_MAX_CONNECTIONS", default_value_t = tauros_api::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Seconds in-flight requests and running jobs get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
@@ -235,18 +235,18 @@ impl std::str::FromStr for Hidden {
 
 impl WebhookArgs {
     /// The app's webhook settings; an error names a malformed variable.
-    pub fn config(&self) -> anyhow::Result<crate::app::WebhookConfig> {
-        let allow_hosts = crate::domain::webhook::AllowList::parse(&self.webhook_allow_hosts)
+    pub fn config(&self) -> anyhow::Result<tauros_app::WebhookConfig> {
+        let allow_hosts = tauros_domain::webhook::AllowList::parse(&self.webhook_allow_hosts)
             .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_ALLOW_HOSTS: {e}"))?;
         let secret_key = self
             .secret_key
             .as_ref()
             .map(|k| k.0.as_str())
             .filter(|k| !k.trim().is_empty())
-            .map(crate::domain::webhook::SecretKey::parse)
+            .map(tauros_domain::webhook::SecretKey::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!(e))?;
-        Ok(crate::app::WebhookConfig {
+        Ok(tauros_app::WebhookConfig {
             allow_hosts,
             secret_key,
         })
@@ -337,10 +337,10 @@ pub struct IssuerArgs {
     #[arg(long, env = "TAUROS_ISSUER_TIMEOUT_SECONDS", default_value_t = 10)]
     pub issuer_timeout_seconds: u64,
     /// Days a completed claim (and its stored response) is kept.
-    #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = crate::domain::effect::DEFAULT_RETENTION_DAYS)]
+    #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = tauros_domain::effect::DEFAULT_RETENTION_DAYS)]
     pub claim_retention_days: i64,
     /// Days a claim may stay processing before the reaper may delete it (at least 1).
-    #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = crate::domain::effect::DEFAULT_ABANDON_DAYS)]
+    #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = tauros_domain::effect::DEFAULT_ABANDON_DAYS)]
     pub claim_abandon_days: i64,
     /// Minutes between claim cleanup and reaper rounds in `serve` and `worker`; 0: never.
     #[arg(long, env = "TAUROS_REAP_INTERVAL_MINUTES", default_value_t = 60)]
@@ -353,19 +353,19 @@ pub struct IssuerArgs {
 
 impl IssuerArgs {
     /// The configured issuer, if any.
-    pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<crate::effects::Issuer>> {
+    pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<tauros_app::issuing::Issuer>> {
         let timeout = std::time::Duration::from_secs(self.issuer_timeout_seconds.max(1));
         let pause = match (&self.test_pause_at, test_seams) {
-            (Some(point), true) => Some(crate::effects::PausePoint::parse(point).ok_or_else(|| {
+            (Some(point), true) => Some(tauros_app::issuing::PausePoint::parse(point).ok_or_else(|| {
                 anyhow::anyhow!(
                     "TAUROS_TEST_PAUSE_AT must be before_execute, after_execute or before_finalise"
                 )
             })?),
             _ => None,
         };
-        let adapter: std::sync::Arc<dyn crate::effects::IssuerAdapter> = match self.issuer {
+        let adapter: std::sync::Arc<dyn tauros_app::issuing::IssuerAdapter> = match self.issuer {
             None => return Ok(None),
-            Some(IssuerKind::None) => std::sync::Arc::new(crate::effects::LocalIssuer),
+            Some(IssuerKind::None) => std::sync::Arc::new(tauros_app::issuing::LocalIssuer),
             Some(IssuerKind::Http) => {
                 let url = self
                     .issuer_url
@@ -381,15 +381,17 @@ impl IssuerArgs {
                 if !matches!(parsed.scheme(), "http" | "https") {
                     anyhow::bail!("TAUROS_ISSUER_URL must be an http or https URL");
                 }
-                std::sync::Arc::new(crate::effects::HttpIssuer::new(url, timeout)?)
+                std::sync::Arc::new(tauros_app::issuing::HttpIssuer::new(url, timeout)?)
             }
         };
-        Ok(Some(crate::effects::Issuer::new(adapter, timeout, pause)))
+        Ok(Some(tauros_app::issuing::Issuer::new(
+            adapter, timeout, pause,
+        )))
     }
 
     /// The reaper's horizon (at least the one-day floor).
     pub fn abandon_horizon(&self) -> anyhow::Result<chrono::Duration> {
-        crate::domain::effect::abandonment_horizon(self.claim_abandon_days)
+        tauros_domain::effect::abandonment_horizon(self.claim_abandon_days)
             .map_err(anyhow::Error::msg)
     }
 }
@@ -424,30 +426,36 @@ pub struct BootstrapArgs {
 
 impl WorkerArgs {
     /// The kinds this process runs: the issuer's when one is configured.
-    pub fn registry(&self) -> anyhow::Result<crate::jobs::Registry> {
-        let defaults = crate::jobs::Defaults {
+    pub fn registry(&self) -> anyhow::Result<tauros_app::runtime::Registry> {
+        let defaults = tauros_app::runtime::Defaults {
             backoff_cap: std::time::Duration::from_secs(self.job_backoff_cap_seconds),
             timeout: std::time::Duration::from_secs(self.job_timeout_seconds.max(1)),
         };
-        let webhooks = crate::jobs::webhooks::DeliveryPolicy {
+        let webhooks = tauros_app::runtime::webhooks::DeliveryPolicy {
             backoff_cap: std::time::Duration::from_secs(self.webhook_backoff_cap_seconds.max(1)),
         };
-        let mut registry = crate::jobs::registry(defaults, webhooks, self.test_jobs);
+        if self.test_jobs && !tauros_app::runtime::TEST_KINDS_BUILT {
+            anyhow::bail!(
+                "TAUROS_TEST_JOBS is for tests: this build has no test job kinds (they are built \
+                 with tauros-app's `testing` feature, as the test builds are)"
+            );
+        }
+        let mut registry = tauros_app::runtime::registry(defaults, webhooks, self.test_jobs);
         if let Some(issuer) = self.issuer.issuer(self.test_jobs)? {
-            crate::effects::register(&mut registry, issuer);
+            tauros_app::issuing::register(&mut registry, issuer);
         }
         Ok(registry)
     }
 
     /// The workers' settings; `name` is this process (`host:pid`).
-    pub fn worker_config(&self, name: String) -> crate::jobs::WorkerConfig {
+    pub fn worker_config(&self, name: String) -> tauros_app::runtime::WorkerConfig {
         let hours = |h: u64| std::time::Duration::from_secs(h.saturating_mul(3600));
-        crate::jobs::WorkerConfig {
+        tauros_app::runtime::WorkerConfig {
             workers: self.workers,
             lease: std::time::Duration::from_secs(self.job_lease_seconds.max(1)),
             poll: std::time::Duration::from_millis(self.job_poll_ms.max(10)),
             max_interruptions: self.job_max_interruptions.max(1),
-            retention: crate::app::Retention {
+            retention: tauros_app::Retention {
                 completed: hours(self.job_retention_completed_hours),
                 discarded: hours(self.job_retention_discarded_days.saturating_mul(24)),
                 cancelled: hours(self.job_retention_discarded_days.saturating_mul(24)),
@@ -461,8 +469,8 @@ impl WorkerArgs {
 
 impl ServeArgs {
     /// The app-level settings these flags describe; an error names a malformed variable.
-    pub fn app_config(&self) -> anyhow::Result<crate::app::AppConfig> {
-        Ok(crate::app::AppConfig {
+    pub fn app_config(&self) -> anyhow::Result<tauros_app::AppConfig> {
+        Ok(tauros_app::AppConfig {
             session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
             api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
@@ -479,9 +487,9 @@ impl ServeArgs {
     }
 
     /// The connection limits these flags describe (each at least 1).
-    pub fn limits(&self) -> crate::http::ConnectionLimits {
+    pub fn limits(&self) -> tauros_api::ConnectionLimits {
         let seconds = |s: u64| std::time::Duration::from_secs(s.max(1));
-        crate::http::ConnectionLimits {
+        tauros_api::ConnectionLimits {
             header_read_timeout: seconds(self.header_read_timeout_seconds),
             body_timeout: seconds(self.body_timeout_seconds),
             idle_timeout: seconds(self.idle_timeout_seconds),
@@ -499,7 +507,7 @@ impl ServeArgs {
     }
 
     /// The MCP endpoint's settings: its own origins if given, else the CORS origins.
-    pub fn mcp(&self) -> crate::mcp::McpConfig {
+    pub fn mcp(&self) -> tauros_api::mcp::McpConfig {
         let own: Vec<String> = self
             .mcp_origins
             .as_deref()
@@ -508,7 +516,7 @@ impl ServeArgs {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .collect();
-        crate::mcp::McpConfig {
+        tauros_api::mcp::McpConfig {
             enabled: self.mcp.is_on(),
             origins: if own.is_empty() { self.origins() } else { own },
         }

@@ -1,18 +1,22 @@
 //! The `tauros` command line: serve, worker, migrate, bootstrap-approver, openapi, org set, peer.
 
+mod config;
+mod process;
+mod telemetry;
+
+use crate::config::{
+    BootstrapArgs, Cli, Command, DbArgs, IssuerArgs, OrgCommand, OrgSetArgs, ReapArgs, ServeArgs,
+    WorkerArgs, WorkerCommandArgs,
+};
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tauros::app::{App, AppConfig, AppError};
-use tauros::config::{
-    BootstrapArgs, Cli, Command, DbArgs, IssuerArgs, OrgCommand, OrgSetArgs, ReapArgs, ServeArgs,
-    WorkerArgs, WorkerCommandArgs,
-};
-use tauros::http::{self, HttpConfig};
-use tauros::jobs::Workers;
-use tauros::store;
+use tauros_api::HttpConfig;
+use tauros_app::runtime::Workers;
+use tauros_app::{App, AppConfig, AppError};
+
 use tokio::io::AsyncReadExt;
 
 #[tokio::main]
@@ -25,7 +29,7 @@ async fn main() -> ExitCode {
         Command::BootstrapApprover(args) => bootstrap(args).await,
         Command::Openapi => print_openapi(),
         Command::Org(OrgCommand::Set(args)) => org_set(args).await,
-        Command::Peer(args) => tauros::peer::run(args).await,
+        Command::Peer(args) => peer(args).await,
         Command::Reap(args) => reap_once(args).await,
     };
     match result {
@@ -37,13 +41,20 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn open(db: &DbArgs) -> anyhow::Result<store::DynStore> {
-    tauros::telemetry::init_logging(&db.log);
-    let store = store::connect(&db.database_url, db.db_max_connections)
+async fn open(db: &DbArgs) -> anyhow::Result<tauros_store::DynStore> {
+    telemetry::init_logging(&db.log);
+    let store = tauros_store::connect(&db.database_url, db.db_max_connections)
         .await
         .context("cannot open the database")?;
     store.migrate().await.context("cannot apply migrations")?;
     Ok(store)
+}
+
+/// The reference peer, with the same logging and signals as every long-running command.
+async fn peer(args: tauros_peer::PeerArgs) -> anyhow::Result<()> {
+    telemetry::init_logging(&args.log);
+    let stop = process::shutdown_signal()?;
+    tauros_peer::run(args, stop).await
 }
 
 async fn migrate(db: DbArgs) -> anyhow::Result<()> {
@@ -96,7 +107,7 @@ async fn org_set(args: OrgSetArgs) -> anyhow::Result<()> {
     }
     let store = open(&args.db).await?;
     let app = App::new(store, AppConfig::default());
-    let request = tauros::app::OrgSettingsChange {
+    let request = tauros_app::OrgSettingsChange {
         four_eyes: args.four_eyes.map(|s| s.is_on()),
         shared_review: args.shared_review.map(|s| s.is_on()),
     };
@@ -121,17 +132,17 @@ async fn org_set(args: OrgSetArgs) -> anyhow::Result<()> {
 }
 
 fn print_openapi() -> anyhow::Result<()> {
-    println!("{}", http::openapi::document().to_pretty_json()?);
+    println!("{}", tauros_api::openapi::document().to_pretty_json()?);
     Ok(())
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let stop = tauros::process::shutdown_signal()?;
+    let stop = process::shutdown_signal()?;
     let config = args.app_config()?;
     let store = open(&args.db).await?;
     warn_unsealed(&config);
     let app = App::new(store, config);
-    let listener = http::listen(&args.bind)
+    let listener = tauros_api::listen(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let local = listener.local_addr()?;
@@ -157,15 +168,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         address = %local,
         backend = app.store().backend(),
-        console = %format_args!("http://{local}{}", tauros::console::PATH),
+        console = %format_args!("http://{local}{}", tauros_api::console::PATH),
         workers = args.jobs.workers,
         "tauros listening"
     );
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let mut server = tokio::spawn(http::serve(
+    let mut server = tokio::spawn(tauros_api::serve(
         listener,
-        http::router(app, &config),
+        tauros_api::router(app, &config),
         config.limits,
         async move {
             let _ = stop_rx.wait_for(|stop| *stop).await;
@@ -209,12 +220,12 @@ async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
         webhooks: args.webhooks.config()?,
         ..AppConfig::default()
     };
-    let stop = tauros::process::shutdown_signal()?;
+    let stop = process::shutdown_signal()?;
     let store = open(&args.db).await?;
     warn_unsealed(&config);
     let app = App::new(store, config);
     if let Some(bind) = &args.metrics_bind {
-        serve_metrics(bind, app.clone(), http::ConnectionLimits::default()).await?;
+        serve_metrics(bind, app.clone(), tauros_api::ConnectionLimits::default()).await?;
     }
     let workers = start_workers(&app, &args.jobs)?;
     spawn_claim_maintenance(&app, &args.jobs.issuer)?;
@@ -319,13 +330,17 @@ async fn stop_workers(workers: Option<Workers>, grace: Duration) {
 
 /// `/metrics` on its own address, under the same connection limits with a cap of its own: a
 /// flood on one listener cannot take the other's connections.
-async fn serve_metrics(bind: &str, app: App, limits: http::ConnectionLimits) -> anyhow::Result<()> {
-    let metrics = http::listen(bind)
+async fn serve_metrics(
+    bind: &str,
+    app: App,
+    limits: tauros_api::ConnectionLimits,
+) -> anyhow::Result<()> {
+    let metrics = tauros_api::listen(bind)
         .await
         .with_context(|| format!("cannot listen on {bind} for metrics"))?;
     tokio::spawn(async move {
-        let router = http::ops_metrics_router(app);
-        if let Err(e) = http::serve(metrics, router, limits, std::future::pending()).await {
+        let router = tauros_api::ops_metrics_router(app);
+        if let Err(e) = tauros_api::serve(metrics, router, limits, std::future::pending()).await {
             tracing::error!(error = %e, "metrics listener stopped");
         }
     });
@@ -342,7 +357,7 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-fn print_demo(address: &str, demo: &tauros::app::DemoCredentials, mcp: bool) {
+fn print_demo(address: &str, demo: &tauros_app::DemoCredentials, mcp: bool) {
     let base = format!("http://{address}");
     let mcp = if mcp {
         format!("MCP:       {base}/mcp with the agent key as Bearer (docs/MCP.md)\n")

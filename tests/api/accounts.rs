@@ -8,8 +8,8 @@ use crate::helpers::{
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tauros::app::AppConfig;
-use tauros::http::HttpConfig;
+use tauros_api::HttpConfig;
+use tauros_app::AppConfig;
 use uuid::Uuid;
 
 both_backends!(

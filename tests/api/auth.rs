@@ -6,8 +6,8 @@ use crate::helpers::{
 };
 use reqwest::StatusCode;
 use serde_json::json;
-use tauros::app::AppConfig;
-use tauros::http::HttpConfig;
+use tauros_api::HttpConfig;
+use tauros_app::AppConfig;
 
 both_backends!(
     missing_garbage_and_basic_credentials_are_401,
@@ -308,19 +308,19 @@ async fn expired_credentials_are_401(backend: Backend) {
     let mut conn = app.app.store().reader().await.unwrap();
     let user = conn.user_by_email(email).await.unwrap().unwrap();
     drop(conn);
-    let actor = tauros::app::Actor::Human(tauros::app::Human {
+    let actor = tauros_app::Actor::Human(tauros_app::Human {
         id: user.id,
         org_id: user.org_id,
         email: user.email,
-        role: tauros::domain::identity::Role::Approver,
+        role: tauros_domain::identity::Role::Approver,
         session_id: uuid::Uuid::nil(),
-        interface: tauros::domain::identity::Interface::Api,
+        interface: tauros_domain::identity::Interface::Api,
     });
     let (_, key) = app
         .app
         .create_agent(
             &actor,
-            tauros::app::NewAgent {
+            tauros_app::NewAgent {
                 name: Some("Old".into()),
                 capabilities: vec![],
             },

@@ -18,8 +18,8 @@
 use crate::helpers::{IBAN, TestApp, both_backends, expect_status, id_of};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tauros::app::NewJob;
-use tauros::jobs::testing::ECHO;
+use tauros_app::NewJob;
+use tauros_app::runtime::testing::ECHO;
 use uuid::Uuid;
 
 both_backends!(

@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use tauros::app::AppError;
+use tauros_app::AppError;
 
 both_backends!(
     two_concurrent_cli_runs_give_one_approver,

@@ -4,7 +4,7 @@
 
 use crate::helpers::{TestApp, both_backends, expect_problem};
 use reqwest::StatusCode;
-use tauros::console::{ASSETS, CONTENT_SECURITY_POLICY, PATH};
+use tauros_api::console::{ASSETS, CONTENT_SECURITY_POLICY, PATH};
 
 both_backends!(
     the_console_is_served_from_the_binary_with_its_types_and_policy,

@@ -6,8 +6,8 @@ use crate::helpers::{
 };
 use reqwest::StatusCode;
 use serde_json::json;
-use tauros::app::AppConfig;
-use tauros::http::HttpConfig;
+use tauros_api::HttpConfig;
+use tauros_app::AppConfig;
 
 both_backends!(
     strict_json_names_the_offending_field,

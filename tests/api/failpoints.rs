@@ -22,10 +22,10 @@ use crate::helpers::{
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use tauros::app::failpoints::{Failpoint, arm};
-use tauros::app::{AppConfig, WebhookConfig};
-use tauros::domain::webhook::AllowList;
-use tauros::http::HttpConfig;
+use tauros_api::HttpConfig;
+use tauros_app::failpoints::{Failpoint, arm};
+use tauros_app::{AppConfig, WebhookConfig};
+use tauros_domain::webhook::AllowList;
 
 both_backends!(a_failpoint_fires_once_and_only_for_the_organisation_it_was_armed_for);
 

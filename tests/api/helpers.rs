@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Once};
-use tauros::app::{App, AppConfig};
-use tauros::http::{ConnectionLimits, HttpConfig, router, serve};
-use tauros::store::{self, DynStore};
+use tauros_api::{ConnectionLimits, HttpConfig, router, serve};
+use tauros_app::{App, AppConfig};
+use tauros_store::{self as store, DynStore};
 use uuid::Uuid;
 
 /// Which database a test runs on.

@@ -133,11 +133,11 @@ both_backends!(due_dates_are_checked_but_never_block_a_replay);
 /// dated yesterday, which is what it would hold had it been created before that day ended.
 async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     use std::str::FromStr;
-    use tauros::domain::address::Network;
-    use tauros::domain::currency::Currency;
-    use tauros::domain::money::MinorAmount;
-    use tauros::domain::payload::{Payload, PayloadDestination, PayloadLine, seal};
-    use tauros::domain::quantity::Quantity;
+    use tauros_domain::address::Network;
+    use tauros_domain::currency::Currency;
+    use tauros_domain::money::MinorAmount;
+    use tauros_domain::payload::{Payload, PayloadDestination, PayloadLine, seal};
+    use tauros_domain::quantity::Quantity;
 
     let b = app.billing().await;
     let yesterday = (chrono::Utc::now() - chrono::Duration::days(1)).date_naive();

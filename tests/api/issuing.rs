@@ -17,13 +17,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tauros::app::failpoints::{self, Failpoint, arm};
-use tauros::app::{AppConfig, AppError, WebhookConfig};
-use tauros::domain::effect::{EffectFailure, Executed, Recovered};
-use tauros::domain::webhook::AllowList;
-use tauros::effects::{HttpIssuer, IssueError, Issuer, IssuerAdapter};
-use tauros::http::HttpConfig;
-use tauros::jobs::{Defaults, Registry, WorkerConfig, Workers};
+use tauros_api::HttpConfig;
+use tauros_app::failpoints::{self, Failpoint, arm};
+use tauros_app::issuing::{HttpIssuer, IssueError, Issuer, IssuerAdapter};
+use tauros_app::runtime::{Defaults, Registry, WorkerConfig, Workers};
+use tauros_app::{AppConfig, AppError, WebhookConfig};
+use tauros_domain::effect::{EffectFailure, Executed, Recovered};
+use tauros_domain::webhook::AllowList;
 use tokio::sync::{Mutex, oneshot};
 use uuid::Uuid;
 
@@ -94,13 +94,13 @@ fn workers_with(app: &TestApp, issuer: Issuer) -> Workers {
         backoff_cap: Duration::from_secs(1),
         timeout: Duration::from_secs(30),
     });
-    tauros::effects::register(&mut registry, issuer);
+    tauros_app::issuing::register(&mut registry, issuer);
     let config = WorkerConfig {
         workers: 2,
         lease: Duration::from_secs(5),
         poll: Duration::from_millis(50),
         max_interruptions: 10,
-        retention: tauros::app::Retention::default(),
+        retention: tauros_app::Retention::default(),
         prune_batch: 100,
         pause_after_claim: false,
         name: "in-test".to_owned(),
@@ -175,7 +175,7 @@ async fn until_issue_jobs_settled(app: &TestApp) {
 
 /// The operation key of the issue of `invoice_id` (derived, as Tauros derives it).
 fn op_key(org_id: Uuid, invoice_id: Uuid) -> Uuid {
-    tauros::domain::effect::operation_key(org_id, "invoice.issue", &invoice_id.to_string(), 1)
+    tauros_domain::effect::operation_key(org_id, "invoice.issue", &invoice_id.to_string(), 1)
 }
 
 /// Moves every processing claim past both the abandonment horizon and its retention.
@@ -435,7 +435,7 @@ async fn an_unknown_recovery_leaves_the_claim_processing_until_a_later_attempt(b
         .await;
     assert_eq!(
         failed.unwrap_err().to_string(),
-        tauros::domain::effect::EffectFailure::OutcomeUnknown.to_string()
+        tauros_domain::effect::EffectFailure::OutcomeUnknown.to_string()
     );
     assert_eq!(
         app.invoice(token, id_of(&invoice)).await["state"],
@@ -475,7 +475,7 @@ async fn a_lying_absent_is_absorbed_by_a_deduplicating_peer_and_only_by_one(back
         let first = issuer.issue(&app.app, b.org.org_id, id).await;
         assert_eq!(
             first.unwrap_err().to_string(),
-            tauros::domain::effect::EffectFailure::Unavailable.to_string()
+            tauros_domain::effect::EffectFailure::Unavailable.to_string()
         );
         // Attempt 2: recover lies again, so it executes under the same key.
         issuer.issue(&app.app, b.org.org_id, id).await.unwrap();

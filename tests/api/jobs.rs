@@ -3,7 +3,7 @@
 //! and discards, retention that keeps deduplication, what approvers see and do over HTTP, the
 //! gauges, and three worker processes running a thousand jobs.
 //!
-//! Jobs are enqueued through the library (`tauros::app::enqueue`, `App::submit_job`): there is
+//! Jobs are enqueued through the library (`tauros_app::enqueue`, `App::submit_job`): there is
 //! no public enqueue route. They are of the built-in test kind `test.echo.v1`, which worker
 //! processes register with `TAUROS_TEST_JOBS=1` and which records each of its executions.
 //! Waiting for a job to reach a state polls the database with a deadline; signals are sent at
@@ -20,11 +20,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
-use tauros::app::{AppError, NewJob, Retention};
-use tauros::domain::job::JobState;
-use tauros::jobs::testing::ECHO;
-use tauros::jobs::{Defaults, WorkerConfig, Workers};
-use tauros::store::{Fence, JobRow, JobUpdate, TestExecutionRow};
+use tauros_app::runtime::testing::ECHO;
+use tauros_app::runtime::{Defaults, WorkerConfig, Workers};
+use tauros_app::{AppError, NewJob, Retention};
+use tauros_domain::job::JobState;
+use tauros_store::{Fence, JobRow, JobUpdate, TestExecutionRow};
 use uuid::Uuid;
 
 both_backends!(
@@ -96,9 +96,9 @@ pub(crate) async fn wait_for(
 
 /// Workers inside the test process, with the test kinds and a short lease.
 fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
-    let registry = Arc::new(tauros::jobs::registry(
+    let registry = Arc::new(tauros_app::runtime::registry(
         Defaults::default(),
-        tauros::jobs::webhooks::DeliveryPolicy::default(),
+        tauros_app::runtime::webhooks::DeliveryPolicy::default(),
         true,
     ));
     let config = WorkerConfig {
@@ -218,7 +218,7 @@ fn wait_for_line(process: &WorkerProcess, line: &str) {
 async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
     let org = app.org().await;
     let mut tx = app.app.store().begin().await.unwrap();
-    let enqueued = tauros::app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
+    let enqueued = tauros_app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
         .await
         .unwrap();
     assert!(!enqueued.replayed);
@@ -234,7 +234,7 @@ async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
 
     // The same enqueue, committed: visible, and the same id (it derives from the submission).
     let mut tx = app.app.store().begin().await.unwrap();
-    let again = tauros::app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
+    let again = tauros_app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -428,8 +428,8 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
     assert_eq!((b.attempt, b.executions), (1, 2));
 
     // A wakes up: its heartbeat, completion and failure all miss the fence.
-    let failure = tauros::app::JobFailure {
-        kind: tauros::domain::job::FailureKind::Permanent,
+    let failure = tauros_app::JobFailure {
+        kind: tauros_domain::job::FailureKind::Permanent,
         code: "late".to_owned(),
         message: "a late failure".to_owned(),
     };
@@ -821,8 +821,8 @@ async fn a_failure_schedules_its_retry_within_the_backoff_and_its_jitter(app: Te
         app.sql_exec("update jobs set attempt = 7 where args like '%capped%'")
             .await
     );
-    let failure = tauros::app::JobFailure {
-        kind: tauros::domain::job::FailureKind::Retryable,
+    let failure = tauros_app::JobFailure {
+        kind: tauros_domain::job::FailureKind::Retryable,
         code: "boom".to_owned(),
         message: "a retryable failure".to_owned(),
     };
@@ -1244,7 +1244,7 @@ async fn three_worker_processes_run_a_thousand_jobs_once_each(app: TestApp) {
                 json!({"note": n})
             };
             let job = submitted(org.org_id, &format!("job-{n}"), args);
-            tauros::app::enqueue(&mut *tx, job).await.unwrap();
+            tauros_app::enqueue(&mut *tx, job).await.unwrap();
         }
         tx.commit().await.unwrap();
     }

@@ -14,9 +14,9 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use tauros::app::AppConfig;
-use tauros::http::HttpConfig;
-use tauros::mcp::McpConfig;
+use tauros_api::HttpConfig;
+use tauros_api::mcp::McpConfig;
+use tauros_app::AppConfig;
 use uuid::Uuid;
 
 /// The reviewed list, spelled out: adding a tool must change this test too. No tool approves,

@@ -22,13 +22,13 @@ use crate::helpers::{Backend, IBAN, PASSWORD, TestApp, spawn_app};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::collections::HashMap;
-use tauros::app::{
+use tauros_app::{
     Actor, Agent, AppError, DraftInput, Human, InvoiceView, NewAgent, NewDestination,
     OrgSettingsChange,
 };
-use tauros::domain::identity::{Interface, Role};
-use tauros::domain::invoice::DecisionKind;
-use tauros::domain::lines::LineInput;
+use tauros_domain::identity::{Interface, Role};
+use tauros_domain::invoice::DecisionKind;
+use tauros_domain::lines::LineInput;
 use uuid::Uuid;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,7 +390,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .unwrap();
     let org_id = boot.org_id;
     let approver = human(boot.user_id, org_id, email, Role::Approver);
-    let tauros::app::Invited::Done(invited) = app
+    let tauros_app::Invited::Done(invited) = app
         .app
         .invite_user(
             &approver,
@@ -434,7 +434,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .app
         .create_customer(
             owner,
-            tauros::app::NewCustomer {
+            tauros_app::NewCustomer {
                 agent_id: Some(agent.id),
                 name: Some("Acme Inc".into()),
                 email: Some("billing@example.com".into()),

@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::routing::get;
 use reqwest::StatusCode;
-use tauros::http::{HttpConfig, with_layers};
+use tauros_api::{HttpConfig, with_layers};
 
 #[tokio::test]
 async fn a_panicking_handler_answers_500_with_its_request_id() {

@@ -12,8 +12,8 @@ use crate::helpers::{
 };
 use reqwest::StatusCode;
 use serde_json::json;
-use tauros::app::AppConfig;
-use tauros::http::HttpConfig;
+use tauros_api::HttpConfig;
+use tauros_app::AppConfig;
 
 both_backends!(
     hidden_characters_are_refused_on_every_text_field,
@@ -223,7 +223,7 @@ async fn metrics_on_their_own_address_are_not_sniffed_either(app: TestApp) {
     // One request on the main listener, so there is a series to read.
     app.client.get(app.url("/healthz")).send().await.unwrap();
     let addr = serve_router(
-        tauros::http::ops_metrics_router(app.app.clone()),
+        tauros_api::ops_metrics_router(app.app.clone()),
         HttpConfig::default().limits,
     )
     .await;

@@ -10,8 +10,8 @@ use crate::helpers::{Backend, PASSWORD, both_backends, serve_router, spawn_app_w
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tauros::app::AppConfig;
-use tauros::http::{ConnectionLimits, HttpConfig, router};
+use tauros_api::{ConnectionLimits, HttpConfig, router};
+use tauros_app::AppConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -25,11 +25,11 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tauros::app::{App, AppConfig, NewJob, Retention, WebhookConfig};
-use tauros::domain::webhook::{AllowList, SecretKey};
-use tauros::http::HttpConfig;
-use tauros::jobs::webhooks::DeliveryPolicy;
-use tauros::jobs::{Defaults, WorkerConfig, Workers};
+use tauros_api::HttpConfig;
+use tauros_app::runtime::webhooks::DeliveryPolicy;
+use tauros_app::runtime::{Defaults, WorkerConfig, Workers};
+use tauros_app::{App, AppConfig, NewJob, Retention, WebhookConfig};
+use tauros_domain::webhook::{AllowList, SecretKey};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -79,7 +79,7 @@ fn workers_with(app: &App, backoff_cap: Duration) -> Workers {
         backoff_cap,
         timeout: Duration::from_secs(60),
     };
-    let registry = Arc::new(tauros::jobs::registry(
+    let registry = Arc::new(tauros_app::runtime::registry(
         defaults,
         DeliveryPolicy { backoff_cap },
         false,
@@ -224,7 +224,7 @@ fn the_documented_events_are_the_event_types() {
                 .expect("a `type` in the first column")
         })
         .collect();
-    let sent: Vec<&str> = tauros::domain::webhook::event_types().collect();
+    let sent: Vec<&str> = tauros_domain::webhook::event_types().collect();
     assert_eq!(documented, sent);
 }
 

@@ -1,0 +1,197 @@
+//! `/v1/customers`: human-managed, agent-readable.
+
+use super::AppState;
+use super::extract::{Auth, IdPath, ListParams, StrictJson};
+use super::problem::{ApiError, Problem};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tauros_app::{CustomerChange, CustomerView, NewCustomer};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_customer, list_customers))
+        .routes(routes!(get_customer, update_customer, delete_customer))
+}
+
+/// A new customer of one of the caller's agents.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCustomerRequest {
+    /// An agent the calling human owns.
+    #[schema(value_type = Uuid, required = true)]
+    pub agent_id: Option<Uuid>,
+    /// 1–160 characters.
+    #[schema(value_type = String, required = true, example = "Acme Inc", min_length = 1, max_length = 160)]
+    pub name: Option<String>,
+    /// 1–254 characters, one `@`, no spaces inside (surrounding ones are trimmed).
+    #[schema(
+        value_type = String,
+        required = true,
+        example = "billing@acme.example",
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    pub email: Option<String>,
+}
+
+/// Fields to change; `agent_id` is immutable.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateCustomerRequest {
+    /// Replaces the name; 1–160 characters.
+    #[schema(min_length = 1, max_length = 160)]
+    pub name: Option<String>,
+    /// Replaces the email; 1–254 characters, one `@`, no spaces inside.
+    #[schema(
+        min_length = 3,
+        max_length = 254,
+        pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    pub email: Option<String>,
+}
+
+/// Someone an agent bills; managed by the agent's human.
+#[derive(Serialize, ToSchema)]
+pub struct CustomerResponse {
+    /// The `customer_id` of an invoice billed to this customer.
+    pub id: Uuid,
+    /// The agent it belongs to.
+    pub agent_id: Uuid,
+    /// Display name, 1–160 characters (not part of any invoice seal).
+    pub name: String,
+    /// Contact email, 1–254 characters (not part of any invoice seal).
+    pub email: String,
+    /// When the customer was created (RFC 3339, UTC).
+    pub created_at: DateTime<Utc>,
+    /// When its name or email last changed, or `created_at` (RFC 3339, UTC).
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<CustomerView> for CustomerResponse {
+    fn from(c: CustomerView) -> Self {
+        CustomerResponse {
+            id: c.id,
+            agent_id: c.agent_id,
+            name: c.name,
+            email: c.email,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+/// A page of customers, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct CustomerList {
+    /// The customers.
+    pub items: Vec<CustomerResponse>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Create a customer (the human who owns `agent_id`).
+#[utoipa::path(post, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
+    request_body = CreateCustomerRequest,
+    responses(
+        (status = 201, description = "Created", body = CustomerResponse),
+        (status = 403, description = "`forbidden`: agents may not create customers", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    StrictJson(body): StrictJson<CreateCustomerRequest>,
+) -> Result<(StatusCode, Json<CustomerResponse>), ApiError> {
+    let customer = state
+        .app
+        .create_customer(
+            &actor,
+            NewCustomer {
+                agent_id: body.agent_id,
+                name: body.name,
+                email: body.email,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(customer.into())))
+}
+
+/// The customers the caller may see: an agent its own, a human those of their agents.
+#[utoipa::path(get, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
+    params(super::schema::Page),
+    responses((status = 200, description = "A page of customers", body = CustomerList)))]
+async fn list_customers(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+) -> Result<Json<CustomerList>, ApiError> {
+    let rows = state.app.list_customers(&actor, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |c| c.id);
+    Ok(Json(CustomerList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
+}
+
+/// One customer.
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    responses(
+        (status = 200, description = "The customer", body = CustomerResponse),
+        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<CustomerResponse>, ApiError> {
+    Ok(Json(state.app.get_customer(&actor, id).await?.into()))
+}
+
+/// Change a customer's name or email (the owning human).
+#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    request_body = UpdateCustomerRequest,
+    responses(
+        (status = 200, description = "Updated", body = CustomerResponse),
+        (status = 403, description = "`forbidden`: agents may not change customers", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn update_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<UpdateCustomerRequest>,
+) -> Result<Json<CustomerResponse>, ApiError> {
+    let change = CustomerChange {
+        name: body.name,
+        email: body.email,
+    };
+    Ok(Json(
+        state.app.update_customer(&actor, id, change).await?.into(),
+    ))
+}
+
+/// Delete a customer that no invoice revision references (the owning human).
+#[utoipa::path(delete, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Customer id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`has_dependents`: a revision references it", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_customer(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<StatusCode, ApiError> {
+    state.app.delete_customer(&actor, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

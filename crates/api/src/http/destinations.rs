@@ -1,0 +1,219 @@
+//! `/v1/payment-destinations`: registered by agents for themselves.
+
+use super::AppState;
+use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::http::schema::{DestinationStateSchema, NetworkSchema};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tauros_app::{DestinationView, NewDestination};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_destination, list_destinations))
+        .routes(routes!(get_destination))
+        .routes(routes!(deactivate_destination))
+}
+
+/// The `Idempotent-Replayed` response header.
+pub(super) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// A new payment destination.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDestinationRequest {
+    /// Display label, 1–160 characters (not part of any invoice seal).
+    #[schema(value_type = String, required = true, example = "Operating account", min_length = 1, max_length = 160)]
+    pub label: Option<String>,
+    /// Currency code (`EUR`, `USDC`, …).
+    #[schema(value_type = String, required = true, example = "EUR")]
+    pub currency: Option<String>,
+    /// The network paid on; it must carry the currency.
+    #[schema(value_type = NetworkSchema, required = true, example = "iban")]
+    pub network: Option<String>,
+    /// Address on that network (checksums are verified).
+    #[schema(value_type = String, required = true, example = "DE89370400440532013000", min_length = 1, max_length = 128)]
+    pub address: Option<String>,
+    /// One of your active destinations that this one replaces (it becomes `superseded`).
+    pub supersedes_id: Option<Uuid>,
+}
+
+impl From<CreateDestinationRequest> for NewDestination {
+    fn from(body: CreateDestinationRequest) -> Self {
+        NewDestination {
+            label: body.label,
+            currency: body.currency,
+            network: body.network,
+            address: body.address,
+            supersedes_id: body.supersedes_id,
+        }
+    }
+}
+
+/// A payment destination.
+#[derive(Serialize, ToSchema)]
+pub struct DestinationResponse {
+    /// The `payment_destination_id` of an invoice paid here.
+    pub id: Uuid,
+    /// The agent it belongs to.
+    pub agent_id: Uuid,
+    /// Display label (not part of any invoice seal).
+    pub label: String,
+    /// The one currency this destination receives.
+    pub currency: String,
+    /// The network paid on.
+    #[schema(value_type = NetworkSchema)]
+    pub network: String,
+    /// As sent, trimmed, case kept; sealed into every invoice paid here.
+    pub address: String,
+    /// Whether it still receives money.
+    #[schema(value_type = DestinationStateSchema)]
+    pub state: String,
+    /// The destination this one replaced.
+    pub supersedes_id: Option<Uuid>,
+    /// When the destination was registered (RFC 3339, UTC).
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<DestinationView> for DestinationResponse {
+    fn from(d: DestinationView) -> Self {
+        DestinationResponse {
+            id: d.id,
+            agent_id: d.agent_id,
+            label: d.label,
+            currency: d.currency,
+            network: d.network,
+            address: d.address,
+            state: d.state.as_str().to_owned(),
+            supersedes_id: d.supersedes_id,
+            created_at: d.created_at,
+        }
+    }
+}
+
+/// A page of destinations, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct DestinationList {
+    /// The destinations.
+    pub items: Vec<DestinationResponse>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
+    }
+    [(
+        REPLAYED,
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
+    )]
+}
+
+/// Register a payment destination (agents). With `Idempotency-Key`, a repeat of the same body
+/// answers 200 with the original and `Idempotent-Replayed: true`.
+#[utoipa::path(post, path = "/v1/payment-destinations", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+        description = "Optional; makes retries safe: the same key and body again answers the same destination (200, `Idempotent-Replayed: true`); the same key with another body is 409 `idempotency_conflict`. 1–200 visible ASCII characters, no leading or trailing space (a UUID makes a good key).")),
+    request_body = CreateDestinationRequest,
+    responses(
+        (status = 201, description = "Created", body = DestinationResponse),
+        (status = 200, description = "Replay of an earlier request with the same key and body", body = DestinationResponse),
+        (status = 403, description = "`forbidden`: humans may not register destinations", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    StrictJson(body): StrictJson<CreateDestinationRequest>,
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<DestinationResponse>,
+    ),
+    ApiError,
+> {
+    let input = NewDestination::from(body);
+    let tauros_app::Replayed {
+        value: destination,
+        replayed,
+    } = state
+        .app
+        .create_destination(&actor, input, key.as_deref())
+        .await?;
+    let status = if replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, replayed_header(replayed), Json(destination.into())))
+}
+
+/// The destinations the caller may see; `?state=active` for the ones that receive money.
+#[utoipa::path(get, path = "/v1/payment-destinations", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(
+        ("state" = Option<DestinationStateSchema>, Query, description = "Only destinations in this state; `active` ones receive money"),
+        super::schema::Page,
+    ),
+    responses((status = 200, description = "A page of destinations", body = DestinationList)))]
+async fn list_destinations(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+    query: QueryParams,
+) -> Result<Json<DestinationList>, ApiError> {
+    let rows = state
+        .app
+        .list_destinations(&actor, query.get("state"), params.page())
+        .await?;
+    let (items, next_cursor) = params.split(rows, |d| d.id);
+    Ok(Json(DestinationList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    }))
+}
+
+/// One destination.
+#[utoipa::path(get, path = "/v1/payment-destinations/{id}", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Destination id")),
+    responses(
+        (status = 200, description = "The destination", body = DestinationResponse),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<DestinationResponse>, ApiError> {
+    Ok(Json(state.app.get_destination(&actor, id).await?.into()))
+}
+
+/// Stop a destination from receiving money (the owning agent or its human). Already inactive
+/// → 200 with the destination unchanged, nothing written.
+#[utoipa::path(post, path = "/v1/payment-destinations/{id}/deactivate", tag = "payment destinations",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Destination id")),
+    responses(
+        (status = 200, description = "Deactivated (or already inactive)", body = DestinationResponse),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn deactivate_destination(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<DestinationResponse>, ApiError> {
+    Ok(Json(
+        state.app.deactivate_destination(&actor, id).await?.into(),
+    ))
+}

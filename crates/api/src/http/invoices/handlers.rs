@@ -1,0 +1,473 @@
+//! The `/v1/invoices` handlers: parse, call `app`, shape the answer.
+
+use super::types::{
+    CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
+    EmptyRequest, EventList, EventsCheck, InvoiceList, InvoiceResponse, ReviseRequest,
+    RevisionCheck, RevisionList, VerifyResponse, decision, event, invoice, revision,
+};
+use crate::http::AppState;
+use crate::http::destinations::REPLAYED;
+use crate::http::extract::{
+    Auth, Bearer, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
+};
+use crate::http::problem::{ApiError, Problem};
+use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use tauros_app::{Actor, App, FieldError, InvoiceQuery, InvoiceView, Replayed, VerifyReport};
+use tauros_domain::identity::Interface;
+use tauros_domain::invoice::DecisionKind;
+use uuid::Uuid;
+
+type CommandAnswer = (
+    StatusCode,
+    [(HeaderName, HeaderValue); 1],
+    Json<CommandResponse>,
+);
+
+fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
+    let status = if result.replayed {
+        StatusCode::OK
+    } else {
+        created
+    };
+    let header = HeaderValue::from_static(if result.replayed { "true" } else { "false" });
+    (status, [(REPLAYED, header)], Json(command_body(result)))
+}
+
+/// What every invoice command answers, over REST and MCP alike; replays are counted.
+pub(crate) fn command_body(result: Replayed<InvoiceView>) -> CommandResponse {
+    let Replayed {
+        value: view,
+        replayed,
+    } = result;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
+    }
+    CommandResponse {
+        invoice: invoice(view),
+        replayed,
+    }
+}
+
+/// How a REST client sends the missing key.
+const SEND_A_KEY: &str =
+    "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe";
+
+/// A create as both surfaces take it: the key from a header (REST) or `None`, and the body.
+/// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
+/// send it on this surface) with every other missing field (a complete body without a key must
+/// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
+pub(crate) async fn propose(
+    app: &App,
+    actor: &Actor,
+    header_key: Option<String>,
+    mut body: CreateInvoiceRequest,
+    missing_key: &'static str,
+) -> Result<Replayed<InvoiceView>, ApiError> {
+    let key = match (header_key, body.idempotency_key.take()) {
+        (Some(h), Some(b)) if h != b => {
+            return Err(ApiError::bad_request(
+                "idempotency_key_mismatch",
+                "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
+            )
+            .with_field("idempotency_key"));
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => {
+            let mut errors = vec![FieldError::plain(
+                "idempotency_key",
+                "required",
+                missing_key,
+            )];
+            errors.extend(app.draft_field_errors(actor, &body.into())?);
+            return Err(ApiError::validation(errors));
+        }
+    };
+    Ok(app.create_draft(actor, &key, body.into()).await?)
+}
+
+/// Propose an invoice (agents). The same key and payload again answers 200 with the invoice as
+/// it is now and `replayed: true`; the same key with another payload is 409.
+#[utoipa::path(post, path = "/v1/invoices", tag = "invoices", security(("bearer" = [])),
+    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+        description = "Makes retries safe: the same key and body again answers the same invoice (200, `replayed: true`); the same key with another body is 409 `idempotency_conflict`. 1–200 visible ASCII characters, no leading or trailing space (a UUID makes a good key). The key may instead travel as `idempotency_key` in the body (both sent: they must be equal); one of the two is required.")),
+    request_body = CreateInvoiceRequest,
+    responses(
+        (status = 201, description = "Created", body = CommandResponse),
+        (status = 200, description = "Replay: the invoice as it is now", body = CommandResponse),
+        (status = 403, description = "`forbidden`: humans may not propose invoices", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: the key was used with another payload", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn create_invoice(
+    State(state): State<AppState>,
+    credential: Bearer,
+    header: Result<IdempotencyKeyHeader, ApiError>,
+    body: Result<StrictJson<CreateInvoiceRequest>, ApiError>,
+) -> Result<CommandAnswer, ApiError> {
+    let (header_key, mut body) = match (header, body) {
+        (Ok(IdempotencyKeyHeader(h)), Ok(StrictJson(b))) => (h, b),
+        (Err(refused), _) | (_, Err(refused)) => {
+            return Err(credential.refuse(&state, refused).await);
+        }
+    };
+    // One key, however sent: the credential is checked in the statement that looks the key
+    // up. Anything else (no key, two that differ) is `propose`'s to refuse, after the
+    // credential.
+    let key = match (&header_key, &body.idempotency_key) {
+        (Some(h), Some(b)) if h == b => Some(h.clone()),
+        (Some(k), None) | (None, Some(k)) => Some(k.clone()),
+        _ => None,
+    };
+    let result = match key {
+        Some(key) => {
+            body.idempotency_key = None;
+            state
+                .app
+                .create_draft_presented(&credential.0, Interface::Api, &key, body.into())
+                .await?
+        }
+        None => {
+            let actor = state
+                .app
+                .authenticate(&credential.0, Interface::Api)
+                .await?;
+            propose(&state.app, &actor, header_key, body, SEND_A_KEY).await?
+        }
+    };
+    Ok(answer(result, StatusCode::CREATED))
+}
+
+/// The invoices you may see. `?state=pending_approval` is the approver's inbox, oldest first.
+#[utoipa::path(get, path = "/v1/invoices", tag = "invoices", security(("bearer" = [])),
+    params(
+        ("state" = Option<InvoiceStateSchema>, Query, description = "Only invoices in this state; `pending_approval` is the approver's inbox, listed oldest first"),
+        ("customer_id" = Option<Uuid>, Query, description = "Only this customer's"),
+        ("agent_id" = Option<Uuid>, Query, description = "Only this agent's"),
+        ("decision" = Option<DecisionKindSchema>, Query, description = "Only invoices whose latest decision is this one"),
+        ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
+        ("overdue" = Option<bool>, Query, description = "`true`: only overdue invoices (issued or partially paid, due before today in UTC, a balance open); `false`: only the others. Computed when asked, never stored"),
+        crate::http::schema::Page,
+    ),
+    responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
+pub(super) async fn list_invoices(
+    State(state): State<AppState>,
+    credential: Bearer,
+    params: Result<ListParams, ApiError>,
+    query: QueryParams,
+) -> Result<Json<InvoiceList>, ApiError> {
+    let parsed =
+        (|| Ok::<_, ApiError>((params?, query.uuid("customer_id")?, query.uuid("agent_id")?)))();
+    let (params, customer_id, agent_id) = match parsed {
+        Ok(parsed) => parsed,
+        Err(refused) => return Err(credential.refuse(&state, refused).await),
+    };
+    let filter = InvoiceQuery {
+        state: query.get("state").map(str::to_owned),
+        customer_id,
+        agent_id,
+        decision: query.get("decision").map(str::to_owned),
+        idempotency_key: query.get("idempotency_key").map(str::to_owned),
+        overdue: query.get("overdue").map(str::to_owned),
+    };
+    let rows = state
+        .app
+        .list_invoices_presented(&credential.0, Interface::Api, filter, params.page())
+        .await?;
+    let (items, next_cursor) = params.split(rows, |i| i.id);
+    Ok(Json(InvoiceList {
+        items: items.into_iter().map(invoice).collect(),
+        next_cursor,
+    }))
+}
+
+/// One invoice.
+#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    responses(
+        (status = 200, description = "The invoice", body = InvoiceResponse),
+        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn get_invoice(
+    State(state): State<AppState>,
+    credential: Bearer,
+    id: Result<IdPath, ApiError>,
+) -> Result<Json<InvoiceResponse>, ApiError> {
+    let id = match id {
+        Ok(IdPath(id)) => id,
+        Err(refused) => return Err(credential.refuse(&state, refused).await),
+    };
+    let found = state
+        .app
+        .get_invoice_presented(&credential.0, Interface::Api, id)
+        .await?;
+    Ok(Json(invoice(found)))
+}
+
+/// Every revision, oldest first.
+#[utoipa::path(get, path = "/v1/invoices/{id}/revisions", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    responses(
+        (status = 200, description = "The revisions", body = RevisionList),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn list_revisions(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<RevisionList>, ApiError> {
+    let rows = state.app.list_revisions(&actor, id).await?;
+    Ok(Json(RevisionList {
+        items: rows.into_iter().map(revision).collect(),
+    }))
+}
+
+/// Every decision, oldest first (the proposing agent reads them too).
+#[utoipa::path(get, path = "/v1/invoices/{id}/decisions", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    responses(
+        (status = 200, description = "The decisions", body = DecisionList),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn list_decisions(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<DecisionList>, ApiError> {
+    let rows = state.app.list_decisions(&actor, id).await?;
+    Ok(Json(DecisionList {
+        items: rows.into_iter().map(decision).collect(),
+    }))
+}
+
+/// The audit trail, in order; each event hash-chained to the one before.
+#[utoipa::path(get, path = "/v1/invoices/{id}/events", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    responses(
+        (status = 200, description = "The events", body = EventList),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn list_events(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<EventList>, ApiError> {
+    let rows = state.app.list_events(&actor, id).await?;
+    Ok(Json(EventList {
+        items: rows.into_iter().map(event).collect(),
+    }))
+}
+
+/// Re-seal every revision and re-walk the event chain (humans).
+#[utoipa::path(get, path = "/v1/invoices/{id}/verify", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    responses(
+        (status = 200, description = "The report", body = VerifyResponse),
+        (status = 403, description = "`forbidden`: agents may not verify", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn verify_invoice(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<VerifyResponse>, ApiError> {
+    let r: VerifyReport = state.app.verify_invoice(&actor, id).await?;
+    Ok(Json(VerifyResponse {
+        ok: r.ok,
+        revisions: r
+            .revisions
+            .into_iter()
+            .map(|(number, ok)| RevisionCheck { number, ok })
+            .collect(),
+        events: EventsCheck {
+            ok: r.events_ok,
+            broken_at: r.broken_at,
+        },
+    }))
+}
+
+/// Revise (the proposing agent): a new revision, the invoice back to `draft`; an identical
+/// payload writes nothing and answers `replayed: true`.
+#[utoipa::path(post, path = "/v1/invoices/{id}/revise", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body = ReviseRequest,
+    responses(
+        (status = 200, description = "Revised, or unchanged (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden`: only the proposing agent revises", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn revise(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<ReviseRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(
+        state.app.revise(&actor, id, body.into()).await?,
+        StatusCode::OK,
+    ))
+}
+
+/// Submit for approval (the proposing agent).
+#[utoipa::path(post, path = "/v1/invoices/{id}/submit", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
+    responses(
+        (status = 200, description = "Submitted, or already pending (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`, `revision_already_decided` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn submit(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    OptionalJson(_empty): OptionalJson<EmptyRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(state.app.submit(&actor, id).await?, StatusCode::OK))
+}
+
+/// Withdraw (the proposing agent, or a human who sees it): draft or pending → cancelled.
+#[utoipa::path(post, path = "/v1/invoices/{id}/withdraw", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
+    responses(
+        (status = 200, description = "Withdrawn, or already withdrawn (`replayed`)", body = CommandResponse),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn withdraw(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    OptionalJson(_empty): OptionalJson<EmptyRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(
+        state.app.withdraw(&actor, id).await?,
+        StatusCode::OK,
+    ))
+}
+
+async fn decide(
+    state: AppState,
+    actor: Actor,
+    id: Uuid,
+    kind: DecisionKind,
+    body: DecideRequest,
+) -> Result<CommandAnswer, ApiError> {
+    let result = state
+        .app
+        .decide(
+            &actor,
+            id,
+            kind,
+            body.revision_id,
+            body.payload_hash.as_deref(),
+            body.reason.as_deref(),
+        )
+        .await?;
+    Ok(answer(result, StatusCode::OK))
+}
+
+/// Approve one exact revision (approvers who see it).
+#[utoipa::path(post, path = "/v1/invoices/{id}/approve", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body = DecideRequest,
+    responses(
+        (status = 200, description = "Approved, or the same approval again (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` (agents, operators) or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch`, `payload_integrity` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn approve(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<DecideRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    decide(state, actor, id, DecisionKind::Approved, body).await
+}
+
+/// Reject one exact revision (approvers); a reason is required.
+#[utoipa::path(post, path = "/v1/invoices/{id}/reject", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body = DecideRequest,
+    responses(
+        (status = 200, description = "Rejected, or the same rejection again (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn reject(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<DecideRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    decide(state, actor, id, DecisionKind::Rejected, body).await
+}
+
+/// Send one exact revision back to the agent (approvers); a reason is required.
+#[utoipa::path(post, path = "/v1/invoices/{id}/request-changes", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body = DecideRequest,
+    responses(
+        (status = 200, description = "Back to draft, or the same request again (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn request_changes(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<DecideRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    decide(state, actor, id, DecisionKind::ChangesRequested, body).await
+}
+
+/// Cancel an approved invoice (approvers); a reason is required.
+#[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body = CancelRequest,
+    responses(
+        (status = 200, description = "Cancelled, or already cancelled by cancel (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`, or `issue_in_progress` (issuing has started: the invoice has its number)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    StrictJson(body): StrictJson<CancelRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(
+        state.app.cancel(&actor, id, body.reason.as_deref()).await?,
+        StatusCode::OK,
+    ))
+}
+
+/// Issue an approved invoice (approvers), when no issuer is configured: it is numbered
+/// (`INV-2026-000042`, gapless per organisation and year) and moves to `issued`, one event.
+/// Repeating it on an issued invoice is a replay. With an issuer configured (`TAUROS_ISSUER`),
+/// approving enqueues the issue job instead and this answers 409 `issuer_configured`.
+#[utoipa::path(post, path = "/v1/invoices/{id}/issue", tag = "invoices", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Invoice id")),
+    request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
+    responses(
+        (status = 200, description = "Issued, or already issued (`replayed`)", body = CommandResponse),
+        (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition` (not approved), `destination_inactive` (an `issue_blocked` event was recorded) or `issuer_configured`", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn issue(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    OptionalJson(_empty): OptionalJson<EmptyRequest>,
+) -> Result<CommandAnswer, ApiError> {
+    Ok(answer(state.app.issue(&actor, id).await?, StatusCode::OK))
+}

@@ -1,0 +1,216 @@
+//! Cross-cutting layers: every error becomes problem+json carrying the request id, and every
+//! request is counted and timed by route template.
+
+use super::problem::{PROBLEM_JSON, for_status};
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::time::Instant;
+
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The longest request id a client may choose; longer, or with other than safe characters, and
+/// the server makes its own.
+const MAX_REQUEST_ID: usize = 128;
+
+/// Drops a client's `X-Request-Id` unless it is 1–128 safe characters (letters, digits,
+/// `-_.:`), so that ids echoed into headers, bodies and logs stay small and inert.
+pub async fn client_request_id(mut request: Request, next: Next) -> Response {
+    let acceptable = request.headers().get(REQUEST_ID).is_none_or(|v| {
+        let bytes = v.as_bytes();
+        (1..=MAX_REQUEST_ID).contains(&bytes.len())
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    });
+    if !acceptable {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    next.run(request).await
+}
+
+/// The policy of an HTML page that sets none of its own (the Swagger UI at `/docs`): its own
+/// scripts and styles only (Swagger UI sets inline styles, so `'unsafe-inline'` for styles
+/// alone), no plugins, and no framing. The console sets a stricter one (`console::
+/// CONTENT_SECURITY_POLICY`), which is kept.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+    style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
+    connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+    frame-ancestors 'none'";
+
+/// Headers every response carries: `nosniff`; `Cache-Control: no-store` on the API's own
+/// answers, REST and MCP (some carry secrets: session tokens, API keys, invitation tokens; none
+/// may be kept by a cache); a strict Content-Security-Policy on HTML pages (the page's own when
+/// it set one, which may only be stricter: it is chosen in this crate) and
+/// `X-Frame-Options: DENY`.
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let api = path.starts_with("/v1/") || path == "/mcp";
+    let mut response = next.run(request).await;
+    let html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if api {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if html {
+        if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+            );
+        }
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    }
+    response
+}
+
+/// Marks an error response whose body is its protocol's own answer (a JSON-RPC error from
+/// `/mcp`, which MCP clients read): [`problem_details`] leaves it as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnErrorBody;
+
+/// Our problem bodies stay far below this (`errors[]` holds at most 100 entries, and echoed
+/// values are shortened); it only bounds what this layer reads back.
+const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
+
+/// Sends an answer only once everything it was decided on is durable: on SQLite a replay or a
+/// refusal may have read writes still waiting for their shared commit (group commit). If
+/// that commit fails, the answer would describe writes that are now lost, so the client gets
+/// 503 `unavailable` instead and retries.
+pub async fn durable_answers(request: Request, next: Next) -> Response {
+    match tauros_app::when_durable(next.run(request)).await {
+        (response, Ok(())) => response,
+        (_, Err(e)) => super::problem::ApiError::from(e).into_response(),
+    }
+}
+
+/// Makes sure every error response is problem+json with the request id in its body, whoever
+/// produced it (a handler, an extractor, the router's 404/405, a layer's 413).
+pub async fn problem_details(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<OwnErrorBody>().is_some()
+    {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
+    let (mut parts, body) = response.into_parts();
+    let mut problem = if is_problem {
+        match to_bytes(body, MAX_PROBLEM_BYTES).await.ok().and_then(|b| {
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&b).ok()
+        }) {
+            Some(map) => map,
+            None => to_map(&for_status(status).problem()),
+        }
+    } else {
+        // Not ours: replace the body, keep the status and the headers that matter.
+        let fresh = for_status(status).into_response();
+        for (name, value) in fresh.headers() {
+            parts.headers.insert(name, value.clone());
+        }
+        to_map(&for_status(status).problem())
+    };
+    if let Some(id) = request_id {
+        problem.insert("request_id".into(), serde_json::Value::String(id));
+    }
+    let bytes = serde_json::to_vec(&problem).unwrap_or_default();
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn to_map(problem: &super::problem::Problem) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(problem) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The `method` label: one of a fixed set, so that made-up methods cannot grow `/metrics`
+/// (routes are templates, and one `unmatched` label covers every unknown path).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+/// Counts requests and records their latency by method, route template and status.
+pub async fn metrics(request: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = method_label(request.method());
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let response = next.run(request).await;
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let (count, duration) = request_metrics(method, route, response.status().as_u16());
+    count.increment(1);
+    duration.record(start.elapsed().as_secs_f64());
+    response
+}
+
+/// The counter and histogram of one (method, route template, status): registered once and
+/// then reused, so a request does not build labels or look them up in the registry. Routes
+/// are templates and methods a fixed set, so the map stays as small as `/metrics` itself.
+fn request_metrics(
+    method: &'static str,
+    route: &str,
+    status: u16,
+) -> (metrics::Counter, metrics::Histogram) {
+    type Handles = (metrics::Counter, metrics::Histogram);
+    type ByRoute = HashMap<Box<str>, Handles>;
+    static KNOWN: std::sync::LazyLock<std::sync::RwLock<HashMap<(&'static str, u16), ByRoute>>> =
+        std::sync::LazyLock::new(Default::default);
+    if let Some(found) = KNOWN
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&(method, status))
+        .and_then(|routes| routes.get(route))
+    {
+        return found.clone();
+    }
+    let labels = [
+        ("method", method.to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.to_string()),
+    ];
+    let handles = (
+        metrics::counter!("http_requests_total", &labels),
+        metrics::histogram!("http_request_duration_seconds", &labels),
+    );
+    KNOWN
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry((method, status))
+        .or_default()
+        .insert(route.into(), handles.clone());
+    handles
+}

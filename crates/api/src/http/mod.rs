@@ -1,0 +1,60 @@
+//! The REST surface: routes, extractors, request and response types, problem details and the
+//! OpenAPI document. Handlers are thin: parse, call `app`, shape the answer.
+
+mod agents;
+mod audit_events;
+pub(crate) mod body_timeout;
+mod currencies;
+pub(crate) mod customers;
+pub(crate) mod destinations;
+pub mod extract;
+pub(crate) mod invoices;
+mod jobs;
+pub mod json;
+pub mod middleware;
+pub mod openapi;
+pub(crate) mod ops;
+mod organisation;
+pub mod problem;
+mod proposals;
+pub(crate) mod schema;
+mod serve;
+pub(crate) mod sessions;
+pub(crate) mod settlement;
+mod users;
+mod webhooks;
+
+use tauros_app::App;
+use utoipa_axum::router::OpenApiRouter;
+
+pub use serve::{
+    ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_READ_TIMEOUT_SECONDS,
+    DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, listen, serve,
+};
+
+/// Request bodies above this are refused with 413.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub app: App,
+}
+
+/// The API routes and their OpenAPI description, before layers.
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .merge(sessions::routes())
+        .merge(organisation::routes())
+        .merge(users::routes())
+        .merge(audit_events::routes())
+        .merge(agents::routes())
+        .merge(customers::routes())
+        .merge(destinations::routes())
+        .merge(invoices::routes())
+        .merge(settlement::routes())
+        .merge(currencies::routes())
+        .merge(jobs::routes())
+        .merge(webhooks::routes())
+        .merge(ops::routes())
+}

@@ -1,0 +1,283 @@
+//! Humans and their credentials: sign-in, sign-out (here or everywhere), `GET /v1/me`, changing
+//! one's password, accepting an invitation.
+
+use super::AppState;
+use super::extract::{Auth, ClientAddr, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::http::schema::{CapabilitySchema, RoleSchema, UserStateSchema};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tauros_app::{Me, SignedIn, UserView};
+use tauros_domain::identity::{Capability, Role, UserState};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(sign_in, sign_out_everywhere))
+        .routes(routes!(sign_out))
+        .routes(routes!(me))
+        .routes(routes!(change_password))
+        .routes(routes!(accept_invitation))
+}
+
+/// Email and password.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignInRequest {
+    /// The human's email (case-insensitive).
+    #[schema(value_type = String, required = true, example = "demo@tauros.local")]
+    pub email: Option<String>,
+    /// The password set on accepting the invitation (or with `bootstrap-approver`).
+    #[schema(value_type = String, required = true, example = "tauros-demo-password")]
+    pub password: Option<String>,
+}
+
+/// A human.
+#[derive(Serialize, ToSchema)]
+pub struct UserResponse {
+    /// The human's id (`approver_id` on decisions, `actor_id` on events).
+    pub id: Uuid,
+    /// The organisation the human belongs to.
+    pub org_id: Uuid,
+    /// The email the human signs in with (matched case-insensitively).
+    pub email: String,
+    /// What the human may do.
+    #[schema(example = "approver")]
+    #[schema(value_type = RoleSchema)]
+    pub role: Role,
+    /// Whether the account may sign in.
+    #[schema(example = "active")]
+    #[schema(value_type = UserStateSchema)]
+    pub state: UserState,
+    /// When the human was created (RFC 3339, UTC).
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<UserView> for UserResponse {
+    fn from(u: UserView) -> Self {
+        UserResponse {
+            id: u.id,
+            org_id: u.org_id,
+            email: u.email,
+            role: u.role,
+            state: u.state,
+            created_at: u.created_at,
+        }
+    }
+}
+
+/// A new session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionResponse {
+    /// Bearer token for `Authorization: Bearer …`; shown only here.
+    pub token: String,
+    /// When the token stops working.
+    pub expires_at: DateTime<Utc>,
+    /// Who signed in.
+    pub user: UserResponse,
+}
+
+impl From<SignedIn> for SessionResponse {
+    fn from(s: SignedIn) -> Self {
+        SessionResponse {
+            token: s.token,
+            expires_at: s.expires_at,
+            user: s.user.into(),
+        }
+    }
+}
+
+/// Sign in with email and password.
+///
+/// Wrong email and wrong password get the same answer.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SignInRequest,
+    responses(
+        (status = 201, description = "Signed in", body = SessionResponse),
+        (status = 401, description = "`invalid_credentials`", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: too many failed sign-ins for this email and address; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_in(
+    State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
+    StrictJson(body): StrictJson<SignInRequest>,
+) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    let signed_in = state
+        .app
+        .sign_in(body.email.as_deref(), body.password, client)
+        .await?;
+    Ok((StatusCode::CREATED, Json(signed_in.into())))
+}
+
+/// End the current session at once (other sessions of the same human stay valid).
+#[utoipa::path(delete, path = "/v1/sessions/current", tag = "sessions",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 403, description = "`forbidden`: agents have no session", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_out(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<StatusCode, ApiError> {
+    state.app.sign_out(actor.human()?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// End every session of the calling human, this one included ("sign out everywhere").
+#[utoipa::path(delete, path = "/v1/sessions", tag = "sessions",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Every session ended"),
+        (status = 403, description = "`forbidden`: agents have no session", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn sign_out_everywhere(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<StatusCode, ApiError> {
+    state.app.sign_out_everywhere(actor.human()?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The current password and a new one.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePasswordRequest {
+    /// The password the human signs in with now.
+    #[schema(value_type = String, required = true)]
+    pub current_password: Option<String>,
+    /// The new password: 12 to 1024 characters.
+    #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    pub new_password: Option<String>,
+}
+
+/// Change your password; every other session of yours ends (this one stays).
+///
+/// A wrong `current_password` is a 422 on that field and counts as a failed sign-in for your
+/// email and address (too many → 429 `rate_limited`).
+#[utoipa::path(post, path = "/v1/me/password", tag = "sessions",
+    security(("bearer" = [])),
+    request_body = ChangePasswordRequest,
+    responses(
+        (status = 204, description = "Changed"),
+        (status = 403, description = "`forbidden`: agents have no password", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`password_changed`: another request changed it meanwhile", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn change_password(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    ClientAddr(client): ClientAddr,
+    StrictJson(body): StrictJson<ChangePasswordRequest>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .app
+        .change_password(&actor, body.current_password, body.new_password, client)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The caller: a human or an agent.
+#[derive(Serialize, ToSchema)]
+pub struct MeResponse {
+    /// Whether the caller is a human or an agent; says which of the members below are present.
+    #[schema(value_type = super::schema::CallerKind, example = "agent")]
+    pub kind: &'static str,
+    /// The human's or the agent's id.
+    pub id: Uuid,
+    /// The caller's organisation.
+    pub org_id: Uuid,
+    /// Agents: their name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub name: Option<String>,
+    /// Humans: their email.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub email: Option<String>,
+    /// Humans: what they may do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    #[schema(value_type = Option<RoleSchema>)]
+    pub role: Option<Role>,
+    /// Agents: what the key may do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    #[schema(value_type = Option<Vec<CapabilitySchema>>)]
+    pub capabilities: Option<Vec<Capability>>,
+}
+
+/// Who am I?
+#[utoipa::path(get, path = "/v1/me", tag = "sessions", security(("bearer" = [])),
+    responses((status = 200, description = "The caller", body = MeResponse)))]
+async fn me(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+) -> Result<Json<MeResponse>, ApiError> {
+    Ok(Json(state.app.me(&actor).await?.into()))
+}
+
+impl From<Me> for MeResponse {
+    fn from(me: Me) -> Self {
+        match me {
+            Me::Human(u) => MeResponse {
+                kind: "human",
+                id: u.id,
+                org_id: u.org_id,
+                name: None,
+                email: Some(u.email),
+                role: Some(u.role),
+                capabilities: None,
+            },
+            Me::Agent {
+                id,
+                org_id,
+                name,
+                capabilities,
+            } => MeResponse {
+                kind: "agent",
+                id,
+                org_id,
+                name: Some(name),
+                email: None,
+                role: None,
+                capabilities: Some(capabilities.as_slice().to_vec()),
+            },
+        }
+    }
+}
+
+/// Accept an invitation by choosing a password.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptInvitationRequest {
+    /// The token from the invitation.
+    #[schema(value_type = String, required = true)]
+    pub invitation_token: Option<String>,
+    /// At least 12 characters.
+    #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    pub password: Option<String>,
+}
+
+/// Accept an invitation: set a password and get a session.
+///
+/// Works once; a used, expired or unknown token gets `invalid_credentials`.
+#[utoipa::path(post, path = "/v1/invitations/accept", tag = "sessions",
+    request_body = AcceptInvitationRequest,
+    responses(
+        (status = 201, description = "Password set and signed in", body = SessionResponse),
+        (status = 401, description = "`invalid_credentials`: unknown, expired or used token", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn accept_invitation(
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<AcceptInvitationRequest>,
+) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    let signed_in = state
+        .app
+        .accept_invitation(body.invitation_token.as_deref(), body.password)
+        .await?;
+    Ok((StatusCode::CREATED, Json(signed_in.into())))
+}

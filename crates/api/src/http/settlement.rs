@@ -1,0 +1,417 @@
+//! Settlement: `POST /v1/settlement-events` for agents whose key has the `settlement`
+//! capability, and the payments humans read (`/v1/payments`), with what could not be applied
+//! listed by `?status=`.
+
+use super::AppState;
+use super::destinations::REPLAYED;
+use super::extract::{Auth, IdPath, ListParams, QueryParams, StrictJson};
+use super::problem::{ApiError, Problem};
+use crate::http::schema::{
+    InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema, UnmatchedSchema,
+};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tauros_app::{InvoiceStanding, PaymentView, Recorded, Replayed, SettlementEventView};
+use tauros_domain::input::{AmountInput, AmountMinorInput};
+use tauros_domain::money::MinorAmount;
+use tauros_domain::settlement::EventInput;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(record_settlement_event))
+        .routes(routes!(list_payments))
+        .routes(routes!(get_payment))
+}
+
+/// One event about one payment, as a settlement source (a bank feed, a chain watcher) reports
+/// it. `(source, event_id)` is the event's identity; `(source, payment_id)` the payment's. Name
+/// the invoice with exactly one of `invoice_id` and `invoice_number`, and the amount with
+/// exactly one of `amount` and `amount_minor`. The Rust fields are optional only so that every
+/// missing member is reported at once (422).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettlementEventRequest {
+    /// Which system reports the event, 1–200 characters (`bank-feed`, `usdc-watcher`).
+    #[schema(value_type = String, required = true, example = "bank-feed", min_length = 1, max_length = 200, pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$")]
+    pub source: Option<String>,
+    /// The event's id at the source, 1–200 characters: the same id again is a redelivery.
+    #[schema(value_type = String, required = true, example = "evt_0001", min_length = 1, max_length = 200, pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$")]
+    pub event_id: Option<String>,
+    /// The payment's id at the source, 1–200 characters: every event about one payment names
+    /// the same one.
+    #[schema(value_type = String, required = true, example = "pay_0001", min_length = 1, max_length = 200, pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$")]
+    pub payment_id: Option<String>,
+    /// The invoice paid, by Tauros's id. Send this or `invoice_number`, not both.
+    #[schema(value_type = Uuid, required = false)]
+    pub invoice_id: Option<Uuid>,
+    /// The invoice paid, by the number it was issued under (`INV-2026-000042`). Send this or
+    /// `invoice_id`, not both.
+    #[schema(value_type = String, required = false, example = "INV-2026-000042", min_length = 1, max_length = 200, pattern = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$")]
+    pub invoice_number: Option<String>,
+    /// The amount paid in major units as a decimal string (`"1200.50"`), at most the currency's
+    /// decimals, more than zero. Send this or `amount_minor`, not both.
+    #[schema(value_type = String, required = false, example = "400.00", pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub amount: Option<AmountInput>,
+    /// The amount paid in minor units (`40000` is 400.00 EUR), more than zero. Send this or
+    /// `amount`, not both.
+    #[schema(value_type = crate::http::schema::MinorUnitsInput, required = false)]
+    pub amount_minor: Option<AmountMinorInput>,
+    /// Currency code of the amount (`EUR`, `USDC`, …).
+    #[schema(value_type = String, required = true, example = "EUR")]
+    pub currency: Option<String>,
+    /// What the source says the payment is now.
+    #[schema(value_type = PaymentStateSchema, required = true)]
+    pub status: Option<String>,
+    /// When it happened at the source (RFC 3339, at most microseconds).
+    #[schema(value_type = String, format = DateTime, required = true, example = "2026-03-01T12:00:00Z")]
+    pub occurred_at: Option<String>,
+    /// The source's own record of the event, kept for humans (a JSON object, at most 16 KiB;
+    /// never read by Tauros).
+    #[schema(value_type = Option<Object>)]
+    pub raw: Option<Map<String, Value>>,
+}
+
+impl From<SettlementEventRequest> for EventInput {
+    fn from(b: SettlementEventRequest) -> Self {
+        // Destructured so that a field added to either type fails to compile here.
+        let SettlementEventRequest {
+            source,
+            event_id,
+            payment_id,
+            invoice_id,
+            invoice_number,
+            amount,
+            amount_minor,
+            currency,
+            status,
+            occurred_at,
+            raw,
+        } = b;
+        EventInput {
+            source,
+            event_id,
+            payment_id,
+            invoice_id,
+            invoice_number,
+            amount,
+            amount_minor,
+            currency,
+            status,
+            occurred_at,
+            raw,
+        }
+    }
+}
+
+/// One event as its source sent it.
+#[derive(Serialize, ToSchema)]
+pub struct SettlementEventResponse {
+    /// Tauros's id of the event.
+    pub id: Uuid,
+    /// The reporting system.
+    pub source: String,
+    /// The event's id at the source.
+    pub event_id: String,
+    /// The payment's id at the source.
+    pub payment_id: String,
+    /// The invoice as this event named it (one of the two).
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    /// The amount this event reported, with exactly the currency's decimals.
+    pub amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size (read `amount` in
+    /// JavaScript above 2^53).
+    #[schema(value_type = u128)]
+    pub amount_minor: MinorAmount,
+    pub currency: String,
+    /// What this event said the payment was.
+    #[schema(value_type = PaymentStateSchema)]
+    pub status: String,
+    /// When it happened at the source (RFC 3339, UTC).
+    pub occurred_at: DateTime<Utc>,
+    /// The source's own record, as sent (members in name order).
+    #[schema(value_type = Option<Object>)]
+    pub raw: Option<Value>,
+    /// When Tauros received it first (RFC 3339, UTC).
+    pub received_at: DateTime<Utc>,
+    /// It disagrees with its payment's amount, currency or invoice: the payment is in
+    /// `conflict` until a human has looked.
+    pub contradicts: bool,
+}
+
+/// One payment, as its events and the reconciliation left it.
+#[derive(Serialize, ToSchema)]
+pub struct PaymentResponse {
+    /// The `{id}` of `/v1/payments/{id}`.
+    pub id: Uuid,
+    /// The reporting system.
+    pub source: String,
+    /// The payment's id at the source.
+    pub payment_id: String,
+    /// The invoice as the source named it (one of the two; the earliest event's).
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    /// The invoice it is matched to; `null` while no invoice has that id or number.
+    pub matched_invoice_id: Option<Uuid>,
+    /// The amount paid, with exactly the currency's decimals (the earliest event's).
+    pub amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
+    pub amount_minor: MinorAmount,
+    pub currency: String,
+    /// The furthest state any of its events reported; it never moves back.
+    #[schema(value_type = PaymentStateSchema)]
+    pub state: String,
+    /// What Tauros made of it.
+    #[schema(value_type = PaymentStatusSchema)]
+    pub status: String,
+    /// Why it counts toward no invoice, when it names one it cannot count toward.
+    #[schema(value_type = Option<UnmatchedSchema>)]
+    pub unmatched_reason: Option<String>,
+    /// Confirmed once, failed since (the source reversed it).
+    pub reversed: bool,
+    /// The part that counts toward its invoice, with exactly the currency's decimals; less
+    /// than `amount` when it is overpaid.
+    pub allocated: String,
+    /// `allocated` in minor units.
+    #[schema(value_type = u128)]
+    pub allocated_minor: MinorAmount,
+    /// How many events were reported about it.
+    pub event_count: i32,
+    /// When its first event arrived (RFC 3339, UTC).
+    pub created_at: DateTime<Utc>,
+    /// When an event or a reconciliation last changed it (RFC 3339, UTC).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a payment's invoice looks like after reconciliation.
+#[derive(Serialize, ToSchema)]
+pub struct PaidInvoiceResponse {
+    /// The invoice.
+    pub id: Uuid,
+    /// Its number, once issued.
+    pub number: Option<String>,
+    #[schema(value_type = InvoiceStateSchema)]
+    pub state: String,
+    pub currency: String,
+    /// How much of the total confirmed payments cover, with exactly the currency's decimals.
+    pub amount_paid: String,
+    /// `amount_paid` in minor units.
+    #[schema(value_type = u128)]
+    pub amount_paid_minor: MinorAmount,
+    /// What is still to be paid.
+    pub balance: String,
+    /// `balance` in minor units.
+    #[schema(value_type = u128)]
+    pub balance_minor: MinorAmount,
+}
+
+/// What reporting an event answers.
+#[derive(Serialize, ToSchema)]
+pub struct SettlementEventRecorded {
+    /// The event, as first received.
+    pub event: SettlementEventResponse,
+    /// Its payment, as it is now.
+    pub payment: PaymentResponse,
+    /// The invoice the payment is matched to, as it is now; `null` when it names no known
+    /// invoice.
+    pub invoice: Option<PaidInvoiceResponse>,
+    /// `true` when this was a redelivery of an event already recorded: nothing was written.
+    pub replayed: bool,
+}
+
+/// A page of payments, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct PaymentList {
+    /// The payments.
+    pub items: Vec<PaymentResponse>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// One payment with every event reported about it.
+#[derive(Serialize, ToSchema)]
+pub struct PaymentDetail {
+    /// The payment.
+    pub payment: PaymentResponse,
+    /// Its events, in the order they arrived.
+    pub events: Vec<SettlementEventResponse>,
+}
+
+fn event(e: SettlementEventView) -> SettlementEventResponse {
+    SettlementEventResponse {
+        id: e.id,
+        source: e.source,
+        event_id: e.event_id,
+        payment_id: e.payment_id,
+        invoice_id: e.invoice_id,
+        invoice_number: e.invoice_number,
+        amount: e.amount,
+        amount_minor: e.amount_minor,
+        currency: e.currency,
+        status: e.status.as_str().to_owned(),
+        occurred_at: e.occurred_at,
+        raw: e.raw.and_then(|r| serde_json::from_str(&r).ok()),
+        received_at: e.received_at,
+        contradicts: e.contradicts,
+    }
+}
+
+fn payment(p: PaymentView) -> PaymentResponse {
+    PaymentResponse {
+        id: p.id,
+        source: p.source,
+        payment_id: p.payment_id,
+        invoice_id: p.invoice_id,
+        invoice_number: p.invoice_number,
+        matched_invoice_id: p.matched_invoice_id,
+        amount: p.amount,
+        amount_minor: p.amount_minor,
+        currency: p.currency,
+        state: p.state.as_str().to_owned(),
+        status: p.status.as_str().to_owned(),
+        unmatched_reason: p.unmatched_reason.map(|u| u.as_str().to_owned()),
+        reversed: p.reversed,
+        allocated: p.allocated,
+        allocated_minor: p.allocated_minor,
+        event_count: p.event_count,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+    }
+}
+
+fn invoice(i: InvoiceStanding) -> PaidInvoiceResponse {
+    PaidInvoiceResponse {
+        id: i.id,
+        number: i.number,
+        state: i.state.as_str().to_owned(),
+        currency: i.currency,
+        amount_paid: i.amount_paid,
+        amount_paid_minor: i.amount_paid_minor,
+        balance: i.balance,
+        balance_minor: i.balance_minor,
+    }
+}
+
+/// Report one settlement event (agents whose key has the `settlement` capability). A new event
+/// answers 201 with its payment and the invoice after reconciliation; the same event again
+/// (same `source` and `event_id`, same body) answers 200 with `Idempotent-Replayed: true` and
+/// writes nothing; the same `event_id` with another body is 409 `idempotency_conflict`. An
+/// event Tauros cannot apply (unknown invoice, another currency, an invoice not issued yet, an
+/// overpayment, a contradiction) is kept and listed for a human, never dropped.
+#[utoipa::path(post, path = "/v1/settlement-events", tag = "settlement", security(("bearer" = [])),
+    request_body = SettlementEventRequest,
+    responses(
+        (status = 201, description = "Recorded and reconciled", body = SettlementEventRecorded),
+        (status = 200, description = "A redelivery: the event, its payment and invoice as they are now; nothing written", body = SettlementEventRecorded),
+        (status = 403, description = "`forbidden`: humans read payments, they do not report them", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn record_settlement_event(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    StrictJson(body): StrictJson<SettlementEventRequest>,
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<SettlementEventRecorded>,
+    ),
+    ApiError,
+> {
+    let Replayed { value, replayed } = state
+        .app
+        .record_settlement_event(&actor, body.into())
+        .await?;
+    let Recorded {
+        event: e,
+        payment: p,
+        invoice: i,
+    } = value;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "settlement_event").increment(1);
+    }
+    let status = if replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
+    let recorded = Recorded {
+        event: e,
+        payment: p,
+        invoice: i,
+    };
+    Ok((
+        status,
+        [(REPLAYED, header)],
+        Json(recorded_response(recorded, replayed)),
+    ))
+}
+
+/// What a recorded (or redelivered) settlement event answers, over REST and MCP.
+pub(crate) fn recorded_response(r: Recorded, replayed: bool) -> SettlementEventRecorded {
+    SettlementEventRecorded {
+        event: event(r.event),
+        payment: payment(r.payment),
+        invoice: r.invoice.map(invoice),
+        replayed,
+    }
+}
+
+/// The payments you may see (approvers and operators, for the agents whose invoices they see;
+/// a payment that names no known invoice belongs to the settlement agent that reported it),
+/// newest first. `?status=unmatched`, `overpaid` and `conflict` are the inbox of what needs a
+/// human.
+#[utoipa::path(get, path = "/v1/payments", tag = "settlement", security(("bearer" = [])),
+    params(
+        ("status" = Option<PaymentStatusSchema>, Query, description = "Only payments with this status; `unmatched`, `overpaid` and `conflict` need a human"),
+        crate::http::schema::Page,
+    ),
+    responses(
+        (status = 200, description = "A page of payments", body = PaymentList),
+        (status = 403, description = "`forbidden`: agents report payments, humans read them", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_payments(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    params: ListParams,
+    query: QueryParams,
+) -> Result<Json<PaymentList>, ApiError> {
+    let rows = state
+        .app
+        .list_payments(&actor, query.get("status"), params.page())
+        .await?;
+    let (items, next_cursor) = params.split(rows, |p| p.id);
+    Ok(Json(PaymentList {
+        items: items.into_iter().map(payment).collect(),
+        next_cursor,
+    }))
+}
+
+/// One payment with every event reported about it, oldest first (humans who may see it).
+#[utoipa::path(get, path = "/v1/payments/{id}", tag = "settlement", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Payment id (Tauros's)")),
+    responses(
+        (status = 200, description = "The payment and its events", body = PaymentDetail),
+        (status = 403, description = "`forbidden`: agents report payments, humans read them", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_payment(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<PaymentDetail>, ApiError> {
+    let (p, events) = state.app.get_payment(&actor, id).await?;
+    Ok(Json(PaymentDetail {
+        payment: payment(p),
+        events: events.into_iter().map(event).collect(),
+    }))
+}

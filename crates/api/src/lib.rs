@@ -1,0 +1,19 @@
+//! Tauros's wire: the REST API (`http`), the agents' MCP tools (`mcp`, over the same request
+//! and response types and problem mapping as REST) and the approver console's assets
+//! (`console`); `router` puts them behind one set of layers. Handlers are thin: parse, call
+//! `tauros_app`, shape the answer.
+
+#![forbid(unsafe_code)]
+
+pub mod console;
+pub mod http;
+pub mod mcp;
+mod metrics;
+mod router;
+
+pub use http::{
+    BODY_LIMIT, ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_HEADER_READ_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS,
+    listen, openapi, serve,
+};
+pub use router::{HttpConfig, ops_metrics_router, router, with_layers};

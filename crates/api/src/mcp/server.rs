@@ -1,0 +1,133 @@
+//! The MCP server behind `/mcp`: `tools/list` answers the reviewed list, `tools/call` runs
+//! one tool as the agent the request authenticated ([`super::guard`]). A tool that runs and
+//! refuses answers a tool result with `isError: true` whose content is the REST problem
+//! (`code`, `detail`, `errors[]`, …); only a tool that does not exist is a JSON-RPC error.
+
+use super::schema::Pool;
+use super::tools::{Tool, call};
+use crate::http::middleware::REQUEST_ID;
+use crate::http::problem::ApiError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::sync::Arc;
+use tauros_app::{Actor, App};
+
+/// What a client is told when it connects, before any tool description.
+const INSTRUCTIONS: &str = "Tauros: you propose invoices, humans approve them. As this \
+    agent you may read your customers, register and retire your payment destinations, and \
+    create, revise, submit and withdraw your invoice proposals. No tool approves, rejects, \
+    requests changes or cancels: after submit_invoice, a human approver decides. Money is \
+    never a JSON number: send decimal strings such as \"1200.50\" (or integer minor units). \
+    Every command is safe to retry: create_invoice_draft needs an idempotency_key, and a \
+    repeated command answers `replayed: true` without doing anything twice. A refusal is a \
+    tool result with isError true holding a problem: act on its `code`, `detail` and \
+    `errors`.";
+
+/// The tool surface; one per request (cheap: the tool list is built once per router).
+#[derive(Clone)]
+pub(super) struct TaurosMcp {
+    app: App,
+    tools: Arc<[rmcp::model::Tool]>,
+}
+
+impl TaurosMcp {
+    pub(super) fn new(app: App) -> TaurosMcp {
+        let mut pool = Pool::new();
+        let tools = Tool::ALL.map(|t| t.definition(&mut pool));
+        TaurosMcp {
+            app,
+            tools: Arc::from(tools),
+        }
+    }
+}
+
+impl ServerHandler for TaurosMcp {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("tauros", env!("CARGO_PKG_VERSION")).with_title("Tauros"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = Tool::parse(&request.name) else {
+            metrics::counter!("tauros_mcp_tool_calls_total", "tool" => "unknown", "outcome" => "unknown_tool")
+                .increment(1);
+            let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool is named `{}`; the tools are {}. No tool approves, rejects, \
+                     requests changes or cancels: humans decide",
+                    tauros_domain::error::echo(&request.name),
+                    names.join(", ")
+                ),
+                None,
+            ));
+        };
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let request_id = parts
+            .and_then(|p| p.headers.get(REQUEST_ID))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // The guard put the agent there; without it, nothing runs.
+        let outcome = match parts.and_then(|p| p.extensions.get::<Actor>()) {
+            // rmcp may run the call on a task of its own, outside the HTTP layer's hold on
+            // answers, so the call holds its own answer until what it read is durable.
+            Some(actor) => {
+                let work = call(
+                    &self.app,
+                    actor,
+                    tool,
+                    request.arguments.unwrap_or_default(),
+                );
+                match tauros_app::when_durable(work).await {
+                    (outcome, Ok(())) => outcome,
+                    (_, Err(e)) => Err(e.into()),
+                }
+            }
+            None => Err(tauros_app::AppError::Unauthorized.into()),
+        };
+        let result = match outcome {
+            Ok(value) => {
+                metrics::counter!("tauros_mcp_tool_calls_total", "tool" => tool.name(), "outcome" => "ok")
+                    .increment(1);
+                CallToolResult::structured(value)
+            }
+            Err(error) => {
+                metrics::counter!("tauros_mcp_tool_calls_total", "tool" => tool.name(), "outcome" => error.code())
+                    .increment(1);
+                tracing::info!(tool = tool.name(), code = error.code(), "tool refused");
+                CallToolResult::structured_error(problem(&error, request_id))
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+/// The REST problem of `error`, with the HTTP request's id as `request_id`.
+fn problem(error: &ApiError, request_id: Option<String>) -> serde_json::Value {
+    let mut problem = error.problem();
+    problem.request_id = request_id;
+    serde_json::to_value(problem).unwrap_or_default()
+}

@@ -1,0 +1,710 @@
+//! The reviewed tool list, what each tool tells a model, and what each one calls.
+//!
+//! Every tool is a thin call of the `app` function its REST route calls, with the REST route's
+//! request type and answer. The list is closed on purpose: no tool approves, rejects, requests
+//! changes, cancels, manages agents or keys, or changes organisation settings. Adding a tool is
+//! a deliberate act: `Tool::ALL` is pinned by a unit test here and by `tests/api/mcp.rs`.
+
+use super::args::{Id, Key, WithExtras};
+use super::schema::Pool;
+use crate::http::customers::{CustomerList, CustomerResponse};
+use crate::http::destinations::{CreateDestinationRequest, DestinationList, DestinationResponse};
+use crate::http::extract::ListParams;
+use crate::http::invoices::handlers::{command_body, propose};
+use crate::http::invoices::types::{
+    CreateInvoiceRequest, DecisionResponse, EmptyRequest, EventResponse, InvoiceList,
+    InvoiceResponse, ReviseRequest, RevisionResponse, decision, event, invoice, revision,
+};
+use crate::http::json::parse_value;
+use crate::http::problem::ApiError;
+use crate::http::sessions::MeResponse;
+use crate::http::settlement::{SettlementEventRequest, recorded_response};
+use rmcp::model::{JsonObject, ToolAnnotations};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tauros_app::{Actor, App, InvoiceQuery};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// One tool of the reviewed list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    Whoami,
+    ListCustomers,
+    ListPaymentDestinations,
+    CreatePaymentDestination,
+    DeactivatePaymentDestination,
+    ListInvoices,
+    GetInvoice,
+    CreateInvoiceDraft,
+    ReviseInvoice,
+    SubmitInvoice,
+    WithdrawInvoice,
+    RecordSettlementEvent,
+}
+
+impl Tool {
+    /// Every tool, in the order `tools/list` shows them. `record_settlement_event` is for keys
+    /// with the `settlement` capability; every other tool needs `invoicing`.
+    pub const ALL: [Tool; 12] = [
+        Tool::Whoami,
+        Tool::ListCustomers,
+        Tool::ListPaymentDestinations,
+        Tool::CreatePaymentDestination,
+        Tool::DeactivatePaymentDestination,
+        Tool::ListInvoices,
+        Tool::GetInvoice,
+        Tool::CreateInvoiceDraft,
+        Tool::ReviseInvoice,
+        Tool::SubmitInvoice,
+        Tool::WithdrawInvoice,
+        Tool::RecordSettlementEvent,
+    ];
+
+    /// The tool's name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Whoami => "whoami",
+            Tool::ListCustomers => "list_customers",
+            Tool::ListPaymentDestinations => "list_payment_destinations",
+            Tool::CreatePaymentDestination => "create_payment_destination",
+            Tool::DeactivatePaymentDestination => "deactivate_payment_destination",
+            Tool::ListInvoices => "list_invoices",
+            Tool::GetInvoice => "get_invoice",
+            Tool::CreateInvoiceDraft => "create_invoice_draft",
+            Tool::ReviseInvoice => "revise_invoice",
+            Tool::SubmitInvoice => "submit_invoice",
+            Tool::WithdrawInvoice => "withdraw_invoice",
+            Tool::RecordSettlementEvent => "record_settlement_event",
+        }
+    }
+
+    /// The tool of that name, if it is on the list.
+    pub fn parse(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// What the tool tells a model: what it does, what it never does, what comes next.
+    fn description(self) -> &'static str {
+        match self {
+            Tool::Whoami => {
+                "Who you are: this agent's id, name and organisation, and the capabilities of \
+                 its key (`invoicing` is needed by every other tool). Reads only. Call it first \
+                 to check that the key works; every other tool acts as this agent, on this \
+                 agent's own records only."
+            }
+            Tool::ListCustomers => {
+                "List your customers, the people and companies you may bill: id, name, email. \
+                 Newest first; `limit` 1-100 (default 50); when `next_cursor` is not null, pass \
+                 it as `cursor` for the next page. Reads only. Customers are created by your \
+                 human owner, never by an agent: if the one you need is missing, ask your human."
+            }
+            Tool::ListPaymentDestinations => {
+                "List your payment destinations, where invoices are paid: id, label, currency, \
+                 network, address, state. Pass `state: \"active\"` for the ones a new invoice may \
+                 use. Newest first, paged like list_customers. Reads only."
+            }
+            Tool::CreatePaymentDestination => {
+                "Register a payment destination for yourself: `label`, `currency` (\"EUR\", \
+                 \"USDC\", ...), `network` (iban, bitcoin, ethereum, arbitrum or base; it must \
+                 carry the currency) and `address` (checksums are verified). `supersedes_id` \
+                 retires one of your active destinations in the same step. Send an \
+                 `idempotency_key` to make retries safe: the same key and arguments answer the \
+                 original with `replayed: true`; the same key with other arguments is refused \
+                 (idempotency_conflict). Answers {payment_destination, replayed}. It moves no \
+                 money and needs no approval: money only goes where an invoice that a human \
+                 approved says."
+            }
+            Tool::DeactivatePaymentDestination => {
+                "Stop one of your payment destinations (`id`) from receiving money, for good \
+                 (register a new one instead of reviving it). Already inactive: answered \
+                 unchanged. Invoices that name it cannot be submitted or approved until revised \
+                 onto an active destination."
+            }
+            Tool::ListInvoices => {
+                "List your invoices, newest first (with `state: \"pending_approval\"`, oldest \
+                 first). Filters: `state`, `customer_id`, `decision` (the latest human decision: \
+                 approved, rejected, changes_requested) and `idempotency_key` (find the invoice \
+                 an earlier create_invoice_draft made with that key). Paged with `limit` and \
+                 `cursor` like list_customers. Reads only."
+            }
+            Tool::GetInvoice => {
+                "One of your invoices (`id`) with its whole history: every revision (the sealed \
+                 payload and its payload_hash), every human decision with its reason, and every \
+                 audit event. After `changes_requested`, read the reason, then revise_invoice \
+                 and submit_invoice again. Reads only. An id that is not yours is answered \
+                 not_found, exactly like one that does not exist."
+            }
+            Tool::CreateInvoiceDraft => {
+                "Propose an invoice to one of your customers, as a draft. Money is never a JSON \
+                 number: send each line's price as a decimal string in major units, e.g. \
+                 {\"description\": \"Consulting\", \"quantity\": \"2\", \"unit_amount\": \
+                 \"1200.50\"}, with at most the currency's decimals (EUR 2, USDC 6, JPY 0; never \
+                 rounded), or as integer minor units in `unit_amount_minor` (120050). \
+                 Floating-point numbers are refused. `idempotency_key` is required: choose one \
+                 per intended invoice (a UUID) and reuse it when you retry; the same key and \
+                 content answer the same invoice with `replayed: true`, the same key with other \
+                 content is refused (idempotency_conflict). `customer_id`: one of yours \
+                 (list_customers); `payment_destination_id`: one of your active destinations \
+                 receiving `currency` (list_payment_destinations); `due_date`: YYYY-MM-DD, today \
+                 or later; `reasoning`: why, for the human approver. A draft is in no one's \
+                 inbox: call submit_invoice next. This tool never approves, and no tool can: a \
+                 human approver decides."
+            }
+            Tool::ReviseInvoice => {
+                "Change your draft or pending invoice (`id`): send `reasoning` (why, for the \
+                 approver) and only the fields that change (customer_id, payment_destination_id, \
+                 currency, due_date; `lines` replaces every line). It writes a new sealed \
+                 revision and puts the invoice back to draft, out of the approvers' inbox: call \
+                 submit_invoice again. Content equal to the current revision changes nothing \
+                 (`replayed: true`). Money as for create_invoice_draft: a decimal string in \
+                 major units (`\"unit_amount\": \"1200.50\"`) or integer minor units \
+                 (`\"unit_amount_minor\": 120050`), never a JSON float. Approved, rejected and \
+                 cancelled invoices cannot be revised."
+            }
+            Tool::SubmitInvoice => {
+                "Send your draft invoice (`id`) to the approvers' inbox: its state becomes \
+                 pending_approval. Already pending: answered unchanged (`replayed: true`). Then \
+                 wait for a human: an approver approves, rejects or requests changes; you cannot, \
+                 and no tool does. Check with get_invoice; after changes_requested, read the \
+                 decision's reason, revise_invoice, then submit_invoice again."
+            }
+            Tool::WithdrawInvoice => {
+                "Take back your draft or pending invoice (`id`): its state becomes cancelled, \
+                 for good. Already withdrawn: answered unchanged (`replayed: true`). To change an \
+                 invoice rather than drop it, use revise_invoice."
+            }
+            Tool::RecordSettlementEvent => {
+                "For settlement keys only (a bank feed, a chain watcher, a payment provider): \
+                 report one observation of one payment. `source` names your feed, `event_id` is \
+                 the event's id at the source, `payment_id` the payment's; name the invoice by \
+                 `invoice_id` or `invoice_number`; the amount as a decimal string in major units \
+                 (`amount: \"400.00\"`) or integer minor units (`amount_minor: 40000`), never a \
+                 JSON float; `currency`; `status`: observed, confirmed or failed (a failed \
+                 payment after confirmed is a reversal); `occurred_at` (RFC 3339). Redelivering \
+                 the same event is safe (`replayed: true`); the same event_id with another body \
+                 is refused (idempotency_conflict). This never marks an invoice paid by itself: \
+                 Tauros decides from confirmed payments, and keeps what it cannot apply \
+                 (unknown invoice, another currency, not issued yet, overpaid, contradicting \
+                 events) for a human."
+            }
+        }
+    }
+
+    fn annotations(self) -> ToolAnnotations {
+        let base = ToolAnnotations::new().open_world(false);
+        match self {
+            Tool::Whoami
+            | Tool::ListCustomers
+            | Tool::ListPaymentDestinations
+            | Tool::ListInvoices
+            | Tool::GetInvoice => base.read_only(true),
+            // Safe to repeat only with an idempotency key, which is optional here.
+            Tool::CreatePaymentDestination => {
+                base.read_only(false).destructive(false).idempotent(false)
+            }
+            Tool::CreateInvoiceDraft | Tool::ReviseInvoice | Tool::SubmitInvoice => {
+                base.read_only(false).destructive(false).idempotent(true)
+            }
+            Tool::DeactivatePaymentDestination | Tool::WithdrawInvoice => {
+                base.read_only(false).destructive(true).idempotent(true)
+            }
+            // Redelivering the same event is a replay.
+            Tool::RecordSettlementEvent => {
+                base.read_only(false).destructive(false).idempotent(true)
+            }
+        }
+    }
+
+    /// The JSON Schema of the tool's arguments.
+    fn input_schema(self, pool: &mut Pool) -> JsonObject {
+        let id = |what: &str| {
+            (
+                "id",
+                json!({"type": "string", "format": "uuid", "description": what}),
+                true,
+            )
+        };
+        match self {
+            Tool::Whoami => {
+                let name = pool.add::<NoArgs>();
+                pool.object(&name, &[])
+            }
+            Tool::ListCustomers => {
+                let name = pool.add::<ListArgs>();
+                pool.object(&name, &[])
+            }
+            Tool::ListPaymentDestinations => {
+                let name = pool.add::<ListDestinationsArgs>();
+                pool.object(&name, &[])
+            }
+            Tool::CreatePaymentDestination => pool.object(
+                "CreateDestinationRequest",
+                &[(
+                    "idempotency_key",
+                    json!({
+                        "type": "string", "minLength": 1, "maxLength": 200,
+                        "description": "Optional; makes retries safe: the same key and \
+                            arguments again answer the same destination (`replayed: true`). \
+                            1-200 characters, no surrounding spaces (a UUID makes a good key)."
+                    }),
+                    false,
+                )],
+            ),
+            Tool::DeactivatePaymentDestination => pool.object(
+                "EmptyRequest",
+                &[id("The destination's id (from list_payment_destinations).")],
+            ),
+            Tool::ListInvoices => {
+                let name = pool.add::<ListInvoicesArgs>();
+                pool.object(&name, &[])
+            }
+            Tool::GetInvoice | Tool::SubmitInvoice | Tool::WithdrawInvoice => pool.object(
+                "EmptyRequest",
+                &[id(
+                    "The invoice's id (from create_invoice_draft or list_invoices).",
+                )],
+            ),
+            Tool::CreateInvoiceDraft => {
+                let mut schema = pool.object("CreateInvoiceRequest", &[]);
+                // The key is a header or a member over REST; here it is a required argument.
+                if let Some(Value::Object(key)) = schema
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("idempotency_key"))
+                {
+                    key.insert(
+                        "description".into(),
+                        json!(
+                            "Required; makes retries safe: the same key and content again \
+                             answer the same invoice (`replayed: true`), the same key with other \
+                             content is refused. One key per intended invoice (a UUID makes a \
+                             good key); 1-200 characters, no surrounding spaces."
+                        ),
+                    );
+                }
+                if let Some(Value::Array(required)) = schema.get_mut("required") {
+                    required.insert(0, json!("idempotency_key"));
+                }
+                schema
+            }
+            Tool::ReviseInvoice => pool.object(
+                "ReviseRequest",
+                &[id(
+                    "The invoice's id (from create_invoice_draft or list_invoices).",
+                )],
+            ),
+            Tool::RecordSettlementEvent => pool.object("SettlementEventRequest", &[]),
+        }
+    }
+
+    /// The tool as `tools/list` shows it.
+    pub(super) fn definition(self, pool: &mut Pool) -> rmcp::model::Tool {
+        rmcp::model::Tool::new(self.name(), self.description(), self.input_schema(pool))
+            .annotate(self.annotations())
+    }
+}
+
+/// No arguments.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// A page: the arguments of list_customers, and of every list tool.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    /// How many to answer, 1-100 (default 50).
+    #[schema(minimum = 1, maximum = 100)]
+    limit: Option<i64>,
+    /// The `next_cursor` of the previous page; omit for the first page.
+    cursor: Option<String>,
+}
+
+/// The arguments of list_payment_destinations.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ListDestinationsArgs {
+    /// Only destinations in this state; `active` ones receive money.
+    #[schema(value_type = Option<crate::http::schema::DestinationStateSchema>)]
+    state: Option<String>,
+    /// How many to answer, 1-100 (default 50).
+    #[schema(minimum = 1, maximum = 100)]
+    limit: Option<i64>,
+    /// The `next_cursor` of the previous page; omit for the first page.
+    cursor: Option<String>,
+}
+
+/// The arguments of list_invoices.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ListInvoicesArgs {
+    /// Only invoices in this state; `pending_approval` lists oldest first.
+    #[schema(value_type = Option<crate::http::schema::InvoiceStateSchema>)]
+    state: Option<String>,
+    /// Only this customer's.
+    customer_id: Option<Uuid>,
+    /// Only invoices whose latest decision is this one.
+    #[schema(value_type = Option<crate::http::schema::DecisionKindSchema>)]
+    decision: Option<String>,
+    /// Only the invoice you created with this key.
+    idempotency_key: Option<String>,
+    /// How many to answer, 1-100 (default 50).
+    #[schema(minimum = 1, maximum = 100)]
+    limit: Option<i64>,
+    /// The `next_cursor` of the previous page; omit for the first page.
+    cursor: Option<String>,
+}
+
+/// The page these arguments ask for, by REST's paging rules.
+fn page(limit: Option<i64>, cursor: Option<&str>) -> Result<ListParams, ApiError> {
+    let limit = limit.map(|n| n.to_string());
+    let pairs = limit
+        .as_deref()
+        .map(|l| ("limit", l))
+        .into_iter()
+        .chain(cursor.map(|c| ("cursor", c)));
+    ListParams::checked(pairs)
+}
+
+/// What create_payment_destination answers (REST says `replayed` in a header).
+#[derive(Serialize)]
+struct DestinationCommand {
+    payment_destination: DestinationResponse,
+    replayed: bool,
+}
+
+/// What get_invoice answers: the invoice and its whole history.
+#[derive(Serialize)]
+struct InvoiceWithHistory {
+    invoice: InvoiceResponse,
+    revisions: Vec<RevisionResponse>,
+    decisions: Vec<DecisionResponse>,
+    events: Vec<EventResponse>,
+}
+
+/// How an MCP client sends the key a create needs.
+const SEND_A_KEY: &str = "send idempotency_key (one per intended invoice, reused when you \
+                          retry) so retries are safe";
+
+/// Parses `args` into a tool's argument type by the REST body rules.
+fn parse<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, ApiError> {
+    let value = Value::Object(args);
+    let size = value.to_string().len();
+    parse_value(value, size)
+}
+
+fn answer(value: impl Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(|_| crate::http::problem::internal())
+}
+
+/// Runs `tool` for `actor`: the arguments are parsed like a REST body, the same `app`
+/// function is called, and the REST route's answer (or problem) comes back.
+pub(super) async fn call(
+    app: &App,
+    actor: &Actor,
+    tool: Tool,
+    args: JsonObject,
+) -> Result<Value, ApiError> {
+    match tool {
+        Tool::Whoami => {
+            let NoArgs {} = parse(args)?;
+            answer(MeResponse::from(app.me(actor).await?))
+        }
+        Tool::ListCustomers => {
+            let a: ListArgs = parse(args)?;
+            let params = page(a.limit, a.cursor.as_deref())?;
+            let rows = app.list_customers(actor, params.page()).await?;
+            let (items, next_cursor) = params.split(rows, |c| c.id);
+            answer(CustomerList {
+                items: items.into_iter().map(CustomerResponse::from).collect(),
+                next_cursor,
+            })
+        }
+        Tool::ListPaymentDestinations => {
+            let a: ListDestinationsArgs = parse(args)?;
+            let params = page(a.limit, a.cursor.as_deref())?;
+            let rows = app
+                .list_destinations(actor, a.state.as_deref(), params.page())
+                .await?;
+            let (items, next_cursor) = params.split(rows, |d| d.id);
+            answer(DestinationList {
+                items: items.into_iter().map(DestinationResponse::from).collect(),
+                next_cursor,
+            })
+        }
+        Tool::CreatePaymentDestination => {
+            let a: WithExtras<Key, CreateDestinationRequest> = parse(args)?;
+            let created = app
+                .create_destination(actor, a.body.into(), a.extras.0.as_deref())
+                .await
+                .map_err(|e| {
+                    ApiError::from(e).rename_field("Idempotency-Key", "idempotency_key")
+                })?;
+            if created.replayed {
+                metrics::counter!("tauros_replays_total", "resource" => "payment_destination")
+                    .increment(1);
+            }
+            answer(DestinationCommand {
+                payment_destination: created.value.into(),
+                replayed: created.replayed,
+            })
+        }
+        Tool::DeactivatePaymentDestination => {
+            let a: WithExtras<Id, EmptyRequest> = parse(args)?;
+            let destination = app.deactivate_destination(actor, a.extras.get()).await?;
+            answer(DestinationResponse::from(destination))
+        }
+        Tool::ListInvoices => {
+            let a: ListInvoicesArgs = parse(args)?;
+            let params = page(a.limit, a.cursor.as_deref())?;
+            let query = InvoiceQuery {
+                state: a.state,
+                customer_id: a.customer_id,
+                agent_id: None,
+                decision: a.decision,
+                idempotency_key: a.idempotency_key,
+                overdue: None,
+            };
+            let rows = app.list_invoices(actor, query, params.page()).await?;
+            let (items, next_cursor) = params.split(rows, |i| i.id);
+            answer(InvoiceList {
+                items: items.into_iter().map(invoice).collect(),
+                next_cursor,
+            })
+        }
+        Tool::GetInvoice => {
+            let a: WithExtras<Id, EmptyRequest> = parse(args)?;
+            let id = a.extras.get();
+            let found = app.get_invoice(actor, id).await?;
+            let revisions = app.list_revisions(actor, id).await?;
+            let decisions = app.list_decisions(actor, id).await?;
+            let events = app.list_events(actor, id).await?;
+            answer(InvoiceWithHistory {
+                invoice: invoice(found),
+                revisions: revisions.into_iter().map(revision).collect(),
+                decisions: decisions.into_iter().map(decision).collect(),
+                events: events.into_iter().map(event).collect(),
+            })
+        }
+        Tool::CreateInvoiceDraft => {
+            let body: CreateInvoiceRequest = parse(args)?;
+            answer(command_body(
+                propose(app, actor, None, body, SEND_A_KEY).await?,
+            ))
+        }
+        Tool::ReviseInvoice => {
+            let a: WithExtras<Id, ReviseRequest> = parse(args)?;
+            let result = app.revise(actor, a.extras.get(), a.body.into()).await?;
+            answer(command_body(result))
+        }
+        Tool::SubmitInvoice => {
+            let a: WithExtras<Id, EmptyRequest> = parse(args)?;
+            answer(command_body(app.submit(actor, a.extras.get()).await?))
+        }
+        Tool::WithdrawInvoice => {
+            let a: WithExtras<Id, EmptyRequest> = parse(args)?;
+            answer(command_body(app.withdraw(actor, a.extras.get()).await?))
+        }
+        Tool::RecordSettlementEvent => {
+            let body: SettlementEventRequest = parse(args)?;
+            let recorded = app.record_settlement_event(actor, body.into()).await?;
+            if recorded.replayed {
+                metrics::counter!("tauros_replays_total", "resource" => "settlement_event")
+                    .increment(1);
+            }
+            answer(recorded_response(recorded.value, recorded.replayed))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reviewed list. Adding a tool means adding it here too, on purpose: no tool may
+    /// approve, reject, request changes, cancel, manage agents or keys, or change settings.
+    #[test]
+    fn the_tool_list_is_the_reviewed_one() {
+        let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "whoami",
+                "list_customers",
+                "list_payment_destinations",
+                "create_payment_destination",
+                "deactivate_payment_destination",
+                "list_invoices",
+                "get_invoice",
+                "create_invoice_draft",
+                "revise_invoice",
+                "submit_invoice",
+                "withdraw_invoice",
+                "record_settlement_event",
+            ]
+        );
+        for tool in Tool::ALL {
+            assert_eq!(Tool::parse(tool.name()), Some(tool));
+        }
+        for authority in [
+            "approve",
+            "reject",
+            "request_changes",
+            "cancel",
+            "agent",
+            "key",
+        ] {
+            assert!(
+                names.iter().all(|n| !n.contains(authority)),
+                "{authority} is not an agent's to do"
+            );
+        }
+    }
+
+    #[test]
+    fn schemas_stand_alone_and_never_take_authority_fields_or_numbers_for_money() {
+        let mut pool = Pool::new();
+        for tool in Tool::ALL {
+            let schema = Value::Object(tool.input_schema(&mut pool));
+            assert!(!super::super::schema::has_reference(&schema), "{schema}");
+            assert_eq!(schema["type"], "object", "{}", tool.name());
+            assert_eq!(schema["additionalProperties"], false, "{}", tool.name());
+            let properties = schema["properties"].as_object().unwrap();
+            let reads = tool.annotations().read_only_hint == Some(true);
+            // Filters of a list may name a state or a decision; nothing that writes may.
+            let forbidden: &[&str] = if reads {
+                &[
+                    "agent_id",
+                    "approver_id",
+                    "payload_hash",
+                    "total",
+                    "total_minor",
+                ]
+            } else {
+                &[
+                    "state",
+                    "decision",
+                    "agent_id",
+                    "approver_id",
+                    "revision_id",
+                    "payload_hash",
+                    "total",
+                    "total_minor",
+                ]
+            };
+            for name in forbidden {
+                assert!(!properties.contains_key(*name), "{}: {name}", tool.name());
+            }
+            let text = schema.to_string();
+            assert!(!text.contains(r#""type":"number""#), "{}", tool.name());
+        }
+        let draft = Value::Object(Tool::CreateInvoiceDraft.input_schema(&mut pool));
+        let required: Vec<&str> = draft["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(required.contains(&"idempotency_key"));
+        assert!(required.contains(&"lines"));
+        let revise = Value::Object(Tool::ReviseInvoice.input_schema(&mut pool));
+        assert_eq!(revise["required"], json!(["id", "reasoning"]));
+    }
+
+    /// What each tool that writes must tell a model: the step after it, or what it will not
+    /// do. The match has no catch-all, so a new tool cannot be added without saying.
+    fn next_step_or_limit(tool: Tool) -> &'static [&'static str] {
+        match tool {
+            Tool::Whoami
+            | Tool::ListCustomers
+            | Tool::ListPaymentDestinations
+            | Tool::ListInvoices
+            | Tool::GetInvoice => &["Reads only"],
+            Tool::CreatePaymentDestination => &["moves no money", "needs no approval"],
+            Tool::DeactivatePaymentDestination => &["for good", "register a new one"],
+            Tool::CreateInvoiceDraft => &["call submit_invoice next", "never approves"],
+            Tool::ReviseInvoice => &["call submit_invoice again", "cannot be revised"],
+            Tool::SubmitInvoice => &["wait for a human", "no tool does"],
+            Tool::WithdrawInvoice => &["for good", "use revise_invoice"],
+            Tool::RecordSettlementEvent => &["never marks an invoice paid by itself"],
+        }
+    }
+
+    /// The decimal strings written in quotes in `text` (`"1200.50"`, `\"400.00\"`).
+    fn quoted_decimals(text: &str) -> Vec<&str> {
+        text.split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| {
+                s.split_once('.').is_some_and(|(units, fraction)| {
+                    !units.is_empty()
+                        && !fraction.is_empty()
+                        && units
+                            .bytes()
+                            .chain(fraction.bytes())
+                            .all(|b| b.is_ascii_digit())
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_description_says_what_it_will_not_do_or_what_comes_next() {
+        for tool in Tool::ALL {
+            let text = tool.description();
+            assert!(text.len() > 80, "{}", tool.name());
+            let reads = tool.annotations().read_only_hint == Some(true);
+            let promises = next_step_or_limit(tool);
+            // A tool that writes names what comes next or what it will not do, not just
+            // "Reads only"; a tool that reads says so.
+            assert_eq!(promises == ["Reads only"], reads, "{}", tool.name());
+            for promise in promises {
+                assert!(
+                    text.contains(promise),
+                    "{}: {promise:?} in {text}",
+                    tool.name()
+                );
+            }
+        }
+    }
+
+    /// A tool whose arguments carry money (found from its schema, so a new one is caught)
+    /// shows a decimal string in quotes and integer minor units, and says floats are refused.
+    #[test]
+    fn every_tool_that_takes_money_shows_the_decimal_string_format() {
+        let mut pool = Pool::new();
+        let mut money = Vec::new();
+        for tool in Tool::ALL {
+            let schema = Value::Object(tool.input_schema(&mut pool)).to_string();
+            if !schema.contains("amount") {
+                continue;
+            }
+            money.push(tool.name());
+            let text = tool.description();
+            let examples = quoted_decimals(text);
+            assert!(
+                !examples.is_empty(),
+                "{}: no decimal string in {text}",
+                tool.name()
+            );
+            assert!(text.contains("minor units"), "{}", tool.name());
+            // The minor-unit example is the decimal one without its point.
+            let minor = examples[0].replace('.', "");
+            assert!(text.contains(&minor), "{}: {minor} in {text}", tool.name());
+            assert!(
+                text.contains("never a JSON float")
+                    || text.contains("Floating-point numbers are refused"),
+                "{}",
+                tool.name()
+            );
+        }
+        assert_eq!(
+            money,
+            [
+                "create_invoice_draft",
+                "revise_invoice",
+                "record_settlement_event"
+            ]
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! The whole router: the REST routes (`http`), the OpenAPI document and its docs page, the
+//! console's assets (`console`) and the MCP endpoint (`mcp`), behind every layer a request
+//! passes through. The one place that knows all three surfaces.
+
+use crate::http::{
+    AppState, BODY_LIMIT, ConnectionLimits, body_timeout, middleware, openapi, ops, problem,
+};
+use crate::{console, mcp};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, Method};
+use std::time::Duration;
+use tauros_app::App;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+/// HTTP settings.
+#[derive(Clone, Debug, Default)]
+pub struct HttpConfig {
+    /// Origins allowed by CORS; empty means none.
+    pub cors_origins: Vec<String>,
+    /// Serve `/metrics` on the main router (false when it has its own listener).
+    pub metrics_on_main: bool,
+    /// What a client connection may hold, and for how long ([`serve()`] and the body clock).
+    pub limits: ConnectionLimits,
+    /// The MCP endpoint at `/mcp` (on unless turned off).
+    pub mcp: mcp::McpConfig,
+}
+
+/// The complete router with every layer.
+pub fn router(app: App, config: &HttpConfig) -> Router {
+    // Install the recorder before the first request is counted.
+    crate::metrics::handle();
+    let (api, doc) = crate::http::api_routes().split_for_parts();
+    let doc = openapi::finish(doc);
+    let mut router = api
+        .merge(openapi::docs_router(doc))
+        .merge(console::router())
+        .merge(mcp::router(app.clone(), &config.mcp))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed);
+    if config.metrics_on_main {
+        router = router.merge(ops::metrics_router());
+    }
+    with_layers(router.with_state(AppState { app }), config)
+}
+
+/// Every layer a request passes through, outermost last. The panic catcher sits inside the
+/// request-id and problem layers, so a panic's 500 still carries `X-Request-Id` and
+/// `request_id` like every other answer.
+pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
+    let request_id = HeaderName::from_static(middleware::REQUEST_ID);
+    router
+        .layer(axum::middleware::from_fn(middleware::durable_answers))
+        .layer(axum::middleware::from_fn_with_state(
+            config.limits.body_timeout,
+            body_timeout::body_progress,
+        ))
+        .layer(axum::middleware::from_fn(middleware::metrics))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(cors(&config.cors_origins))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(span)
+                .on_failure(()),
+        )
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::from_fn(middleware::problem_details))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(middleware::client_request_id))
+}
+
+fn span(request: &Request) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = request
+        .headers()
+        .get(middleware::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!("request", method = %request.method(), route, request_id)
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let allowed: Vec<HeaderValue> = origins.iter().filter_map(|o| o.parse().ok()).collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(allowed))
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            axum::http::header::AUTHORIZATION,
+            axum::http::header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static(middleware::REQUEST_ID),
+            // What an MCP client in a browser sends to /mcp.
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-method"),
+            HeaderName::from_static("mcp-name"),
+        ])
+        .expose_headers([
+            HeaderName::from_static(middleware::REQUEST_ID),
+            HeaderName::from_static("idempotent-replayed"),
+        ])
+        .max_age(Duration::from_secs(600))
+}
+
+async fn fallback() -> problem::ApiError {
+    problem::for_status(axum::http::StatusCode::NOT_FOUND)
+}
+
+async fn method_not_allowed() -> problem::ApiError {
+    problem::for_status(axum::http::StatusCode::METHOD_NOT_ALLOWED)
+}
+
+/// A panic in a handler is a bug: log it and answer 500 problem+json, never a dropped socket.
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    tracing::error!("a handler panicked");
+    axum::response::IntoResponse::into_response(problem::internal())
+}
+
+/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`), with the same security
+/// headers as every other answer (`nosniff`).
+pub fn ops_metrics_router(app: App) -> Router {
+    crate::metrics::handle();
+    ops::metrics_router()
+        .with_state(AppState { app })
+        .layer(axum::middleware::from_fn(middleware::security_headers))
+}

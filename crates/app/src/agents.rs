@@ -1,0 +1,233 @@
+//! Agents, managed by the human who owns them, and their API keys.
+
+use super::PageRequest;
+use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
+use chrono::{DateTime, Utc};
+use tauros_domain::identity::{ApiKey, Capabilities};
+use tauros_domain::text::required_text;
+use tauros_store::{AgentRow, ApiKeyRow, Lock, Reader, Tx};
+use uuid::Uuid;
+
+/// What a human sends to create an agent.
+#[derive(Debug)]
+pub struct NewAgent {
+    /// Display name, 1–160 characters after trimming.
+    pub name: Option<String>,
+    /// Capability names as sent (at most `MAX_CAPABILITIES`); empty means the default
+    /// (`invoicing`).
+    pub capabilities: Vec<String>,
+}
+
+/// An agent as its owner sees it (never the key).
+#[derive(Clone, Debug)]
+pub struct AgentView {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub owner_id: Uuid,
+    pub name: String,
+    pub capabilities: Capabilities,
+    /// When the current key expires (`None` if it has no active key).
+    pub key_expires_at: Option<DateTime<Utc>>,
+    /// When the current key was last used (to the minute).
+    pub key_last_used_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const NAME_MAX: usize = 160;
+
+impl App {
+    /// Creates an agent owned by the calling human and issues its first key.
+    pub async fn create_agent(
+        &self,
+        actor: &Actor,
+        input: NewAgent,
+    ) -> AppResult<(AgentView, String)> {
+        let human = actor.human()?;
+        let mut errors = Vec::new();
+        let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
+        let capabilities = Capabilities::requested(&input.capabilities, &mut errors);
+        let (Some(name), Some(capabilities), true) = (name, capabilities, errors.is_empty()) else {
+            return Err(AppError::Validation(errors));
+        };
+        let now = now();
+        let agent = AgentRow {
+            id: Uuid::now_v7(),
+            org_id: human.org_id,
+            owner_id: human.id,
+            name,
+            capabilities: capabilities.to_stored(),
+            created_at: now,
+            updated_at: now,
+        };
+        let mut tx = self.store.begin().await?;
+        tx.insert_agent(&agent).await?;
+        let key = self.issue_key(&mut *tx, &agent).await?;
+        audit(
+            &mut *tx,
+            agent.org_id,
+            AuditActor::human(human),
+            "agent.created",
+            ("agent", agent.id),
+            serde_json::json!({ "name": agent.name, "capabilities": agent.capabilities }),
+        )
+        .await?;
+        let view = view(&mut *tx, agent).await?;
+        tx.commit().await?;
+        Ok((view, key))
+    }
+
+    /// The agents the calling human owns, newest first.
+    pub async fn list_agents(&self, actor: &Actor, page: PageRequest) -> AppResult<Vec<AgentView>> {
+        let human = actor.human()?;
+        let mut conn = self.store.reader().await?;
+        let rows = conn
+            .agents_by_owner(human.org_id, human.id, page.into())
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(view(&mut *conn, row).await?);
+        }
+        Ok(out)
+    }
+
+    /// One agent the calling human owns.
+    pub async fn get_agent(&self, actor: &Actor, id: Uuid) -> AppResult<AgentView> {
+        let human = actor.human()?;
+        let mut conn = self.store.reader().await?;
+        let agent = owned(conn.agent_by_id(human.org_id, id).await?, human)?;
+        view(&mut *conn, agent).await
+    }
+
+    /// Renames an agent.
+    pub async fn rename_agent(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        name: Option<&str>,
+    ) -> AppResult<AgentView> {
+        let human = actor.human()?;
+        let mut errors = Vec::new();
+        let name = required_text("name", name, NAME_MAX, &mut errors);
+        let Some(name) = name.filter(|_| errors.is_empty()) else {
+            return Err(AppError::Validation(errors));
+        };
+        let mut tx = self.store.begin().await?;
+        let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+        if agent.name != name {
+            let old = std::mem::replace(&mut agent.name, name);
+            agent.updated_at = now();
+            tx.update_agent(&agent).await?;
+            audit(
+                &mut *tx,
+                agent.org_id,
+                AuditActor::human(human),
+                "agent.renamed",
+                ("agent", agent.id),
+                serde_json::json!({ "from": old, "to": agent.name }),
+            )
+            .await?;
+        }
+        let view = view(&mut *tx, agent).await?;
+        tx.commit().await?;
+        Ok(view)
+    }
+
+    /// Issues a new key and revokes every older key of the agent, in one transaction.
+    pub async fn rotate_agent_key(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+    ) -> AppResult<(AgentView, String)> {
+        let human = actor.human()?;
+        let mut tx = self.store.begin().await?;
+        // The agent row lock serializes concurrent rotations: exactly one key survives.
+        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+        let (view, key) = self
+            .rotate_locked(&mut *tx, agent, AuditActor::human(human))
+            .await?;
+        tx.commit().await?;
+        Ok((view, key))
+    }
+
+    pub(crate) async fn rotate_locked(
+        &self,
+        tx: &mut dyn Tx,
+        agent: AgentRow,
+        actor: AuditActor,
+    ) -> AppResult<(AgentView, String)> {
+        let revoked = tx.revoke_agent_keys(agent.org_id, agent.id, now()).await?;
+        let key = self.issue_key(tx, &agent).await?;
+        audit(
+            tx,
+            agent.org_id,
+            actor,
+            "agent.key_rotated",
+            ("agent", agent.id),
+            serde_json::json!({ "revoked_keys": revoked }),
+        )
+        .await?;
+        Ok((view(tx, agent).await?, key))
+    }
+
+    /// Deletes an agent that owns nothing; its keys go with it.
+    pub async fn delete_agent(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
+        let human = actor.human()?;
+        let mut tx = self.store.begin().await?;
+        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+        if tx.agent_has_dependents(agent.org_id, agent.id).await? {
+            return Err(AppError::HasDependents);
+        }
+        tx.delete_agent(agent.org_id, agent.id).await?;
+        audit(
+            &mut *tx,
+            agent.org_id,
+            AuditActor::human(human),
+            "agent.deleted",
+            ("agent", agent.id),
+            serde_json::json!({ "name": agent.name }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn issue_key(&self, tx: &mut dyn Tx, agent: &AgentRow) -> AppResult<String> {
+        let key = ApiKey::new(Uuid::new_v4(), random_32());
+        let now = now();
+        tx.insert_api_key(&ApiKeyRow {
+            id: key.id(),
+            org_id: agent.org_id,
+            agent_id: agent.id,
+            key_hash: key.hash().to_vec(),
+            created_at: now,
+            expires_at: now + self.config.api_key_ttl,
+            revoked_at: None,
+            last_used_at: None,
+        })
+        .await?;
+        Ok(key.encode())
+    }
+}
+
+/// Another human's agent behaves exactly like an unknown one.
+fn owned(agent: Option<AgentRow>, human: &Human) -> AppResult<AgentRow> {
+    agent
+        .filter(|a| a.owner_id == human.id)
+        .ok_or(AppError::NotFound)
+}
+
+async fn view(tx: &mut dyn Reader, row: AgentRow) -> AppResult<AgentView> {
+    let key = tx.active_key_expiry(row.org_id, row.id).await?;
+    Ok(AgentView {
+        id: row.id,
+        org_id: row.org_id,
+        owner_id: row.owner_id,
+        name: row.name,
+        capabilities: Capabilities::from_stored(&row.capabilities),
+        key_expires_at: key.map(|k| k.0),
+        key_last_used_at: key.and_then(|k| k.1),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}

@@ -1,0 +1,457 @@
+//! Humans and credentials: sign-in, sign-out, invitations, and turning a bearer token into an
+//! actor.
+
+use super::users::UserView;
+use super::{
+    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, random_32,
+};
+use chrono::{DateTime, Duration, Utc};
+use tauros_domain::error::required;
+use tauros_domain::identity::{self, Capabilities, Credential, Interface};
+use tauros_store::{Lock, Presented, Presenter, SessionRow, UserRow};
+use uuid::Uuid;
+
+/// A new session: the token is shown once.
+#[derive(Debug)]
+pub struct SignedIn {
+    /// The bearer token for later requests.
+    pub token: String,
+    /// When it stops working.
+    pub expires_at: DateTime<Utc>,
+    pub user: UserView,
+}
+
+/// The caller, as `GET /v1/me` shows it.
+#[derive(Debug)]
+pub enum Me {
+    /// A human.
+    Human(UserView),
+    /// An agent.
+    Agent {
+        id: Uuid,
+        org_id: Uuid,
+        name: String,
+        capabilities: Capabilities,
+    },
+}
+
+/// Rows one pruning transaction deletes at most, so a sweep never holds the writer long.
+const PRUNE_BATCH: i64 = 500;
+
+/// `last_used_at` is written at most this often per key, so authentication stays a read.
+const LAST_USED_GRANULARITY: i64 = 60;
+
+impl App {
+    /// Turns a bearer token into an actor that came through `via` (what its audit rows will
+    /// record), or `Unauthorized` for every kind of bad credential; then takes one request from
+    /// the credential's rate limit.
+    pub async fn authenticate(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
+        let Some(credential) = Credential::parse(bearer) else {
+            return Err(AppError::Unauthorized);
+        };
+        let mut conn = self.store.reader().await?;
+        let stored = match &credential {
+            Credential::ApiKey(key) => conn
+                .api_key_by_id(key.id())
+                .await?
+                .map(|(row, agent)| Presenter::ApiKey(row, agent)),
+            Credential::Session(hash) => conn
+                .session_by_hash(hash)
+                .await?
+                .map(|(session, user)| Presenter::Session(session, user)),
+        };
+        drop(conn);
+        self.admit(&credential, stored, via).await
+    }
+
+    /// Checks the stored credential read for `credential` (by [`authenticate`], or in the same
+    /// statement as the record a request reads): the key's hash compared in constant time, not
+    /// revoked, not expired; the session not expired, its human active. Then takes one request
+    /// from the credential's rate limit. Every failure is `Unauthorized`, alike.
+    ///
+    /// [`authenticate`]: App::authenticate
+    pub(crate) async fn admit(
+        &self,
+        credential: &Credential,
+        stored: Option<Presenter>,
+        via: Interface,
+    ) -> AppResult<Actor> {
+        let now = now();
+        let actor = match (credential, stored) {
+            (Credential::ApiKey(key), Some(Presenter::ApiKey(row, agent))) => {
+                if !key.matches(&row.key_hash) || row.revoked_at.is_some() || row.expires_at <= now
+                {
+                    return Err(AppError::Unauthorized);
+                }
+                let stale = row
+                    .last_used_at
+                    .is_none_or(|t| now - t >= Duration::seconds(LAST_USED_GRANULARITY));
+                if stale {
+                    // A write: it goes through a write unit (SQLite's single writer).
+                    let mut tx = self.store.begin().await?;
+                    tx.touch_api_key(row.org_id, row.id, now).await?;
+                    tx.commit().await?;
+                }
+                Actor::Agent(Agent {
+                    id: agent.id,
+                    org_id: agent.org_id,
+                    owner_id: agent.owner_id,
+                    name: agent.name,
+                    capabilities: Capabilities::from_stored(&agent.capabilities),
+                    interface: via,
+                })
+            }
+            (Credential::Session(_), Some(Presenter::Session(session, user))) => {
+                // Deactivation deletes the sessions too; this is the second lock on the door.
+                if session.expires_at <= now || user.deactivated_at.is_some() {
+                    return Err(AppError::Unauthorized);
+                }
+                let view = UserView::from_row(&user)?;
+                Actor::Human(Human {
+                    id: user.id,
+                    org_id: user.org_id,
+                    email: user.email,
+                    role: view.role,
+                    session_id: session.id,
+                    interface: via,
+                })
+            }
+            _ => return Err(AppError::Unauthorized),
+        };
+        let limited = match &actor {
+            Actor::Agent(a) => a.id,
+            Actor::Human(h) => h.session_id,
+        };
+        self.credentials.take(limited)?;
+        Ok(actor)
+    }
+
+    /// Signs a human in with email and password.
+    pub async fn sign_in(
+        &self,
+        email: Option<&str>,
+        password: Option<String>,
+        client: Option<std::net::IpAddr>,
+    ) -> AppResult<SignedIn> {
+        let mut errors = Vec::new();
+        let email = required("email", email, &mut errors);
+        let password = required("password", password, &mut errors);
+        let (Some(email), Some(password)) = (email, password) else {
+            return Err(AppError::Validation(errors));
+        };
+        let normalized = identity::normalize_email(email);
+        self.sign_ins.check(&normalized, client)?;
+        let signed_in = self.check_password(email, &normalized, password).await;
+        match &signed_in {
+            Err(AppError::InvalidCredentials) => self.sign_ins.failed(&normalized, client),
+            Ok(_) => self.sign_ins.succeeded(&normalized, client),
+            Err(_) => {}
+        }
+        signed_in
+    }
+
+    async fn check_password(
+        &self,
+        email: &str,
+        normalized: &str,
+        password: String,
+    ) -> AppResult<SignedIn> {
+        if !identity::email_is_valid(email.trim()) {
+            // No account has such an email; answered as any unknown email is, after the same
+            // password work, so the two cannot be told apart by time.
+            let _ = self.passwords.verify(password, None).await?;
+            return Err(AppError::InvalidCredentials);
+        }
+        let user = self.store.reader().await?.user_by_email(normalized).await?;
+        let stored = user.as_ref().and_then(|u| u.password_hash.clone());
+        if !self.passwords.verify(password, stored).await? {
+            return Err(AppError::InvalidCredentials);
+        }
+        let user = user.ok_or(AppError::InvalidCredentials)?;
+        let mut tx = self.store.begin().await?;
+        // The password was checked outside the transaction (it is slow). Under the row lock,
+        // the account must still be the one checked: not deactivated, password unchanged since.
+        let current = tx.lock_user(user.org_id, user.id, Lock::Share).await?;
+        let Some(user) =
+            current.filter(|u| u.deactivated_at.is_none() && u.password_hash == user.password_hash)
+        else {
+            return Err(AppError::InvalidCredentials);
+        };
+        let signed_in = self.open_session(&mut *tx, &user).await?;
+        tx.commit().await?;
+        Ok(signed_in)
+    }
+
+    async fn open_session(
+        &self,
+        tx: &mut dyn tauros_store::Tx,
+        user: &UserRow,
+    ) -> AppResult<SignedIn> {
+        let token = identity::session_token(random_32());
+        let now = now();
+        let expires_at = now + self.config.session_ttl;
+        tx.insert_session(&SessionRow {
+            id: Uuid::now_v7(),
+            org_id: user.org_id,
+            user_id: user.id,
+            token_hash: token.hash.to_vec(),
+            created_at: now,
+            expires_at,
+        })
+        .await?;
+        Ok(SignedIn {
+            token: token.token,
+            expires_at,
+            user: UserView::from_row(user)?,
+        })
+    }
+
+    /// Ends the session the request came with; other sessions of the human stay valid.
+    pub async fn sign_out(&self, human: &Human) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        tx.delete_session(human.org_id, human.session_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Ends every session of the human, this one included ("sign out everywhere").
+    pub async fn sign_out_everywhere(&self, human: &Human) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        let ended = tx
+            .delete_user_sessions(human.org_id, human.id, None)
+            .await?;
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "user.signed_out_everywhere",
+            ("user", human.id),
+            serde_json::json!({ "sessions_ended": ended }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Changes the caller's password after checking the current one; every other session of
+    /// the human ends. A wrong current password counts as a failed sign-in for the account's
+    /// email and the client's address (the same limit guards both doors).
+    pub async fn change_password(
+        &self,
+        actor: &Actor,
+        current_password: Option<String>,
+        new_password: Option<String>,
+        client: Option<std::net::IpAddr>,
+    ) -> AppResult<()> {
+        let human = actor.human()?;
+        let mut errors = Vec::new();
+        let current = required("current_password", current_password, &mut errors);
+        let new = required("new_password", new_password, &mut errors);
+        if new
+            .as_deref()
+            .is_some_and(|p| !identity::password_is_acceptable(p))
+        {
+            errors.push(password_field_error_on("new_password"));
+        }
+        let (Some(current), Some(new)) = (current, new) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let normalized = identity::normalize_email(&human.email);
+        self.sign_ins.check(&normalized, client)?;
+        let stored = self
+            .store
+            .reader()
+            .await?
+            .user_by_id(human.org_id, human.id)
+            .await?
+            .ok_or(AppError::Unauthorized)?
+            .password_hash;
+        if !self.passwords.verify(current, stored.clone()).await? {
+            self.sign_ins.failed(&normalized, client);
+            return Err(AppError::field(
+                "current_password",
+                "wrong_password",
+                "send this account's current password; after repeated failures the account's \
+                 sign-ins are paused for a while",
+            ));
+        }
+        let hash = self.passwords.hash(new).await?;
+        let mut tx = self.store.begin().await?;
+        let user = tx
+            .lock_user(human.org_id, human.id, Lock::Update)
+            .await?
+            .filter(|u| u.deactivated_at.is_none())
+            .ok_or(AppError::Unauthorized)?;
+        if user.password_hash != stored {
+            return Err(AppError::Conflict {
+                code: "password_changed",
+                detail: "the password was changed by another request meanwhile; sign in again \
+                         with the new one"
+                    .into(),
+            });
+        }
+        tx.set_password(human.org_id, human.id, &hash, now())
+            .await?;
+        let ended = tx
+            .delete_user_sessions(human.org_id, human.id, Some(human.session_id))
+            .await?;
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "user.password_changed",
+            ("user", human.id),
+            serde_json::json!({ "other_sessions_ended": ended }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes expired sessions and used or expired invitations, in batches of `batch`, until
+    /// none is left; returns how many of each. Run periodically by `serve`.
+    pub async fn prune_credentials(&self, batch: i64) -> AppResult<(u64, u64)> {
+        let (mut sessions, mut invitations) = (0, 0);
+        loop {
+            let now = now();
+            let mut tx = self.store.begin().await?;
+            let s = tx.prune_sessions(now, batch).await?;
+            let i = tx.prune_invitations(now, batch).await?;
+            tx.commit().await?;
+            sessions += s;
+            invitations += i;
+            if s < batch as u64 && i < batch as u64 {
+                return Ok((sessions, invitations));
+            }
+        }
+    }
+
+    /// Runs [`App::prune_credentials`] and [`App::prune_webhook_attempts`] every `every` in the
+    /// background, for the life of the process. A failed sweep is logged and tried again at
+    /// the next tick.
+    pub fn spawn_pruning(&self, every: std::time::Duration) {
+        let app = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match app.prune_credentials(PRUNE_BATCH).await {
+                    Ok((sessions, invitations)) if sessions + invitations > 0 => {
+                        tracing::info!(sessions, invitations, "pruned expired credentials");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pruning expired credentials failed"),
+                }
+                match app.prune_webhook_attempts(PRUNE_BATCH).await {
+                    Ok(0) => {}
+                    Ok(attempts) => tracing::info!(attempts, "pruned old webhook attempts"),
+                    Err(e) => tracing::warn!(error = %e, "pruning webhook attempts failed"),
+                }
+            }
+        });
+    }
+
+    /// Describes the caller.
+    pub async fn me(&self, actor: &Actor) -> AppResult<Me> {
+        match actor {
+            Actor::Agent(a) => Ok(Me::Agent {
+                id: a.id,
+                org_id: a.org_id,
+                name: a.name.clone(),
+                capabilities: a.capabilities.clone(),
+            }),
+            Actor::Human(h) => {
+                let mut conn = self.store.reader().await?;
+                let user = conn
+                    .user_by_id(h.org_id, h.id)
+                    .await?
+                    .ok_or(AppError::Unauthorized)?;
+                Ok(Me::Human(UserView::from_row(&user)?))
+            }
+        }
+    }
+
+    /// Accepts an invitation once: sets the password and opens a session.
+    pub async fn accept_invitation(
+        &self,
+        token: Option<&str>,
+        password: Option<String>,
+    ) -> AppResult<SignedIn> {
+        let mut errors = Vec::new();
+        let token = required("invitation_token", token, &mut errors);
+        let password = required("password", password, &mut errors);
+        if password
+            .as_deref()
+            .is_some_and(|p| !identity::password_is_acceptable(p))
+        {
+            errors.push(password_field_error());
+        }
+        let (Some(token), Some(password)) = (token, password) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let Some(hash) = identity::invitation_hash(token.trim()) else {
+            return Err(AppError::InvalidCredentials);
+        };
+        let password_hash = self.passwords.hash(password).await?;
+        let now = now();
+        let mut tx = self.store.begin().await?;
+        // The conditional update is the one-time guard: a second accept finds nothing to update.
+        let Some(invitation) = tx.accept_invitation(&hash, now).await? else {
+            return Err(AppError::InvalidCredentials);
+        };
+        // Deactivation deletes the invitation under this row's lock; whichever comes second
+        // sees the other.
+        let Some(_) = tx
+            .lock_user(invitation.org_id, invitation.user_id, Lock::Update)
+            .await?
+            .filter(|u| u.deactivated_at.is_none())
+        else {
+            return Err(AppError::InvalidCredentials);
+        };
+        tx.set_password(invitation.org_id, invitation.user_id, &password_hash, now)
+            .await?;
+        let user = tx
+            .user_by_id(invitation.org_id, invitation.user_id)
+            .await?
+            .ok_or_else(|| AppError::Internal("invited user vanished".into()))?;
+        let signed_in = self.open_session(&mut *tx, &user).await?;
+        tx.commit().await?;
+        Ok(signed_in)
+    }
+}
+
+/// The validation error for a password that is too short or too long.
+pub(crate) fn password_error() -> AppError {
+    AppError::Validation(vec![password_field_error()])
+}
+
+fn password_field_error() -> FieldError {
+    password_field_error_on("password")
+}
+
+fn password_field_error_on(field: &str) -> FieldError {
+    FieldError::plain(
+        field,
+        "password_too_short",
+        format!(
+            "send a password of {} to {} characters",
+            identity::MIN_PASSWORD_CHARS,
+            identity::MAX_PASSWORD_CHARS
+        ),
+    )
+}
+
+/// How the store looks `credential` up.
+pub(crate) fn presented(credential: &Credential) -> Presented<'_> {
+    match credential {
+        Credential::ApiKey(key) => Presented::ApiKey(key.id()),
+        Credential::Session(hash) => Presented::Session(hash),
+    }
+}

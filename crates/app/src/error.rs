@@ -1,0 +1,105 @@
+//! What can go wrong in a use case, in domain terms. The HTTP layer maps each variant to a
+//! problem-details response in exactly one place.
+
+use tauros_store::StoreError;
+
+pub use tauros_domain::error::FieldError;
+
+/// A use case's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// No usable credential: missing, malformed, expired, revoked or signed out.
+    #[error("authentication required")]
+    Unauthorized,
+    /// Sign-in or invitation secret did not match (same answer for every cause).
+    #[error("invalid credentials")]
+    InvalidCredentials,
+    /// The actor is known but may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    /// The agent's key lacks a capability the route needs.
+    #[error("missing capability {0}")]
+    MissingCapability(&'static str),
+    /// Unknown, or not visible to the caller (the two are never distinguished).
+    #[error("not found")]
+    NotFound,
+    /// Input broke one or more rules; every offending field is listed.
+    #[error("validation failed")]
+    Validation(Vec<FieldError>),
+    /// The organisation already has its first approver.
+    #[error("organisation already has an approver")]
+    ApproverExists,
+    /// The caller is the approver who owns the proposing agent and `four_eyes` is on.
+    #[error("four eyes required")]
+    FourEyesRequired(String),
+    /// The command is not allowed from the invoice's current state.
+    #[error("invalid transition: {detail}")]
+    InvalidTransition {
+        /// The state read under the lock.
+        from: &'static str,
+        /// The refused command.
+        action: &'static str,
+        /// What to do instead.
+        detail: String,
+    },
+    /// The command conflicts with the current state of the record (409 with `code`).
+    #[error("conflict {code}: {detail}")]
+    Conflict {
+        /// Stable code (`stale_revision`, `payload_mismatch`, …).
+        code: &'static str,
+        /// What to do instead.
+        detail: String,
+    },
+    /// The idempotency key was used before with a different payload; nothing was written.
+    /// Names the caller's own record that holds the key (so nothing leaks).
+    #[error("idempotency key reused with a different payload")]
+    IdempotencyConflict(KeyHolder),
+    /// The record still owns other records.
+    #[error("record has dependents")]
+    HasDependents,
+    /// The credential (or the email and address of a sign-in) is over its rate limit.
+    #[error("rate limited")]
+    RateLimited {
+        /// Whole seconds until a retry can succeed.
+        retry_after: u32,
+    },
+    /// Too much work is queued (password hashing); the same request may be retried shortly.
+    #[error("busy")]
+    Busy,
+    /// The database is unreachable; the same request may be retried.
+    #[error("database unavailable")]
+    Unavailable(#[source] StoreError),
+    /// A bug or a broken database; never the client's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AppError {
+    /// A single-field validation error.
+    pub fn field(field: &str, code: &'static str, detail: impl Into<String>) -> AppError {
+        AppError::Validation(vec![FieldError::plain(field, code, detail)])
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable(_) => AppError::Unavailable(err),
+            // What the serial order gives when the delete comes first: the record is unknown.
+            StoreError::ReferenceGone(_) => AppError::NotFound,
+            other => AppError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The record an idempotency key already belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHolder {
+    Invoice(uuid::Uuid),
+    Destination(uuid::Uuid),
+    /// A settlement event: its source's event id was reported before with another body.
+    SettlementEvent(uuid::Uuid),
+}
+
+/// Shorthand for use-case results.
+pub type AppResult<T> = Result<T, AppError>;

@@ -1,0 +1,634 @@
+//! The commands: create_draft (per-agent idempotency), revise, submit, withdraw, the three
+//! decisions and cancel.
+//!
+//! Every command on an existing invoice locks the invoice row first and decides on the
+//! database's current state, then (where it needs one) locks the destination: always invoice →
+//! destination, so concurrent commands cannot deadlock. A command whose goal already holds
+//! commits nothing, writes no event and answers a replay.
+
+use super::chain::{EventInput, next_event, record_event};
+use super::content::{
+    checked_parties, current_content, refused_parties, revision_row, seal_into, seal_to, seals_as,
+    stored,
+};
+use super::views::{InvoiceView, invoice_view, joined_view};
+use super::{access_error, caller, conflict, invalid};
+use crate::{
+    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, KeyHolder, Replayed, now,
+};
+use tauros_domain::audit::GENESIS;
+use tauros_domain::destination::DestinationState;
+use tauros_domain::error::required;
+use tauros_domain::fingerprint::{key_error, key_is_valid};
+use tauros_domain::identity::{Capability, Credential, Interface};
+use tauros_domain::invoice::{
+    self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
+    ExistingDecision, InvoiceState, OrgSettings, SubmitFacts, Transition, check_content,
+    check_payload_hash,
+};
+use tauros_domain::payload::verify;
+use tauros_store::{
+    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lock, Presenter, Reader, RevisionRow,
+    StoreError, Tx,
+};
+use uuid::Uuid;
+
+impl App {
+    /// An agent proposes an invoice. The same key with the same payload (compared with
+    /// revision 1) answers the invoice as it is now, replayed, in one indexed read and without
+    /// a lock; the same key with another payload is `IdempotencyConflict`.
+    pub async fn create_draft(
+        &self,
+        actor: &Actor,
+        key: &str,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let agent = proposer(actor)?;
+        let mut conn = self.store.reader().await?;
+        let content = match (key_is_valid(key), check_content(&input, None)) {
+            (true, Ok(content)) => content,
+            (key_ok, checked) => {
+                // Refused anyway: list every rule the body breaks, parties included.
+                let mut errors = if key_ok {
+                    vec![]
+                } else {
+                    vec![key_error("idempotency_key")]
+                };
+                let known = match checked {
+                    Ok(content) => content.known(),
+                    Err(refused) => {
+                        errors.extend(refused.errors);
+                        refused.known
+                    }
+                };
+                errors.extend(refused_parties(&mut *conn, actor, known).await?);
+                return Err(AppError::Validation(errors));
+            }
+        };
+
+        // Fast path: a replay costs one indexed read and takes no lock.
+        if let Some(existing) = conn
+            .invoice_joined_by_key(agent.org_id, agent.id, key)
+            .await?
+        {
+            return replay_create(&mut *conn, agent.id, existing, &content).await;
+        }
+        drop(conn);
+        self.insert_draft(agent, key, content).await
+    }
+
+    /// [`create_draft`] for a bearer credential: a well-formed request with an API key looks
+    /// its key up in the same statement that checks the credential, so a replay costs one
+    /// round trip in all. Anything else (a human, a request refused anyway) takes the two
+    /// steps, [`authenticate`] then [`create_draft`], which answer in the documented order.
+    ///
+    /// [`create_draft`]: App::create_draft
+    /// [`authenticate`]: App::authenticate
+    pub async fn create_draft_presented(
+        &self,
+        bearer: &str,
+        via: Interface,
+        key: &str,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
+        let checked = key_is_valid(key).then(|| check_content(&input, None));
+        let (Credential::ApiKey(api_key), Some(Ok(content))) = (&credential, checked) else {
+            let actor = self.authenticate(bearer, via).await?;
+            return self.create_draft(&actor, key, input).await;
+        };
+        let mut conn = self.store.reader().await?;
+        let found = conn.invoice_by_key_presented(api_key.id(), key).await?;
+        drop(conn);
+        let (stored, existing) = found.map_or((None, None), |(k, existing)| {
+            (Some(Presenter::from(k)), existing)
+        });
+        let actor = self.admit(&credential, stored, via).await?;
+        let agent = proposer(&actor)?;
+        match existing {
+            Some(existing) => {
+                let mut conn = self.store.reader().await?;
+                replay_create(&mut *conn, agent.id, existing, &content).await
+            }
+            None => self.insert_draft(agent, key, content).await,
+        }
+    }
+
+    /// A create whose key was not found: inserted under the agent's lock, or answered as the
+    /// replay of a concurrent create with the same key that won.
+    async fn insert_draft(
+        &self,
+        agent: &Agent,
+        key: &str,
+        content: DraftContent,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let actor = Actor::Agent(agent.clone());
+        let actor = &actor;
+        let mut tx = self.store.begin().await?;
+        agent.hold(&mut *tx).await?;
+        let destination = checked_parties(&mut *tx, actor, &content).await?;
+        let sealed = seal_into(&content, &destination)?;
+        let now = now();
+        let invoice_id = Uuid::now_v7();
+        let revision = revision_row(
+            &content,
+            (agent.org_id, invoice_id),
+            1,
+            &destination,
+            &sealed,
+            now,
+        );
+        let mut invoice = InvoiceRow {
+            id: invoice_id,
+            org_id: agent.org_id,
+            agent_id: agent.id,
+            idempotency_key: key.to_owned(),
+            state: InvoiceState::Draft,
+            cancelled_by: None,
+            number: None,
+            current_revision_id: revision.id,
+            revision_count: 1,
+            first_payload_hash: sealed.hash.clone(),
+            event_count: 0,
+            last_event_hash: GENESIS.to_owned(),
+            created_at: now,
+            updated_at: now,
+            last_decision_id: None,
+            amount_paid_minor: "0".to_owned(),
+        };
+        let event = next_event(
+            &mut invoice,
+            &EventInput {
+                action: Action::CreateDraft,
+                from: None,
+                actor: AuditActor::agent(agent),
+                revision: Some(&revision),
+                idempotency_key: Some(key),
+                note: None,
+                settings: None,
+            },
+        );
+        // The unique key (org, agent, key) serializes concurrent creates: the loser inserts
+        // nothing and answers as a replay of the winner.
+        if !tx.insert_invoice(&invoice).await? {
+            // The winner is read in this transaction (it sees the winner, whichever backend),
+            // and the answer waits for this unit's commit: it wrote nothing, but on SQLite the
+            // winner may sit in the same shared commit, and no replay is answered before the
+            // write it replays is durable.
+            let existing = tx
+                .invoice_joined_by_key(agent.org_id, agent.id, key)
+                .await?
+                .ok_or_else(|| {
+                    AppError::Internal("invoice vanished after a key conflict".into())
+                })?;
+            let answer = replay_create(&mut *tx, agent.id, existing, &content).await;
+            tx.commit().await?;
+            return answer;
+        }
+        failpoint!(agent.org_id, InvoiceInserted);
+        tx.insert_revision(&revision).await?;
+        failpoint!(agent.org_id, RevisionInserted);
+        record_event(&mut *tx, &event).await?;
+        tx.commit().await?;
+        failpoint!(agent.org_id, CreateCommitted);
+        Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
+    }
+
+    /// Every field problem of a create, found without touching the database and without
+    /// writing anything: for a request that lacks its idempotency key, so that the key and every
+    /// other missing field are reported at once. Humans get 403 first, as on a full create.
+    pub fn draft_field_errors(
+        &self,
+        actor: &Actor,
+        input: &DraftInput,
+    ) -> AppResult<Vec<FieldError>> {
+        proposer(actor)?;
+        Ok(check_content(input, None)
+            .err()
+            .map(|refused| refused.errors)
+            .unwrap_or_default())
+    }
+
+    /// The proposing agent replaces the financial content: a new revision (the invoice returns
+    /// to `draft`), or nothing at all when the result equals the current revision's payload.
+    pub async fn revise(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut tx = self.store.begin().await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Revise).await?;
+        let Transition::Apply { to } =
+            rules::transition(Action::Revise, invoice.state, invoice.cancelled_by)
+                .map_err(invalid)?
+        else {
+            return Err(AppError::Internal("revise never replays by state".into()));
+        };
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let content = match check_content(&input, Some(current_content(&current))) {
+            Ok(content) => content,
+            Err(refused) => {
+                let mut errors = refused.errors;
+                errors.extend(refused_parties(&mut *tx, actor, refused.known).await?);
+                return Err(AppError::Validation(errors));
+            }
+        };
+        // A revise whose content is already the current revision's is a replay, recognised
+        // before the parties are checked again (domain.md §7): its destination may have been
+        // retired or its due date passed since the revise that made it.
+        if seals_as(&content, &current)? {
+            return unchanged(&mut *tx, &invoice).await;
+        }
+        let destination = checked_parties(&mut *tx, actor, &content).await?;
+        let sealed = seal_into(&content, &destination)?;
+        let now = now();
+        let number = invoice.revision_count + 1;
+        let revision = revision_row(
+            &content,
+            (invoice.org_id, invoice.id),
+            number,
+            &destination,
+            &sealed,
+            now,
+        );
+        let from = invoice.state;
+        invoice.state = to;
+        invoice.current_revision_id = revision.id;
+        invoice.revision_count = number;
+        invoice.updated_at = now;
+        let event = next_event(
+            &mut invoice,
+            &EventInput {
+                action: Action::Revise,
+                from: Some(from),
+                actor: AuditActor::of(actor),
+                revision: Some(&revision),
+                idempotency_key: None,
+                note: None,
+                settings: None,
+            },
+        );
+        tx.insert_revision(&revision).await?;
+        tx.update_invoice(&invoice).await?;
+        record_event(&mut *tx, &event).await?;
+        written(tx, &invoice).await
+    }
+
+    /// The proposing agent asks for approval.
+    pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut tx = self.store.begin().await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Submit).await?;
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
+        let destination = tx
+            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
+            .await?;
+        let facts = SubmitFacts {
+            state: invoice.state,
+            current_decision: decision.map(|d| d.decision),
+            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
+        };
+        // An illegal state keeps its `from` and `action` members, as every other command's does.
+        match rules::submit_transition(facts).map_err(|e| match e {
+            rules::SubmitError::InvalidTransition(t) => invalid(t),
+            other => conflict(&other),
+        })? {
+            Transition::Replay => unchanged(&mut *tx, &invoice).await,
+            Transition::Apply { to } => {
+                let change = Change {
+                    action: Action::Submit,
+                    to,
+                    revision: &current,
+                    note: None,
+                    settings: None,
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+
+    /// The proposing agent, or a human who sees it, takes an undecided invoice back.
+    pub async fn withdraw(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        self.simple_transition(actor, id, Action::Withdraw, None)
+            .await
+    }
+
+    /// An approver cancels an approved invoice; a reason is required.
+    pub async fn cancel(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        self.simple_transition(actor, id, Action::Cancel, reason)
+            .await
+    }
+
+    async fn simple_transition(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        action: Action,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        let mut tx = self.store.begin().await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
+        // Who may act is answered before what they sent: an agent calling cancel hears 403,
+        // not that a reason is missing.
+        let note =
+            rules::validate_reason(action, reason).map_err(|e| AppError::Validation(vec![e]))?;
+        match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
+            Transition::Replay => unchanged(&mut *tx, &invoice).await,
+            Transition::Apply { to } => {
+                rules::check_issuing(action, invoice.number.is_some()).map_err(|e| conflict(&e))?;
+                if to == InvoiceState::Cancelled {
+                    invoice.cancelled_by = Some(action);
+                }
+                let current = current_revision(&mut *tx, &invoice).await?;
+                let change = Change {
+                    action,
+                    to,
+                    revision: &current,
+                    note,
+                    settings: None,
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+
+    /// An approver approves, rejects or requests changes on one exact revision and hash, in
+    /// the nine-step order of domain.md §5.
+    pub async fn decide(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        kind: DecisionKind,
+        revision_id: Option<Uuid>,
+        payload_hash: Option<&str>,
+        reason: Option<&str>,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        let action = kind.action();
+        let mut tx = self.store.begin().await?;
+        let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
+        let approver_id = actor.id();
+        // After the access check: an agent or operator hears 403 (a stranger 404), never that a
+        // reason is missing. Then every field rule at once.
+        let mut errors = Vec::new();
+        let revision_id = required("revision_id", revision_id, &mut errors);
+        let payload_hash = required("payload_hash", payload_hash, &mut errors);
+        if let Some(Err(e)) = payload_hash.map(check_payload_hash) {
+            errors.push(e);
+        }
+        let reason = rules::validate_reason(action, reason)
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+        let (Some(revision_id), Some(payload_hash)) = (revision_id, payload_hash) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let existing = tx
+            .decision_for_revision(invoice.org_id, revision_id)
+            .await?;
+        failpoint!(invoice.org_id, ExistingDecisionRead);
+        let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
+        failpoint!(invoice.org_id, NamedRevisionRead);
+        let current = current_revision(&mut *tx, &invoice).await?;
+        let destination = tx
+            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
+            .await?;
+        failpoint!(invoice.org_id, DecisionDestinationLocked);
+        let facts = DecideFacts {
+            kind,
+            approver_id,
+            revision_id,
+            payload_hash: payload_hash.to_owned(),
+            reason: reason.clone(),
+            existing: existing.as_ref().map(|d| ExistingDecision {
+                approver_id: d.approver_id,
+                kind: d.decision,
+                payload_hash: d.payload_hash.clone(),
+            }),
+            state: invoice.state,
+            revision_of_invoice: named.is_some_and(|r| r.invoice_id == invoice.id),
+            current_revision_id: current.id,
+            current_payload_hash: current.payload_hash.clone(),
+            reseal_matches: verify(
+                &stored(&current),
+                &current.canonical_payload,
+                &current.payload_hash,
+            )
+            .is_ok(),
+            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
+        };
+        match rules::decide(facts).map_err(|e| match e {
+            rules::DecideError::Reason(field) => AppError::Validation(vec![field]),
+            rules::DecideError::InvalidTransition(t) => invalid(t),
+            other => conflict(&other),
+        })? {
+            DecideOutcome::Replay => unchanged(&mut *tx, &invoice).await,
+            DecideOutcome::Apply { to, kind, reason } => {
+                let decision = DecisionRow {
+                    id: Uuid::now_v7(),
+                    org_id: invoice.org_id,
+                    invoice_id: invoice.id,
+                    revision_id: current.id,
+                    approver_id,
+                    decision: kind,
+                    payload_hash: current.payload_hash.clone(),
+                    reason: reason.clone(),
+                    decided_at: now(),
+                };
+                invoice.last_decision_id = Some(decision.id);
+                match tx.insert_decision(&decision).await {
+                    // The invoice lock already serializes deciders; the unique index is the backstop.
+                    Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
+                        return Err(AppError::Conflict {
+                            code: "already_decided",
+                            detail: "this revision was decided concurrently; GET the invoice to see the decision".into(),
+                        });
+                    }
+                    other => other?,
+                }
+                failpoint!(invoice.org_id, DecisionInserted);
+                // With an issuer, the approval and the job that issues it commit together.
+                if kind == DecisionKind::Approved && self.issuing_is_automatic() {
+                    crate::enqueue(
+                        &mut *tx,
+                        crate::NewJob {
+                            org_id: invoice.org_id,
+                            kind: super::ISSUE_JOB.to_owned(),
+                            args: serde_json::json!({ "invoice_id": invoice.id }),
+                            submission_id: Some(invoice.id.to_string()),
+                            max_attempts: None,
+                            run_at: None,
+                        },
+                    )
+                    .await?;
+                }
+                let change = Change {
+                    action,
+                    to,
+                    revision: &current,
+                    note: reason,
+                    settings: Some(settings),
+                };
+                apply(tx, &mut invoice, actor, change).await
+            }
+        }
+    }
+}
+
+/// The agent proposing an invoice, if `actor` may: the capability, the rule, and only agents
+/// (a human gets 403). One place for every entry to a create.
+fn proposer(actor: &Actor) -> AppResult<&Agent> {
+    actor.require(Capability::Invoicing)?;
+    rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
+    match actor {
+        Actor::Agent(agent) => Ok(agent),
+        Actor::Human(_) => Err(AppError::Forbidden("only agents propose invoices")),
+    }
+}
+
+/// A create whose key exists: the same payload (compared with revision 1's hash) is a replay of
+/// the invoice as it is now; any other payload is a conflict.
+async fn replay_create(
+    conn: &mut dyn Reader,
+    agent_id: Uuid,
+    existing: InvoiceJoined,
+    content: &DraftContent,
+) -> AppResult<Replayed<InvoiceView>> {
+    // Destinations are immutable, so the network and address sealed in any revision that
+    // names the same destination are the ones revision 1 sealed.
+    let destination = if existing.revision.payment_destination_id == content.destination_id {
+        Some((
+            existing.revision.destination_network.clone(),
+            existing.revision.destination_address.clone(),
+        ))
+    } else {
+        conn.destination_by_id(existing.revision.org_id, content.destination_id)
+            .await?
+            .filter(|d| d.agent_id == agent_id)
+            .map(|d| (d.network, d.address))
+    };
+    let matches = match destination {
+        Some((network, address)) => seal_to(content, content.destination_id, &network, &address)
+            .is_ok_and(|s| s.hash == existing.first_payload_hash),
+        None => false,
+    };
+    if matches {
+        Ok(Replayed::replay(joined_view(existing)?))
+    } else {
+        Err(AppError::IdempotencyConflict(KeyHolder::Invoice(
+            existing.revision.invoice_id,
+        )))
+    }
+}
+
+/// Locks the invoice and checks that `actor` may run `action` on it; answers the invoice and
+/// the org settings the check was made under.
+pub(super) async fn locked(
+    tx: &mut dyn Tx,
+    actor: &Actor,
+    id: Uuid,
+    action: Action,
+) -> AppResult<(InvoiceRow, OrgSettings)> {
+    let invoice = tx
+        .lock_invoice(actor.org_id(), id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    failpoint!(invoice.org_id, InvoiceLocked);
+    let (access, settings) =
+        super::access_facts(&mut *tx, invoice.org_id, invoice.agent_id).await?;
+    rules::authorize(action, caller(actor), access, settings).map_err(access_error)?;
+    Ok((invoice, settings))
+}
+
+pub(super) async fn current_revision(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<RevisionRow> {
+    let current = tx
+        .revision_by_id(invoice.org_id, invoice.current_revision_id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice without current revision".into()))?;
+    failpoint!(invoice.org_id, CurrentRevisionRead);
+    Ok(current)
+}
+
+/// A state change a command writes.
+struct Change<'a> {
+    action: Action,
+    to: InvoiceState,
+    /// The revision the event names (the current one).
+    revision: &'a RevisionRow,
+    /// The decision's or cancellation's reason.
+    note: Option<String>,
+    /// A decision's org settings in force.
+    settings: Option<OrgSettings>,
+}
+
+/// Writes the state change and its event, commits, and answers the invoice as it is now.
+async fn apply(
+    mut tx: Box<dyn Tx>,
+    invoice: &mut InvoiceRow,
+    actor: &Actor,
+    change: Change<'_>,
+) -> AppResult<Replayed<InvoiceView>> {
+    let from = invoice.state;
+    invoice.state = change.to;
+    invoice.updated_at = now();
+    let event = next_event(
+        invoice,
+        &EventInput {
+            action: change.action,
+            from: Some(from),
+            actor: AuditActor::of(actor),
+            revision: Some(change.revision),
+            idempotency_key: None,
+            note: change.note.as_deref(),
+            settings: change.settings,
+        },
+    );
+    tx.update_invoice(invoice).await?;
+    failpoint!(invoice.org_id, InvoiceUpdated);
+    record_event(&mut *tx, &event).await?;
+    written(tx, invoice).await
+}
+
+/// Commits what a command wrote and answers the invoice as it is now, read back inside the
+/// transaction (with its latest decision).
+pub(super) async fn written(
+    mut tx: Box<dyn Tx>,
+    invoice: &InvoiceRow,
+) -> AppResult<Replayed<InvoiceView>> {
+    let joined = tx
+        .invoice_joined(invoice.org_id, invoice.id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice vanished inside its transaction".into()))?;
+    failpoint!(invoice.org_id, InvoiceReadBack);
+    tx.commit().await?;
+    failpoint!(invoice.org_id, CommandCommitted);
+    Ok(Replayed::fresh(joined_view(joined)?))
+}
+
+/// A replay: nothing is written; the invoice is answered as it is now.
+pub(super) async fn unchanged(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<Replayed<InvoiceView>> {
+    let joined = tx
+        .invoice_joined(invoice.org_id, invoice.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Replayed::replay(joined_view(joined)?))
+}

@@ -1,0 +1,205 @@
+//! A draft's content between the domain's rules and the rows: loading the party facts the
+//! rules need, sealing, and building the revision row. Why a draft is refused is decided in
+//! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
+
+use super::super::{Actor, AppError, AppResult, FieldError, now};
+use chrono::{DateTime, Utc};
+use std::str::FromStr;
+use tauros_domain::address::Network;
+use tauros_domain::destination::DestinationState;
+use tauros_domain::invoice::{
+    CurrentContent, DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
+};
+use tauros_domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
+use tauros_store::{CustomerRow, DestinationRow, Lock, Reader, RevisionRow, Tx};
+use uuid::Uuid;
+
+/// The current revision's values, which a revise keeps where the request omits them.
+pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
+    CurrentContent {
+        customer_id: r.customer_id,
+        destination_id: r.payment_destination_id,
+        currency: &r.currency,
+        due_date: r.due_date,
+        lines_json: &r.lines,
+    }
+}
+
+/// Loads the parties a draft names and checks them (inside the transaction, after the invoice
+/// lock). The customer and the destination are share-locked: a concurrent delete or
+/// deactivation cannot slip between this check and the commit, yet drafts naming the same
+/// parties do not queue behind each other.
+pub(super) async fn checked_parties(
+    tx: &mut dyn Tx,
+    actor: &Actor,
+    content: &DraftContent,
+) -> AppResult<DestinationRow> {
+    let org_id = actor.org_id();
+    let customer = tx
+        .lock_customer(org_id, content.customer_id, Lock::Share)
+        .await?;
+    failpoint!(org_id, CustomerLocked);
+    let destination = tx
+        .lock_destination(org_id, content.destination_id, Lock::Share)
+        .await?;
+    failpoint!(org_id, DestinationLocked);
+    check_parties(facts(
+        actor,
+        content.known(),
+        customer.as_ref(),
+        destination.as_ref(),
+    ))
+    .map_err(AppError::Validation)?;
+    destination.ok_or_else(|| AppError::Internal("checked destination vanished".into()))
+}
+
+/// The party rules of a draft that is refused anyway, judged on what could be read of it, so
+/// that one answer lists every rule the body breaks. Plain reads: nothing will be written.
+pub(super) async fn refused_parties(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    known: KnownMembers,
+) -> AppResult<Vec<FieldError>> {
+    let org_id = actor.org_id();
+    let customer = match known.customer_id {
+        Some(id) => conn.customer_by_id(org_id, id).await?,
+        None => None,
+    };
+    let destination = match known.destination_id {
+        Some(id) => conn.destination_by_id(org_id, id).await?,
+        None => None,
+    };
+    let facts = facts(actor, known, customer.as_ref(), destination.as_ref());
+    Ok(check_parties(facts).err().unwrap_or_default())
+}
+
+fn facts<'a>(
+    actor: &Actor,
+    known: KnownMembers,
+    customer: Option<&CustomerRow>,
+    destination: Option<&'a DestinationRow>,
+) -> PartyFacts<'a> {
+    PartyFacts {
+        today: now().date_naive(),
+        due_date: known.due_date,
+        currency: known.currency,
+        customer: party(actor, known.customer_id, customer, |c| c.agent_id, |_| ()),
+        destination: party(
+            actor,
+            known.destination_id,
+            destination,
+            |d| d.agent_id,
+            |d| NamedDestination {
+                active: d.state == DestinationState::Active,
+                currency: &d.currency,
+            },
+        ),
+    }
+}
+
+/// A named party as the rules see it: not named, not the agent's own (unknown or foreign), or
+/// the agent's own with the facts `seen` reads from its row.
+fn party<'a, R, T>(
+    actor: &Actor,
+    named: Option<Uuid>,
+    row: Option<&'a R>,
+    owner: impl Fn(&R) -> Uuid,
+    seen: impl Fn(&'a R) -> T,
+) -> Party<T> {
+    match (named, row) {
+        (None, _) => Party::NotNamed,
+        (Some(_), Some(row)) if is_agents_own(actor, owner(row)) => Party::Agents(seen(row)),
+        (Some(_), _) => Party::NotAgents,
+    }
+}
+
+/// Invoices are created and revised by agents only, each with its own customers and
+/// destinations.
+fn is_agents_own(actor: &Actor, agent_id: Uuid) -> bool {
+    matches!(actor, Actor::Agent(a) if a.id == agent_id)
+}
+
+/// The seal of `content` paid into a destination with this stored network and address.
+pub(super) fn seal_to(
+    content: &DraftContent,
+    destination_id: Uuid,
+    network: &str,
+    address: &str,
+) -> AppResult<Seal> {
+    let network = Network::from_str(network)
+        .map_err(|_| AppError::Internal("stored network unreadable".into()))?;
+    let payload = content.payload(PayloadDestination {
+        id: destination_id,
+        network,
+        address: address.to_owned(),
+    });
+    seal(&payload).map_err(|e| AppError::Validation(vec![FieldError::new("lines", &e)]))
+}
+
+/// The seal of `content` paid into `destination`.
+pub(super) fn seal_into(content: &DraftContent, destination: &DestinationRow) -> AppResult<Seal> {
+    seal_to(
+        content,
+        destination.id,
+        &destination.network,
+        &destination.address,
+    )
+}
+
+/// Whether `content` seals to exactly `revision`'s payload (same destination, same hash).
+pub(super) fn seals_as(content: &DraftContent, revision: &RevisionRow) -> AppResult<bool> {
+    if content.destination_id != revision.payment_destination_id {
+        return Ok(false);
+    }
+    let sealed = seal_to(
+        content,
+        revision.payment_destination_id,
+        &revision.destination_network,
+        &revision.destination_address,
+    )?;
+    Ok(sealed.hash == revision.payload_hash)
+}
+
+/// A new revision row of `content`, sealed into `destination`.
+pub(super) fn revision_row(
+    content: &DraftContent,
+    invoice: (Uuid, Uuid),
+    number: i32,
+    destination: &DestinationRow,
+    sealed: &Seal,
+    created_at: DateTime<Utc>,
+) -> RevisionRow {
+    let (org_id, invoice_id) = invoice;
+    RevisionRow {
+        id: Uuid::now_v7(),
+        org_id,
+        invoice_id,
+        number,
+        customer_id: content.customer_id,
+        payment_destination_id: destination.id,
+        destination_network: destination.network.clone(),
+        destination_address: destination.address.clone(),
+        currency: content.currency.code().to_owned(),
+        due_date: content.due_date,
+        lines: encode_lines(&content.lines),
+        total_minor: sealed.total_minor.to_string(),
+        reasoning: content.reasoning.clone(),
+        canonical_payload: sealed.canonical.clone(),
+        payload_hash: sealed.hash.clone(),
+        created_at,
+    }
+}
+
+/// A stored revision as the seal's verifier reads it.
+pub(super) fn stored(r: &RevisionRow) -> StoredRevision<'_> {
+    StoredRevision {
+        customer_id: r.customer_id,
+        destination_id: r.payment_destination_id,
+        network: &r.destination_network,
+        address: &r.destination_address,
+        currency: &r.currency,
+        due_date: r.due_date,
+        lines_json: &r.lines,
+        total_minor: &r.total_minor,
+    }
+}

@@ -1,0 +1,101 @@
+//! Invoices: the commands (`commands.rs`), the reads (`queries.rs`), a draft's content between
+//! the domain's rules and the rows (`content.rs`), the event chain (`chain.rs`) and what callers
+//! see (`views.rs`). The rules themselves live in `domain::invoice`; this module loads the facts
+//! they need under the right locks, asks them, and writes what they decide.
+
+mod chain;
+mod commands;
+mod content;
+mod issuing;
+mod queries;
+mod settling;
+mod views;
+
+pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
+pub use queries::InvoiceQuery;
+pub(crate) use settling::reconcile_invoice;
+pub use tauros_domain::invoice::DraftInput;
+pub(crate) use views::joined_view;
+pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
+
+use super::{Actor, AppError, AppResult};
+use tauros_domain::error::Coded;
+use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, OrgSettings};
+use tauros_store::{InvoiceJoined, Reader};
+use uuid::Uuid;
+
+pub(super) fn caller(actor: &Actor) -> Caller {
+    match actor {
+        Actor::Agent(a) => Caller::Agent { id: a.id },
+        Actor::Human(h) => Caller::Human {
+            id: h.id,
+            role: h.role,
+        },
+    }
+}
+
+/// The visibility facts that came with a joined read.
+fn joined_access(j: &InvoiceJoined) -> (InvoiceAccess, OrgSettings) {
+    (
+        InvoiceAccess {
+            agent_id: j.agent_id,
+            agent_owner_id: j.agent_owner_id,
+        },
+        OrgSettings {
+            four_eyes: j.four_eyes,
+            shared_review: j.shared_review,
+        },
+    )
+}
+
+/// The visibility facts of a locked invoice row: its agent's owner and the org's settings.
+async fn access_facts(
+    conn: &mut dyn Reader,
+    org_id: Uuid,
+    agent_id: Uuid,
+) -> AppResult<(InvoiceAccess, OrgSettings)> {
+    let owner = conn
+        .agent_by_id(org_id, agent_id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice without agent".into()))?
+        .owner_id;
+    failpoint!(org_id, AgentRead);
+    let org = conn
+        .org_by_id(org_id)
+        .await?
+        .ok_or_else(|| AppError::Internal("invoice without org".into()))?;
+    failpoint!(org_id, OrgRead);
+    Ok((
+        InvoiceAccess {
+            agent_id,
+            agent_owner_id: owner,
+        },
+        OrgSettings {
+            four_eyes: org.four_eyes,
+            shared_review: org.shared_review,
+        },
+    ))
+}
+
+fn access_error(e: AccessError) -> AppError {
+    match e {
+        AccessError::NotFound => AppError::NotFound,
+        AccessError::Forbidden(why) => AppError::Forbidden(why),
+        AccessError::FourEyesRequired => AppError::FourEyesRequired(e.to_string()),
+    }
+}
+
+fn invalid(e: rules::InvalidTransition) -> AppError {
+    AppError::InvalidTransition {
+        from: e.from.as_str(),
+        action: e.action.as_str(),
+        detail: e.to_string(),
+    }
+}
+
+fn conflict<E: Coded>(e: &E) -> AppError {
+    AppError::Conflict {
+        code: e.code(),
+        detail: e.to_string(),
+    }
+}

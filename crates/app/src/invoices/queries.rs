@@ -1,0 +1,263 @@
+//! The reads: one invoice, lists, revisions, decisions, events, and verify. Each is one unit of
+//! work that cannot write, and answers unknown and invisible invoices alike.
+
+use super::chain::event_fields;
+use super::content::stored;
+use super::views::{
+    DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
+};
+use super::{access_error, caller, joined_access};
+use crate::auth::presented;
+use crate::{Actor, App, AppError, AppResult, FieldError, PageRequest, list_filter};
+use tauros_domain::audit::first_break;
+use tauros_domain::fingerprint::{key_error, key_is_valid};
+use tauros_domain::identity::{Capability, Credential, Interface};
+use tauros_domain::invoice::{self as rules, DecisionKind, InvoiceState};
+use tauros_domain::payload::verify;
+use tauros_domain::visibility::Scope;
+use tauros_store::{InvoiceFilter, InvoiceJoined, Presenter, Reader};
+use uuid::Uuid;
+
+/// Which invoices to list.
+#[derive(Debug, Default, Clone)]
+pub struct InvoiceQuery {
+    /// Only this state (`pending_approval` lists oldest first: the approver's inbox).
+    pub state: Option<String>,
+    pub customer_id: Option<Uuid>,
+    /// Only this agent's invoices.
+    pub agent_id: Option<Uuid>,
+    /// Only invoices whose latest decision is this one (`approved`, `rejected`,
+    /// `changes_requested`).
+    pub decision: Option<String>,
+    /// Only the invoice the caller created with this key.
+    pub idempotency_key: Option<String>,
+    /// `true`: only overdue invoices (issued or partially paid, due before today, a balance
+    /// open); `false`: only the others.
+    pub overdue: Option<String>,
+}
+
+impl App {
+    /// One invoice the caller may see.
+    pub async fn get_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<InvoiceView> {
+        actor.require(Capability::Invoicing)?;
+        let mut conn = self.store.reader().await?;
+        joined_view(readable(&mut *conn, actor, id).await?)
+    }
+
+    /// [`get_invoice`] for a bearer credential, which is checked in the same statement that
+    /// reads the invoice: one round trip in all. The answers are those of
+    /// [`authenticate`] and then [`get_invoice`], in that order.
+    ///
+    /// [`get_invoice`]: App::get_invoice
+    /// [`authenticate`]: App::authenticate
+    pub async fn get_invoice_presented(
+        &self,
+        bearer: &str,
+        via: Interface,
+        id: Uuid,
+    ) -> AppResult<InvoiceView> {
+        let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
+        let mut conn = self.store.reader().await?;
+        let found = conn
+            .invoice_joined_presented(presented(&credential), id)
+            .await?;
+        drop(conn);
+        let (stored, joined) = found.map_or((None, None), |(c, i)| (Some(c), i));
+        let actor = self.admit(&credential, stored, via).await?;
+        actor.require(Capability::Invoicing)?;
+        joined_view(check_readable(&actor, joined.ok_or(AppError::NotFound)?)?)
+    }
+
+    /// The invoices the caller may see. `state=pending_approval` lists oldest first.
+    pub async fn list_invoices(
+        &self,
+        actor: &Actor,
+        query: InvoiceQuery,
+        page: PageRequest,
+    ) -> AppResult<Vec<InvoiceView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut filter = invoice_filter(query)?;
+        let mut conn = self.store.reader().await?;
+        let shared_review = match actor {
+            Actor::Agent(_) => false,
+            Actor::Human(h) => {
+                conn.org_by_id(h.org_id)
+                    .await?
+                    .ok_or(AppError::NotFound)?
+                    .shared_review
+            }
+        };
+        filter.scope = Scope::of_invoices(caller(actor), shared_review);
+        let rows = conn.invoices(actor.org_id(), &filter, page.into()).await?;
+        rows.into_iter().map(joined_view).collect()
+    }
+
+    /// [`list_invoices`] for a bearer credential. An agent's page is read in the same statement
+    /// that checks its key (an agent's scope is its own invoices, whatever the org's settings);
+    /// a human's scope depends on their role and the org's `shared_review`, so a human, and a
+    /// request refused anyway, take the two steps.
+    ///
+    /// [`list_invoices`]: App::list_invoices
+    pub async fn list_invoices_presented(
+        &self,
+        bearer: &str,
+        via: Interface,
+        query: InvoiceQuery,
+        page: PageRequest,
+    ) -> AppResult<Vec<InvoiceView>> {
+        let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
+        let (Credential::ApiKey(key), Ok(filter)) = (&credential, invoice_filter(query.clone()))
+        else {
+            let actor = self.authenticate(bearer, via).await?;
+            return self.list_invoices(&actor, query, page).await;
+        };
+        let mut conn = self.store.reader().await?;
+        let found = conn
+            .own_invoices_presented(key.id(), &filter, page.into())
+            .await?;
+        drop(conn);
+        let (stored, rows) =
+            found.map_or((None, vec![]), |(k, rows)| (Some(Presenter::from(k)), rows));
+        let actor = self.admit(&credential, stored, via).await?;
+        actor.require(Capability::Invoicing)?;
+        if Scope::of_invoices(caller(&actor), false) != Scope::Agent(actor.id()) {
+            // The rule no longer gives an agent exactly its own invoices: read it as it says.
+            return self.list_invoices(&actor, query, page).await;
+        }
+        rows.into_iter().map(joined_view).collect()
+    }
+
+    /// Every revision, oldest first.
+    pub async fn list_revisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<RevisionView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.revisions(actor.org_id(), id).await?;
+        rows.into_iter().map(revision_view).collect()
+    }
+
+    /// Every decision, oldest first (the proposing agent reads them too, to learn why).
+    pub async fn list_decisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<DecisionView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.decisions(actor.org_id(), id).await?;
+        Ok(rows.into_iter().map(DecisionView::from).collect())
+    }
+
+    /// The audit trail, in order.
+    pub async fn list_events(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<EventView>> {
+        actor.require(Capability::Invoicing)?;
+        let mut conn = self.store.reader().await?;
+        readable(&mut *conn, actor, id).await?;
+        let rows = conn.events(actor.org_id(), id).await?;
+        Ok(rows.into_iter().map(EventView::from).collect())
+    }
+
+    /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
+    pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
+        actor.require(Capability::Invoicing)?;
+        let mut conn = self.store.reader().await?;
+        let joined = conn
+            .invoice_joined(actor.org_id(), id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let org_id = joined.revision.org_id;
+        let (access, settings) = joined_access(&joined);
+        rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
+        let revisions: Vec<(i32, bool)> = conn
+            .revisions(org_id, id)
+            .await?
+            .iter()
+            .map(|r| {
+                (
+                    r.number,
+                    verify(&stored(r), &r.canonical_payload, &r.payload_hash).is_ok(),
+                )
+            })
+            .collect();
+        let events = conn.events(org_id, id).await?;
+        let broken_at = first_break(
+            events
+                .iter()
+                .map(|e| (event_fields(e), e.prev_hash.as_str(), e.hash.as_str())),
+        );
+        let revisions_ok = revisions.iter().all(|(_, ok)| *ok);
+        Ok(VerifyReport {
+            ok: revisions_ok && broken_at.is_none(),
+            revisions,
+            events_ok: broken_at.is_none(),
+            broken_at,
+        })
+    }
+}
+
+/// The list filter a query asks for, every malformed parameter reported at once. Its scope
+/// is the whole org until the caller's is set.
+fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
+    let mut errors = Vec::new();
+    let state = list_filter(
+        "state",
+        query.state.as_deref(),
+        &InvoiceState::ALL,
+        InvoiceState::as_str,
+        &mut errors,
+    );
+    let decision = list_filter(
+        "decision",
+        query.decision.as_deref(),
+        &DecisionKind::ALL,
+        DecisionKind::as_str,
+        &mut errors,
+    );
+    if query
+        .idempotency_key
+        .as_deref()
+        .is_some_and(|k| !key_is_valid(k))
+    {
+        errors.push(key_error("idempotency_key"));
+    }
+    let overdue = match query.overdue.as_deref() {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(_) => {
+            errors.push(FieldError::plain(
+                "overdue",
+                "invalid_value",
+                "overdue must be true or false",
+            ));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(AppError::Validation(errors));
+    }
+    Ok(InvoiceFilter {
+        scope: Scope::Org,
+        oldest_first: state == Some(InvoiceState::PendingApproval),
+        state,
+        customer_id: query.customer_id,
+        agent_id: query.agent_id,
+        decision,
+        idempotency_key: query.idempotency_key,
+        overdue,
+        today: crate::now().date_naive(),
+    })
+}
+
+/// The invoice with its current revision, if the caller may read it.
+async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<InvoiceJoined> {
+    let joined = conn
+        .invoice_joined(actor.org_id(), id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    check_readable(actor, joined)
+}
+
+/// The invoice, if `actor` may read it.
+fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
+    let (access, settings) = joined_access(&joined);
+    rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
+    Ok(joined)
+}

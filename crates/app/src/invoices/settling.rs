@@ -1,0 +1,122 @@
+//! What settlement does to an invoice (effects.md §4), always under the invoice's row lock: its
+//! payments allocated, its amount paid and state moved, one event per move. The settlement
+//! event's transaction calls it, and so does the issue's, for payments that arrived before the
+//! invoice was issued. The rules are `domain::settlement`'s.
+
+use super::chain::{EventInput, next_event, record_event};
+use super::commands::current_revision;
+use super::invalid;
+use crate::settlement::{set_standing, summary_of};
+use crate::{AppError, AppResult, AuditActor, now};
+use std::str::FromStr;
+use tauros_domain::currency::Currency;
+use tauros_domain::money::MinorAmount;
+use tauros_domain::settlement::{self as rules, Candidate, InvoiceFacts};
+use tauros_store::{InvoiceRow, PaymentRow, Tx};
+
+/// Allocates the locked invoice's payments and records the move their sum makes, if any:
+/// `payment_applied` or `payment_reversed`, by `actor`, with a note saying what is paid now and
+/// `cause`. Payments whose standing changed are written too.
+pub(crate) async fn reconcile_invoice(
+    tx: &mut dyn Tx,
+    invoice: &mut InvoiceRow,
+    actor: AuditActor,
+    cause: &str,
+) -> AppResult<()> {
+    let revision = current_revision(&mut *tx, invoice).await?;
+    let currency = Currency::from_str(&revision.currency)
+        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
+    let facts = InvoiceFacts {
+        currency,
+        total: stored_amount(&revision.total_minor)?,
+        state: invoice.state,
+    };
+    let mut payments = tx.payments_of_invoice(invoice.org_id, invoice.id).await?;
+    let summaries = payments
+        .iter()
+        .map(summary_of)
+        .collect::<AppResult<Vec<_>>>()?;
+    let candidates: Vec<Candidate<'_>> = payments
+        .iter()
+        .zip(&summaries)
+        .map(|(p, summary)| Candidate {
+            source: &p.source,
+            payment_id: &p.source_payment_id,
+            summary,
+        })
+        .collect();
+    let allocation = rules::allocate(&facts, &candidates);
+    let at = now();
+    for (payment, standing) in payments.iter_mut().zip(&allocation.standings) {
+        let before = payment.clone();
+        set_standing(payment, *standing, invoice.agent_id);
+        if !same_standing(&before, payment) {
+            payment.updated_at = at;
+            tx.update_payment(payment).await?;
+        }
+    }
+    let before = stored_amount(&invoice.amount_paid_minor)?;
+    let after = allocation.amount_paid;
+    let Some(step) =
+        rules::invoice_move(invoice.state, facts.total, before, after).map_err(invalid)?
+    else {
+        return Ok(());
+    };
+    invoice.state = step.to;
+    invoice.amount_paid_minor = after.to_string();
+    invoice.updated_at = at;
+    let note = format!(
+        "paid {} of {} {currency}: {cause}",
+        after.to_major_string(currency),
+        facts.total.to_major_string(currency),
+    );
+    let event = next_event(
+        invoice,
+        &EventInput {
+            action: step.action,
+            from: Some(step.from),
+            actor,
+            revision: Some(&revision),
+            idempotency_key: None,
+            note: Some(&note),
+            settings: None,
+        },
+    );
+    tx.update_invoice(invoice).await?;
+    record_event(&mut *tx, &event).await?;
+    Ok(())
+}
+
+/// In the issue's transaction, right after the invoice became `issued`: payments that named it
+/// by the number it was just issued under are matched to it, and every payment that arrived
+/// before the issue is allocated (a confirmed one moves it on at once, in its own event).
+pub(super) async fn match_at_issue(
+    tx: &mut dyn Tx,
+    invoice: &mut InvoiceRow,
+    actor: AuditActor,
+) -> AppResult<()> {
+    if let Some(number) = invoice.number.clone() {
+        for mut payment in tx.lock_unmatched_by_number(invoice.org_id, &number).await? {
+            payment.invoice_id = Some(invoice.id);
+            payment.agent_id = invoice.agent_id;
+            payment.updated_at = now();
+            tx.update_payment(&payment).await?;
+        }
+    }
+    reconcile_invoice(
+        tx,
+        invoice,
+        actor,
+        "payments reported before the invoice was issued",
+    )
+    .await
+}
+
+fn stored_amount(digits: &str) -> AppResult<MinorAmount> {
+    MinorAmount::parse_minor(digits).map_err(|e| AppError::Internal(e.to_string()))
+}
+
+fn same_standing(a: &PaymentRow, b: &PaymentRow) -> bool {
+    (a.status, a.unmatched_reason, &a.allocated_minor, a.agent_id)
+        == (b.status, b.unmatched_reason, &b.allocated_minor, b.agent_id)
+}

@@ -1,0 +1,274 @@
+//! How invoices, revisions, decisions and events look to callers, and the mappers from rows.
+
+use super::super::{AppError, AppResult};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::str::FromStr;
+use tauros_domain::currency::Currency;
+use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::lines::LineView;
+use tauros_domain::money::MinorAmount;
+use tauros_domain::payload::decode_lines;
+use tauros_domain::settlement;
+use tauros_store::{DecisionRow, EventRow, InvoiceJoined, InvoiceRow, RevisionRow};
+use uuid::Uuid;
+
+/// One immutable revision: the financial content and its seal.
+#[derive(Debug, Clone)]
+pub struct RevisionView {
+    pub id: Uuid,
+    /// 1 for the proposal, then one more per revise.
+    pub number: i32,
+    pub customer_id: Uuid,
+    pub payment_destination_id: Uuid,
+    pub currency: String,
+    pub due_date: NaiveDate,
+    /// Every line, each amount in both forms.
+    pub lines: Vec<LineView>,
+    /// Exactly the currency's decimals.
+    pub total: String,
+    pub total_minor: MinorAmount,
+    pub reasoning: String,
+    /// The exact canonical bytes that were hashed.
+    pub canonical_payload: String,
+    /// Lowercase hex SHA-256 of `canonical_payload`.
+    pub payload_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An invoice with its current revision.
+#[derive(Debug, Clone)]
+pub struct InvoiceView {
+    pub id: Uuid,
+    /// The proposing agent.
+    pub agent_id: Uuid,
+    /// The key the agent created it with.
+    pub idempotency_key: String,
+    pub state: InvoiceState,
+    /// Assigned when the invoice is issued.
+    pub number: Option<String>,
+    pub current_revision: RevisionView,
+    pub revision_count: i32,
+    /// The latest decision on any of its revisions (after `request_changes`: why).
+    pub decision: Option<LatestDecision>,
+    /// How much of the total confirmed payments cover, both forms.
+    pub amount_paid: String,
+    pub amount_paid_minor: MinorAmount,
+    /// What is still to be paid, both forms.
+    pub balance: String,
+    pub balance_minor: MinorAmount,
+    /// Computed now: issued or partially paid, due before today (UTC), a balance open.
+    pub overdue: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The latest decision on an invoice, as every read of the invoice carries it.
+#[derive(Debug, Clone)]
+pub struct LatestDecision {
+    pub decision: DecisionKind,
+    pub reason: Option<String>,
+    /// The revision decided on (an older one once the agent revised since).
+    pub revision_id: Uuid,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// A human's decision on one revision.
+#[derive(Debug, Clone)]
+pub struct DecisionView {
+    pub id: Uuid,
+    pub revision_id: Uuid,
+    pub decision: DecisionKind,
+    /// The hash the approver decided on.
+    pub payload_hash: String,
+    pub reason: Option<String>,
+    pub approver_id: Uuid,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// One link of an invoice's hash-chained audit trail.
+#[derive(Debug, Clone)]
+pub struct EventView {
+    pub id: Uuid,
+    /// 1, 2, … without gaps.
+    pub seq: i32,
+    pub action: Action,
+    /// `None` for the creating event.
+    pub from_state: Option<InvoiceState>,
+    pub to_state: InvoiceState,
+    /// `agent`, `human` or `system`.
+    pub actor_kind: String,
+    pub actor_id: Option<Uuid>,
+    /// `api`, `mcp`, `cli` or `worker`.
+    pub interface: String,
+    pub revision_id: Option<Uuid>,
+    pub payload_hash: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// The decision's or cancellation's reason.
+    pub note: Option<String>,
+    pub occurred_at: DateTime<Utc>,
+    pub prev_hash: String,
+    pub hash: String,
+    /// Decisions: the org's `four_eyes` and `shared_review` when it was made.
+    pub four_eyes: Option<bool>,
+    pub shared_review: Option<bool>,
+}
+
+/// The outcome of `verify`.
+#[derive(Debug, Clone)]
+pub struct VerifyReport {
+    /// Every revision re-sealed to its stored bytes and the event chain is intact.
+    pub ok: bool,
+    /// Per revision number: whether re-sealing its stored fields reproduces its bytes and hash.
+    pub revisions: Vec<(i32, bool)>,
+    pub events_ok: bool,
+    /// The `seq` of the first broken link.
+    pub broken_at: Option<i32>,
+}
+
+pub(super) fn revision_view(r: RevisionRow) -> AppResult<RevisionView> {
+    let currency = Currency::from_str(&r.currency)
+        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
+    let lines = decode_lines(&r.lines).map_err(|e| AppError::Internal(e.to_string()))?;
+    let lines = lines
+        .iter()
+        .map(|l| LineView::new(currency, l).map_err(|e| AppError::Internal(e.to_string())))
+        .collect::<AppResult<Vec<_>>>()?;
+    let total_minor =
+        MinorAmount::parse_minor(&r.total_minor).map_err(|e| AppError::Internal(e.to_string()))?;
+    Ok(RevisionView {
+        id: r.id,
+        number: r.number,
+        customer_id: r.customer_id,
+        payment_destination_id: r.payment_destination_id,
+        currency: r.currency,
+        due_date: r.due_date,
+        lines,
+        total: total_minor.to_major_string(currency),
+        total_minor,
+        reasoning: r.reasoning,
+        canonical_payload: r.canonical_payload,
+        payload_hash: r.payload_hash,
+        created_at: r.created_at,
+    })
+}
+
+/// What the invoice's payments cover, what is left, and whether it is overdue today.
+struct Settled {
+    amount_paid: String,
+    amount_paid_minor: MinorAmount,
+    balance: String,
+    balance_minor: MinorAmount,
+    overdue: bool,
+}
+
+fn settled(state: InvoiceState, revision: &RevisionView, paid: &str) -> AppResult<Settled> {
+    let currency = Currency::from_str(&revision.currency)
+        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
+    let paid = MinorAmount::parse_minor(paid).map_err(|e| AppError::Internal(e.to_string()))?;
+    let balance = settlement::balance(revision.total_minor, paid);
+    let today = crate::now().date_naive();
+    Ok(Settled {
+        amount_paid: paid.to_major_string(currency),
+        amount_paid_minor: paid,
+        balance: balance.to_major_string(currency),
+        balance_minor: balance,
+        overdue: settlement::is_overdue(state, revision.due_date, today, balance),
+    })
+}
+
+/// A new invoice as create just wrote it, with its first revision (and no decision yet).
+pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppResult<InvoiceView> {
+    let current_revision = revision_view(revision)?;
+    let s = settled(invoice.state, &current_revision, &invoice.amount_paid_minor)?;
+    Ok(InvoiceView {
+        id: invoice.id,
+        agent_id: invoice.agent_id,
+        idempotency_key: invoice.idempotency_key.clone(),
+        state: invoice.state,
+        number: invoice.number.clone(),
+        current_revision,
+        revision_count: invoice.revision_count,
+        decision: None,
+        amount_paid: s.amount_paid,
+        amount_paid_minor: s.amount_paid_minor,
+        balance: s.balance,
+        balance_minor: s.balance_minor,
+        overdue: s.overdue,
+        created_at: invoice.created_at,
+        updated_at: invoice.updated_at,
+    })
+}
+
+/// The invoice as a joined read returned it.
+pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
+    let id = j.revision.invoice_id;
+    let current_revision = revision_view(j.revision)?;
+    let s = settled(j.state, &current_revision, &j.amount_paid_minor)?;
+    Ok(InvoiceView {
+        id,
+        agent_id: j.agent_id,
+        idempotency_key: j.idempotency_key,
+        state: j.state,
+        number: j.invoice_number,
+        revision_count: j.revision_count,
+        decision: match (
+            j.last_decision,
+            j.last_decision_revision_id,
+            j.last_decided_at,
+        ) {
+            (Some(decision), Some(revision_id), Some(decided_at)) => Some(LatestDecision {
+                decision,
+                reason: j.last_decision_reason,
+                revision_id,
+                decided_at,
+            }),
+            _ => None,
+        },
+        amount_paid: s.amount_paid,
+        amount_paid_minor: s.amount_paid_minor,
+        balance: s.balance,
+        balance_minor: s.balance_minor,
+        overdue: s.overdue,
+        created_at: j.invoice_created_at,
+        updated_at: j.invoice_updated_at,
+        current_revision,
+    })
+}
+
+impl From<DecisionRow> for DecisionView {
+    fn from(d: DecisionRow) -> Self {
+        DecisionView {
+            id: d.id,
+            revision_id: d.revision_id,
+            decision: d.decision,
+            payload_hash: d.payload_hash,
+            reason: d.reason,
+            approver_id: d.approver_id,
+            decided_at: d.decided_at,
+        }
+    }
+}
+
+impl From<EventRow> for EventView {
+    fn from(e: EventRow) -> Self {
+        EventView {
+            id: e.id,
+            seq: e.seq,
+            action: e.action,
+            from_state: e.from_state,
+            to_state: e.to_state,
+            actor_kind: e.actor_kind,
+            actor_id: e.actor_id,
+            interface: e.interface,
+            revision_id: e.revision_id,
+            payload_hash: e.payload_hash,
+            idempotency_key: e.idempotency_key,
+            note: e.note,
+            occurred_at: e.occurred_at,
+            prev_hash: e.prev_hash,
+            hash: e.hash,
+            four_eyes: e.four_eyes,
+            shared_review: e.shared_review,
+        }
+    }
+}

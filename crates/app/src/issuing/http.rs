@@ -1,0 +1,78 @@
+//! The `http` issuer adapter (docs/EFFECTS.md, the wire format of docs/PEER.md): `POST {url}`
+//! with the operation key as `Idempotency-Key`; recovery is `GET {url}/{op key}`: 200 → the
+//! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown.
+
+use super::IssuerAdapter;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::time::Duration;
+use tauros_domain::effect::{Executed, Recovered};
+use uuid::Uuid;
+
+/// Issues to a peer over HTTP. No redirects are followed.
+pub struct HttpIssuer {
+    url: String,
+    client: reqwest::Client,
+}
+
+impl HttpIssuer {
+    /// `url` is where invoices are POSTed (e.g. `http://peer:9000/invoices`).
+    pub fn new(url: &str, timeout: Duration) -> Result<HttpIssuer, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .build()?;
+        Ok(HttpIssuer {
+            url: url.trim_end_matches('/').to_owned(),
+            client,
+        })
+    }
+}
+
+/// A peer's answer is a JSON object; anything else is not an answer.
+async fn object(response: reqwest::Response) -> Option<Value> {
+    response.json::<Value>().await.ok().filter(Value::is_object)
+}
+
+#[async_trait]
+impl IssuerAdapter for HttpIssuer {
+    async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
+        let sent = self
+            .client
+            .post(&self.url)
+            .header("Idempotency-Key", op_key.to_string())
+            .json(invoice)
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => match object(r).await {
+                Some(answer) => Executed::Done(answer),
+                None => Executed::Unknown,
+            },
+            _ => Executed::Unknown,
+        }
+    }
+
+    async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
+        let sent = self
+            .client
+            .get(format!("{}/{op_key}", self.url))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status() == reqwest::StatusCode::OK => match object(r).await {
+                Some(answer) => Recovered::Done(answer),
+                None => Recovered::Unknown,
+            },
+            // Only the peer's own "absent" proves absence; a 404 from a wrong URL does not.
+            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => match object(r).await {
+                Some(answer) if answer.get("error") == Some(&Value::from("absent")) => {
+                    Recovered::Absent
+                }
+                _ => Recovered::Unknown,
+            },
+            _ => Recovered::Unknown,
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Effects on other systems, made effectively once by the claim protocol (effects.md §3,
+//! docs/EFFECTS.md): the issuer adapters (`none`, `http`), the attempt that drives one
+//! admitted claim through execute and recover, and the `invoice.issue.v1` job handler. The
+//! rules of what each answer permits are `domain::effect`'s; admission and finalisation are the
+//! app's.
+
+mod http;
+
+pub use http::HttpIssuer;
+
+use crate::runtime::{JobContext, JobError, JobResult, KindPolicy, Registry};
+use crate::{App, AppError, AuditActor, ISSUE_JOB, IssueClaim, IssueStart};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tauros_domain::effect::{Attempt, EffectFailure, Executed, Recovered, Step};
+use uuid::Uuid;
+
+/// A system approved invoices are issued to. Both operations receive the operation key
+/// unchanged. `Absent` must come from a real query of the peer; anything that is not a clear
+/// answer is `Unknown`.
+#[async_trait]
+pub trait IssuerAdapter: Send + Sync + 'static {
+    /// Issues the invoice under `op_key` (the peer deduplicates by it).
+    async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value>;
+    /// Asks the peer whether it holds `op_key`.
+    async fn recover(&self, op_key: Uuid) -> Recovered<Value>;
+}
+
+/// Issuing locally: no other system, so the issue is the local change alone.
+pub struct LocalIssuer;
+
+#[async_trait]
+impl IssuerAdapter for LocalIssuer {
+    async fn execute(&self, op_key: Uuid, _invoice: &Value) -> Executed<Value> {
+        Executed::Done(tauros_domain::effect::local_issue_response(op_key))
+    }
+
+    async fn recover(&self, _op_key: Uuid) -> Recovered<Value> {
+        // Nothing outside ever held it: absence is the truth, and executing is local.
+        Recovered::Absent
+    }
+}
+
+/// Where a test may hold the issue job (tests only; see `TAUROS_TEST_PAUSE_AT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PausePoint {
+    BeforeExecute,
+    AfterExecute,
+    BeforeFinalise,
+}
+
+impl PausePoint {
+    pub fn parse(s: &str) -> Option<PausePoint> {
+        match s {
+            "before_execute" => Some(PausePoint::BeforeExecute),
+            "after_execute" => Some(PausePoint::AfterExecute),
+            "before_finalise" => Some(PausePoint::BeforeFinalise),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            PausePoint::BeforeExecute => "before_execute",
+            PausePoint::AfterExecute => "after_execute",
+            PausePoint::BeforeFinalise => "before_finalise",
+        }
+    }
+}
+
+/// The configured issuer: its adapter, a bound on each call, and (tests only) a pause point.
+#[derive(Clone)]
+pub struct Issuer {
+    adapter: Arc<dyn IssuerAdapter>,
+    timeout: Duration,
+    pause: Option<PausePoint>,
+}
+
+impl Issuer {
+    pub fn new(
+        adapter: Arc<dyn IssuerAdapter>,
+        timeout: Duration,
+        pause: Option<PausePoint>,
+    ) -> Issuer {
+        Issuer {
+            adapter,
+            timeout,
+            pause,
+        }
+    }
+
+    /// A test's pause point: say so on stdout (a test waits for the line), then wait forever
+    /// (the test kills the process).
+    async fn pause_at(&self, point: PausePoint, op_key: Uuid) {
+        if self.pause == Some(point) {
+            println!("paused at {} {op_key}", point.as_str());
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// `execute`, where a panic, a timeout or an error is `Unknown`.
+    async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
+        let adapter = Arc::clone(&self.adapter);
+        let invoice = invoice.clone();
+        let call = tokio::spawn(async move { adapter.execute(op_key, &invoice).await });
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(answer)) => answer,
+            _ => Executed::Unknown,
+        }
+    }
+
+    /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`).
+    async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
+        let adapter = Arc::clone(&self.adapter);
+        let call = tokio::spawn(async move { adapter.recover(op_key).await });
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(answer)) => answer,
+            _ => Recovered::Unknown,
+        }
+    }
+
+    /// One attempt on an admitted claim: at most one execute, `Unknown` authorising nothing.
+    /// Answers the peer's response to finalise with.
+    pub async fn attempt(&self, claim: &IssueClaim) -> Result<Value, EffectFailure> {
+        let mut attempt = Attempt::default();
+        let mut step = Attempt::start(claim.admission);
+        loop {
+            step = match step {
+                Step::Execute => {
+                    if !attempt.begin_execute() {
+                        return Err(EffectFailure::Unavailable);
+                    }
+                    self.pause_at(PausePoint::BeforeExecute, claim.op_key).await;
+                    let answer = self.execute(claim.op_key, &claim.body).await;
+                    self.pause_at(PausePoint::AfterExecute, claim.op_key).await;
+                    attempt.after_execute(answer)
+                }
+                Step::Recover => attempt.after_recover(self.recover(claim.op_key).await),
+                Step::Finalise(response) => return Ok(response),
+                Step::Fail(failure) => return Err(failure),
+            };
+        }
+    }
+
+    /// Issues one approved invoice: admit, call the peer, finalise. `Ok` when there is nothing
+    /// left to do (issued, blocked, or no longer approved).
+    pub async fn issue(&self, app: &App, org_id: Uuid, invoice_id: Uuid) -> Result<(), IssueError> {
+        let actor = AuditActor::job();
+        let claim = match app.admit_issue(org_id, invoice_id, actor).await? {
+            IssueStart::Admitted(claim) => claim,
+            IssueStart::Settled(_) | IssueStart::Blocked => return Ok(()),
+        };
+        let response = match claim.admission {
+            tauros_domain::effect::Admission::Replay => Value::Null,
+            tauros_domain::effect::Admission::KeyReused => {
+                return Err(IssueError::Effect(EffectFailure::KeyReused));
+            }
+            _ => self.attempt(&claim).await?,
+        };
+        self.pause_at(PausePoint::BeforeFinalise, claim.op_key)
+            .await;
+        app.finalise_issue(&claim, &response, actor).await?;
+        Ok(())
+    }
+}
+
+/// Why an issue attempt did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    #[error("{0}")]
+    Effect(#[from] EffectFailure),
+    #[error("{0}")]
+    App(#[from] AppError),
+}
+
+impl From<IssueError> for JobError {
+    fn from(e: IssueError) -> JobError {
+        match e {
+            IssueError::Effect(f) if !f.is_retryable() => {
+                JobError::permanent(f.code(), f.to_string())
+            }
+            IssueError::Effect(f) => JobError::retryable(f.code(), f.to_string()),
+            IssueError::App(AppError::NotFound) => {
+                JobError::permanent("not_found", "the invoice no longer exists")
+            }
+            IssueError::App(e) => JobError::retryable("issue_failed", e.to_string()),
+        }
+    }
+}
+
+/// Where the backoff of `invoice.issue.v1` stops doubling: ten minutes rather than the
+/// queue's default minute, so the default 25 attempts span about three hours of a peer outage
+/// instead of about twenty minutes (docs/EFFECTS.md, "The peer is down for a day").
+pub const ISSUE_BACKOFF_CAP: Duration = Duration::from_secs(600);
+
+/// Registers `invoice.issue.v1` (args `{"invoice_id": …}`) with `issuer`.
+pub fn register(registry: &mut Registry, issuer: Issuer) {
+    let issuer = Arc::new(issuer);
+    registry.register(
+        ISSUE_JOB,
+        KindPolicy {
+            backoff_cap: Some(ISSUE_BACKOFF_CAP),
+            timeout: None,
+        },
+        move |ctx: JobContext, args: Value| {
+            let issuer = Arc::clone(&issuer);
+            async move { run_issue_job(&issuer, &ctx, &args).await }
+        },
+    );
+}
+
+async fn run_issue_job(issuer: &Issuer, ctx: &JobContext, args: &Value) -> JobResult {
+    let invoice_id = args
+        .get("invoice_id")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<Uuid>().ok())
+        .ok_or_else(|| JobError::permanent("bad_args", "args must be {\"invoice_id\": UUID}"))?;
+    issuer
+        .issue(&ctx.app, ctx.job.org_id, invoice_id)
+        .await
+        .map_err(JobError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Defaults;
+    use tauros_domain::job::{DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS, backoff};
+
+    /// The backoff waited (without jitter) between the default attempts, before the last one
+    /// fails and the job is discarded.
+    fn waited(cap: Duration) -> Duration {
+        (1..DEFAULT_MAX_ATTEMPTS)
+            .map(|attempt| backoff(attempt, cap))
+            .sum()
+    }
+
+    #[test]
+    fn issue_jobs_back_off_to_ten_minutes_so_their_attempts_span_hours() {
+        let mut registry = Registry::new(Defaults::default());
+        let issuer = Issuer::new(Arc::new(LocalIssuer), Duration::from_secs(1), None);
+        register(&mut registry, issuer);
+        assert_eq!(registry.backoff_cap(ISSUE_JOB), ISSUE_BACKOFF_CAP);
+        // 1 + 2 + … + 32 s, then 60 s: about 19 minutes under the queue's default cap; 1 + 2 +
+        // … + 512 s, then 600 s: about 2 h 37 min under the issue cap (plus up to a quarter
+        // of jitter, and the attempts themselves).
+        assert_eq!(
+            waited(DEFAULT_BACKOFF_CAP),
+            Duration::from_secs(63 + 18 * 60)
+        );
+        assert_eq!(
+            waited(ISSUE_BACKOFF_CAP),
+            Duration::from_secs(1023 + 14 * 600)
+        );
+    }
+}

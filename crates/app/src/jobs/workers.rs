@@ -1,0 +1,343 @@
+//! The workers' side of the queue: claim a due job under a fresh lease, heartbeat, settle its
+//! outcome (fenced by the lease token: a stale worker's late result changes nothing), rescue
+//! executions whose lease expired, prune finished jobs, and the figures of the gauges.
+
+use crate::{App, AppError, AppResult, now};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tauros_domain::job::{self as rules, FailureKind, JobState, Next, Progress};
+use tauros_store::{Claim, Fence, JobCount, JobUpdate, TestExecutionRow, Tx};
+use uuid::Uuid;
+
+/// A job a worker holds: what its handler needs, and the lease its outcome must still hold.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub kind: String,
+    /// The canonical JSON object it was enqueued with.
+    pub args: String,
+    pub submission_id: Option<String>,
+    /// The counted attempt this execution is (1-based).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub interruptions: i32,
+    /// Every start so far, this one included.
+    pub executions: i32,
+    pub lease_token: Uuid,
+    pub lease_expires_at: DateTime<Utc>,
+    pub worker: String,
+}
+
+impl ClaimedJob {
+    fn fence(&self) -> Fence {
+        Fence {
+            org_id: self.org_id,
+            id: self.id,
+            lease_token: self.lease_token,
+            expired_before: None,
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            interruptions: self.interruptions,
+        }
+    }
+}
+
+/// Why an execution did not complete, as its handler (or the runtime) says.
+#[derive(Clone, Debug)]
+pub struct JobFailure {
+    pub kind: FailureKind,
+    /// A short snake_case code (`timeout`, `http_503`, …).
+    pub code: String,
+    /// A sentence for operators; never a payload or a secret.
+    pub message: String,
+}
+
+/// How long finished jobs are kept before they are pruned.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub completed: Duration,
+    pub discarded: Duration,
+    pub cancelled: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            completed: Duration::from_secs(24 * 3600),
+            discarded: Duration::from_secs(7 * 24 * 3600),
+            cancelled: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// An execution ended by an expired lease, as the rescue settled it.
+#[derive(Clone, Debug)]
+pub struct Rescued {
+    pub id: Uuid,
+    pub kind: String,
+    pub next: Next,
+}
+
+/// What the gauges show.
+#[derive(Clone, Debug)]
+pub struct JobStats {
+    /// Jobs by kind and state, every organisation.
+    pub counts: Vec<JobCount>,
+    /// How long the oldest due job has waited for a worker.
+    pub oldest_due_age: Option<Duration>,
+}
+
+/// Applies a completion inside the caller's transaction (a handler that finishes its work in
+/// one transaction completes its job in the same one); false when the lease no longer holds,
+/// and then the caller must roll back.
+pub async fn complete_in(tx: &mut dyn Tx, job: &ClaimedJob) -> AppResult<bool> {
+    let now = now();
+    let update = JobUpdate {
+        state: JobState::Completed,
+        attempt: job.attempt,
+        interruptions: job.interruptions,
+        run_at: now,
+        finished_at: Some(now),
+        last_error: None,
+        now,
+    };
+    Ok(tx.settle_job(job.fence(), &update).await?)
+}
+
+impl App {
+    /// Claims the next due job of one of `kinds` under a fresh lease of `lease`; the claim has
+    /// committed when this returns.
+    pub async fn claim_job(
+        &self,
+        kinds: &[&str],
+        lease: Duration,
+        worker: &str,
+    ) -> AppResult<Option<ClaimedJob>> {
+        let now = now();
+        let claim = Claim {
+            now,
+            lease_token: Uuid::new_v4(),
+            lease_expires_at: rules::due_after(now, lease),
+            worker,
+            kinds,
+        };
+        let Some(row) = self.store.claim_job(&claim).await? else {
+            return Ok(None);
+        };
+        let (Some(lease_token), Some(lease_expires_at)) = (row.lease_token, row.lease_expires_at)
+        else {
+            return Err(AppError::Internal(format!(
+                "claimed job {} has no lease",
+                row.id
+            )));
+        };
+        Ok(Some(ClaimedJob {
+            id: row.id,
+            org_id: row.org_id,
+            kind: row.kind,
+            args: row.args,
+            submission_id: row.submission_id,
+            attempt: row.attempt,
+            max_attempts: row.max_attempts,
+            interruptions: row.interruptions,
+            executions: row.executions,
+            lease_token,
+            lease_expires_at,
+            worker: worker.to_owned(),
+        }))
+    }
+
+    /// Extends the lease by `lease` from now; false when it was lost (the job was rescued
+    /// after it expired): the worker must stop and report nothing.
+    pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
+        let now = now();
+        let mut tx = self.store.begin().await?;
+        let held = tx
+            .extend_lease(job.fence(), rules::due_after(now, lease), now)
+            .await?;
+        tx.commit().await?;
+        Ok(held)
+    }
+
+    /// Records a completion; false (nothing written) for a stale worker's late result.
+    pub async fn complete_job(&self, job: &ClaimedJob) -> AppResult<bool> {
+        let mut tx = self.store.begin().await?;
+        let done = complete_in(&mut *tx, job).await?;
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Records a failure: a retry after the backoff (capped at `cap`, jittered) while attempts
+    /// remain, else `discarded`. `None` (nothing written) for a stale worker's late result.
+    pub async fn fail_job(
+        &self,
+        job: &ClaimedJob,
+        failure: &JobFailure,
+        cap: Duration,
+    ) -> AppResult<Option<Next>> {
+        let now = now();
+        let next = rules::after_failure(
+            job.progress(),
+            failure.kind,
+            &failure.code,
+            now,
+            cap,
+            random_u64(),
+        );
+        let update = settlement(&next, &rules::bounded_message(&failure.message), now);
+        let mut tx = self.store.begin().await?;
+        let applied = tx.settle_job(job.fence(), &update).await?;
+        tx.commit().await?;
+        Ok(applied.then_some(next))
+    }
+
+    /// Settles up to `limit` executions whose lease expired before now: each becomes
+    /// `retryable` at the same attempt after its backoff (`cap_of` its kind), or `discarded`
+    /// once it was interrupted `max_interruptions` times. A lease extended meanwhile, or an
+    /// execution another process settled first, is left alone.
+    pub async fn rescue_expired_leases(
+        &self,
+        max_interruptions: i32,
+        cap_of: &(dyn Fn(&str) -> Duration + Sync),
+        limit: i64,
+    ) -> AppResult<Vec<Rescued>> {
+        let now = now();
+        let expired = self
+            .store
+            .reader()
+            .await?
+            .expired_leases(now, limit)
+            .await?;
+        let mut rescued = Vec::new();
+        for row in expired {
+            let Some(lease_token) = row.lease_token else {
+                continue;
+            };
+            let progress = Progress {
+                attempt: row.attempt,
+                max_attempts: row.max_attempts,
+                interruptions: row.interruptions,
+            };
+            let next = rules::after_interruption(
+                progress,
+                max_interruptions,
+                now,
+                cap_of(&row.kind),
+                random_u64(),
+            );
+            let message = format!(
+                "the lease of {} expired before it reported an outcome",
+                row.worker.as_deref().unwrap_or("its worker")
+            );
+            let fence = Fence {
+                org_id: row.org_id,
+                id: row.id,
+                lease_token,
+                expired_before: Some(now),
+            };
+            let mut tx = self.store.begin().await?;
+            let applied = tx
+                .settle_job(fence, &settlement(&next, &message, now))
+                .await?;
+            tx.commit().await?;
+            if applied {
+                rescued.push(Rescued {
+                    id: row.id,
+                    kind: row.kind,
+                    next,
+                });
+            }
+        }
+        Ok(rescued)
+    }
+
+    /// Deletes finished jobs older than their retention, at most `batch` per state; their
+    /// submission records stay, so a submission id keeps naming its job.
+    pub async fn prune_jobs(&self, retention: &Retention, batch: i64) -> AppResult<u64> {
+        let now = now();
+        let mut pruned = 0;
+        for (state, keep) in [
+            (JobState::Completed, retention.completed),
+            (JobState::Discarded, retention.discarded),
+            (JobState::Cancelled, retention.cancelled),
+        ] {
+            let before = chrono::Duration::from_std(keep)
+                .ok()
+                .and_then(|keep| now.checked_sub_signed(keep))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            let mut tx = self.store.begin().await?;
+            pruned += tx.prune_jobs(state, before, batch).await?;
+            tx.commit().await?;
+        }
+        Ok(pruned)
+    }
+
+    /// Jobs by kind and state and the wait of the oldest due job, for the gauges.
+    pub async fn job_stats(&self) -> AppResult<JobStats> {
+        let now = now();
+        let mut conn = self.store.reader().await?;
+        let counts = conn.job_counts().await?;
+        let oldest_due_age = conn
+            .oldest_due(now)
+            .await?
+            .and_then(|due| (now - due).to_std().ok());
+        Ok(JobStats {
+            counts,
+            oldest_due_age,
+        })
+    }
+
+    /// Waits until a committed enqueue may have made work available, or `timeout`.
+    pub async fn wait_for_jobs(&self, timeout: Duration) {
+        self.store.wait_for_jobs(timeout).await;
+    }
+
+    /// Records one execution of a built-in test job kind (`jobs::testing`).
+    pub async fn record_test_execution(
+        &self,
+        job: &ClaimedJob,
+        outcome: &str,
+        started_at: DateTime<Utc>,
+    ) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        tx.insert_test_execution(&TestExecutionRow {
+            id: Uuid::now_v7(),
+            org_id: job.org_id,
+            job_id: job.id,
+            lease_token: job.lease_token,
+            worker: job.worker.clone(),
+            attempt: job.attempt,
+            outcome: outcome.to_owned(),
+            started_at,
+            finished_at: now(),
+        })
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// What the domain's decision writes.
+fn settlement(next: &Next, message: &str, now: DateTime<Utc>) -> JobUpdate {
+    JobUpdate {
+        state: next.state,
+        attempt: next.attempt,
+        interruptions: next.interruptions,
+        run_at: next.run_at,
+        finished_at: next.discarded().then_some(now),
+        last_error: Some((next.error_code.clone(), message.to_owned())),
+        now,
+    }
+}
+
+/// 64 bits from the operating system's CSPRNG (the retry jitter).
+fn random_u64() -> u64 {
+    use rand_core::{OsRng, RngCore};
+    OsRng.next_u64()
+}

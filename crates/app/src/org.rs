@@ -1,0 +1,214 @@
+//! The organisation: its settings (turning `four_eyes` off is a proposal while it is on), the
+//! operator's command-line way to change them, and the org audit trail.
+
+use super::proposals::{ChangeView, pending, propose};
+use super::{Actor, App, AppError, AppResult, AuditActor, PageRequest, audit, now};
+use chrono::{DateTime, Utc};
+use tauros_domain::governance::{self as rules, ChangeKind, Settings, SettingsOutcome};
+use tauros_store::{AuditRow, Lock, OrgRow, Tx};
+use uuid::Uuid;
+
+pub use tauros_domain::governance::SettingsRequest as OrgSettingsChange;
+
+/// The organisation as humans see it.
+#[derive(Clone, Debug)]
+pub struct OrgView {
+    pub id: Uuid,
+    pub name: String,
+    /// Whether an approver may not decide on invoices of agents they own.
+    pub four_eyes: bool,
+    /// Whether approvers see and decide on every agent's invoices in the org.
+    pub shared_review: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl OrgView {
+    pub(super) fn of(org: OrgRow) -> OrgView {
+        OrgView {
+            id: org.id,
+            name: org.name,
+            four_eyes: org.four_eyes,
+            shared_review: org.shared_review,
+            created_at: org.created_at,
+        }
+    }
+}
+
+/// What `PATCH /v1/organisation` did.
+#[derive(Debug)]
+pub enum OrgUpdate {
+    /// Applied at once (or nothing to change).
+    Applied(OrgView),
+    /// Turns `four_eyes` off while it is on: waits for a second approver.
+    Proposed(ChangeView),
+}
+
+/// One row of the org audit trail.
+#[derive(Clone, Debug)]
+pub struct AuditEventView {
+    pub id: Uuid,
+    pub actor_kind: String,
+    pub actor_id: Option<Uuid>,
+    pub interface: String,
+    pub action: String,
+    pub subject_type: String,
+    pub subject_id: Uuid,
+    /// What changed, as recorded (a JSON object).
+    pub detail: serde_json::Value,
+    pub occurred_at: DateTime<Utc>,
+}
+
+impl App {
+    /// The caller's organisation (humans only).
+    pub async fn get_org(&self, actor: &Actor) -> AppResult<OrgView> {
+        let human = actor.human()?;
+        let org = self.store.reader().await?.org_by_id(human.org_id).await?;
+        org.map(OrgView::of).ok_or(AppError::NotFound)
+    }
+
+    /// Changes settings (approvers only); audited when something actually changes. Turning
+    /// `four_eyes` off while it is on becomes a proposal (the whole request waits).
+    pub async fn update_org(
+        &self,
+        actor: &Actor,
+        request: OrgSettingsChange,
+    ) -> AppResult<OrgUpdate> {
+        let human = actor.human()?.approver()?;
+        let mut tx = self.store.begin().await?;
+        let mut org = tx
+            .lock_org(human.org_id, Lock::Update)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        match rules::settings_request(settings(&org), request) {
+            SettingsOutcome::Unchanged => Ok(OrgUpdate::Applied(OrgView::of(org))),
+            SettingsOutcome::Apply(_) => {
+                apply_settings(
+                    &mut *tx,
+                    &mut org,
+                    request,
+                    AuditActor::human(human),
+                    serde_json::json!({}),
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(OrgUpdate::Applied(OrgView::of(org)))
+            }
+            SettingsOutcome::Propose => {
+                let proposal = tauros_store::OrgChangeRow {
+                    four_eyes: request.four_eyes,
+                    shared_review: request.shared_review,
+                    ..pending(human, ChangeKind::Settings, now())
+                };
+                let same = |c: &tauros_store::OrgChangeRow| {
+                    c.four_eyes == request.four_eyes && c.shared_review == request.shared_review
+                };
+                Ok(OrgUpdate::Proposed(
+                    propose(tx, human, proposal, same).await?,
+                ))
+            }
+        }
+    }
+
+    /// The operator's way to change settings from the command line (`tauros org set`), e.g.
+    /// out of a one-approver organisation with four eyes on. Immediate, audited with
+    /// interface `cli`.
+    pub async fn set_org_settings(
+        &self,
+        org_name: &str,
+        request: OrgSettingsChange,
+    ) -> AppResult<OrgView> {
+        let mut tx = self.store.begin().await?;
+        let id = tx
+            .org_by_name(org_name)
+            .await?
+            .ok_or(AppError::NotFound)?
+            .id;
+        let mut org = tx
+            .lock_org(id, Lock::Update)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        apply_settings(
+            &mut *tx,
+            &mut org,
+            request,
+            AuditActor::cli(),
+            serde_json::json!({}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(OrgView::of(org))
+    }
+
+    /// The org audit trail, newest first (approvers only).
+    pub async fn list_audit_events(
+        &self,
+        actor: &Actor,
+        page: PageRequest,
+    ) -> AppResult<Vec<AuditEventView>> {
+        let approver = actor.human()?.approver()?;
+        let rows = self
+            .store
+            .reader()
+            .await?
+            .audit_page(approver.org_id, page.into())
+            .await?;
+        Ok(rows.into_iter().map(audit_view).collect())
+    }
+}
+
+fn settings(org: &OrgRow) -> Settings {
+    Settings {
+        four_eyes: org.four_eyes,
+        shared_review: org.shared_review,
+    }
+}
+
+/// Applies `request` to the locked `org` and audits it as `org.settings_changed` (with `why`'s
+/// members added), if anything changes.
+pub(super) async fn apply_settings(
+    tx: &mut dyn Tx,
+    org: &mut OrgRow,
+    request: OrgSettingsChange,
+    actor: AuditActor,
+    why: serde_json::Value,
+) -> AppResult<()> {
+    let next = request.applied_to(settings(org));
+    if next == settings(org) {
+        return Ok(());
+    }
+    org.four_eyes = next.four_eyes;
+    org.shared_review = next.shared_review;
+    org.updated_at = now();
+    tx.update_org(org).await?;
+    let mut detail = serde_json::json!({
+        "four_eyes": org.four_eyes,
+        "shared_review": org.shared_review,
+    });
+    if let (Some(detail), serde_json::Value::Object(why)) = (detail.as_object_mut(), why) {
+        detail.extend(why);
+    }
+    audit(
+        tx,
+        org.id,
+        actor,
+        "org.settings_changed",
+        ("org", org.id),
+        detail,
+    )
+    .await
+}
+
+fn audit_view(row: AuditRow) -> AuditEventView {
+    AuditEventView {
+        id: row.id,
+        actor_kind: row.actor_kind,
+        actor_id: row.actor_id,
+        interface: row.interface,
+        action: row.action,
+        subject_type: row.subject_type,
+        subject_id: row.subject_id,
+        // Written by `audit` from a JSON value; anything else is shown as the text it is.
+        detail: serde_json::from_str(&row.detail).unwrap_or(serde_json::Value::String(row.detail)),
+        occurred_at: row.occurred_at,
+    }
+}

@@ -1,0 +1,102 @@
+//! Making a proposal that needs a second approver: the commands that need one (`update_org`,
+//! `invite_user`) record it here; `governance` lists, confirms and rejects them.
+
+use super::{AppResult, AuditActor, Human, audit};
+use chrono::{DateTime, Utc};
+use tauros_domain::governance::{self as rules, ChangeKind, ChangeState};
+use tauros_domain::identity::Role;
+use tauros_store::{OrgChangeRow, Tx};
+use uuid::Uuid;
+
+/// A proposal as approvers see it.
+#[derive(Clone, Debug)]
+pub struct ChangeView {
+    pub id: Uuid,
+    pub kind: ChangeKind,
+    pub proposed_by: Uuid,
+    /// `expired` when a pending proposal has lapsed.
+    pub state: ChangeState,
+    /// Settings proposals: the values asked for (`None`: unchanged).
+    pub four_eyes: Option<bool>,
+    pub shared_review: Option<bool>,
+    /// Invitations (`approver_invitation`, either role): who, with which role.
+    pub email: Option<String>,
+    pub role: Option<Role>,
+    pub decided_by: Option<Uuid>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl ChangeView {
+    pub(super) fn of(row: OrgChangeRow, now: DateTime<Utc>) -> ChangeView {
+        ChangeView {
+            id: row.id,
+            kind: row.kind,
+            proposed_by: row.proposed_by,
+            state: row.state.seen(row.expires_at, now),
+            four_eyes: row.four_eyes,
+            shared_review: row.shared_review,
+            email: row.email,
+            role: row.role,
+            decided_by: row.decided_by,
+            decided_at: row.decided_at,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+        }
+    }
+}
+
+/// A new pending proposal by `proposer` (the caller fills in what it asks for).
+pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) -> OrgChangeRow {
+    OrgChangeRow {
+        id: Uuid::now_v7(),
+        org_id: proposer.org_id,
+        kind,
+        proposed_by: proposer.id,
+        state: ChangeState::Pending,
+        four_eyes: None,
+        shared_review: None,
+        email: None,
+        role: None,
+        decided_by: None,
+        decided_at: None,
+        created_at: now,
+        expires_at: rules::proposal_expiry(now),
+    }
+}
+
+/// Records `proposal` and commits, unless the proposer already has an open proposal that asks
+/// for the same (`same`): a repeated request answers that one and writes nothing.
+pub(super) async fn propose(
+    mut tx: Box<dyn Tx>,
+    proposer: &Human,
+    proposal: OrgChangeRow,
+    same: impl Fn(&OrgChangeRow) -> bool,
+) -> AppResult<ChangeView> {
+    let now = proposal.created_at;
+    let open = tx
+        .open_changes_by(proposer.org_id, proposer.id, proposal.kind, now)
+        .await?;
+    if let Some(existing) = open.into_iter().find(|c| same(c)) {
+        return Ok(ChangeView::of(existing, now));
+    }
+    tx.insert_change(&proposal).await?;
+    audit(
+        &mut *tx,
+        proposal.org_id,
+        AuditActor::human(proposer),
+        "org.change_proposed",
+        ("org_change", proposal.id),
+        serde_json::json!({
+            "kind": proposal.kind.as_str(),
+            "four_eyes": proposal.four_eyes,
+            "shared_review": proposal.shared_review,
+            "email": proposal.email,
+            "role": proposal.role.map(Role::as_str),
+        }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(ChangeView::of(proposal, now))
+}

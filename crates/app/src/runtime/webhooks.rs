@@ -1,0 +1,200 @@
+//! Webhook delivery (`webhook.deliver.v1`): one invoice event to one endpoint, following the
+//! Standard Webhooks convention. Each attempt reads the endpoint as it is now (URL, timeout,
+//! current secret), checks the URL against this process's outbound policy, resolves the host
+//! itself and vets every address, then connects only to those addresses (a resolver that can
+//! answer nothing else: DNS rebinding cannot reach an internal address), without a proxy and
+//! without following redirects. It POSTs the event's body with `webhook-id` (the event id, the
+//! same on every attempt), `webhook-timestamp` (this attempt's) and `webhook-signature`. A 2xx
+//! answer is delivered; anything else, a timeout or a network error is a retryable failure
+//! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list.
+
+use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
+use crate::{Delivery, DeliveryArgs, DeliveryRefused};
+use serde_json::Value;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tauros_domain::webhook::{self as rules, Outcome, SealError, check_url, signature};
+
+/// The kind of a delivery.
+pub const KIND: &str = rules::DELIVERY_KIND;
+
+/// One execution's limit: the longest endpoint timeout (30 s) and room to record the attempt.
+const EXECUTION_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// How deliveries are retried.
+#[derive(Clone, Copy, Debug)]
+pub struct DeliveryPolicy {
+    /// Where the backoff (1 s doubling, up to 25 % jitter on top) stops growing.
+    pub backoff_cap: Duration,
+}
+
+impl Default for DeliveryPolicy {
+    /// An hour: the 25 attempts of a delivery then span 13 to 16 hours.
+    fn default() -> Self {
+        DeliveryPolicy {
+            backoff_cap: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Registers the delivery kind.
+pub fn register(registry: &mut Registry, policy: DeliveryPolicy) {
+    let kind = KindPolicy {
+        backoff_cap: Some(policy.backoff_cap),
+        timeout: Some(EXECUTION_TIMEOUT),
+    };
+    registry.register(KIND, kind, deliver);
+}
+
+async fn deliver(ctx: JobContext, args: Value) -> JobResult {
+    let args: DeliveryArgs = serde_json::from_value(args)
+        .map_err(|e| JobError::permanent("invalid_args", format!("{KIND} args: {e}")))?;
+    let delivery = match ctx.app.webhook_delivery(ctx.job.org_id, &args).await {
+        Ok(Ok(delivery)) => delivery,
+        Ok(Err(refused)) => return Err(refused_error(refused)),
+        Err(e) => return Err(JobError::retryable("storage", e.to_string())),
+    };
+    let attempted_at = crate::now();
+    let started = Instant::now();
+    let (outcome, error) = match tokio::time::timeout(delivery.timeout, send(&delivery)).await {
+        Ok(sent) => sent,
+        Err(_) => (
+            Outcome::Timeout,
+            Some(format!(
+                "no answer within the endpoint's timeout of {} s",
+                delivery.timeout.as_secs()
+            )),
+        ),
+    };
+    let duration = started.elapsed();
+    metrics::counter!("tauros_webhook_deliveries_total", "outcome" => outcome.metric())
+        .increment(1);
+    let recorded = ctx
+        .app
+        .record_webhook_attempt(
+            &ctx.job,
+            &delivery,
+            outcome,
+            error.as_deref(),
+            duration,
+            attempted_at,
+        )
+        .await;
+    let endpoint_gone = match recorded {
+        Ok(recorded) => !recorded,
+        Err(e) => {
+            tracing::warn!(error = %e, job = %ctx.job.id, "recording a webhook attempt failed");
+            false
+        }
+    };
+    if outcome.delivered() {
+        return Ok(());
+    }
+    if endpoint_gone {
+        return Err(refused_error(DeliveryRefused::EndpointGone));
+    }
+    let message = match (outcome, error) {
+        (Outcome::Answered(status), _) => format!("the endpoint answered {status}"),
+        (_, Some(error)) => error,
+        (_, None) => "the attempt failed".to_owned(),
+    };
+    Err(JobError::retryable(&outcome.job_error_code(), message))
+}
+
+/// A delivery that cannot be made: for good unless the operator can fix it by configuration.
+fn refused_error(refused: DeliveryRefused) -> JobError {
+    let message = refused.to_string();
+    match refused {
+        DeliveryRefused::EndpointGone => JobError::permanent("endpoint_deleted", message),
+        DeliveryRefused::EventGone => JobError::permanent("event_missing", message),
+        DeliveryRefused::Secret(SealError::Malformed) => {
+            JobError::permanent("secret_malformed", message)
+        }
+        // Restoring the key that sealed it (TAUROS_SECRET_KEY) lets a retry succeed.
+        DeliveryRefused::Secret(_) => JobError::retryable("secret_unavailable", message),
+    }
+}
+
+/// One attempt, without its time limit (the caller's): vet, connect, POST, read the status.
+async fn send(delivery: &Delivery) -> (Outcome, Option<String>) {
+    let target = match check_url(&delivery.url, &delivery.allow_hosts) {
+        Ok(target) => target,
+        Err(e) => return (Outcome::Refused, Some(e.to_string())),
+    };
+    let Ok(url) = reqwest::Url::parse(&target.url) else {
+        return (
+            Outcome::Refused,
+            Some("the URL no longer parses".to_owned()),
+        );
+    };
+    let port = url.port_or_known_default().unwrap_or(443);
+    let resolved: Vec<IpAddr> = match target.address {
+        Some(ip) => vec![ip],
+        None => match tokio::net::lookup_host((target.host.as_str(), port)).await {
+            Ok(addrs) => addrs.map(|a| a.ip()).collect(),
+            Err(e) => return (Outcome::Dns, Some(format!("cannot resolve the host: {e}"))),
+        },
+    };
+    let vetted = match delivery.allow_hosts.vet(&target.host, &resolved) {
+        Ok(vetted) => vetted,
+        Err(e) => return (Outcome::Refused, Some(e.to_string())),
+    };
+    let pinned: Vec<SocketAddr> = vetted.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(Pinned(pinned)))
+        .connect_timeout(delivery.timeout)
+        .timeout(delivery.timeout)
+        .pool_max_idle_per_host(0)
+        .user_agent(concat!("Tauros-Webhooks/", env!("CARGO_PKG_VERSION")))
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => return (Outcome::Network, Some(error_text(e))),
+    };
+    let id = delivery.event_id.to_string();
+    let timestamp = chrono::Utc::now().timestamp();
+    let signed = signature(&delivery.secret, &id, timestamp, delivery.body.as_bytes());
+    let sent = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signed)
+        .body(delivery.body.clone())
+        .send()
+        .await;
+    match sent {
+        // The body of the answer is not read: only the status counts.
+        Ok(response) => (Outcome::Answered(response.status().as_u16()), None),
+        Err(e) if e.is_timeout() => (Outcome::Timeout, Some(error_text(e))),
+        Err(e) => (Outcome::Network, Some(error_text(e))),
+    }
+}
+
+/// An error and its causes, without the URL (it may carry a token in its query).
+fn error_text(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    rules::bounded_error(&text)
+}
+
+/// A resolver that answers the vetted addresses for any name: the client it is given to talks
+/// to one URL and follows no redirect, so it never needs another answer, and never looks one
+/// up.
+struct Pinned(Vec<SocketAddr>);
+
+impl reqwest::dns::Resolve for Pinned {
+    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let addrs: reqwest::dns::Addrs = Box::new(self.0.clone().into_iter());
+        Box::pin(std::future::ready(Ok(addrs)))
+    }
+}

@@ -1,0 +1,304 @@
+//! Workers: `workers` claim loops and one upkeep loop per process. A claim loop claims a due
+//! job (the claim commits first), runs its handler on a task of its own while a heartbeat
+//! extends the lease every third of it, and settles the outcome fenced by the lease token.
+//! Idle loops wait for a wake-up (`LISTEN`/in-process notify) or the poll interval, whichever
+//! comes first: polling alone is correct, wake-ups only shorten the wait. The upkeep loop
+//! rescues executions whose lease expired (a crashed or frozen worker elsewhere) and prunes
+//! finished jobs past their retention.
+
+use super::{JobContext, JobError, Registry};
+use crate::{App, ClaimedJob, JobFailure, Retention};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tauros_domain::job::FailureKind;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+/// How this process runs jobs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Jobs run at once (claim loops).
+    pub workers: usize,
+    /// How long a claim holds a job without a heartbeat.
+    pub lease: Duration,
+    /// The longest an idle loop waits before it looks for due jobs again.
+    pub poll: Duration,
+    /// Interrupted executions after which a job is discarded.
+    pub max_interruptions: i32,
+    pub retention: Retention,
+    /// Finished jobs deleted per state and upkeep round.
+    pub prune_batch: i64,
+    /// Test seam (`TAUROS_TEST_PAUSE_AFTER_CLAIM`): after each claim, print a line and wait
+    /// forever instead of running the handler, so a test can kill the process there.
+    pub pause_after_claim: bool,
+    /// This process in the jobs' `worker` column (`host:pid`).
+    pub name: String,
+}
+
+/// Running workers; dropping them aborts every loop (and the handlers they run).
+pub struct Workers {
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Workers {
+    /// Starts the claim loops and the upkeep loop on the current runtime.
+    pub fn start(app: App, registry: Arc<Registry>, config: WorkerConfig) -> Workers {
+        let (stop, _) = watch::channel(false);
+        let config = Arc::new(config);
+        let mut tasks = JoinSet::new();
+        for n in 1..=config.workers {
+            tasks.spawn(claim_loop(
+                app.clone(),
+                Arc::clone(&registry),
+                Arc::clone(&config),
+                format!("{}/{n}", config.name),
+                stop.subscribe(),
+            ));
+        }
+        tasks.spawn(upkeep_loop(app, registry, config, stop.subscribe()));
+        Workers { stop, tasks }
+    }
+
+    /// Stops claiming. Running jobs get `grace` to finish and settle; after that their
+    /// handlers are dropped and their jobs left `running` until the lease expires and another
+    /// worker's upkeep makes them retryable (no attempt used). True when everything finished
+    /// in time.
+    pub async fn shutdown(mut self, grace: Duration) -> bool {
+        let _ = self.stop.send(true);
+        let drained = tokio::time::timeout(grace, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        self.tasks.abort_all();
+        drained
+    }
+}
+
+/// Waits `timeout` or until the stop signal; true when stopping.
+async fn stopped_within(stop: &mut watch::Receiver<bool>, timeout: Duration) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    match tokio::time::timeout(timeout, stop.changed()).await {
+        Ok(changed) => changed.is_err() || *stop.borrow(),
+        Err(_) => false,
+    }
+}
+
+async fn claim_loop(
+    app: App,
+    registry: Arc<Registry>,
+    config: Arc<WorkerConfig>,
+    worker: String,
+    mut stop: watch::Receiver<bool>,
+) {
+    let kinds = registry.kinds();
+    if kinds.is_empty() {
+        return;
+    }
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        match app.claim_job(&kinds, config.lease, &worker).await {
+            Ok(Some(job)) => {
+                if config.pause_after_claim {
+                    pause(&job).await;
+                }
+                let span = tracing::info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempt);
+                run(&app, &registry, &config, job).instrument(span).await;
+            }
+            Ok(None) => {
+                tokio::select! {
+                    () = app.wait_for_jobs(config.poll) => {}
+                    changed = stop.changed() => if changed.is_err() { return },
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, worker, "claiming a job failed");
+                if stopped_within(&mut stop, config.poll).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The named pause point after a claim: the line tells a test the claim has committed.
+async fn pause(job: &ClaimedJob) {
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "tauros: paused after claim of job {} (worker {}, lease {})",
+            job.id, job.worker, job.lease_token
+        );
+        let _ = out.flush();
+    }
+    std::future::pending::<()>().await;
+}
+
+/// A handler task that is aborted when dropped (lease lost, timeout, shutdown).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+enum Outcome {
+    Finished(Result<(), JobError>),
+    Panicked,
+    TimedOut,
+    LeaseLost,
+}
+
+/// Runs one claimed job to its settled outcome.
+async fn run(app: &App, registry: &Registry, config: &WorkerConfig, job: ClaimedJob) {
+    let Some(entry) = registry.entry(&job.kind) else {
+        // Claims name only registered kinds; a row edited since is failed for good.
+        let failure = JobError::permanent("unknown_kind", "no handler for this kind");
+        settle(app, registry, &job, Outcome::Finished(Err(failure))).await;
+        return;
+    };
+    let Ok(args) = serde_json::from_str(&job.args) else {
+        let failure = JobError::permanent("invalid_args", "the stored args are not JSON");
+        settle(app, registry, &job, Outcome::Finished(Err(failure))).await;
+        return;
+    };
+    let ctx = JobContext {
+        app: app.clone(),
+        job: job.clone(),
+    };
+    let mut handler = AbortOnDrop(tokio::spawn((entry.handler)(ctx, args)));
+    let beat = (config.lease / 3).max(Duration::from_millis(100));
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let deadline = tokio::time::sleep(entry.timeout);
+    tokio::pin!(deadline);
+    let outcome = loop {
+        tokio::select! {
+            joined = &mut handler.0 => break match joined {
+                Ok(result) => Outcome::Finished(result),
+                Err(_) => Outcome::Panicked,
+            },
+            _ = heartbeat.tick() => match app.heartbeat(&job, config.lease).await {
+                Ok(true) => {}
+                Ok(false) => break Outcome::LeaseLost,
+                // The lease may still hold; if it runs out, the outcome is fenced off.
+                Err(e) => tracing::warn!(error = %e, job = %job.id, "heartbeat failed"),
+            },
+            () = &mut deadline => break Outcome::TimedOut,
+        }
+    };
+    drop(handler);
+    settle(app, registry, &job, outcome).await;
+}
+
+async fn settle(app: &App, registry: &Registry, job: &ClaimedJob, outcome: Outcome) {
+    let kind = job.kind.clone();
+    let failure = match outcome {
+        Outcome::Finished(Ok(())) => {
+            match app.complete_job(job).await {
+                Ok(true) => {
+                    metrics::counter!("tauros_job_completions_total", "kind" => kind).increment(1);
+                }
+                Ok(false) => stale(job),
+                Err(e) => {
+                    tracing::warn!(error = %e, job = %job.id, "recording a completion failed; the lease will expire and the job run again");
+                }
+            }
+            return;
+        }
+        Outcome::LeaseLost => {
+            tracing::warn!(job = %job.id, "lease lost while running; the outcome is not reported");
+            return;
+        }
+        Outcome::Finished(Err(JobError::Retryable { code, message })) => JobFailure {
+            kind: FailureKind::Retryable,
+            code,
+            message,
+        },
+        Outcome::Finished(Err(JobError::Permanent { code, message })) => JobFailure {
+            kind: FailureKind::Permanent,
+            code,
+            message,
+        },
+        Outcome::Panicked => JobFailure {
+            kind: FailureKind::Retryable,
+            code: "panic".to_owned(),
+            message: "the handler panicked".to_owned(),
+        },
+        Outcome::TimedOut => JobFailure {
+            kind: FailureKind::Retryable,
+            code: "timeout".to_owned(),
+            message: "the execution took longer than its kind's timeout".to_owned(),
+        },
+    };
+    match app
+        .fail_job(job, &failure, registry.backoff_cap(&kind))
+        .await
+    {
+        Ok(Some(next)) if next.discarded() => {
+            metrics::counter!("tauros_job_discards_total", "kind" => kind).increment(1);
+            tracing::warn!(job = %job.id, code = %failure.code, attempt = job.attempt, "job discarded");
+        }
+        Ok(Some(next)) => {
+            metrics::counter!("tauros_job_retries_total", "kind" => kind).increment(1);
+            tracing::info!(job = %job.id, code = %failure.code, retry_at = %next.run_at, "job will be retried");
+        }
+        Ok(None) => stale(job),
+        Err(e) => {
+            tracing::warn!(error = %e, job = %job.id, "recording a failure failed; the lease will expire and the job run again");
+        }
+    }
+}
+
+fn stale(job: &ClaimedJob) {
+    tracing::warn!(job = %job.id, worker = %job.worker, "late result of a lost lease ignored");
+}
+
+/// Rescues expired leases and prunes finished jobs, every half lease (0.5–15 s).
+async fn upkeep_loop(
+    app: App,
+    registry: Arc<Registry>,
+    config: Arc<WorkerConfig>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = (config.lease / 2).clamp(Duration::from_millis(500), Duration::from_secs(15));
+    let cap_of = |kind: &str| registry.backoff_cap(kind);
+    loop {
+        match app
+            .rescue_expired_leases(config.max_interruptions, &cap_of, 100)
+            .await
+        {
+            Ok(rescued) => {
+                for r in rescued {
+                    metrics::counter!("tauros_job_interruptions_total", "kind" => r.kind.clone())
+                        .increment(1);
+                    if r.next.discarded() {
+                        metrics::counter!("tauros_job_discards_total", "kind" => r.kind.clone())
+                            .increment(1);
+                        tracing::warn!(job = %r.id, interruptions = r.next.interruptions, "job discarded after repeated interruptions");
+                    } else {
+                        tracing::info!(job = %r.id, retry_at = %r.next.run_at, "interrupted job will run again");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "rescuing expired leases failed"),
+        }
+        match app.prune_jobs(&config.retention, config.prune_batch).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(pruned = n, "finished jobs pruned"),
+            Err(e) => tracing::warn!(error = %e, "pruning finished jobs failed"),
+        }
+        if stopped_within(&mut stop, every).await {
+            return;
+        }
+    }
+}

@@ -1,0 +1,633 @@
+//! Settlement (effects.md §4): a settlement agent reports events about payments; each event is
+//! kept once per (org, source, event id), folded into its payment, and the payment's invoice is
+//! reconciled, all in the event's transaction under the invoice's lock. Humans read what could
+//! not be applied (`/v1/payments`). The rules are `domain::settlement`'s; what settlement does
+//! to an invoice is `invoices::reconcile_invoice`.
+//!
+//! Locks are taken in one order everywhere: the invoices an event can touch (by id), then the
+//! organisation's invoice numbers of a year (only for a number that names no invoice yet), then
+//! the payment. Issuing takes the invoice, then its payments; admission the invoice, then the
+//! numbers. A step that finds it would need a lock out of that order rolls back and starts
+//! again, so no two transactions wait on each other in a circle.
+
+use super::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
+use super::{
+    Actor, Agent, App, AppError, AppResult, AuditActor, KeyHolder, PageRequest, Replayed,
+    list_filter, now,
+};
+use chrono::{DateTime, Utc};
+use std::str::FromStr;
+use tauros_domain::currency::Currency;
+use tauros_domain::identity::Capability;
+use tauros_domain::invoice::{InvoiceState, OrgSettings};
+use tauros_domain::money::MinorAmount;
+use tauros_domain::settlement::{
+    self as rules, EventInput, InvoiceRef, PaymentFacts, PaymentState, PaymentStatus,
+    PaymentSummary, Standing, Unmatched, ValidEvent,
+};
+use tauros_domain::visibility::Scope;
+use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
+use uuid::Uuid;
+
+/// How often an event's transaction starts again when the invoices it must lock changed under
+/// it (each retry follows a concurrent commit, so this is never reached in practice).
+const LOCK_ATTEMPTS: usize = 8;
+
+/// One payment, as humans and the reporting source see it.
+#[derive(Clone, Debug)]
+pub struct PaymentView {
+    pub id: Uuid,
+    pub source: String,
+    /// The payment's id at the source.
+    pub payment_id: String,
+    /// The invoice as the source named it: exactly one of the two.
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    /// The invoice it is matched to; `None` while no invoice has that id or number.
+    pub matched_invoice_id: Option<Uuid>,
+    pub amount: String,
+    pub amount_minor: MinorAmount,
+    pub currency: String,
+    pub state: PaymentState,
+    pub status: PaymentStatus,
+    pub unmatched_reason: Option<Unmatched>,
+    /// Confirmed once, failed since.
+    pub reversed: bool,
+    /// The part that counts toward its invoice.
+    pub allocated: String,
+    pub allocated_minor: MinorAmount,
+    pub event_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One event as the source sent it.
+#[derive(Clone, Debug)]
+pub struct SettlementEventView {
+    pub id: Uuid,
+    pub source: String,
+    pub event_id: String,
+    pub payment_id: String,
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    pub amount: String,
+    pub amount_minor: MinorAmount,
+    pub currency: String,
+    pub status: PaymentState,
+    pub occurred_at: DateTime<Utc>,
+    /// The source's own record, as compact JSON.
+    pub raw: Option<String>,
+    pub received_at: DateTime<Utc>,
+    /// It disagrees with its payment's amount, currency or invoice.
+    pub contradicts: bool,
+}
+
+/// An invoice after reconciliation, as the reporting source sees it.
+#[derive(Clone, Debug)]
+pub struct InvoiceStanding {
+    pub id: Uuid,
+    pub number: Option<String>,
+    pub state: InvoiceState,
+    pub currency: String,
+    pub amount_paid: String,
+    pub amount_paid_minor: MinorAmount,
+    pub balance: String,
+    pub balance_minor: MinorAmount,
+}
+
+/// What recording an event answers: the event, its payment, and the invoice the payment is
+/// matched to, all as they are now.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub event: SettlementEventView,
+    pub payment: PaymentView,
+    pub invoice: Option<InvoiceStanding>,
+}
+
+/// One attempt at recording an event inside a transaction.
+enum Attempt {
+    Written(Box<Recorded>),
+    /// The event exists already (a parallel redelivery won): answer as a replay.
+    Redelivered,
+    /// An invoice the event touches changed under it: roll back and start again.
+    Retry,
+}
+
+impl App {
+    /// A settlement agent reports one event. New: 201 with the event, its payment and its
+    /// invoice after reconciliation. The same event again (same source and event id, same
+    /// body): a replay, nothing written. The same event id with another body:
+    /// `IdempotencyConflict`.
+    pub async fn record_settlement_event(
+        &self,
+        actor: &Actor,
+        input: EventInput,
+    ) -> AppResult<Replayed<Recorded>> {
+        actor.require(Capability::Settlement)?;
+        let Actor::Agent(agent) = actor else {
+            return Err(AppError::Forbidden(
+                "settlement events are reported by agents whose key has the `settlement` \
+                 capability; humans read them at GET /v1/payments",
+            ));
+        };
+        let event = rules::validate_event(&input).map_err(AppError::Validation)?;
+        let org_id = agent.org_id;
+        // A redelivery costs one indexed read and takes no lock.
+        {
+            let mut conn = self.store.reader().await?;
+            if let Some(existing) = conn
+                .settlement_event_by_source(org_id, &event.source, &event.observation.event_id)
+                .await?
+            {
+                return replay(&mut *conn, existing, &event.fingerprint).await;
+            }
+        }
+        for _ in 0..LOCK_ATTEMPTS {
+            let mut tx = self.store.begin().await?;
+            agent.hold(&mut *tx).await?;
+            match record(&mut *tx, agent, &event).await? {
+                Attempt::Written(recorded) => {
+                    tx.commit().await?;
+                    return Ok(Replayed::fresh(*recorded));
+                }
+                // Read in this transaction and answered after its commit, as a create's
+                // loser is. A conflict rolls back: this attempt may have inserted a payment
+                // for its own payment id, and a refused event writes nothing.
+                Attempt::Redelivered => {
+                    let existing = tx
+                        .settlement_event_by_source(
+                            org_id,
+                            &event.source,
+                            &event.observation.event_id,
+                        )
+                        .await?
+                        .ok_or_else(|| {
+                            AppError::Internal("event vanished after a key conflict".into())
+                        })?;
+                    let answer = replay(&mut *tx, existing, &event.fingerprint).await?;
+                    tx.commit().await?;
+                    return Ok(answer);
+                }
+                Attempt::Retry => continue,
+            }
+        }
+        Err(AppError::Internal(
+            "the invoices of a settlement event kept changing".into(),
+        ))
+    }
+
+    /// The payments the human may see, newest first; `status` narrows the list to one inbox
+    /// (`unmatched`, `overpaid`, `conflict`, …).
+    pub async fn list_payments(
+        &self,
+        actor: &Actor,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> AppResult<Vec<PaymentView>> {
+        let human = actor.human()?;
+        let mut errors = Vec::new();
+        let status = list_filter(
+            "status",
+            status,
+            &PaymentStatus::ALL,
+            PaymentStatus::as_str,
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let mut conn = self.store.reader().await?;
+        let settings = org_settings(&mut *conn, human.org_id).await?;
+        let filter = PaymentFilter {
+            scope: Scope::of_invoices(caller(actor), settings.shared_review),
+            status,
+        };
+        let rows = conn.payments(human.org_id, &filter, page.into()).await?;
+        rows.into_iter().map(payment_view).collect()
+    }
+
+    /// One payment the human may see, with every event reported about it, oldest first.
+    pub async fn get_payment(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+    ) -> AppResult<(PaymentView, Vec<SettlementEventView>)> {
+        let human = actor.human()?;
+        let mut conn = self.store.reader().await?;
+        let payment = conn
+            .payment_by_id(human.org_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let settings = org_settings(&mut *conn, human.org_id).await?;
+        let owner = conn
+            .agent_by_id(human.org_id, payment.agent_id)
+            .await?
+            .ok_or(AppError::NotFound)?
+            .owner_id;
+        let scope = Scope::of_invoices(caller(actor), settings.shared_review);
+        if !scope.includes(payment.agent_id, owner) {
+            return Err(AppError::NotFound);
+        }
+        let summary = summary_of(&payment)?;
+        let events = conn
+            .settlement_events(human.org_id, payment.id)
+            .await?
+            .into_iter()
+            .map(|e| event_view(e, &payment.source_payment_id, &summary))
+            .collect::<AppResult<Vec<_>>>()?;
+        Ok((payment_view(payment)?, events))
+    }
+}
+
+async fn org_settings(conn: &mut dyn Reader, org_id: Uuid) -> AppResult<OrgSettings> {
+    let org = conn.org_by_id(org_id).await?.ok_or(AppError::NotFound)?;
+    Ok(OrgSettings {
+        four_eyes: org.four_eyes,
+        shared_review: org.shared_review,
+    })
+}
+
+/// One attempt, in `tx`: lock what the event touches in the module's order, keep the event,
+/// fold it into its payment, reconcile the invoices concerned.
+async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Attempt> {
+    let org_id = agent.org_id;
+    let named = &v.observation.facts.invoice;
+    let existing = tx
+        .payment_by_source(org_id, &v.source, &v.payment_id)
+        .await?;
+
+    // 1. The invoices: the one the event names, and the one the payment names or is matched
+    //    to now; locked in id order.
+    let mut refs = vec![named.clone()];
+    if let Some(p) = &existing {
+        refs.push(facts_of(p)?.invoice);
+    }
+    let mut ids = Vec::new();
+    for r in &refs {
+        ids.extend(resolve(&mut *tx, org_id, r).await?);
+    }
+    ids.extend(existing.as_ref().and_then(|p| p.invoice_id));
+    ids.sort();
+    ids.dedup();
+    let mut invoices = Vec::with_capacity(ids.len());
+    for id in &ids {
+        if let Some(invoice) = tx.lock_invoice(org_id, *id).await? {
+            invoices.push(invoice);
+        }
+    }
+    // 2. A number that names no invoice yet: no invoice may be numbered with it before this
+    //    commits, or the issue that numbers it could miss this payment.
+    for r in &refs {
+        if let Some(year) = r.number_year()
+            && resolve(&mut *tx, org_id, r).await?.is_none()
+        {
+            tx.hold_invoice_numbers(org_id, year).await?;
+        }
+    }
+    for r in &refs {
+        if resolve(&mut *tx, org_id, r)
+            .await?
+            .is_some_and(|id| !ids.contains(&id))
+        {
+            return Ok(Attempt::Retry);
+        }
+    }
+
+    // 3. The payment, inserted from this event if it is new, then locked.
+    let at = now();
+    let fresh = new_payment(agent, v, at);
+    let inserted = tx.insert_payment(&fresh).await?;
+    let id = match (inserted, &existing) {
+        (true, _) => Some(fresh.id),
+        (false, Some(p)) => Some(p.id),
+        // A concurrent first event of the same payment inserted it since it was read.
+        (false, None) => tx
+            .payment_by_source(org_id, &v.source, &v.payment_id)
+            .await?
+            .map(|p| p.id),
+    };
+    let mut payment = match id {
+        Some(id) => tx.lock_payment(org_id, id).await?,
+        None => None,
+    }
+    .ok_or_else(|| AppError::Internal("payment vanished under its lock".into()))?;
+    if !inserted {
+        // Another transaction may have moved the payment since it was read unlocked.
+        let matched_elsewhere = payment.invoice_id.is_some_and(|id| !ids.contains(&id));
+        let named_elsewhere = resolve(&mut *tx, org_id, &facts_of(&payment)?.invoice)
+            .await?
+            .is_some_and(|id| !ids.contains(&id));
+        if matched_elsewhere || named_elsewhere {
+            return Ok(Attempt::Retry);
+        }
+    }
+
+    // 4. The event: the unique key decides whether this is its first delivery.
+    let row = SettlementEventRow {
+        id: Uuid::now_v7(),
+        org_id,
+        payment_id: payment.id,
+        agent_id: agent.id,
+        source: v.source.clone(),
+        source_event_id: v.observation.event_id.clone(),
+        fingerprint: v.fingerprint.clone(),
+        status: v.observation.state,
+        amount_minor: v.observation.facts.amount.to_string(),
+        currency: v.observation.facts.currency.code().to_owned(),
+        invoice_ref_id: invoice_ref_id(named),
+        invoice_ref_number: invoice_ref_number(named),
+        occurred_at: v.observation.occurred_at,
+        raw: v.raw.clone(),
+        received_at: at,
+    };
+    if !tx.insert_settlement_event(&row).await? {
+        return Ok(Attempt::Redelivered);
+    }
+
+    // 5. The payment with this event folded in, matched to the invoice it names.
+    let summary = if inserted {
+        PaymentSummary::of(&v.observation)
+    } else {
+        summary_of(&payment)?.with(&v.observation)
+    };
+    let was_matched_to = payment.invoice_id;
+    set_summary(&mut payment, &summary);
+    payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
+    payment.agent_id = match payment.invoice_id {
+        Some(id) => invoice_in(&invoices, id)?.agent_id,
+        None => payment.agent_id,
+    };
+    if !inserted {
+        payment.event_count += 1;
+    }
+    payment.updated_at = at;
+    if payment.invoice_id.is_none() {
+        let agent_id = payment.agent_id;
+        set_standing(
+            &mut payment,
+            rules::standing_without_invoice(&summary),
+            agent_id,
+        );
+    }
+    tx.update_payment(&payment).await?;
+
+    // 6. Every invoice the payment counted toward before or may count toward now.
+    let cause = format!(
+        "payment {}/{} {} ({})",
+        v.source, v.payment_id, v.observation.state, v.observation.event_id
+    );
+    let actor = AuditActor::agent(agent);
+    let mut touched: Vec<Uuid> = was_matched_to
+        .into_iter()
+        .chain(payment.invoice_id)
+        .collect();
+    touched.sort();
+    touched.dedup();
+    for id in touched {
+        let invoice = invoice_mut(&mut invoices, id)?;
+        reconcile_invoice(&mut *tx, invoice, actor, &cause).await?;
+    }
+
+    let payment = tx
+        .payment_by_id(org_id, payment.id)
+        .await?
+        .ok_or_else(|| AppError::Internal("payment vanished inside its transaction".into()))?;
+    let recorded = recorded(&mut *tx, row, payment).await?;
+    Ok(Attempt::Written(Box::new(recorded)))
+}
+
+/// A redelivery: the same body answers the event, its payment and invoice as they are now;
+/// another body under the same event id is refused.
+async fn replay(
+    conn: &mut dyn Reader,
+    existing: SettlementEventRow,
+    fingerprint: &str,
+) -> AppResult<Replayed<Recorded>> {
+    if existing.fingerprint != fingerprint {
+        return Err(AppError::IdempotencyConflict(KeyHolder::SettlementEvent(
+            existing.id,
+        )));
+    }
+    let payment = conn
+        .payment_by_id(existing.org_id, existing.payment_id)
+        .await?
+        .ok_or_else(|| AppError::Internal("event without payment".into()))?;
+    Ok(Replayed::replay(recorded(conn, existing, payment).await?))
+}
+
+async fn recorded(
+    conn: &mut dyn Reader,
+    event: SettlementEventRow,
+    payment: PaymentRow,
+) -> AppResult<Recorded> {
+    let invoice = match payment.invoice_id {
+        Some(id) => conn
+            .invoice_joined(payment.org_id, id)
+            .await?
+            .map(joined_view)
+            .transpose()?
+            .map(standing_of),
+        None => None,
+    };
+    let summary = summary_of(&payment)?;
+    Ok(Recorded {
+        event: event_view(event, &payment.source_payment_id, &summary)?,
+        payment: payment_view(payment)?,
+        invoice,
+    })
+}
+
+fn standing_of(i: InvoiceView) -> InvoiceStanding {
+    InvoiceStanding {
+        id: i.id,
+        number: i.number,
+        state: i.state,
+        currency: i.current_revision.currency,
+        amount_paid: i.amount_paid,
+        amount_paid_minor: i.amount_paid_minor,
+        balance: i.balance,
+        balance_minor: i.balance_minor,
+    }
+}
+
+/// The invoice `r` names, if the organisation has it.
+async fn resolve(tx: &mut dyn Tx, org_id: Uuid, r: &InvoiceRef) -> AppResult<Option<Uuid>> {
+    Ok(match r {
+        InvoiceRef::Id(id) => tx.invoice_exists(org_id, *id).await?.then_some(*id),
+        InvoiceRef::Number(number) => tx.invoice_id_by_number(org_id, number).await?,
+    })
+}
+
+fn invoice_in(invoices: &[InvoiceRow], id: Uuid) -> AppResult<&InvoiceRow> {
+    invoices
+        .iter()
+        .find(|i| i.id == id)
+        .ok_or_else(|| AppError::Internal("a payment's invoice was not locked".into()))
+}
+
+fn invoice_mut(invoices: &mut [InvoiceRow], id: Uuid) -> AppResult<&mut InvoiceRow> {
+    invoices
+        .iter_mut()
+        .find(|i| i.id == id)
+        .ok_or_else(|| AppError::Internal("a payment's invoice was not locked".into()))
+}
+
+/// A payment of one event, before it is matched; its standing is set once it is.
+fn new_payment(agent: &Agent, v: &ValidEvent, at: DateTime<Utc>) -> PaymentRow {
+    let summary = PaymentSummary::of(&v.observation);
+    let mut row = PaymentRow {
+        id: Uuid::now_v7(),
+        org_id: agent.org_id,
+        source: v.source.clone(),
+        source_payment_id: v.payment_id.clone(),
+        amount_minor: String::new(),
+        currency: String::new(),
+        invoice_ref_id: None,
+        invoice_ref_number: None,
+        first_at: at,
+        first_event_id: String::new(),
+        state: summary.state,
+        conflict: false,
+        confirmed_at: None,
+        invoice_id: None,
+        agent_id: agent.id,
+        status: PaymentStatus::Unmatched,
+        unmatched_reason: Some(Unmatched::UnknownInvoice),
+        allocated_minor: "0".to_owned(),
+        event_count: 1,
+        created_at: at,
+        updated_at: at,
+    };
+    set_summary(&mut row, &summary);
+    row
+}
+
+fn set_summary(row: &mut PaymentRow, s: &PaymentSummary) {
+    row.amount_minor = s.facts.amount.to_string();
+    row.currency = s.facts.currency.code().to_owned();
+    row.invoice_ref_id = invoice_ref_id(&s.facts.invoice);
+    row.invoice_ref_number = invoice_ref_number(&s.facts.invoice);
+    row.first_at = s.first_at;
+    row.first_event_id = s.first_event_id.clone();
+    row.state = s.state;
+    row.conflict = s.conflict;
+    row.confirmed_at = s.confirmed_at;
+}
+
+/// Writes a reconciliation's answer onto the payment; `agent_id` is whose humans see it.
+pub(crate) fn set_standing(row: &mut PaymentRow, standing: Standing, agent_id: Uuid) {
+    row.status = standing.status;
+    row.unmatched_reason = standing.unmatched;
+    row.allocated_minor = standing.allocated.to_string();
+    row.agent_id = agent_id;
+}
+
+/// The payment's events folded, as stored.
+pub(crate) fn summary_of(row: &PaymentRow) -> AppResult<PaymentSummary> {
+    Ok(PaymentSummary {
+        facts: facts_of(row)?,
+        first_at: row.first_at,
+        first_event_id: row.first_event_id.clone(),
+        state: row.state,
+        conflict: row.conflict,
+        confirmed_at: row.confirmed_at,
+    })
+}
+
+fn facts_of(row: &PaymentRow) -> AppResult<PaymentFacts> {
+    Ok(PaymentFacts {
+        amount: MinorAmount::parse_minor(&row.amount_minor)
+            .map_err(|e| AppError::Internal(e.to_string()))?,
+        currency: currency(&row.currency)?,
+        invoice: stored_ref(row.invoice_ref_id, row.invoice_ref_number.as_deref())?,
+    })
+}
+
+fn stored_ref(id: Option<Uuid>, number: Option<&str>) -> AppResult<InvoiceRef> {
+    match (id, number) {
+        (Some(id), None) => Ok(InvoiceRef::Id(id)),
+        (None, Some(number)) => Ok(InvoiceRef::Number(number.to_owned())),
+        _ => Err(AppError::Internal(
+            "stored invoice reference unreadable".into(),
+        )),
+    }
+}
+
+fn invoice_ref_id(r: &InvoiceRef) -> Option<Uuid> {
+    match r {
+        InvoiceRef::Id(id) => Some(*id),
+        InvoiceRef::Number(_) => None,
+    }
+}
+
+fn invoice_ref_number(r: &InvoiceRef) -> Option<String> {
+    match r {
+        InvoiceRef::Id(_) => None,
+        InvoiceRef::Number(n) => Some(n.clone()),
+    }
+}
+
+fn currency(code: &str) -> AppResult<Currency> {
+    Currency::from_str(code).map_err(|_| AppError::Internal("stored currency unreadable".into()))
+}
+
+fn both_forms(digits: &str, currency: Currency) -> AppResult<(String, MinorAmount)> {
+    let minor = MinorAmount::parse_minor(digits).map_err(|e| AppError::Internal(e.to_string()))?;
+    Ok((minor.to_major_string(currency), minor))
+}
+
+fn payment_view(p: PaymentRow) -> AppResult<PaymentView> {
+    let c = currency(&p.currency)?;
+    let (amount, amount_minor) = both_forms(&p.amount_minor, c)?;
+    let (allocated, allocated_minor) = both_forms(&p.allocated_minor, c)?;
+    Ok(PaymentView {
+        id: p.id,
+        source: p.source,
+        payment_id: p.source_payment_id,
+        invoice_id: p.invoice_ref_id,
+        invoice_number: p.invoice_ref_number,
+        matched_invoice_id: p.invoice_id,
+        amount,
+        amount_minor,
+        currency: p.currency,
+        state: p.state,
+        status: p.status,
+        unmatched_reason: p.unmatched_reason,
+        reversed: p.state == PaymentState::Failed && p.confirmed_at.is_some(),
+        allocated,
+        allocated_minor,
+        event_count: p.event_count,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+    })
+}
+
+fn event_view(
+    e: SettlementEventRow,
+    payment_id: &str,
+    payment: &PaymentSummary,
+) -> AppResult<SettlementEventView> {
+    let c = currency(&e.currency)?;
+    let (amount, amount_minor) = both_forms(&e.amount_minor, c)?;
+    let facts = PaymentFacts {
+        amount: amount_minor,
+        currency: c,
+        invoice: stored_ref(e.invoice_ref_id, e.invoice_ref_number.as_deref())?,
+    };
+    Ok(SettlementEventView {
+        id: e.id,
+        contradicts: payment.contradicted_by(&facts),
+        source: e.source,
+        event_id: e.source_event_id,
+        payment_id: payment_id.to_owned(),
+        invoice_id: e.invoice_ref_id,
+        invoice_number: e.invoice_ref_number,
+        amount,
+        amount_minor,
+        currency: e.currency,
+        status: e.status,
+        occurred_at: e.occurred_at,
+        raw: e.raw,
+        received_at: e.received_at,
+    })
+}

@@ -1,0 +1,274 @@
+//! The organisation's humans: inviting (a proposal while four eyes is on, whatever the role),
+//! listing, deactivating.
+
+use super::proposals::{ChangeView, pending, propose};
+use super::{
+    Actor, App, AppError, AppResult, AuditActor, FieldError, PageRequest, audit, now, random_32,
+};
+use chrono::{DateTime, Utc};
+use tauros_domain::error::required;
+use tauros_domain::governance::{self as rules, ChangeKind, Settings};
+use tauros_domain::identity::{self, Role, UserState};
+use tauros_store::{Constraint, InvitationRow, Lock, OrgChangeRow, StoreError, Tx, UserRow};
+use uuid::Uuid;
+
+/// A human as shown to clients (never the password hash).
+#[derive(Clone, Debug)]
+pub struct UserView {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub email: String,
+    pub role: Role,
+    pub state: UserState,
+    pub created_at: DateTime<Utc>,
+}
+
+impl UserView {
+    pub(crate) fn from_row(row: &UserRow) -> AppResult<UserView> {
+        Ok(UserView {
+            id: row.id,
+            org_id: row.org_id,
+            email: row.email.clone(),
+            role: Role::parse(&row.role)
+                .ok_or_else(|| AppError::Internal(format!("unknown role {}", row.role)))?,
+            state: UserState::of(row.password_hash.is_some(), row.deactivated_at.is_some()),
+            created_at: row.created_at,
+        })
+    }
+}
+
+/// A new human and the one-time token that lets them set a password.
+#[derive(Debug)]
+pub struct Invitation {
+    pub user: UserView,
+    /// Shown once; only its hash is stored.
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What `POST /v1/users` did.
+#[derive(Debug)]
+pub enum Invited {
+    /// The human exists now.
+    Done(Invitation),
+    /// An invitation under four eyes: it waits for a second approver.
+    Proposed(ChangeView),
+}
+
+impl App {
+    /// An approver invites a human into their organisation. While `four_eyes` is on, inviting
+    /// anyone (operator or approver: either can own agents) is a proposal that another approver
+    /// confirms (the invitation token then goes to the confirming approver).
+    pub async fn invite_user(
+        &self,
+        actor: &Actor,
+        email: Option<&str>,
+        role: Option<Role>,
+    ) -> AppResult<Invited> {
+        let inviter = actor.human()?.approver()?;
+        let mut errors = Vec::new();
+        let email = required("email", email, &mut errors).map(str::trim);
+        let role = required("role", role, &mut errors);
+        if email.is_some_and(|e| !identity::email_is_valid(e)) {
+            errors.push(FieldError::plain(
+                "email",
+                "invalid_email",
+                "send an email address like name@example.com (1–254 characters, one @, no spaces)",
+            ));
+        }
+        let (Some(email), Some(role)) = (email, role) else {
+            return Err(AppError::Validation(errors));
+        };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let mut tx = self.store.begin().await?;
+        // Shared: a settings change waits for this invitation, and this one for it.
+        let org = tx
+            .lock_org(inviter.org_id, Lock::Share)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let settings = Settings {
+            four_eyes: org.four_eyes,
+            shared_review: org.shared_review,
+        };
+        if rules::invitation_needs_confirmation(settings) {
+            // Nothing is created yet, but an email that cannot be invited is said now, not
+            // after a second approver has spent their attention on it.
+            if tx
+                .user_by_email(&identity::normalize_email(email))
+                .await?
+                .is_some()
+            {
+                return Err(email_taken());
+            }
+            let same = |c: &OrgChangeRow| {
+                c.email.as_deref().is_some_and(|e| {
+                    identity::normalize_email(e) == identity::normalize_email(email)
+                }) && c.role == Some(role)
+            };
+            let proposal = OrgChangeRow {
+                email: Some(email.to_owned()),
+                role: Some(role),
+                ..pending(inviter, ChangeKind::ApproverInvitation, now())
+            };
+            let change = propose(tx, inviter, proposal, same).await?;
+            return Ok(Invited::Proposed(change));
+        }
+        let invitation = self
+            .create_invitation(
+                &mut *tx,
+                inviter.org_id,
+                inviter.id,
+                email,
+                role,
+                AuditActor::human(inviter),
+                None,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(Invited::Done(invitation))
+    }
+
+    /// Creates the invited human and their one-time invitation, audited as `user.invited` by
+    /// `actor`; `invited_by` names who asked (the proposer, when `change` confirmed it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn create_invitation(
+        &self,
+        tx: &mut dyn Tx,
+        org_id: Uuid,
+        invited_by: Uuid,
+        email: &str,
+        role: Role,
+        actor: AuditActor,
+        change: Option<Uuid>,
+    ) -> AppResult<Invitation> {
+        let now = now();
+        let user = UserRow {
+            id: Uuid::now_v7(),
+            org_id,
+            email: email.to_owned(),
+            email_normalized: identity::normalize_email(email),
+            role: role.as_str().to_owned(),
+            password_hash: None,
+            is_bootstrap: false,
+            created_at: now,
+            updated_at: now,
+            deactivated_at: None,
+        };
+        let token = identity::invitation_token(random_32());
+        let expires_at = now + self.config.invitation_ttl;
+        insert_user(tx, &user).await?;
+        tx.insert_invitation(&InvitationRow {
+            id: Uuid::now_v7(),
+            org_id,
+            user_id: user.id,
+            invited_by,
+            token_hash: token.hash.to_vec(),
+            created_at: now,
+            expires_at,
+            accepted_at: None,
+        })
+        .await?;
+        let detail = match change {
+            None => serde_json::json!({ "role": role.as_str() }),
+            Some(change_id) => serde_json::json!({
+                "role": role.as_str(),
+                "change_id": change_id,
+                "proposed_by": invited_by,
+            }),
+        };
+        audit(tx, org_id, actor, "user.invited", ("user", user.id), detail).await?;
+        Ok(Invitation {
+            user: UserView::from_row(&user)?,
+            token: token.token,
+            expires_at,
+        })
+    }
+
+    /// The org's humans, newest first (approvers only).
+    pub async fn list_users(&self, actor: &Actor, page: PageRequest) -> AppResult<Vec<UserView>> {
+        let approver = actor.human()?.approver()?;
+        let rows = self
+            .store
+            .reader()
+            .await?
+            .users_in_org(approver.org_id, page.into())
+            .await?;
+        rows.iter().map(UserView::from_row).collect()
+    }
+
+    /// Deactivates a human (approvers only, never themself): in one transaction their sessions
+    /// and invitations end and their pending proposals are rejected. Their agents keep working.
+    /// Already deactivated: answered as it is, nothing written.
+    pub async fn deactivate_user(&self, actor: &Actor, id: Uuid) -> AppResult<UserView> {
+        let approver = actor.human()?.approver()?;
+        if approver.id == id {
+            return Err(AppError::Forbidden(
+                "an approver cannot deactivate themself; ask another approver",
+            ));
+        }
+        let mut tx = self.store.begin().await?;
+        let user = tx
+            .user_by_id(approver.org_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        if user.deactivated_at.is_some() {
+            return UserView::from_row(&user);
+        }
+        // Invitation rows first, then the human's row: the order in which accepting an
+        // invitation takes them, so the two cannot deadlock. Under the human's lock, a sign-in
+        // or acceptance that commits first has its session ended below; one that comes second
+        // sees the deactivation.
+        let invitations = tx.delete_user_invitations(user.org_id, user.id).await?;
+        let user = tx
+            .lock_user(user.org_id, user.id, Lock::Update)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        if user.deactivated_at.is_some() {
+            return UserView::from_row(&user);
+        }
+        let now = now();
+        tx.deactivate_user(user.org_id, user.id, now).await?;
+        let sessions = tx.delete_user_sessions(user.org_id, user.id, None).await?;
+        let proposals = tx
+            .reject_changes_by(user.org_id, user.id, approver.id, now)
+            .await?;
+        audit(
+            &mut *tx,
+            user.org_id,
+            AuditActor::human(approver),
+            "user.deactivated",
+            ("user", user.id),
+            serde_json::json!({
+                "sessions_ended": sessions,
+                "invitations_ended": invitations,
+                "proposals_rejected": proposals,
+            }),
+        )
+        .await?;
+        let user = tx
+            .user_by_id(user.org_id, user.id)
+            .await?
+            .ok_or_else(|| AppError::Internal("deactivated user vanished".into()))?;
+        tx.commit().await?;
+        UserView::from_row(&user)
+    }
+}
+
+fn email_taken() -> AppError {
+    AppError::field(
+        "email",
+        "email_taken",
+        "a human with this email already exists; emails are unique across Tauros",
+    )
+}
+
+/// Inserts a human, turning a duplicate email into a field error.
+pub(crate) async fn insert_user(tx: &mut dyn Tx, user: &UserRow) -> AppResult<()> {
+    match tx.insert_user(user).await {
+        Err(StoreError::Conflict(Constraint::UserEmail)) => Err(email_taken()),
+        Err(StoreError::Conflict(Constraint::OneBootstrapPerOrg)) => Err(AppError::ApproverExists),
+        other => Ok(other?),
+    }
+}

@@ -1,0 +1,58 @@
+//! Fingerprints of request bodies, for idempotency keys on creates whose payload has no seal of
+//! its own (payment destinations).
+
+use sha2::{Digest, Sha256};
+
+/// Lowercase hex SHA-256 over the fields, each length-prefixed so that no two different field
+/// lists share a fingerprint.
+pub fn fingerprint(fields: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for field in fields {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field.as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Checks an idempotency key: 1–200 characters, no surrounding spaces, no control characters.
+pub fn key_is_valid(key: &str) -> bool {
+    (1..=200).contains(&key.chars().count())
+        && key.trim() == key
+        && !key.chars().any(char::is_control)
+}
+
+/// The error for a key [`key_is_valid`] refused, on `field` (the header's or the member's name).
+pub fn key_error(field: &str) -> crate::error::FieldError {
+    crate::error::FieldError::plain(
+        field,
+        "invalid_idempotency_key",
+        "send an Idempotency-Key of 1–200 characters, without surrounding spaces or control \
+         characters",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_boundaries_matter() {
+        assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
+        assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
+        assert_eq!(fingerprint(&[]).len(), 64);
+    }
+
+    #[test]
+    fn keys_are_printable_and_bounded() {
+        assert!(key_is_valid("inv-42"));
+        assert!(!key_is_valid(""));
+        assert!(key_is_valid("has space"));
+        assert!(!key_is_valid(" padded"));
+        assert!(!key_is_valid("line\nbreak"));
+        assert!(!key_is_valid(&"k".repeat(201)));
+    }
+}

@@ -1,0 +1,749 @@
+//! The seal: the canonical financial payload of a revision and its SHA-256 (docs/MONEY.md says
+//! how a client verifies one).
+//!
+//! The approver approves a hash; the hash must therefore depend on exactly the money facts
+//! (who pays, where to, what currency, when, which lines) and on nothing else. The bytes are
+//! written by hand with a fixed key order, so the encoding can only change by editing this
+//! file, and the golden vectors in `fixtures/golden/` (made by an independent Python script)
+//! break when it does. A change to the encoding is a new `SCHEMA`, never a silent change.
+//!
+//! Layout (keys sorted at every level, no whitespace):
+//! `{"currency","customer_id","destination":{"address","id","network"},"due_date",
+//! "lines":[{"description","quantity","unit_amount_minor"}],"schema","total_minor"}`.
+
+use chrono::{Datelike, NaiveDate};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+use unicode_normalization::UnicodeNormalization;
+use uuid::Uuid;
+
+use super::address::{AddressError, Network};
+use super::currency::{Currency, UnknownCurrency};
+use super::error::Coded;
+use super::money::{MinorAmount, MoneyError};
+use super::quantity::Quantity;
+
+/// Version tag written into every payload.
+pub const SCHEMA: &str = "tauros.invoice.v1";
+
+/// One line as sealed: the line amount is not written, the total is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadLine {
+    /// Line text (NFC-normalized when written).
+    pub description: String,
+    /// Normalized quantity.
+    pub quantity: Quantity,
+    /// Unit price in minor units.
+    pub unit_amount_minor: MinorAmount,
+}
+
+/// Where the money goes: the destination's id, network and address as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadDestination {
+    pub id: Uuid,
+    pub network: Network,
+    /// Address exactly as stored (trimmed at creation, case kept).
+    pub address: String,
+}
+
+/// Everything the seal covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    /// The customer billed.
+    pub customer_id: Uuid,
+    pub destination: PayloadDestination,
+    pub currency: Currency,
+    /// Due date (written as `YYYY-MM-DD`).
+    pub due_date: NaiveDate,
+    /// Lines in the order given.
+    pub lines: Vec<PayloadLine>,
+}
+
+/// The sealed payload: canonical bytes, their hash and the total they state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seal {
+    /// The canonical JSON text that was hashed.
+    pub canonical: String,
+    /// Lowercase hex SHA-256 of `canonical`.
+    pub hash: String,
+    /// Sum of the line amounts, as written in the payload.
+    pub total_minor: MinorAmount,
+}
+
+/// Why a payload could not be sealed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SealError {
+    /// A line is inexact or the total overflows.
+    #[error(transparent)]
+    Money(#[from] MoneyError),
+    /// The date has no `YYYY-MM-DD` spelling.
+    #[error("due date {0} is outside the years 0001 to 9999; send a date as YYYY-MM-DD")]
+    DueDateOutOfRange(NaiveDate),
+}
+
+impl Coded for SealError {
+    fn code(&self) -> &'static str {
+        match self {
+            SealError::Money(error) => error.code(),
+            SealError::DueDateOutOfRange(_) => "invalid_date",
+        }
+    }
+}
+
+/// Builds the canonical bytes of `payload` and hashes them.
+pub fn seal(payload: &Payload) -> Result<Seal, SealError> {
+    let amounts = payload
+        .lines
+        .iter()
+        .map(|line| {
+            line.quantity
+                .times(line.unit_amount_minor, payload.currency)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let total_minor = MinorAmount::checked_sum(amounts)?;
+    if !(1..=9999).contains(&payload.due_date.year()) {
+        return Err(SealError::DueDateOutOfRange(payload.due_date));
+    }
+
+    let mut out = String::with_capacity(320 + 96 * payload.lines.len());
+    out.push_str("{\"currency\":");
+    write_str(&mut out, payload.currency.code());
+    out.push_str(",\"customer_id\":");
+    write_str(&mut out, &lowercase_id(payload.customer_id));
+    out.push_str(",\"destination\":{\"address\":");
+    write_str(&mut out, &payload.destination.address);
+    out.push_str(",\"id\":");
+    write_str(&mut out, &lowercase_id(payload.destination.id));
+    out.push_str(",\"network\":");
+    write_str(&mut out, payload.destination.network.name());
+    out.push_str("},\"due_date\":");
+    write_str(&mut out, &payload.due_date.format("%Y-%m-%d").to_string());
+    out.push_str(",\"lines\":");
+    write_lines(&mut out, &payload.lines);
+    out.push_str(",\"schema\":");
+    write_str(&mut out, SCHEMA);
+    out.push_str(",\"total_minor\":");
+    write_str(&mut out, &total_minor.to_string());
+    out.push('}');
+
+    let hash = sha256_hex(out.as_bytes());
+    Ok(Seal {
+        canonical: out,
+        hash,
+        total_minor,
+    })
+}
+
+/// The `lines` array exactly as in the canonical payload; also the stored `lines` column.
+pub fn encode_lines(lines: &[PayloadLine]) -> String {
+    let mut out = String::with_capacity(96 * lines.len() + 2);
+    write_lines(&mut out, lines);
+    out
+}
+
+fn write_lines(out: &mut String, lines: &[PayloadLine]) {
+    out.push('[');
+    for (index, line) in lines.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"description\":");
+        write_str(out, &line.description);
+        out.push_str(",\"quantity\":");
+        write_str(out, &line.quantity.to_string());
+        out.push_str(",\"unit_amount_minor\":");
+        write_str(out, &line.unit_amount_minor.to_string());
+        out.push('}');
+    }
+    out.push(']');
+}
+
+/// Writes `text` NFC-normalized as a JSON string, escaped as serde_json and Python's
+/// `json.dumps(ensure_ascii=False)` do: `"` `\` and controls escaped, everything else raw UTF-8.
+fn write_str(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.nfc() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\u{00}'..='\u{1f}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            _ => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Ids are lowercase in the payload. uuid already prints them so; lowering again keeps the rule
+/// visible and independent of that crate's formatting.
+fn lowercase_id(id: Uuid) -> String {
+    id.hyphenated().to_string().to_ascii_lowercase()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A revision's sealed fields as read back from the database, before any parsing.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredRevision<'a> {
+    pub customer_id: Uuid,
+    /// `payment_destination_id` column.
+    pub destination_id: Uuid,
+    /// The destination's `network` column.
+    pub network: &'a str,
+    /// The destination's `address` column.
+    pub address: &'a str,
+    pub currency: &'a str,
+    pub due_date: NaiveDate,
+    /// `lines` column: the JSON written by [`encode_lines`].
+    pub lines_json: &'a str,
+    /// `total_minor` column, as a string of digits (NUMERIC(39,0) read as text).
+    pub total_minor: &'a str,
+}
+
+/// The stored revision no longer matches its seal: something changed it outside Tauros.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IntegrityError {
+    /// A stored field does not parse any more.
+    #[error(
+        "the stored {field} of this revision cannot be read back ({reason}); it was altered outside Tauros"
+    )]
+    Unreadable {
+        /// Which stored field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `total_minor` differs from the sum of the stored lines.
+    #[error(
+        "the stored total of this revision ({stored}) differs from the sum of its lines ({computed}); it was altered outside Tauros"
+    )]
+    TotalMismatch {
+        /// The stored column.
+        stored: String,
+        /// The sum of the stored lines.
+        computed: MinorAmount,
+    },
+    /// The stored canonical bytes differ from the ones rebuilt from the stored fields.
+    #[error(
+        "the stored canonical payload of this revision differs from its stored fields; it was altered outside Tauros"
+    )]
+    CanonicalMismatch,
+    /// The stored hash differs from the hash of the stored fields.
+    #[error(
+        "the stored payload hash of this revision ({stored}) differs from the hash of its stored fields ({computed}); it was altered outside Tauros"
+    )]
+    HashMismatch {
+        /// The stored `payload_hash`.
+        stored: String,
+        /// The hash rebuilt from the stored fields.
+        computed: String,
+    },
+}
+
+impl Coded for IntegrityError {
+    fn code(&self) -> &'static str {
+        "payload_integrity"
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredLine {
+    description: String,
+    quantity: String,
+    unit_amount_minor: String,
+}
+
+/// Reads the stored `lines` column back into payload lines, strictly.
+pub fn decode_lines(lines_json: &str) -> Result<Vec<PayloadLine>, IntegrityError> {
+    let unreadable = |reason: String| IntegrityError::Unreadable {
+        field: "lines",
+        reason,
+    };
+    let stored: Vec<StoredLine> =
+        serde_json::from_str(lines_json).map_err(|e| unreadable(e.to_string()))?;
+    stored
+        .into_iter()
+        .map(|line| {
+            Ok(PayloadLine {
+                quantity: Quantity::parse(&line.quantity).map_err(|e| unreadable(e.to_string()))?,
+                unit_amount_minor: MinorAmount::parse_minor(&line.unit_amount_minor)
+                    .map_err(|e| unreadable(e.to_string()))?,
+                description: line.description,
+            })
+        })
+        .collect()
+}
+
+/// Rebuilds the payload from the stored fields and seals it again.
+pub fn reseal(stored: &StoredRevision<'_>) -> Result<Seal, IntegrityError> {
+    let unreadable =
+        |field: &'static str, reason: String| IntegrityError::Unreadable { field, reason };
+    let payload = Payload {
+        customer_id: stored.customer_id,
+        destination: PayloadDestination {
+            id: stored.destination_id,
+            network: stored
+                .network
+                .parse()
+                .map_err(|e: AddressError| unreadable("network", e.to_string()))?,
+            address: stored.address.to_owned(),
+        },
+        currency: stored
+            .currency
+            .parse()
+            .map_err(|e: UnknownCurrency| unreadable("currency", e.to_string()))?,
+        due_date: stored.due_date,
+        lines: decode_lines(stored.lines_json)?,
+    };
+    let sealed = seal(&payload).map_err(|e| match e {
+        SealError::Money(_) => unreadable("lines", e.to_string()),
+        SealError::DueDateOutOfRange(_) => unreadable("due_date", e.to_string()),
+    })?;
+    let total = MinorAmount::parse_minor(stored.total_minor)
+        .map_err(|e| unreadable("total_minor", e.to_string()))?;
+    if total != sealed.total_minor {
+        return Err(IntegrityError::TotalMismatch {
+            stored: stored.total_minor.to_owned(),
+            computed: sealed.total_minor,
+        });
+    }
+    Ok(sealed)
+}
+
+/// Re-seals the stored fields and checks them against the stored bytes and hash.
+pub fn verify(
+    stored: &StoredRevision<'_>,
+    canonical_payload: &str,
+    payload_hash: &str,
+) -> Result<Seal, IntegrityError> {
+    let sealed = reseal(stored)?;
+    if sealed.hash != payload_hash {
+        return Err(IntegrityError::HashMismatch {
+            stored: payload_hash.to_owned(),
+            computed: sealed.hash,
+        });
+    }
+    if sealed.canonical != canonical_payload {
+        return Err(IntegrityError::CanonicalMismatch);
+    }
+    Ok(sealed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lines::{LineInput, validate_lines};
+    use proptest::prelude::*;
+    use rust_decimal::Decimal;
+    use serde_json::{Value, json};
+
+    const GOLDEN: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/golden/payload_v1.json"
+    ));
+
+    fn payload_from_vector(input: &Value) -> Payload {
+        let text = |v: &Value| v.as_str().unwrap().to_owned();
+        let destination = &input["destination"];
+        Payload {
+            customer_id: text(&input["customer_id"]).parse().unwrap(),
+            destination: PayloadDestination {
+                id: text(&destination["id"]).parse().unwrap(),
+                network: text(&destination["network"]).parse().unwrap(),
+                address: text(&destination["address"]),
+            },
+            currency: text(&input["currency"]).parse().unwrap(),
+            due_date: text(&input["due_date"]).parse().unwrap(),
+            lines: input["lines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|line| PayloadLine {
+                    description: text(&line["description"]),
+                    quantity: Quantity::parse(line["quantity"].as_str().unwrap()).unwrap(),
+                    unit_amount_minor: MinorAmount::parse_minor(
+                        line["unit_amount_minor"].as_str().unwrap(),
+                    )
+                    .unwrap(),
+                })
+                .collect(),
+        }
+    }
+
+    fn stored<'a>(payload: &'a Payload, lines_json: &'a str, total: &'a str) -> StoredRevision<'a> {
+        StoredRevision {
+            customer_id: payload.customer_id,
+            destination_id: payload.destination.id,
+            network: payload.destination.network.name(),
+            address: &payload.destination.address,
+            currency: payload.currency.code(),
+            due_date: payload.due_date,
+            lines_json,
+            total_minor: total,
+        }
+    }
+
+    #[test]
+    fn golden_vectors() {
+        let document: Value = serde_json::from_str(GOLDEN).unwrap();
+        assert_eq!(document["schema"], SCHEMA);
+        let cases = document["cases"].as_array().unwrap();
+        assert!(cases.len() >= 12);
+        let mut networks = std::collections::BTreeSet::new();
+        let mut currencies = std::collections::BTreeSet::new();
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let payload = payload_from_vector(&case["input"]);
+            let sealed = seal(&payload).unwrap();
+            assert_eq!(
+                sealed.canonical,
+                case["canonical"].as_str().unwrap(),
+                "{name}"
+            );
+            assert_eq!(sealed.hash, case["sha256"].as_str().unwrap(), "{name}");
+
+            // The vectors are realistic: valid addresses on networks that carry the currency.
+            let destination = &payload.destination;
+            destination.network.check_carries(payload.currency).unwrap();
+            destination
+                .network
+                .validate_address(&destination.address)
+                .unwrap();
+            networks.insert(destination.network);
+            currencies.insert(payload.currency);
+
+            // Storing the fields and reading them back gives the same seal.
+            let lines_json = encode_lines(&payload.lines);
+            let total = sealed.total_minor.to_string();
+            let back = verify(
+                &stored(&payload, &lines_json, &total),
+                &sealed.canonical,
+                &sealed.hash,
+            );
+            assert_eq!(back, Ok(sealed), "{name}");
+        }
+        assert_eq!(networks.len(), Network::ALL.len());
+        for currency in [
+            Currency::Eur,
+            Currency::Jpy,
+            Currency::Bhd,
+            Currency::Btc,
+            Currency::Usdc,
+            Currency::Eth,
+        ] {
+            assert!(currencies.contains(&currency), "{currency}");
+        }
+    }
+
+    fn base_payload() -> Payload {
+        Payload {
+            customer_id: "5c2b9d3e-1f4a-4b6c-8d7e-9f0a1b2c3d4e".parse().unwrap(),
+            destination: PayloadDestination {
+                id: "8a0f2c1e-6a43-4f2b-9d0e-0c6f1d2b3a4e".parse().unwrap(),
+                network: Network::Iban,
+                address: "CH9300762011623852957".into(),
+            },
+            currency: Currency::Eur,
+            due_date: "2030-01-31".parse().unwrap(),
+            lines: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_two_input_forms_give_one_hash() {
+        let hash_of = |line: Value| {
+            let lines: Vec<LineInput> = serde_json::from_value(json!([line])).unwrap();
+            let valid = validate_lines(Currency::Eur, &lines).unwrap();
+            seal(&Payload {
+                lines: valid.payload_lines(),
+                ..base_payload()
+            })
+            .unwrap()
+            .hash
+        };
+        let reference =
+            hash_of(json!({"description": "Design", "quantity": "1", "unit_amount": "400"}));
+        for line in [
+            json!({"description": "Design", "quantity": "1", "unit_amount": "400.00"}),
+            json!({"description": "Design", "quantity": "1.000", "unit_amount": "400.0"}),
+            json!({"description": "Design", "quantity": "1", "unit_amount_minor": 40000}),
+            json!({"description": " Design\t", "quantity": "1", "unit_amount_minor": "40000"}),
+        ] {
+            assert_eq!(hash_of(line), reference);
+        }
+        assert_ne!(
+            hash_of(json!({"description": "Design", "quantity": "1", "unit_amount": "400.01"})),
+            reference
+        );
+    }
+
+    #[test]
+    fn the_stored_lines_column_is_the_canonical_array() {
+        let lines = vec![PayloadLine {
+            description: "Cafe\u{301} \"x\"".into(),
+            quantity: Quantity::parse("1.50").unwrap(),
+            unit_amount_minor: MinorAmount::new(12_050).unwrap(),
+        }];
+        let json = encode_lines(&lines);
+        assert_eq!(
+            json,
+            r#"[{"description":"Café \"x\"","quantity":"1.5","unit_amount_minor":"12050"}]"#
+        );
+        let back = decode_lines(&json).unwrap();
+        assert_eq!(back[0].quantity, lines[0].quantity);
+        assert_eq!(back[0].description, "Caf\u{e9} \"x\"");
+    }
+
+    #[test]
+    fn tampering_is_detected() {
+        let payload = Payload {
+            lines: vec![PayloadLine {
+                description: "Build".into(),
+                quantity: Quantity::parse("2").unwrap(),
+                unit_amount_minor: MinorAmount::new(40_000).unwrap(),
+            }],
+            ..base_payload()
+        };
+        let sealed = seal(&payload).unwrap();
+        let lines = encode_lines(&payload.lines);
+        let good = stored(&payload, &lines, "80000");
+        assert!(verify(&good, &sealed.canonical, &sealed.hash).is_ok());
+
+        let other_lines = lines.replace("40000", "40001");
+        let cases = [
+            verify(
+                &stored(&payload, &lines, "80001"),
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &stored(&payload, &other_lines, "80002"),
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &StoredRevision {
+                    address: "DE89370400440532013000",
+                    ..good
+                },
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &StoredRevision {
+                    currency: "CHF",
+                    ..good
+                },
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &StoredRevision {
+                    currency: "chf",
+                    ..good
+                },
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &StoredRevision {
+                    lines_json: "[{\"description\":1}]",
+                    ..good
+                },
+                &sealed.canonical,
+                &sealed.hash,
+            ),
+            verify(
+                &good,
+                &sealed.canonical.replace("Build", "Bui1d"),
+                &sealed.hash,
+            ),
+            verify(&good, &sealed.canonical, &sealed.hash.replace('a', "b")),
+        ];
+        for result in cases {
+            let err = result.unwrap_err();
+            assert_eq!(err.code(), "payload_integrity");
+            assert!(err.to_string().contains("altered outside Tauros"), "{err}");
+        }
+    }
+
+    #[test]
+    fn seal_refuses_inexact_lines_and_unwritable_dates() {
+        let inexact = Payload {
+            lines: vec![PayloadLine {
+                description: "x".into(),
+                quantity: Quantity::parse("1.5").unwrap(),
+                unit_amount_minor: MinorAmount::new(5).unwrap(),
+            }],
+            ..base_payload()
+        };
+        assert_eq!(seal(&inexact).unwrap_err().code(), "amount_not_exact");
+        let far = Payload {
+            due_date: NaiveDate::from_ymd_opt(10_000, 1, 1).unwrap(),
+            ..base_payload()
+        };
+        assert_eq!(seal(&far).unwrap_err().code(), "invalid_date");
+    }
+
+    fn arb_description() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "\\PC{1,24}",
+            "[\\x00-\\x1f\"\\\\/a-z\\x7f\u{2028}]{1,12}",
+            "(e\u{301}|\u{e9}|A\u{30a}|\u{c5}|\u{1100}\u{1161}| ){1,8}",
+        ]
+    }
+
+    fn arb_line() -> impl Strategy<Value = PayloadLine> {
+        (
+            arb_description(),
+            1_u32..=1000,
+            "[0-9]{0,5}",
+            0_i128..=1_000_000_000_000_000,
+        )
+            .prop_map(|(description, int, frac, units)| PayloadLine {
+                description,
+                quantity: Quantity::parse(&format!("{int}.{frac}0")).unwrap(),
+                // A multiple of 10^6 is exact for every quantity with at most 6 decimals.
+                unit_amount_minor: MinorAmount::new(units * 1_000_000).unwrap(),
+            })
+    }
+
+    fn arb_payload() -> impl Strategy<Value = Payload> {
+        (
+            any::<u128>(),
+            any::<u128>(),
+            proptest::sample::select(Network::ALL.to_vec()),
+            "\\PC{1,40}",
+            proptest::sample::select(Currency::ALL.to_vec()),
+            700_000_i32..800_000,
+            proptest::collection::vec(arb_line(), 2..6),
+        )
+            .prop_map(
+                |(customer, destination, network, address, currency, day, mut lines)| {
+                    // Two distinct first lines, so that swapping them is a real change of order.
+                    lines[1].description = format!("{} #2", lines[1].description);
+                    Payload {
+                        customer_id: Uuid::from_u128(customer),
+                        destination: PayloadDestination {
+                            id: Uuid::from_u128(destination),
+                            network,
+                            address,
+                        },
+                        currency,
+                        due_date: NaiveDate::from_num_days_from_ce_opt(day).unwrap(),
+                        lines,
+                    }
+                },
+            )
+    }
+
+    fn other<T: Copy + PartialEq>(all: &[T], current: T) -> T {
+        let index = all.iter().position(|x| *x == current).unwrap();
+        all[(index + 1) % all.len()]
+    }
+
+    fn mutate(payload: &mut Payload, which: u8) {
+        let first = &mut payload.lines[0];
+        match which {
+            0 => {
+                let more = first.unit_amount_minor.get() + 1_000_000;
+                first.unit_amount_minor = MinorAmount::new(more).unwrap();
+            }
+            1 => {
+                let more = first.quantity.as_decimal() + Decimal::ONE;
+                first.quantity = Quantity::parse(&more.to_string()).unwrap();
+            }
+            2 => first.description.push('x'),
+            3 => payload.lines.swap(0, 1),
+            4 => payload.currency = other(&Currency::ALL, payload.currency),
+            5 => payload.customer_id = Uuid::from_u128(payload.customer_id.as_u128() ^ 1),
+            6 => payload.due_date = payload.due_date.succ_opt().unwrap(),
+            7 => payload.destination.id = Uuid::from_u128(payload.destination.id.as_u128() ^ 1),
+            8 => payload.destination.network = other(&Network::ALL, payload.destination.network),
+            9 => payload.destination.address.push('0'),
+            10 => {
+                let copy = payload.lines[0].clone();
+                payload.lines.push(copy);
+            }
+            _ => {
+                payload.lines.pop();
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_single_change_changes_the_hash(payload in arb_payload(), which in 0_u8..12) {
+            let before = seal(&payload).unwrap();
+            let mut changed = payload;
+            mutate(&mut changed, which);
+            let after = seal(&changed).unwrap();
+            prop_assert_ne!(before.hash, after.hash);
+        }
+
+        #[test]
+        fn every_spelling_of_an_amount_gives_one_hash(
+            currency in proptest::sample::select(Currency::ALL.to_vec()),
+            minor in 1_i128..=1_000_000_000_000_000_000_000,
+        ) {
+            let amount = MinorAmount::new(minor).unwrap();
+            let padded = amount.to_major_string(currency);
+            let trimmed = if padded.contains('.') {
+                padded.trim_end_matches('0').trim_end_matches('.').to_owned()
+            } else {
+                padded.clone()
+            };
+            let hash_of = |line: Value| {
+                let lines: Vec<LineInput> = serde_json::from_value(json!([line])).unwrap();
+                let valid = validate_lines(currency, &lines).unwrap();
+                seal(&Payload { currency, lines: valid.payload_lines(), ..base_payload() }).unwrap().hash
+            };
+            let reference = hash_of(json!({"description": "x", "quantity": "1", "unit_amount": padded}));
+            prop_assert_eq!(&hash_of(json!({"description": "x", "quantity": "1", "unit_amount": trimmed})), &reference);
+            prop_assert_eq!(&hash_of(json!({"description": "x", "quantity": "1.0", "unit_amount_minor": minor.to_string()})), &reference);
+            if let Ok(small) = u64::try_from(minor) {
+                prop_assert_eq!(&hash_of(json!({"description": "x", "quantity": "1", "unit_amount_minor": small})), &reference);
+            }
+        }
+
+        #[test]
+        fn canonical_text_is_sorted_compact_json(payload in arb_payload()) {
+            // serde_json's Value keeps keys sorted and writes no whitespace: re-encoding the
+            // parsed bytes must give them back unchanged, escaping included.
+            let sealed = seal(&payload).unwrap();
+            let parsed: Value = serde_json::from_str(&sealed.canonical).unwrap();
+            prop_assert_eq!(&parsed.to_string(), &sealed.canonical);
+            prop_assert_eq!(sealed.hash.len(), 64);
+            prop_assert!(sealed.hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        }
+
+        #[test]
+        fn canonically_equivalent_text_gives_one_hash(payload in arb_payload()) {
+            let mut decomposed = payload.clone();
+            for line in &mut decomposed.lines {
+                line.description = line.description.nfd().collect();
+            }
+            prop_assert_eq!(seal(&payload).unwrap().hash, seal(&decomposed).unwrap().hash);
+        }
+
+        #[test]
+        fn stored_fields_reseal_to_the_same_seal(payload in arb_payload()) {
+            let sealed = seal(&payload).unwrap();
+            let lines = encode_lines(&payload.lines);
+            let total = sealed.total_minor.to_string();
+            let revision = stored(&payload, &lines, &total);
+            prop_assert_eq!(verify(&revision, &sealed.canonical, &sealed.hash), Ok(sealed));
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Free-text fields (names, labels, reasons, reasoning, line descriptions): trimmed, then 1 to
+//! `max` characters of clean text.
+//!
+//! Clean means an approver sees exactly what is stored and sealed (api.md, text hygiene): no NUL
+//! or other control character (line breaks and tabs are allowed in the multi-line fields:
+//! `reasoning`, `reason`, a line's `description`), no bidirectional override or isolate
+//! (U+202A–U+202E, U+2066–U+2069, and the marks U+200E, U+200F, U+061C), and no zero-width or
+//! invisible formatting character (U+200B–U+200D, U+2060–U+2064, U+FEFF, U+00AD). Such a value
+//! is refused with a 422 on its field, never cleaned silently: what the agent sent is what the
+//! approver would have read.
+
+use crate::error::{FieldError, required};
+
+/// [`checked_text`] of a required member: `None` when it is missing (with a `required` error).
+pub fn required_text(
+    field: &str,
+    value: Option<&str>,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    required(field, value, errors).map(|v| checked_text(field, v, max, errors))
+}
+
+/// Whether a text may hold line breaks and tabs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lines {
+    One,
+    Many,
+}
+
+/// The first character a field of this kind may not hold, and its position (0-based, in
+/// characters).
+pub fn unclean(value: &str, lines: Lines) -> Option<(usize, char)> {
+    value.chars().enumerate().find(|(_, c)| match c {
+        '\n' | '\r' | '\t' => lines == Lines::One,
+        c => is_hidden(*c),
+    })
+}
+
+/// Control, bidirectional and invisible formatting characters.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
+/// The error for a value [`unclean`] refused.
+pub fn unclean_error(field: &str, (position, c): (usize, char)) -> FieldError {
+    FieldError::plain(
+        field,
+        "invalid_characters",
+        format!(
+            "`{field}` holds an invisible or control character (U+{:04X} at position {position}); \
+             send plain text: an approver must see exactly what is stored",
+            u32::from(c)
+        ),
+    )
+}
+
+/// Trims a single-line text field and checks it: clean, 1 to `max` characters. `field` names
+/// it in the error, which is pushed onto `errors` so that every field is reported at once.
+pub fn checked_text(field: &str, value: &str, max: usize, errors: &mut Vec<FieldError>) -> String {
+    checked(field, value, max, Lines::One, errors)
+}
+
+/// [`checked_text`] for a field that may span lines (`reasoning`).
+pub fn checked_multiline_text(
+    field: &str,
+    value: &str,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    checked(field, value, max, Lines::Many, errors)
+}
+
+fn checked(
+    field: &str,
+    value: &str,
+    max: usize,
+    lines: Lines,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    let trimmed = value.trim();
+    let len = trimmed.chars().count();
+    if let Some(found) = unclean(trimmed, lines) {
+        errors.push(unclean_error(field, found));
+    } else if len == 0 {
+        errors.push(FieldError::plain(
+            field,
+            "required",
+            format!("`{field}` must not be empty"),
+        ));
+    } else if len > max {
+        errors.push(FieldError::plain(
+            field,
+            "too_long",
+            format!("`{field}` must be at most {max} characters (got {len})"),
+        ));
+    }
+    trimmed.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_and_counts_characters_not_bytes() {
+        let mut errors = Vec::new();
+        assert_eq!(checked_text("name", "  Zoë  ", 3, &mut errors), "Zoë");
+        assert!(errors.is_empty());
+        checked_text("name", "Zoëy", 3, &mut errors);
+        checked_text("label", "   ", 3, &mut errors);
+        let codes: Vec<_> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(codes, [("name", "too_long"), ("label", "required")]);
+    }
+
+    #[test]
+    fn hidden_characters_are_refused_with_their_code_point() {
+        for bad in [
+            "Acme\u{0}Inc",
+            "Acme\u{7}",
+            "\u{202E}cmA",
+            "Ac\u{200B}me",
+            "Acme\u{2066}x\u{2069}",
+            "\u{FEFF}Acme",
+            "Ac\u{AD}me",
+            "Ac\u{85}me",
+        ] {
+            let mut errors = Vec::new();
+            checked_text("name", bad, 160, &mut errors);
+            assert_eq!(errors.len(), 1, "{bad:?}");
+            assert_eq!(errors[0].code, "invalid_characters", "{bad:?}");
+            assert!(errors[0].detail.contains("U+"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn line_breaks_belong_only_to_multiline_fields() {
+        let text = "First line.\n\tSecond line.";
+        let mut errors = Vec::new();
+        checked_multiline_text("reasoning", text, 4000, &mut errors);
+        assert!(errors.is_empty());
+        checked_text("name", "Acme\nInc", 160, &mut errors);
+        assert_eq!(errors[0].code, "invalid_characters");
+        // Letters of every script, accents and emoji without joiners are plain text.
+        let mut errors = Vec::new();
+        checked_text("name", "Zoë Ünal 山田 Ω 🚀", 160, &mut errors);
+        assert!(errors.is_empty());
+    }
+}

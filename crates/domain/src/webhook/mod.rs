@@ -1,0 +1,508 @@
+//! Webhook rules (effects.md §2, the Standard Webhooks convention): the event types an endpoint
+//! may subscribe to and the invoice command each one names, what a registration must hold, the
+//! body a delivery carries and how an attempt ended. The outbound address policy is `address`,
+//! secrets and signatures are `signing`. No I/O: the app stores endpoints and enqueues
+//! deliveries in the event's transaction; `jobs::webhooks` resolves, connects and sends.
+
+mod address;
+mod signing;
+
+pub use address::{AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url};
+pub use signing::{
+    SECRET_PREFIX, SealError, SecretKey, SigningSecret, open_secret, seal_secret, signature,
+};
+
+use crate::error::{FieldError, required};
+use crate::invoice::{Action, InvoiceState};
+use crate::text::checked_text;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The job kind of one delivery (one event to one endpoint).
+pub const DELIVERY_KIND: &str = "webhook.deliver.v1";
+/// The most endpoints an organisation may register: every event is one job per endpoint.
+pub const MAX_ENDPOINTS_PER_ORG: i64 = 20;
+/// The most entries `events[]` may list (duplicates included).
+pub const MAX_EVENTS: usize = 32;
+/// The longest description.
+pub const MAX_DESCRIPTION_CHARS: usize = 200;
+/// An attempt's timeout when the registration names none.
+pub const DEFAULT_TIMEOUT_SECONDS: i32 = 10;
+/// The shortest and longest timeout an endpoint may ask for.
+pub const TIMEOUT_SECONDS: std::ops::RangeInclusive<i32> = 1..=30;
+/// How long the attempts of a delivery are kept.
+pub const ATTEMPT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest error text an attempt keeps.
+pub const MAX_ATTEMPT_ERROR_CHARS: usize = 200;
+
+/// The event type an invoice command is delivered as. One line per command: a new `Action`
+/// does not compile until it is named here.
+pub fn event_type(action: Action) -> &'static str {
+    match action {
+        Action::CreateDraft => "invoice.created",
+        Action::Revise => "invoice.revised",
+        Action::Submit => "invoice.submitted",
+        Action::Withdraw => "invoice.withdrawn",
+        Action::Approve => "invoice.approved",
+        Action::Reject => "invoice.rejected",
+        Action::RequestChanges => "invoice.changes_requested",
+        Action::Cancel => "invoice.cancelled",
+        Action::Issue => "invoice.issued",
+        Action::IssueBlocked => "invoice.issue_blocked",
+        Action::PaymentApplied => "invoice.payment_applied",
+        Action::PaymentReversed => "invoice.payment_reversed",
+    }
+}
+
+/// Every event type, in the order of `Action::ALL`.
+pub fn event_types() -> impl Iterator<Item = &'static str> {
+    Action::ALL.into_iter().map(event_type)
+}
+
+/// The command an event type names.
+pub fn parse_event_type(name: &str) -> Option<Action> {
+    Action::ALL.into_iter().find(|a| event_type(*a) == name)
+}
+
+/// The event types an endpoint receives, each once, in the order of `Action::ALL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscription(Vec<Action>);
+
+impl Subscription {
+    /// Whether an event of `action` is delivered.
+    pub fn includes(&self, action: Action) -> bool {
+        self.0.contains(&action)
+    }
+
+    /// The event type names.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0.iter().map(|a| event_type(*a)).collect()
+    }
+
+    /// The stored form: the names, comma-separated.
+    pub fn to_stored(&self) -> String {
+        self.names().join(",")
+    }
+
+    /// Reads the stored form; names this build does not know are skipped.
+    pub fn from_stored(stored: &str) -> Subscription {
+        Subscription::of(stored.split(',').filter_map(parse_event_type))
+    }
+
+    fn of(actions: impl Iterator<Item = Action>) -> Subscription {
+        let chosen: Vec<Action> = actions.collect();
+        Subscription(
+            Action::ALL
+                .into_iter()
+                .filter(|a| chosen.contains(a))
+                .collect(),
+        )
+    }
+}
+
+/// A registration as sent; every member optional so that every problem is reported at once.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EndpointInput<'a> {
+    pub url: Option<&'a str>,
+    pub events: Option<&'a [String]>,
+    pub description: Option<&'a str>,
+    pub timeout_seconds: Option<i64>,
+}
+
+/// A registration that follows every rule.
+#[derive(Clone, Debug)]
+pub struct CheckedEndpoint {
+    /// The URL in its normal form.
+    pub url: String,
+    pub subscription: Subscription,
+    pub description: Option<String>,
+    pub timeout_seconds: i32,
+}
+
+/// Checks a registration: `url` (scheme and outbound policy), `events[]` (known, not empty),
+/// `description` (clean text, at most 200 characters) and `timeout_seconds` (1–30, 10 when
+/// omitted). Every problem is an error naming its field.
+pub fn check_endpoint(
+    input: EndpointInput<'_>,
+    allow: &AllowList,
+) -> Result<CheckedEndpoint, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let url = required("url", input.url, &mut errors).and_then(|raw| {
+        check_url(raw, allow)
+            .map_err(|e| errors.push(FieldError::new("url", &e)))
+            .ok()
+    });
+    let subscription = check_events(input.events, &mut errors);
+    let description = input
+        .description
+        .map(|d| checked_text("description", d, MAX_DESCRIPTION_CHARS, &mut errors));
+    let timeout_seconds = match input.timeout_seconds {
+        None => Some(DEFAULT_TIMEOUT_SECONDS),
+        Some(t) => match i32::try_from(t) {
+            Ok(t) if TIMEOUT_SECONDS.contains(&t) => Some(t),
+            _ => {
+                errors.push(FieldError::plain(
+                    "timeout_seconds",
+                    "out_of_range",
+                    "`timeout_seconds` must be a whole number of seconds from 1 to 30 \
+                     (10 when omitted)",
+                ));
+                None
+            }
+        },
+    };
+    match (url, subscription, timeout_seconds) {
+        (Some(url), Some(subscription), Some(timeout_seconds)) if errors.is_empty() => {
+            Ok(CheckedEndpoint {
+                url: url.url,
+                subscription,
+                description,
+                timeout_seconds,
+            })
+        }
+        _ => Err(errors),
+    }
+}
+
+/// `events[]`: at least one, at most 32 entries, each a known event type (repeats are kept
+/// once). An unknown entry is named by its index, with the list of valid ones.
+fn check_events(sent: Option<&[String]>, errors: &mut Vec<FieldError>) -> Option<Subscription> {
+    let sent = required("events", sent, errors)?;
+    if sent.is_empty() {
+        errors.push(FieldError::plain(
+            "events",
+            "empty_events",
+            format!(
+                "`events` must name at least one event type: {}",
+                event_types().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+        return None;
+    }
+    if sent.len() > MAX_EVENTS {
+        errors.push(FieldError::plain(
+            "events",
+            "too_many_events",
+            format!("`events` may list at most {MAX_EVENTS} entries"),
+        ));
+        return None;
+    }
+    let mut known = Vec::new();
+    let mut ok = true;
+    for (i, name) in sent.iter().enumerate() {
+        match parse_event_type(name) {
+            Some(action) => known.push(action),
+            None => {
+                ok = false;
+                errors.push(FieldError::plain(
+                    format!("events[{i}]"),
+                    "unknown_event",
+                    format!(
+                        "`{}` is not an event type; send one of {}",
+                        crate::error::echo(name),
+                        event_types().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    ok.then(|| Subscription::of(known.into_iter()))
+}
+
+/// What a delivery tells about one invoice event: all of it from the event row, which never
+/// changes, so every attempt of a delivery carries the same body.
+#[derive(Clone, Copy, Debug)]
+pub struct EventFacts<'a> {
+    pub event_id: Uuid,
+    pub invoice_id: Uuid,
+    pub action: Action,
+    /// 1, 2, … in the invoice's event chain.
+    pub seq: i32,
+    /// `None` for the creating event.
+    pub from_state: Option<InvoiceState>,
+    pub to_state: InvoiceState,
+    pub revision_id: Option<Uuid>,
+    pub payload_hash: Option<&'a str>,
+    pub occurred_at: DateTime<Utc>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    r#type: &'static str,
+    timestamp: String,
+    data: Data<'a>,
+}
+
+#[derive(Serialize)]
+struct Data<'a> {
+    invoice: InvoiceAtEvent<'a>,
+    event: EventRef,
+}
+
+#[derive(Serialize)]
+struct InvoiceAtEvent<'a> {
+    id: Uuid,
+    state: &'static str,
+    previous_state: Option<&'static str>,
+    revision_id: Option<Uuid>,
+    payload_hash: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct EventRef {
+    id: Uuid,
+    seq: i32,
+}
+
+/// The JSON body of a delivery (a "thin" payload: the invoice's id, state, revision and
+/// payload hash at the event; the receiver reads the rest through the API):
+/// `{"type", "timestamp" (the event's, RFC 3339 UTC), "data": {"invoice": {"id", "state",
+/// "previous_state", "revision_id", "payload_hash"}, "event": {"id", "seq"}}}`, minified.
+pub fn payload(facts: &EventFacts<'_>) -> String {
+    let body = Body {
+        r#type: event_type(facts.action),
+        timestamp: facts
+            .occurred_at
+            .to_rfc3339_opts(SecondsFormat::Micros, true),
+        data: Data {
+            invoice: InvoiceAtEvent {
+                id: facts.invoice_id,
+                state: facts.to_state.as_str(),
+                previous_state: facts.from_state.map(InvoiceState::as_str),
+                revision_id: facts.revision_id,
+                payload_hash: facts.payload_hash,
+            },
+            event: EventRef {
+                id: facts.event_id,
+                seq: facts.seq,
+            },
+        },
+    };
+    // Serializing plain strings, ids and integers cannot fail.
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+/// The submission id of the delivery of one event to one endpoint: the endpoint first, so its
+/// pending deliveries share a prefix ([`endpoint_submissions`]).
+pub fn delivery_submission(endpoint_id: Uuid, event_id: Uuid) -> String {
+    format!("{}{event_id}", endpoint_submissions(endpoint_id))
+}
+
+/// The prefix every delivery submission id to an endpoint starts with.
+pub fn endpoint_submissions(endpoint_id: Uuid) -> String {
+    format!("{endpoint_id}/")
+}
+
+/// How one attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The receiver answered; 2xx means delivered.
+    Answered(u16),
+    /// No answer within the endpoint's timeout.
+    Timeout,
+    /// The host name did not resolve.
+    Dns,
+    /// The host resolved only to addresses the outbound policy refuses (or is no longer on the
+    /// allow-list).
+    Refused,
+    /// No connection (refused, reset, TLS failure) or the connection broke before an answer.
+    Network,
+}
+
+impl Outcome {
+    /// Whether the receiver took the event.
+    pub fn delivered(self) -> bool {
+        matches!(self, Outcome::Answered(status) if (200..300).contains(&status))
+    }
+
+    /// The attempt's `error_kind` (none when an answer arrived) and the metric's outcome.
+    pub fn error_kind(self) -> Option<&'static str> {
+        match self {
+            Outcome::Answered(_) => None,
+            Outcome::Timeout => Some("timeout"),
+            Outcome::Dns => Some("dns"),
+            Outcome::Refused => Some("address_refused"),
+            Outcome::Network => Some("network"),
+        }
+    }
+
+    /// The label of `tauros_webhook_deliveries_total{outcome}`.
+    pub fn metric(self) -> &'static str {
+        match self {
+            _ if self.delivered() => "delivered",
+            Outcome::Answered(_) => "http_error",
+            other => other.error_kind().unwrap_or("network"),
+        }
+    }
+
+    /// The job's error code for a failed attempt (`http_503`, `timeout`, …).
+    pub fn job_error_code(self) -> String {
+        match self {
+            Outcome::Answered(status) => format!("http_{status}"),
+            other => other.error_kind().unwrap_or("network").to_owned(),
+        }
+    }
+}
+
+/// An attempt's error text as stored: control characters dropped, at most 200 characters.
+pub fn bounded_error(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_ATTEMPT_ERROR_CHARS)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn every_command_is_one_event_type_and_back() {
+        let names: Vec<&str> = event_types().collect();
+        assert_eq!(names.len(), Action::ALL.len());
+        for action in Action::ALL {
+            let name = event_type(action);
+            assert!(name.starts_with("invoice."), "{name}");
+            assert_eq!(parse_event_type(name), Some(action));
+        }
+        assert_eq!(parse_event_type("invoice.create_draft"), None);
+        assert_eq!(
+            event_type(Action::RequestChanges),
+            "invoice.changes_requested"
+        );
+    }
+
+    #[test]
+    fn subscriptions_are_deduplicated_ordered_and_round_trip() {
+        let allow = AllowList::default();
+        let sent = strings(&["invoice.approved", "invoice.created", "invoice.approved"]);
+        let checked = check_endpoint(
+            EndpointInput {
+                url: Some("https://hooks.example.com/tauros"),
+                events: Some(&sent),
+                ..EndpointInput::default()
+            },
+            &allow,
+        )
+        .unwrap();
+        assert_eq!(
+            checked.subscription.names(),
+            ["invoice.created", "invoice.approved"]
+        );
+        assert_eq!(checked.timeout_seconds, DEFAULT_TIMEOUT_SECONDS);
+        let stored = checked.subscription.to_stored();
+        assert_eq!(stored, "invoice.created,invoice.approved");
+        assert_eq!(Subscription::from_stored(&stored), checked.subscription);
+        assert!(checked.subscription.includes(Action::Approve));
+        assert!(!checked.subscription.includes(Action::Reject));
+    }
+
+    #[test]
+    fn every_problem_names_its_field() {
+        let allow = AllowList::default();
+        let sent = strings(&["invoice.approved", "invoice.paid!", "nope"]);
+        let errors = check_endpoint(
+            EndpointInput {
+                url: Some("ftp://example.com/"),
+                events: Some(&sent),
+                description: Some("a\u{202E}b"),
+                timeout_seconds: Some(31),
+            },
+            &allow,
+        )
+        .unwrap_err();
+        let fields: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(
+            fields,
+            [
+                ("url", "unsupported_scheme"),
+                ("events[1]", "unknown_event"),
+                ("events[2]", "unknown_event"),
+                ("description", "invalid_characters"),
+                ("timeout_seconds", "out_of_range"),
+            ]
+        );
+        assert!(errors[1].detail.contains("invoice.changes_requested"));
+        let errors = check_endpoint(
+            EndpointInput {
+                events: Some(&[]),
+                ..EndpointInput::default()
+            },
+            &allow,
+        )
+        .unwrap_err();
+        let fields: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(fields, [("url", "required"), ("events", "empty_events")]);
+        let many = vec!["invoice.created".to_owned(); MAX_EVENTS + 1];
+        let errors = check_endpoint(
+            EndpointInput {
+                url: Some("https://example.com"),
+                events: Some(&many),
+                timeout_seconds: Some(0),
+                ..EndpointInput::default()
+            },
+            &allow,
+        )
+        .unwrap_err();
+        assert_eq!(errors[0].code, "too_many_events");
+        assert_eq!(errors[1].field, "timeout_seconds");
+    }
+
+    #[test]
+    fn the_body_is_thin_minified_and_stable() {
+        let occurred_at = DateTime::parse_from_rfc3339("2026-03-01T10:00:00.123456Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let event_id = Uuid::from_u128(1);
+        let invoice_id = Uuid::from_u128(2);
+        let revision_id = Uuid::from_u128(3);
+        let facts = EventFacts {
+            event_id,
+            invoice_id,
+            action: Action::Approve,
+            seq: 3,
+            from_state: Some(InvoiceState::PendingApproval),
+            to_state: InvoiceState::Approved,
+            revision_id: Some(revision_id),
+            payload_hash: Some("ab"),
+            occurred_at,
+        };
+        let body = payload(&facts);
+        assert_eq!(
+            body,
+            format!(
+                r#"{{"type":"invoice.approved","timestamp":"2026-03-01T10:00:00.123456Z","data":{{"invoice":{{"id":"{invoice_id}","state":"approved","previous_state":"pending_approval","revision_id":"{revision_id}","payload_hash":"ab"}},"event":{{"id":"{event_id}","seq":3}}}}}}"#
+            )
+        );
+        assert_eq!(payload(&facts), body);
+    }
+
+    #[test]
+    fn outcomes_name_their_kind() {
+        assert!(Outcome::Answered(204).delivered());
+        assert!(!Outcome::Answered(302).delivered());
+        assert_eq!(Outcome::Answered(200).metric(), "delivered");
+        assert_eq!(Outcome::Answered(500).metric(), "http_error");
+        assert_eq!(Outcome::Answered(500).job_error_code(), "http_500");
+        assert_eq!(Outcome::Answered(500).error_kind(), None);
+        assert_eq!(Outcome::Timeout.error_kind(), Some("timeout"));
+        assert_eq!(Outcome::Refused.metric(), "address_refused");
+        assert_eq!(bounded_error(&"x\n".repeat(300)).len(), 200);
+    }
+
+    #[test]
+    fn deliveries_of_one_endpoint_share_a_prefix() {
+        let endpoint = Uuid::from_u128(7);
+        let event = Uuid::from_u128(9);
+        let id = delivery_submission(endpoint, event);
+        assert!(id.starts_with(&endpoint_submissions(endpoint)));
+        assert!(id.ends_with(&event.to_string()));
+        assert!(crate::fingerprint::key_is_valid(&id));
+    }
+}

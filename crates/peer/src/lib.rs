@@ -1,0 +1,68 @@
+//! `tauros peer`: the reference peer, the external system Tauros issues approved invoices to.
+//! It deduplicates `POST /invoices` by operation key, answers the recovery query
+//! `GET /invoices/{op_key}`, counts what it was asked and what it did (`GET /stats`), and fails
+//! on request in each way the claim protocol must survive (`/faults`). See docs/PEER.md.
+//!
+//! It shares nothing with the service but the wire format: this module imports no other module
+//! of Tauros (it depends on no other Tauros crate, and the binary only starts it), and keeps
+//! its operations in its own SQLite file.
+
+mod faults;
+mod op_key;
+mod routes;
+mod server;
+mod store;
+
+use anyhow::Context;
+use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long open connections get to finish after SIGINT/SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// `peer` options.
+#[derive(Debug, clap::Args, Clone)]
+pub struct PeerArgs {
+    /// Address to listen on (port 0: any free port; the line printed on start names it).
+    #[arg(long, env = "TAUROS_PEER_BIND", default_value = "127.0.0.1:0")]
+    pub bind: String,
+    /// The peer's SQLite file (created if missing); its operations survive a restart.
+    #[arg(long, env = "TAUROS_PEER_DATABASE", default_value = "tauros-peer.db")]
+    pub database: PathBuf,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `debug`.
+    #[arg(long, env = "TAUROS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// Prints one line on stdout, where tests and scripts read what the peer says on purpose
+/// (its address, a request paused before its commit). Logs go to stderr.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // Nobody reading stdout any more is no reason to stop the peer.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Runs the peer until `shutdown` resolves (the binary passes SIGINT/SIGTERM, installed
+/// before the peer says it listens). Logging is the caller's to set up.
+pub async fn run(args: PeerArgs, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let store = store::Store::open(&args.database).await?;
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    let address = listener.local_addr()?;
+    let faults = Arc::new(faults::Faults::default());
+    let router = routes::router(store.clone(), Arc::clone(&faults));
+    let shutdown = async {
+        shutdown.await;
+        tracing::info!("stopping: open connections get a few seconds to finish");
+    };
+    say(&format!("peer listening on http://{address}"));
+    server::serve(listener, router, faults, shutdown, SHUTDOWN_GRACE).await;
+    store.close().await;
+    tracing::info!("peer stopped");
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! The port for proposals that need a second approver (`org_changes`).
+
+use super::{Lock, Page, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tauros_domain::governance::{ChangeKind, ChangeState};
+use tauros_domain::identity::Role;
+use uuid::Uuid;
+
+/// A proposal. Settings proposals carry `four_eyes`/`shared_review` (null: unchanged);
+/// invitations (`approver_invitation`, either role) carry `email` and `role`. `state` is
+/// `pending`, `confirmed` or `rejected` (a lapsed proposal stays `pending`; callers see it as
+/// `expired`).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct OrgChangeRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    #[sqlx(try_from = "crate::sql::Stored<ChangeKind>")]
+    pub kind: ChangeKind,
+    pub proposed_by: Uuid,
+    #[sqlx(try_from = "crate::sql::Stored<ChangeState>")]
+    pub state: ChangeState,
+    pub four_eyes: Option<bool>,
+    pub shared_review: Option<bool>,
+    pub email: Option<String>,
+    #[sqlx(try_from = "crate::sql::StoredOpt<Role>")]
+    pub role: Option<Role>,
+    pub decided_by: Option<Uuid>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Reads of proposals, scoped by org.
+#[async_trait]
+pub trait GovernanceRead: Send {
+    async fn change_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<OrgChangeRow>>;
+    /// The org's proposals, newest first; only those stored in `state` when given, and only
+    /// lapsed (`Some(true)`) or unlapsed (`Some(false)`) ones at `now` when `lapsed` is given.
+    async fn changes(
+        &mut self,
+        org_id: Uuid,
+        state: Option<ChangeState>,
+        lapsed: Option<bool>,
+        now: DateTime<Utc>,
+        page: Page,
+    ) -> StoreResult<Vec<OrgChangeRow>>;
+    /// Pending proposals of one kind by one approver, that have not lapsed at `now`.
+    async fn open_changes_by(
+        &mut self,
+        org_id: Uuid,
+        proposed_by: Uuid,
+        kind: ChangeKind,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<OrgChangeRow>>;
+}
+
+/// Writes of proposals; only in a write unit of work.
+#[async_trait]
+pub trait GovernanceWrite: GovernanceRead {
+    async fn insert_change(&mut self, change: &OrgChangeRow) -> StoreResult<()>;
+    async fn lock_change(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<OrgChangeRow>>;
+    /// Records the decision on a pending proposal.
+    async fn decide_change(&mut self, change: &OrgChangeRow) -> StoreResult<()>;
+    /// Rejects every pending proposal of `proposed_by` (they were deactivated), as `by`.
+    async fn reject_changes_by(
+        &mut self,
+        org_id: Uuid,
+        proposed_by: Uuid,
+        by: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+}

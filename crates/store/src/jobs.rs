@@ -1,0 +1,194 @@
+//! The port for the job queue: jobs, submission records and the test kinds' executions. Every
+//! statement about one job names its organisation; only the queue's own upkeep (claims,
+//! expired leases, retention, the gauges) looks across organisations, and none of those joins
+//! or compares organisations' rows.
+//!
+//! Claims are backend-only (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on
+//! SQLite): see [`super::Store::claim_job`].
+
+use super::{Page, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tauros_domain::job::JobState;
+use uuid::Uuid;
+
+/// One job.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub kind: String,
+    /// Canonical JSON object.
+    pub args: String,
+    pub submission_id: Option<String>,
+    pub definition_hash: String,
+    #[sqlx(try_from = "crate::sql::Stored<JobState>")]
+    pub state: JobState,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub executions: i32,
+    pub interruptions: i32,
+    pub run_at: DateTime<Utc>,
+    pub lease_token: Option<Uuid>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub worker: Option<String>,
+    pub last_error_code: Option<String>,
+    pub last_error_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// The record of a submission id, kept after its job is pruned.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct SubmissionRow {
+    /// The job the submission id derives.
+    pub job_id: Uuid,
+    pub org_id: Uuid,
+    pub kind: String,
+    pub submission_id: String,
+    pub definition_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Which jobs a list returns.
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    pub state: Option<JobState>,
+    pub kind: Option<String>,
+}
+
+/// What a claim asks for.
+#[derive(Clone, Debug)]
+pub struct Claim<'a> {
+    /// Claim only jobs due at or before this time.
+    pub now: DateTime<Utc>,
+    /// The new lease: its token and deadline.
+    pub lease_token: Uuid,
+    pub lease_expires_at: DateTime<Utc>,
+    /// Who claims (`host:pid/worker-n`).
+    pub worker: &'a str,
+    /// Only these kinds (the ones this process has handlers for).
+    pub kinds: &'a [&'a str],
+}
+
+/// A job's state after an execution ended or an operator moved it, as the domain decided it.
+#[derive(Clone, Debug)]
+pub struct JobUpdate {
+    pub state: JobState,
+    pub attempt: i32,
+    pub interruptions: i32,
+    pub run_at: DateTime<Utc>,
+    /// Set when the job ends (completed, discarded, cancelled); `None` clears it.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `None` keeps the last error as it is.
+    pub last_error: Option<(String, String)>,
+    pub now: DateTime<Utc>,
+}
+
+/// The lease an outcome must still hold to count: the execution's own token, on a job that is
+/// still running. `expired_before` also requires the lease to have run out (the rescue of an
+/// interrupted execution must not race a heartbeat that just extended it).
+#[derive(Clone, Copy, Debug)]
+pub struct Fence {
+    pub org_id: Uuid,
+    pub id: Uuid,
+    pub lease_token: Uuid,
+    pub expired_before: Option<DateTime<Utc>>,
+}
+
+/// How many jobs of one kind are in one state.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct JobCount {
+    pub kind: String,
+    #[sqlx(try_from = "crate::sql::Stored<JobState>")]
+    pub state: JobState,
+    pub count: i64,
+}
+
+/// One execution of a test job kind.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct TestExecutionRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub job_id: Uuid,
+    pub lease_token: Uuid,
+    pub worker: String,
+    pub attempt: i32,
+    pub outcome: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+/// Reads of jobs.
+#[async_trait]
+pub trait JobRead: Send {
+    async fn job(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<JobRow>>;
+    /// The org's jobs by id, descending.
+    async fn jobs(
+        &mut self,
+        org_id: Uuid,
+        filter: &JobFilter,
+        page: Page,
+    ) -> StoreResult<Vec<JobRow>>;
+    async fn submission(
+        &mut self,
+        org_id: Uuid,
+        job_id: Uuid,
+    ) -> StoreResult<Option<SubmissionRow>>;
+    /// Running jobs whose lease ran out before `now`, oldest deadline first (every org).
+    async fn expired_leases(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<JobRow>>;
+    /// Jobs by kind and state (every org; for the gauges).
+    async fn job_counts(&mut self) -> StoreResult<Vec<JobCount>>;
+    /// The oldest due time among claimable jobs due by `now` (every org).
+    async fn oldest_due(&mut self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
+    /// Executions of one test job, by start time.
+    async fn test_executions(
+        &mut self,
+        org_id: Uuid,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<TestExecutionRow>>;
+}
+
+/// Writes and locking reads of jobs; only in a write unit of work.
+#[async_trait]
+pub trait JobWrite: JobRead {
+    /// Records a submission unless its job id or (org, kind, submission id) exists; false when
+    /// one did (the caller then reads it and compares the definition).
+    async fn insert_submission(&mut self, submission: &SubmissionRow) -> StoreResult<bool>;
+    /// Inserts a job and wakes idle workers once the unit of work commits.
+    async fn insert_job(&mut self, job: &JobRow) -> StoreResult<()>;
+    /// Reads and locks the job row (`FOR UPDATE` on PostgreSQL), so a claim skips it.
+    async fn lock_job(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<JobRow>>;
+    /// An operator's move of a job that is not running (locked by [`JobWrite::lock_job`]).
+    async fn update_job(&mut self, org_id: Uuid, id: Uuid, update: &JobUpdate) -> StoreResult<()>;
+    /// Moves the lease deadline on while the fence holds; false when it no longer does.
+    async fn extend_lease(
+        &mut self,
+        fence: Fence,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Applies an execution's outcome while the fence holds; false (and nothing written) for a
+    /// stale worker's late result.
+    async fn settle_job(&mut self, fence: Fence, update: &JobUpdate) -> StoreResult<bool>;
+    /// Deletes up to `limit` jobs in `state` that finished before `before`.
+    async fn prune_jobs(
+        &mut self,
+        state: JobState,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<u64>;
+    async fn insert_test_execution(&mut self, execution: &TestExecutionRow) -> StoreResult<()>;
+    /// Cancels the org's jobs of `kind` that wait to run (`available`, `scheduled`,
+    /// `retryable`: the states `domain::job::cancel` applies to) and whose submission id starts
+    /// with `prefix`; a running one is left to its outcome. Answers how many.
+    async fn cancel_waiting_jobs(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+}

@@ -1,0 +1,104 @@
+//! The port for customers and payment destinations.
+
+use super::{Lock, Page, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tauros_domain::destination::DestinationState;
+pub use tauros_domain::visibility::Scope;
+use uuid::Uuid;
+
+/// A customer of an agent.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CustomerRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub name: String,
+    pub email: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A payment destination; label, currency, network and address never change.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct DestinationRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub label: String,
+    pub currency: String,
+    pub network: String,
+    pub address: String,
+    #[sqlx(try_from = "crate::sql::Stored<DestinationState>")]
+    pub state: DestinationState,
+    pub supersedes_id: Option<Uuid>,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Reads of partys' records, scoped by org.
+#[async_trait]
+pub trait PartyRead: Send {
+    async fn customer_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<CustomerRow>>;
+    async fn customers(
+        &mut self,
+        org_id: Uuid,
+        scope: Scope,
+        page: Page,
+    ) -> StoreResult<Vec<CustomerRow>>;
+    /// Whether any revision references the customer.
+    async fn customer_is_referenced(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
+    async fn destination_by_id(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DestinationRow>>;
+    async fn destination_by_key(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<DestinationRow>>;
+    async fn destinations(
+        &mut self,
+        org_id: Uuid,
+        scope: Scope,
+        state: Option<DestinationState>,
+        page: Page,
+    ) -> StoreResult<Vec<DestinationRow>>;
+}
+
+/// Writes and locking reads; only in a write unit of work.
+#[async_trait]
+pub trait PartyWrite: PartyRead {
+    async fn insert_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
+    async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
+    async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
+    /// Reads the destination and locks it until the transaction ends: drafts share-lock the
+    /// destination they name, so it cannot be deactivated until they commit, yet they do not
+    /// queue behind each other; deactivation takes it exclusively.
+    async fn lock_destination(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<DestinationRow>>;
+    /// Reads the customer and locks it until the transaction ends (drafts share, delete and
+    /// update take it exclusively).
+    async fn lock_customer(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<CustomerRow>>;
+    async fn set_destination_state(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: DestinationState,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+}

@@ -1,0 +1,209 @@
+//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs,
+//! webhooks). Each statement is written once, in a dialect both PostgreSQL and SQLite accept
+//! (`$n` placeholders, `returning`, `on conflict`); the few places where they differ (row
+//! locks) are macro parameters. A macro expands the same code for each concrete backend, which keeps
+//! sqlx's types concrete (no generic executor bounds) and the SQL in one place. The macros name
+//! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
+//! adapter file imports.
+
+mod effects;
+mod governance;
+mod identity;
+mod invoices;
+mod jobs;
+mod parties;
+pub(crate) mod presented;
+mod settlement;
+mod webhooks;
+
+pub(crate) use effects::impl_effect_store;
+pub(crate) use governance::impl_governance_store;
+pub(crate) use identity::impl_identity_store;
+pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
+pub(crate) use jobs::impl_job_store;
+pub(crate) use parties::{impl_party_store, scope_binds};
+pub(crate) use presented::impl_presented_store;
+pub(crate) use settlement::impl_settlement_store;
+pub(crate) use webhooks::impl_webhook_store;
+
+use super::{StoreError, StoreResult};
+use sqlx::pool::PoolConnection;
+use sqlx::{Database, Transaction};
+use tauros_domain::destination::DestinationState;
+use tauros_domain::governance::{ChangeKind, ChangeState};
+use tauros_domain::identity::Role;
+use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::job::JobState;
+use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
+
+/// A unit of work: a real transaction, or a plain pooled connection for reads.
+pub(crate) enum Conn<DB: Database> {
+    Tx(Transaction<'static, DB>),
+    Plain(PoolConnection<DB>),
+}
+
+impl<DB: Database> Conn<DB> {
+    pub(crate) fn conn(&mut self) -> &mut DB::Connection {
+        match self {
+            Conn::Tx(tx) => tx,
+            Conn::Plain(conn) => conn,
+        }
+    }
+
+    /// Commits with the backend's error mapping: a COMMIT can fail for the same reasons as
+    /// any statement (on SQLite, a full disk: 503, not 500).
+    pub(crate) async fn commit(self, map_err: fn(sqlx::Error) -> StoreError) -> StoreResult<()> {
+        match self {
+            Conn::Tx(tx) => tx.commit().await.map_err(map_err),
+            Conn::Plain(_) => Ok(()),
+        }
+    }
+}
+
+/// The statement of a locking read in the mode asked for: `select` with the backend's
+/// `$for_share` or `$for_update` suffix appended (both empty on SQLite, whose single writer
+/// already serializes write transactions).
+macro_rules! locked_select {
+    ($lock:expr, $for_share:literal, $for_update:literal, $select:literal) => {
+        match $lock {
+            $crate::Lock::Share => concat!($select, $for_share),
+            $crate::Lock::Update => concat!($select, $for_update),
+        }
+    };
+}
+
+pub(crate) use locked_select;
+
+/// Errors that are not constraint violations: unreachable database or a bug.
+pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_) => StoreError::Unavailable(err),
+        other => StoreError::Other(other),
+    }
+}
+
+/// Whether every migration embedded in this binary has been applied.
+pub(crate) fn migrations_current(migrator: &sqlx::migrate::Migrator, applied: &[(i64,)]) -> bool {
+    migrator
+        .iter()
+        .all(|m| applied.iter().any(|(version,)| *version == m.version))
+}
+
+/// A domain enum read from its text column: rows name it in `#[sqlx(try_from = "Stored<T>")]`
+/// (or `StoredOpt<T>` for a nullable column), so an unknown name is a decode error here and the
+/// app only ever handles the enum; binds write `as_str()`. The domain crate knows nothing of
+/// sqlx, so the decoding lives here, in these two wrappers.
+pub struct Stored<T>(T);
+
+/// [`Stored`] for a nullable column.
+pub struct StoredOpt<T>(Option<T>);
+
+/// A domain enum with a text name, as its `parse` reads it.
+pub trait StoredText: Sized {
+    fn from_text(text: &str) -> Option<Self>;
+}
+
+fn decode_text<'r, DB: Database, T: StoredText>(
+    value: DB::ValueRef<'r>,
+) -> Result<T, sqlx::error::BoxDynError>
+where
+    &'r str: sqlx::Decode<'r, DB>,
+{
+    let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+    T::from_text(text).ok_or_else(|| {
+        let name = std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("value");
+        format!("unknown {name} `{text}`").into()
+    })
+}
+
+impl<DB: Database, T> sqlx::Type<DB> for Stored<T>
+where
+    String: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <String as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <String as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<DB: Database, T> sqlx::Type<DB> for StoredOpt<T>
+where
+    String: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <String as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <String as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: Database, T: StoredText> sqlx::Decode<'r, DB> for Stored<T>
+where
+    &'r str: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        decode_text::<DB, T>(value).map(Stored)
+    }
+}
+
+impl<'r, DB: Database, T: StoredText> sqlx::Decode<'r, DB> for StoredOpt<T>
+where
+    &'r str: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        if sqlx::ValueRef::is_null(&value) {
+            return Ok(StoredOpt(None));
+        }
+        decode_text::<DB, T>(value).map(|v| StoredOpt(Some(v)))
+    }
+}
+
+/// The conversions `#[sqlx(try_from = …)]` calls, one set per stored enum (the orphan rule
+/// wants them per concrete type).
+macro_rules! stored_as_text {
+    ($($ty:ty),* $(,)?) => {$(
+        impl StoredText for $ty {
+            fn from_text(text: &str) -> Option<Self> {
+                <$ty>::parse(text)
+            }
+        }
+
+        impl From<Stored<$ty>> for $ty {
+            fn from(stored: Stored<$ty>) -> $ty {
+                stored.0
+            }
+        }
+
+        impl From<StoredOpt<$ty>> for Option<$ty> {
+            fn from(stored: StoredOpt<$ty>) -> Option<$ty> {
+                stored.0
+            }
+        }
+    )*};
+}
+
+stored_as_text!(
+    InvoiceState,
+    Action,
+    DecisionKind,
+    DestinationState,
+    ChangeKind,
+    ChangeState,
+    Role,
+    JobState,
+    PaymentState,
+    PaymentStatus,
+    Unmatched
+);
