@@ -1,6 +1,6 @@
-//! The account lifecycle (api.md, "Sessions and humans"): approvers list and deactivate humans,
-//! humans sign out everywhere and change their password, approvers read the org audit trail,
-//! and expired sessions and finished invitations are pruned.
+//! The account lifecycle (docs/contract/api.md, "Sessions and humans"): approvers list and
+//! deactivate humans, humans sign out everywhere and change their password, approvers read the org
+//! audit trail, and expired sessions and finished invitations are pruned.
 
 use crate::helpers::{
     Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, parallel,

@@ -1,6 +1,7 @@
-//! The authorization matrix (domain.md §1, api.md, upstream §6): every invoice, customer,
-//! payment-destination, job, webhook-endpoint and settlement route × every kind of caller, under
-//! each organisation setting that changes visibility or separation of duties.
+//! The authorization matrix (docs/contract/domain.md §1, docs/contract/api.md,
+//! docs/AUTHORIZATION.md): every invoice, customer, payment-destination, job, webhook-endpoint and
+//! settlement route × every kind of caller, under each organisation setting that changes visibility
+//! or separation of duties.
 //!
 //! [`MATRIX`] is the one table. `docs/AUTHORIZATION.md` shows the same table, rendered from
 //! [`MATRIX`] by [`render`]; `the_document_shows_this_matrix` keeps the two identical.

@@ -1,5 +1,5 @@
-//! What a client hears about a bad body (api.md Conventions): a body that is not JSON is
-//! `invalid_json` whatever its members; every shape error of a body arrives in one 400; every
+//! What a client hears about a bad body (docs/contract/api.md Conventions): a body that is not JSON
+//! is `invalid_json` whatever its members; every shape error of a body arrives in one 400; every
 //! missing member and every broken rule arrives in one 422, on every route; each hint fits its
 //! field. Nothing is written by any of these requests.
 

@@ -1,5 +1,5 @@
-//! Capabilities of a key (domain.md §1): every agent route on customers, destinations and
-//! invoices, reads included, needs `invoicing`. A key without it hears 403
+//! Capabilities of a key (docs/contract/domain.md §1): every agent route on customers, destinations
+//! and invoices, reads included, needs `invoicing`. A key without it hears 403
 //! `missing_capability` naming it, right after authentication: before the record is looked up
 //! (an unknown invoice is 403 too, not 404), before the body's rules, and nothing is written.
 

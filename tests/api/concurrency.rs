@@ -1,7 +1,7 @@
 //! Concurrency: real requests fired at once behind a barrier (`helpers::parallel`), then the
 //! rows that exist afterwards are counted. Every assertion holds for every interleaving: the
 //! tests never depend on which request the scheduler lets in first, only on the invariants of
-//! domain.md §5 ("Concurrency outcomes that must hold"), §7 (idempotency) and §8 (audit).
+//! docs/contract/domain.md §5 (the outcomes under concurrency), §7 (idempotency) and §8 (audit).
 //!
 //! Each test runs on its own fresh database, so whole-table counts are the test's own rows.
 

@@ -1,4 +1,4 @@
-//! The approver console (issue 17): its page and assets come from the binary with the right
+//! The approver console (docs/CONSOLE.md): its page and assets come from the binary with the right
 //! media types, its strict Content-Security-Policy and no framing; `/` leads to it; it needs
 //! nothing from another origin. What it does in a browser is tested by `scripts/browser`.
 

@@ -1,6 +1,6 @@
-//! Separation of duties that one approver cannot undo (api.md, "Sessions and humans"). The
-//! attacks the security review reproduced: an approver with `four_eyes` on switching it off,
-//! approving their own agent's invoice and switching it back on; inviting a second approver
+//! Separation of duties that one approver cannot undo (docs/contract/api.md, "Sessions and
+//! humans"). The attacks the security review reproduced: an approver with `four_eyes` on switching
+//! it off, approving their own agent's invoice and switching it back on; inviting a second approver
 //! account they control; and inviting an operator account they control, to own agents whose
 //! invoices they then approve as if someone else's. All are proposals now, confirmed only by a
 //! different approver; the operator of the machine keeps a way out on the command line.

@@ -653,8 +653,8 @@ impl TestApp {
     }
 }
 
-/// The upstream fixture: "Discovery workshop" 1 × 400 and "Implementation days" 2 × 400 EUR,
-/// due in 30 days.
+/// The standard fixture, the invoice the HTTP exercises propose (`fixtures/exercises/`):
+/// "Discovery workshop" 1 × 400 and "Implementation days" 2 × 400 EUR, due in 30 days.
 pub fn invoice_body(b: &Billing) -> Value {
     invoice_body_for(b.customer_id, b.destination_id)
 }

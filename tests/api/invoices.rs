@@ -128,9 +128,10 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
 both_backends!(due_dates_are_checked_but_never_block_a_replay);
 
 /// A due date in the past is refused for new content; a replay of a create whose due date has
-/// passed since, or whose destination was retired since, still answers the original (domain.md
-/// §7). "Since" is simulated by giving the stored invoice the revision-1 hash of a payload
-/// dated yesterday, which is what it would hold had it been created before that day ended.
+/// passed since, or whose destination was retired since, still answers the original
+/// (docs/contract/domain.md §7). "Since" is simulated by giving the stored invoice the revision-1
+/// hash of a payload dated yesterday, which is what it would hold had it been created before that
+/// day ended.
 async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     use std::str::FromStr;
     use tauros_domain::address::Network;

@@ -1,5 +1,5 @@
-//! Issuing approved invoices exactly once through a peer (effects.md §3 and §5): the claim
-//! protocol against the reference peer (`tauros peer`) over real HTTP, with crashes made by
+//! Issuing approved invoices exactly once through a peer (docs/contract/effects.md §3 and §5): the
+//! claim protocol against the reference peer (`tauros peer`) over real HTTP, with crashes made by
 //! killing a real `tauros worker` at a named pause point (`TAUROS_TEST_PAUSE_AT`), never by
 //! sleeping. Each scenario prints the calls the peer saw, the effects it made and the local
 //! effects (issue events): one effect wherever the peer deduplicates.

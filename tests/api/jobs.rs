@@ -1,7 +1,7 @@
-//! The job queue (effects.md §1), on both backends: enqueue inside the caller's transaction and
-//! submission ids, leases and fencing, a worker process killed right after its claim, retries
-//! and discards, retention that keeps deduplication, what approvers see and do over HTTP, the
-//! gauges, and three worker processes running a thousand jobs.
+//! The job queue (docs/contract/effects.md §1), on both backends: enqueue inside the caller's
+//! transaction and submission ids, leases and fencing, a worker process killed right after its
+//! claim, retries and discards, retention that keeps deduplication, what approvers see and do over
+//! HTTP, the gauges, and three worker processes running a thousand jobs.
 //!
 //! Jobs are enqueued through the library (`tauros_app::enqueue`, `App::submit_job`): there is
 //! no public enqueue route. They are of the built-in test kind `test.echo.v1`, which worker

@@ -1,12 +1,12 @@
 //! The invoice state machine against a small independent model, through the real app layer
-//! and a real database (domain.md §5, §7, §8; reliability-perf.md §2.3).
+//! and a real database (docs/contract/domain.md §5, §7, §8; docs/RELIABILITY.md, S9).
 //!
 //! Proptest generates random command sequences (create with a key from a pool of two, revise
 //! to a payload variant, submit, withdraw, the three decisions naming the current or a stale
 //! revision with its hash or a wrong one, cancel), each by the agent, the approver or an
 //! operator. Every command runs through `App` and through the model below (a few lines of
-//! `match`, written from the spec, not from the implementation). After every step the outcome
-//! class (applied / replayed / which error code) must agree, and so must the state, the
+//! `match`, written from docs/contract/domain.md, not from the implementation). After every step
+//! the outcome class (applied / replayed / which error code) must agree, and so must the state, the
 //! revisions, the decisions and the events of every invoice. At the end of each case the
 //! events written equal the successful non-replay commands, and `verify` reports ok.
 //!

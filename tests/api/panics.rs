@@ -1,6 +1,6 @@
-//! A panic in a handler is a bug, but its answer is still one of ours (api.md Errors): a 500
-//! problem+json with `X-Request-Id` and the same `request_id` in the body. Needs no database, so
-//! it runs once, through the real layer stack.
+//! A panic in a handler is a bug, but its answer is still one of ours (docs/contract/api.md
+//! Errors): a 500 problem+json with `X-Request-Id` and the same `request_id` in the body. Needs no
+//! database, so it runs once, through the real layer stack.
 
 use axum::Router;
 use axum::routing::get;

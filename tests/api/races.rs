@@ -1,6 +1,7 @@
-//! Deletes racing the writes that depend on what they delete (api.md: no race between inputs
-//! may produce a 500). Each round fires the two requests at once; whatever order the database
-//! picks, the pair of answers is one that a serial order gives, and no row is left orphaned.
+//! Deletes racing the writes that depend on what they delete (docs/contract/api.md Errors: no race
+//! between inputs may produce a 500). Each round fires the two requests at once; whatever order the
+//! database picks, the pair of answers is one that a serial order gives, and no row is left
+//! orphaned.
 
 use crate::helpers::{
     Billing, IBAN, TestApp, both_backends, expect_status, invoice_body_for, parallel,

@@ -1,6 +1,6 @@
-//! A repeated command succeeds whatever happened since (domain.md §7): the replay is recognised
-//! before any rule about parties, dates or destinations is checked again, answers 200 with
-//! `replayed: true` and the invoice as it is now, and writes no event.
+//! A repeated command succeeds whatever happened since (docs/contract/domain.md §7): the replay is
+//! recognised before any rule about parties, dates or destinations is checked again, answers 200
+//! with `replayed: true` and the invoice as it is now, and writes no event.
 
 use crate::helpers::{TestApp, both_backends, expect_status};
 use reqwest::StatusCode;

@@ -1,10 +1,10 @@
-//! Attacks on the running service, each shown refused (issue: security hardening): clean text
-//! (api.md, text hygiene): control, bidirectional and invisible characters never reach the
-//! database or a seal, on either backend; metric labels that a client cannot multiply; security
-//! headers; rate limits per credential and per sign-in; password hashing that a flood of guesses
-//! cannot queue behind. The other findings have files of their own: four eyes that one approver
-//! cannot undo (`governance.rs`), the account lifecycle (`accounts.rs`), oversized bodies
-//! (`bodies.rs`) and slow clients (`slow_clients.rs`).
+//! Attacks on the running service, each shown refused (docs/SECURITY.md): clean text
+//! (docs/contract/api.md Conventions, text hygiene): control, bidirectional and invisible
+//! characters never reach the database or a seal, on either backend; metric labels that a client
+//! cannot multiply; security headers; rate limits per credential and per sign-in; password hashing
+//! that a flood of guesses cannot queue behind. The other findings have files of their own: four
+//! eyes that one approver cannot undo (`governance.rs`), the account lifecycle (`accounts.rs`),
+//! oversized bodies (`bodies.rs`) and slow clients (`slow_clients.rs`).
 
 use crate::helpers::{
     Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, invoice_body,

@@ -1,5 +1,5 @@
-//! Getting paid (effects.md §4): settlement events from a settlement-only agent, kept once,
-//! folded into payments that only move forward, and reconciled against the invoice in the
+//! Getting paid (docs/contract/effects.md §4): settlement events from a settlement-only agent, kept
+//! once, folded into payments that only move forward, and reconciled against the invoice in the
 //! event's transaction; what cannot be applied is listed for humans, never dropped.
 //!
 //! Every invoice here totals 1200.00 EUR (the helpers' fixture) and is issued by hand

@@ -1,7 +1,7 @@
-//! Slow and silent clients cannot hold the server (issue 11, api.md "resource bounds"): a
-//! request head must arrive within the header timeout, a body must keep moving, an idle
-//! keep-alive connection closes, a client must keep reading its answer, and connections over
-//! the cap wait until one closes, while
+//! Slow and silent clients cannot hold the server (docs/SECURITY.md, the connection limits;
+//! docs/contract/api.md Conventions, resource bounds): a request head must arrive within the header
+//! timeout, a body must keep moving, an idle keep-alive connection closes, a client must keep
+//! reading its answer, and connections over the cap wait until one closes, while
 //! a slow body that keeps moving and a long-running request are served. Raw sockets against
 //! a real server, with short limits so that the tests are quick. Upper bounds are generous
 //! (three times the limit); a failing test waits at most [`BOUND`], never forever.

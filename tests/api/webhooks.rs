@@ -1,9 +1,9 @@
-//! Signed webhooks (effects.md §2, Standard Webhooks), on both backends over real HTTP: endpoint
-//! management and its validation, and deliveries to a receiver this file runs on 127.0.0.1:0.
-//! The receiver checks every signature with its own HMAC-SHA256 (written here from RFC 2104 on
-//! `sha2`, not the service's), deduplicates by `webhook-id` and can be told to fail: answer an
-//! error before or after processing, hang past the endpoint's timeout, or go away and come back
-//! on the same port. Workers run in the test process with a short backoff cap (200 ms).
+//! Signed webhooks (docs/contract/effects.md §2, Standard Webhooks), on both backends over real
+//! HTTP: endpoint management and its validation, and deliveries to a receiver this file runs on
+//! 127.0.0.1:0. The receiver checks every signature with its own HMAC-SHA256 (written here from
+//! RFC 2104 on `sha2`, not the service's), deduplicates by `webhook-id` and can be told to fail:
+//! answer an error before or after processing, hang past the endpoint's timeout, or go away and
+//! come back on the same port. Workers run in the test process with a short backoff cap (200 ms).
 //!
 //! The servers here allow-list 127.0.0.1 (and `localhost` where the name's resolution is the
 //! point): without that, the outbound policy refuses every loopback address.

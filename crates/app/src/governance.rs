@@ -1,6 +1,6 @@
-//! Proposals that need a second approver (api.md, "Sessions and humans"): listing them, and
-//! confirming or rejecting one. The rules are `domain::governance`; making a proposal is the
-//! job of the command that needs one (`update_org`, `invite_user`), through `proposals`.
+//! Proposals that need a second approver (docs/contract/api.md, "Sessions and humans"): listing
+//! them, and confirming or rejecting one. The rules are `domain::governance`; making a proposal is
+//! the job of the command that needs one (`update_org`, `invite_user`), through `proposals`.
 
 use super::org::{OrgView, apply_settings};
 use super::proposals::ChangeView;

@@ -252,8 +252,8 @@ impl Actor {
     }
 
     /// Routes on customers, destinations and invoices need `invoicing`, settlement routes
-    /// `settlement` (domain.md §1). Only agents' keys carry capabilities; a human's role decides
-    /// for them. Checked right after authentication, before any record is looked up.
+    /// `settlement` (docs/contract/domain.md §1). Only agents' keys carry capabilities; a human's
+    /// role decides for them. Checked right after authentication, before any record is looked up.
     pub fn require(&self, capability: Capability) -> AppResult<()> {
         match self {
             Actor::Agent(a) if !a.capabilities.has(capability) => {

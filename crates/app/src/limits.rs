@@ -1,5 +1,6 @@
-//! Rate limits (api.md Conventions), per process: with several replicas each one counts on its
-//! own, so the effective limit is the per-process one times the replicas a client reaches.
+//! Rate limits (docs/contract/api.md Conventions), per process: with several replicas each one
+//! counts on its own, so the effective limit is the per-process one times the replicas a client
+//! reaches.
 //!
 //! - Every credential (an agent's key, a human's session) has a token bucket: `per_second`
 //!   requests a second, bursts of `burst` (GCRA from the `governor` crate). One credential's

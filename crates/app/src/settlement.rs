@@ -1,8 +1,8 @@
-//! Settlement (effects.md §4): a settlement agent reports events about payments; each event is
-//! kept once per (org, source, event id), folded into its payment, and the payment's invoice is
-//! reconciled, all in the event's transaction under the invoice's lock. Humans read what could
-//! not be applied (`/v1/payments`). The rules are `domain::settlement`'s; what settlement does
-//! to an invoice is `invoices::reconcile_invoice`.
+//! Settlement (docs/contract/effects.md §4): a settlement agent reports events about payments; each
+//! event is kept once per (org, source, event id), folded into its payment, and the payment's
+//! invoice is reconciled, all in the event's transaction under the invoice's lock. Humans read what
+//! could not be applied (`/v1/payments`). The rules are `domain::settlement`'s; what settlement
+//! does to an invoice is `invoices::reconcile_invoice`.
 //!
 //! Locks are taken in one order everywhere: the invoices an event can touch (by id), then the
 //! organisation's invoice numbers of a year (only for a number that names no invoice yet), then

@@ -1,5 +1,5 @@
-//! A payment destination's lifecycle (domain.md §2): it receives money while `active`, and
-//! stops for good when deactivated or replaced by a successor.
+//! A payment destination's lifecycle (docs/contract/domain.md §2): it receives money while
+//! `active`, and stops for good when deactivated or replaced by a successor.
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
-//! The claim protocol for effects on other systems (effects.md §3): what each answer of a peer
-//! permits. Pure rules; the claim rows are `store`'s, the peer calls `effects`'.
+//! The claim protocol for effects on other systems (docs/contract/effects.md §3): what each answer
+//! of a peer permits. Pure rules; the claim rows are `store`'s, the peer calls `effects`'.
 //!
 //! The guarantee is *effectively once*: a claim is admitted (committed) before any peer call,
 //! every call carries the same operation key, the peer deduplicates by it, and a recovery query

@@ -44,7 +44,8 @@ impl FieldError {
 }
 
 /// A required member of a request: its value, or `None` with a `required` error pushed, so a
-/// route lists every missing member together with every broken rule (api.md Conventions).
+/// route lists every missing member together with every broken rule (docs/contract/api.md
+/// Conventions).
 pub fn required<T>(field: &str, value: Option<T>, errors: &mut Vec<FieldError>) -> Option<T> {
     if value.is_none() {
         errors.push(missing(field));

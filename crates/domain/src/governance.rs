@@ -1,4 +1,4 @@
-//! Separation of duties that one person cannot undo (api.md, "Sessions and humans").
+//! Separation of duties that one person cannot undo (docs/contract/api.md, "Sessions and humans").
 //!
 //! While `four_eyes` is on, an approver alone may neither turn it off nor bring in another
 //! human (an account they might control): both become **proposals** that a *different*

@@ -1,5 +1,5 @@
-//! The job queue's rules (effects.md §1): a job's states and the moves an operator may make,
-//! the retry schedule (1 s doubling, capped, plus up to 25 % jitter), what a failed or an
+//! The job queue's rules (docs/contract/effects.md §1): a job's states and the moves an operator
+//! may make, the retry schedule (1 s doubling, capped, plus up to 25 % jitter), what a failed or an
 //! interrupted execution leaves behind, and a job's identity (the hash of its definition and
 //! the id a submission id derives). The store applies these decisions fenced by the lease
 //! token; nothing here does I/O.
@@ -504,7 +504,7 @@ mod tests {
     #[test]
     fn jitter_adds_at_most_a_quarter() {
         let cap = DEFAULT_BACKOFF_CAP;
-        // The research's samples (effects-research.md §1.5); at the cap, jitter still spreads.
+        // The samples docs/JOBS.md (Retries) gives; at the cap, jitter still spreads.
         for (attempt, low, high) in [
             (1, 1000, 1250),
             (6, 32_000, 40_000),

@@ -1,6 +1,7 @@
-//! Settlement (effects.md §4): what a settlement source reports, how the events of one payment
-//! combine into its state, how an invoice's payments are allocated to it, and when an invoice
-//! is overdue. No I/O: the app locks and loads, asks these functions, and writes their answers.
+//! Settlement (docs/contract/effects.md §4): what a settlement source reports, how the events of
+//! one payment combine into its state, how an invoice's payments are allocated to it, and when an
+//! invoice is overdue. No I/O: the app locks and loads, asks these functions, and writes their
+//! answers.
 //!
 //! Determinism is the design. An event is folded into its payment by [`PaymentSummary::merge`],
 //! which is commutative and associative (the state is the furthest one reported, the facts are
@@ -452,7 +453,7 @@ pub fn invoice_move(
 
 /// Overdue is computed, never stored: issued or partially paid, due before `today` (UTC), and
 /// a balance still open. (An issued or partially paid invoice always has one; the balance is
-/// named so that the rule reads as effects.md states it.)
+/// named so that the rule reads as docs/contract/effects.md §4 states it.)
 pub fn is_overdue(
     state: InvoiceState,
     due_date: NaiveDate,

@@ -1,13 +1,13 @@
 //! Free-text fields (names, labels, reasons, reasoning, line descriptions): trimmed, then 1 to
 //! `max` characters of clean text.
 //!
-//! Clean means an approver sees exactly what is stored and sealed (api.md, text hygiene): no NUL
-//! or other control character (line breaks and tabs are allowed in the multi-line fields:
-//! `reasoning`, `reason`, a line's `description`), no bidirectional override or isolate
-//! (U+202A–U+202E, U+2066–U+2069, and the marks U+200E, U+200F, U+061C), and no zero-width or
-//! invisible formatting character (U+200B–U+200D, U+2060–U+2064, U+FEFF, U+00AD). Such a value
-//! is refused with a 422 on its field, never cleaned silently: what the agent sent is what the
-//! approver would have read.
+//! Clean means an approver sees exactly what is stored and sealed (docs/contract/api.md
+//! Conventions, text hygiene): no NUL or other control character (line breaks and tabs are allowed
+//! in the multi-line fields: `reasoning`, `reason`, a line's `description`), no bidirectional
+//! override or isolate (U+202A–U+202E, U+2066–U+2069, and the marks U+200E, U+200F, U+061C), and no
+//! zero-width or invisible formatting character (U+200B–U+200D, U+2060–U+2064, U+FEFF, U+00AD).
+//! Such a value is refused with a 422 on its field, never cleaned silently: what the agent sent is
+//! what the approver would have read.
 
 use crate::error::{FieldError, required};
 

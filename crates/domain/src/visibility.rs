@@ -1,5 +1,5 @@
-//! Who sees whose records (domain.md §1): the one rule behind every read, every list and every
-//! "unknown or foreign" 404.
+//! Who sees whose records (docs/contract/domain.md §1): the one rule behind every read, every list
+//! and every "unknown or foreign" 404.
 //!
 //! Records belong to the agent that made them, and through it to the human who owns that
 //! agent. An agent sees its own records; a human sees the records of the agents they own; with

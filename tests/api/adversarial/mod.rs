@@ -1,4 +1,4 @@
-//! The adversarial scenarios of the upstream system (tauros-upstream.md §9), ported to HTTP:
+//! The adversarial scenarios (docs/SECURITY.md, "The adversarial scenarios"), over HTTP:
 //! authority escalation, smuggled fields, state manipulation, cross-tenant probing,
 //! destination and revision safety, replay rules, payload integrity and money rules. Each test
 //! checks what a careful user would: the status, the code and its members, and that nothing was

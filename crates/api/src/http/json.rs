@@ -2,8 +2,8 @@
 //!
 //! 1. **Syntax.** The whole body is parsed as JSON before any member is typed, so a body that is
 //!    not JSON is always 400 `invalid_json`, even when an earlier member also has the wrong
-//!    type (api.md Conventions). A member that appears twice is refused here too: which of the
-//!    two the client meant cannot be guessed.
+//!    type (docs/contract/api.md Conventions). A member that appears twice is refused here too:
+//!    which of the two the client meant cannot be guessed.
 //! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
 //!    first error, so each error is recorded, the offending member is taken out of the value,
 //!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds, fewer

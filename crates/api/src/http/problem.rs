@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// The most entries `errors[]` holds (api.md Conventions, resource bounds).
+/// The most entries `errors[]` holds (docs/contract/api.md Conventions, resource bounds).
 pub const MAX_ERRORS: usize = 100;
 
 /// One offending field of a 422.

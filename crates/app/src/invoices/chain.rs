@@ -1,5 +1,6 @@
-//! Writing and re-walking an invoice's hash-chained event trail (domain.md §6), and what an
-//! event sets off: its webhook deliveries, enqueued in the event's own transaction.
+//! Writing and re-walking an invoice's hash-chained event trail (docs/contract/domain.md §2 and
+//! §8), and what an event sets off: its webhook deliveries, enqueued in the event's own
+//! transaction.
 
 use super::super::{AppResult, AuditActor};
 use tauros_domain::audit::EventFields;

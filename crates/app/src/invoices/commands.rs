@@ -236,8 +236,8 @@ impl App {
             }
         };
         // A revise whose content is already the current revision's is a replay, recognised
-        // before the parties are checked again (domain.md §7): its destination may have been
-        // retired or its due date passed since the revise that made it.
+        // before the parties are checked again (docs/contract/domain.md §7): its destination may
+        // have been retired or its due date passed since the revise that made it.
         if seals_as(&content, &current)? {
             return unchanged(&mut *tx, &invoice).await;
         }
@@ -363,7 +363,7 @@ impl App {
     }
 
     /// An approver approves, rejects or requests changes on one exact revision and hash, in
-    /// the nine-step order of domain.md §5.
+    /// the nine-step order of docs/contract/domain.md §5.
     pub async fn decide(
         &self,
         actor: &Actor,

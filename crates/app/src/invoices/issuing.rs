@@ -1,5 +1,5 @@
-//! Issuing an approved invoice through the claim protocol (effects.md §3): admitting the
-//! claim in its own committed transaction before any peer call, and finalising it in the same
+//! Issuing an approved invoice through the claim protocol (docs/contract/effects.md §3): admitting
+//! the claim in its own committed transaction before any peer call, and finalising it in the same
 //! transaction as the invoice's move to `issued`. The peer calls themselves are `effects`';
 //! the rules are `domain::effect`'s.
 

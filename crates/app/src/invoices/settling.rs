@@ -1,7 +1,7 @@
-//! What settlement does to an invoice (effects.md §4), always under the invoice's row lock: its
-//! payments allocated, its amount paid and state moved, one event per move. The settlement
-//! event's transaction calls it, and so does the issue's, for payments that arrived before the
-//! invoice was issued. The rules are `domain::settlement`'s.
+//! What settlement does to an invoice (docs/contract/effects.md §4), always under the invoice's row
+//! lock: its payments allocated, its amount paid and state moved, one event per move. The
+//! settlement event's transaction calls it, and so does the issue's, for payments that arrived
+//! before the invoice was issued. The rules are `domain::settlement`'s.
 
 use super::chain::{EventInput, next_event, record_event};
 use super::commands::current_revision;

@@ -1,5 +1,5 @@
-//! Effects on other systems, made effectively once by the claim protocol (effects.md §3,
-//! docs/EFFECTS.md): the issuer adapters (`none`, `http`), the attempt that drives one
+//! Effects on other systems, made effectively once by the claim protocol (docs/contract/effects.md
+//! §3, docs/EFFECTS.md): the issuer adapters (`none`, `http`), the attempt that drives one
 //! admitted claim through execute and recover, and the `invoice.issue.v1` job handler. The
 //! rules of what each answer permits are `domain::effect`'s; admission and finalisation are the
 //! app's.

@@ -1,5 +1,5 @@
-//! The job queue's use cases (effects.md §1). The rules are `domain::job`'s; the store
-//! applies each outcome fenced by the execution's lease token.
+//! The job queue's use cases (docs/contract/effects.md §1). The rules are `domain::job`'s; the
+//! store applies each outcome fenced by the execution's lease token.
 //!
 //! - here: enqueueing inside the caller's transaction, and the job as operators see it;
 //! - `operators`: what approvers see and do (list, get, retry, cancel);

@@ -1,4 +1,5 @@
-//! Who sees an invoice and who may run which command on it (domain.md §1, api.md Invoices).
+//! Who sees an invoice and who may run which command on it (docs/contract/domain.md §1,
+//! docs/contract/api.md Invoices).
 //!
 //! Every check answers in the same order, so the HTTP answer never depends on which rule the
 //! code happened to test first:

@@ -1,10 +1,10 @@
 //! Deciding (approve, reject, request_changes) and submitting, over facts the app loaded under
-//! its locks (domain.md §5).
+//! its locks (docs/contract/domain.md §5).
 //!
 //! The app locks the invoice, then the destination (always in that order, so concurrent
 //! commands cannot deadlock), loads the facts and asks [`decide`] or [`submit_transition`]. The
-//! checks run in the spec's order, so when several fail at once the caller always hears about
-//! the first one, whatever the backend or the timing.
+//! checks run in the order of docs/contract/domain.md §5, so when several fail at once the caller
+//! always hears about the first one, whatever the backend or the timing.
 
 use thiserror::Error;
 use uuid::Uuid;
@@ -237,7 +237,8 @@ impl Coded for DecideError {
     }
 }
 
-/// The decide order of domain.md §5, steps 2–9 (locking is the app's), first failure wins.
+/// The decide order of docs/contract/domain.md §5, steps 2–9 (locking is the app's), first failure
+/// wins.
 ///
 /// 0. the reason ([`validate_reason`]): input, so before any fact;
 /// 2. a decision on the named revision: same approver, decision and hash → [`DecideOutcome::Replay`]

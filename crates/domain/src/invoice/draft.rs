@@ -1,5 +1,6 @@
-//! Every rule of a draft's content: why a create or a revise is refused (domain.md §3–§4,
-//! api.md Invoices). Facts in, field errors out; every broken rule is reported at once.
+//! Every rule of a draft's content: why a create or a revise is refused (docs/contract/domain.md
+//! §3–§4, docs/contract/api.md Invoices). Facts in, field errors out; every broken rule is reported
+//! at once.
 //!
 //! A draft is checked in two steps, because a create's replay must be recognised between them
 //! (a replay succeeds even when the parties changed or the due date passed since):

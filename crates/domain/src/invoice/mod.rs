@@ -1,4 +1,4 @@
-//! The invoice lifecycle's pure rules (domain.md §1 and §5): states and commands, the
+//! The invoice lifecycle's pure rules (docs/contract/domain.md §1 and §5): states and commands, the
 //! transition table, who sees and may do what, and the order in which a decision or a submit is
 //! checked. No I/O: the app locks and loads, asks these functions, then writes.
 //!

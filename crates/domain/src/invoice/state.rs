@@ -1,4 +1,4 @@
-//! States, commands and the transition table of domain.md §5.
+//! States, commands and the transition table of docs/contract/domain.md §5.
 //!
 //! The table is the only definition of the graph: the app asks [`transition`] with the state it
 //! read under the invoice lock, never the caller's copy, and writes nothing unless the answer is
@@ -21,11 +21,12 @@ pub enum InvoiceState {
     PendingApproval,
     /// Approved by a human; not yet issued.
     Approved,
-    /// Issued to the customer (effects.md).
+    /// Issued to the customer (docs/contract/effects.md §3).
     Issued,
-    /// Some, not all, of the total has been paid (effects.md).
+    /// Some, not all, of the total has been paid (docs/contract/effects.md §4).
     PartiallyPaid,
-    /// Fully paid; final unless a confirmed payment is later reversed (effects.md §4).
+    /// Fully paid; final unless a confirmed payment is later reversed (docs/contract/effects.md
+    /// §4).
     Paid,
     /// Refused by an approver; final.
     Rejected,
@@ -173,7 +174,7 @@ impl Action {
         matches!(self, Action::PaymentApplied | Action::PaymentReversed)
     }
 
-    /// Whether only a human approver may run it (separation of duties, domain.md §1).
+    /// Whether only a human approver may run it (separation of duties, docs/contract/domain.md §1).
     pub fn is_authority(self) -> bool {
         matches!(
             self,
@@ -340,9 +341,10 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
     }
 }
 
-/// The graph of domain.md §5 and effects.md §4: every state a legal move of `action` reaches
-/// from `from`, replays aside. A command has exactly one target; a settlement move has two,
-/// because where it lands follows from the amount paid (`domain::settlement` decides which).
+/// The graph of docs/contract/domain.md §5 and docs/contract/effects.md §3–§4: every state a legal
+/// move of `action` reaches from `from`, replays aside. A command has exactly one target; a
+/// settlement move has two, because where it lands follows from the amount paid
+/// (`domain::settlement` decides which).
 fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
     use InvoiceState::{
         Approved, Cancelled, Draft, Issued, Paid, PartiallyPaid, PendingApproval, Rejected,
@@ -373,9 +375,9 @@ pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<Invoice
     }
 }
 
-/// A settlement move (effects.md §4): `action` takes the invoice from `from` to `to`, the state
-/// the amount paid decided. Refused unless the graph has exactly that move; settlement never
-/// replays (an unchanged amount paid moves nothing and records nothing).
+/// A settlement move (docs/contract/effects.md §4): `action` takes the invoice from `from` to `to`,
+/// the state the amount paid decided. Refused unless the graph has exactly that move; settlement
+/// never replays (an unchanged amount paid moves nothing and records nothing).
 pub fn settle(
     action: Action,
     from: InvoiceState,
@@ -550,8 +552,8 @@ mod tests {
         );
     }
 
-    /// Every (action, state) pair that moves, as domain.md §5 lists it; everything else
-    /// (replays aside) must be refused.
+    /// Every (action, state) pair that moves, as docs/contract/domain.md §5 and
+    /// docs/contract/effects.md §3 list it; everything else (replays aside) must be refused.
     const LEGAL: [(Action, InvoiceState, InvoiceState); 11] = [
         (Action::Revise, Draft, Draft),
         (Action::Revise, PendingApproval, Draft),
@@ -566,8 +568,9 @@ mod tests {
         (Action::IssueBlocked, Approved, Approved),
     ];
 
-    /// Every settlement move effects.md §4 allows: forward as confirmed payments cover more of
-    /// the total, back when one is reversed. Nothing else, and never through `transition`.
+    /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
+    /// cover more of the total, back when one is reversed. Nothing else, and never through
+    /// `transition`.
     const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 8] = [
         (Action::PaymentApplied, Issued, PartiallyPaid),
         (Action::PaymentApplied, Issued, Paid),

@@ -1,7 +1,7 @@
-//! Webhook rules (effects.md §2, the Standard Webhooks convention): the event types an endpoint
-//! may subscribe to and the invoice command each one names, what a registration must hold, the
-//! body a delivery carries and how an attempt ended. The outbound address policy is `address`,
-//! secrets and signatures are `signing`. No I/O: the app stores endpoints and enqueues
+//! Webhook rules (docs/contract/effects.md §2, the Standard Webhooks convention): the event types
+//! an endpoint may subscribe to and the invoice command each one names, what a registration must
+//! hold, the body a delivery carries and how an attempt ended. The outbound address policy is
+//! `address`, secrets and signatures are `signing`. No I/O: the app stores endpoints and enqueues
 //! deliveries in the event's transaction; `jobs::webhooks` resolves, connects and sends.
 
 mod address;
