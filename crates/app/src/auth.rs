@@ -61,7 +61,7 @@ impl App {
                 .map(|(session, user)| Presenter::Session(session, user)),
         };
         drop(conn);
-        self.admit(&credential, stored, via).await
+        self.check_credential(&credential, stored, via).await
     }
 
     /// Checks the stored credential read for `credential` (by [`authenticate`], or in the same
@@ -70,7 +70,7 @@ impl App {
     /// from the credential's rate limit. Every failure is `Unauthorized`, alike.
     ///
     /// [`authenticate`]: App::authenticate
-    pub(crate) async fn admit(
+    pub(crate) async fn check_credential(
         &self,
         credential: &Credential,
         stored: Option<Presenter>,

@@ -34,7 +34,7 @@ pub(super) struct Guard {
 const MAX_REFUSAL_BYTES: usize = 4096;
 
 /// The Origin check and the agent's authentication, then the MCP server, then [`shape`].
-pub(super) async fn admit(
+pub(super) async fn check_origin_and_agent(
     State(guard): State<Guard>,
     mut request: Request,
     next: Next,

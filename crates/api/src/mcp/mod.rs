@@ -78,5 +78,8 @@ pub fn router<S: Clone + Send + Sync + 'static>(app: App, config: &McpConfig) ->
     };
     Router::new()
         .route_service(PATH, service)
-        .layer(axum::middleware::from_fn_with_state(guard, guard::admit))
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            guard::check_origin_and_agent,
+        ))
 }

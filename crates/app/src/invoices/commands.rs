@@ -103,7 +103,7 @@ impl App {
         let (stored, existing) = found.map_or((None, None), |(k, existing)| {
             (Some(Presenter::from(k)), existing)
         });
-        let actor = self.admit(&credential, stored, via).await?;
+        let actor = self.check_credential(&credential, stored, via).await?;
         let agent = proposer(&actor)?;
         match existing {
             Some(existing) => {

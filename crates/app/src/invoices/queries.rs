@@ -63,7 +63,7 @@ impl App {
             .await?;
         drop(conn);
         let (stored, joined) = found.map_or((None, None), |(c, i)| (Some(c), i));
-        let actor = self.admit(&credential, stored, via).await?;
+        let actor = self.check_credential(&credential, stored, via).await?;
         actor.require(Capability::Invoicing)?;
         joined_view(check_readable(&actor, joined.ok_or(AppError::NotFound)?)?)
     }
@@ -118,7 +118,7 @@ impl App {
         drop(conn);
         let (stored, rows) =
             found.map_or((None, vec![]), |(k, rows)| (Some(Presenter::from(k)), rows));
-        let actor = self.admit(&credential, stored, via).await?;
+        let actor = self.check_credential(&credential, stored, via).await?;
         actor.require(Capability::Invoicing)?;
         if Scope::of_invoices(caller(&actor), false) != Scope::Agent(actor.id()) {
             // The rule no longer gives an agent exactly its own invoices: read it as it says.
