@@ -12,19 +12,15 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
-pub(crate) mod presented;
+mod presented;
 mod settlement;
+mod stmt;
 mod webhooks;
 
-pub(crate) use effects::impl_effect_store;
-pub(crate) use governance::impl_governance_store;
-pub(crate) use identity::impl_identity_store;
-pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
-pub(crate) use jobs::impl_job_store;
-pub(crate) use parties::{impl_party_store, scope_binds};
-pub(crate) use presented::impl_presented_store;
-pub(crate) use settlement::impl_settlement_store;
-pub(crate) use webhooks::impl_webhook_store;
+pub(crate) use stmt::{
+    Backend, Decoded, Stmt, execute, fetch_all, fetch_optional, for_share, for_update, locked,
+    query, query_as, query_scalar,
+};
 
 use super::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
@@ -59,20 +55,6 @@ impl<DB: Database> Conn<DB> {
         }
     }
 }
-
-/// The statement of a locking read in the mode asked for: `select` with the backend's
-/// `$for_share` or `$for_update` suffix appended (both empty on SQLite, whose single writer
-/// already serializes write transactions).
-macro_rules! locked_select {
-    ($lock:expr, $for_share:literal, $for_update:literal, $select:literal) => {
-        match $lock {
-            $crate::Lock::Share => concat!($select, $for_share),
-            $crate::Lock::Update => concat!($select, $for_update),
-        }
-    };
-}
-
-pub(crate) use locked_select;
 
 /// Errors that are not constraint violations: unreachable database or a bug.
 pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
