@@ -434,10 +434,6 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-// No row locks: the single writer connection already serializes every write transaction.
-// A sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
-// transaction (the single writer keeps everyone else out meanwhile).
-
 async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
     unit.1.pending = true;
     Ok(())

@@ -5,8 +5,7 @@
 //! org's settings (everything a read needs to decide visibility) in one statement; they list
 //! the invoice's own columns under names that cannot collide with the revision's.
 
-use super::parties::scope_binds;
-use super::{Backend, for_update, query, query_as, query_scalar};
+use super::{Backend, QueryAs, for_update, query, query_as, query_scalar};
 use crate::invoices::*;
 use crate::{Page, StoreResult};
 use async_trait::async_trait;
@@ -50,7 +49,6 @@ impl<U: Backend> InvoiceRead for U {
         f: &InvoiceFilter,
         page: Page,
     ) -> StoreResult<Vec<InvoiceJoined>> {
-        let (agent, owner) = scope_binds(f.scope);
         // One filter, two keyset directions: the approver's inbox reads oldest first.
         let sql = if f.oldest_first {
             INVOICES_OLDEST_FIRST.as_str()
@@ -58,18 +56,8 @@ impl<U: Backend> InvoiceRead for U {
             INVOICES_NEWEST_FIRST.as_str()
         };
         query_as(sql)
-            .bind(org_id)
-            .bind(agent)
-            .bind(owner)
-            .bind(f.state.map(|s| s.as_str()))
-            .bind(f.customer_id)
-            .bind(f.agent_id)
-            .bind(page.after)
-            .bind(page.limit)
-            .bind(f.decision.map(|k| k.as_str()))
-            .bind(&f.idempotency_key)
-            .bind(f.overdue)
-            .bind(f.today)
+            .bind_scope(org_id, f.scope)
+            .bind_with(|q| bind_list_filter(q, f, page))
             .fetch_all(self)
             .await
     }
@@ -379,4 +367,22 @@ pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> Strin
    and ($10 is null or i.idempotency_key = $10)
    and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))"
     )
+}
+
+/// Binds the filters of an invoice list ([`invoice_list_filters`]) and its page as `$4` to
+/// `$12`.
+pub(crate) fn bind_list_filter<'a, O>(
+    q: QueryAs<'a, O>,
+    f: &'a InvoiceFilter,
+    page: Page,
+) -> QueryAs<'a, O> {
+    q.bind(f.state.map(|s| s.as_str()))
+        .bind(f.customer_id)
+        .bind(f.agent_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .bind(f.decision.map(|k| k.as_str()))
+        .bind(&f.idempotency_key)
+        .bind(f.overdue)
+        .bind(f.today)
 }

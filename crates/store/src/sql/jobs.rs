@@ -8,7 +8,7 @@
 //! the outcome statements are fenced by (org, id, lease token, `running`), so a stale worker's
 //! late result matches no row.
 
-use super::{Backend, for_update, query, query_as, query_scalar};
+use super::{Backend, Query, for_update, query, query_as, query_scalar};
 use crate::jobs::*;
 use crate::{Page, StoreResult};
 use async_trait::async_trait;
@@ -181,11 +181,6 @@ impl<U: Backend> JobWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_job(&mut self, org_id: Uuid, id: Uuid, u: &JobUpdate) -> StoreResult<()> {
-        let (code, message) = u
-            .last_error
-            .as_ref()
-            .map(|(code, message)| (code.as_str(), message.as_str()))
-            .unzip();
         query(
             "update jobs set state = $3, attempt = $4, interruptions = $5, run_at = $6,
                  finished_at = $7, last_error_code = coalesce($8, last_error_code),
@@ -194,14 +189,7 @@ impl<U: Backend> JobWrite for U {
         )
         .bind(org_id)
         .bind(id)
-        .bind(u.state.as_str())
-        .bind(u.attempt)
-        .bind(u.interruptions)
-        .bind(u.run_at)
-        .bind(u.finished_at)
-        .bind(code)
-        .bind(message)
-        .bind(u.now)
+        .bind_with(|q| bind_update(q, u))
         .execute(self)
         .await?;
         if u.state.is_claimable() {
@@ -233,11 +221,6 @@ impl<U: Backend> JobWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn settle_job(&mut self, f: Fence, u: &JobUpdate) -> StoreResult<bool> {
-        let (code, message) = u
-            .last_error
-            .as_ref()
-            .map(|(code, message)| (code.as_str(), message.as_str()))
-            .unzip();
         let done = query(
             "update jobs set state = $5, attempt = $6, interruptions = $7, run_at = $8,
                  finished_at = $9, last_error_code = coalesce($10, last_error_code),
@@ -250,14 +233,7 @@ impl<U: Backend> JobWrite for U {
         .bind(f.id)
         .bind(f.lease_token)
         .bind(f.expired_before)
-        .bind(u.state.as_str())
-        .bind(u.attempt)
-        .bind(u.interruptions)
-        .bind(u.run_at)
-        .bind(u.finished_at)
-        .bind(code)
-        .bind(message)
-        .bind(u.now)
+        .bind_with(|q| bind_update(q, u))
         .execute(self)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -329,4 +305,23 @@ impl<U: Backend> JobWrite for U {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+/// Binds a job's outcome (`JobUpdate`) as the next eight arguments: state, attempt,
+/// interruptions, run_at, finished_at, the last error's code and message (each kept when
+/// null), updated_at.
+fn bind_update<'a>(q: Query<'a>, u: &'a JobUpdate) -> Query<'a> {
+    let (code, message) = u
+        .last_error
+        .as_ref()
+        .map(|(code, message)| (code.as_str(), message.as_str()))
+        .unzip();
+    q.bind(u.state.as_str())
+        .bind(u.attempt)
+        .bind(u.interruptions)
+        .bind(u.run_at)
+        .bind(u.finished_at)
+        .bind(code)
+        .bind(message)
+        .bind(u.now)
 }

@@ -1,10 +1,21 @@
-//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs,
-//! webhooks). Each statement is written once, in a dialect both PostgreSQL and SQLite accept
-//! (`$n` placeholders, `returning`, `on conflict`); the few places where they differ (row
-//! locks) are macro parameters. A macro expands the same code for each concrete backend, which keeps
-//! sqlx's types concrete (no generic executor bounds) and the SQL in one place. The macros name
-//! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
-//! adapter file imports.
+//! The SQL both adapters share. One file per area (identities, governance, parties, invoices,
+//! settlement, effects, jobs, webhooks, presented reads) implements that area's port traits
+//! once, for every backend's unit of work: `impl<U: Backend> InvoiceRead for U`. Each statement
+//! is a named function (the trait method) or a named `const`/`static` text it uses, written
+//! once in a dialect both PostgreSQL and SQLite accept (`$n` placeholders, `returning`,
+//! `on conflict`).
+//!
+//! - [`stmt`]: how a statement is written (`query_as(SQL).bind(a).fetch_optional(self)`, the
+//!   shape of sqlx's builders, its arguments as plain values) and [`Backend`], the sealed trait
+//!   the two units of work implement: it runs a statement (binding the arguments, classifying
+//!   the errors with the backend's `map_err`) and holds what differs between the backends as
+//!   associated consts and functions: the row-lock suffixes ([`locked`], [`for_update`],
+//!   [`for_share`]: empty on SQLite, whose single writer already serializes write transactions),
+//!   `SKIP LOCKED`, the sanctioned reap, the job wake-up. Why not sqlx's builders generic over
+//!   the database: `docs/DECISIONS.md`, "Storage: SQL as named functions".
+//! - Backend-only statements (the job claim, `LISTEN/NOTIFY`) are in `postgres.rs` and
+//!   `sqlite.rs`, not here.
+//! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
 
 mod effects;
 mod governance;
@@ -14,12 +25,12 @@ mod jobs;
 mod parties;
 mod presented;
 mod settlement;
-mod stmt;
+pub(crate) mod stmt;
 mod webhooks;
 
 pub(crate) use stmt::{
-    Backend, Decoded, Stmt, execute, fetch_all, fetch_optional, for_share, for_update, locked,
-    query, query_as, query_scalar,
+    Backend, Decoded, Query, QueryAs, Stmt, execute, fetch_all, fetch_optional, for_share,
+    for_update, locked, query, query_as, query_scalar,
 };
 
 use super::{StoreError, StoreResult};
@@ -153,7 +164,9 @@ where
 }
 
 /// The conversions `#[sqlx(try_from = …)]` calls, one set per stored enum (the orphan rule
-/// wants them per concrete type).
+/// wants them per concrete type: `impl<T> From<Stored<T>> for T` is refused). No SQL: the
+/// only `macro_rules!` left in the store (docs/DECISIONS.md, "Storage: SQL as named
+/// functions").
 macro_rules! stored_as_text {
     ($($ty:ty),* $(,)?) => {$(
         impl StoredText for $ty {

@@ -32,7 +32,6 @@ impl<U: Backend> PartyRead for U {
         scope: Scope,
         page: Page,
     ) -> StoreResult<Vec<CustomerRow>> {
-        let (agent, owner) = scope_binds(scope);
         query_as(
             "select * from customers c
              where c.org_id = $1
@@ -42,9 +41,7 @@ impl<U: Backend> PartyRead for U {
                and ($4 is null or c.id < $4)
              order by c.id desc limit $5",
         )
-        .bind(org_id)
-        .bind(agent)
-        .bind(owner)
+        .bind_scope(org_id, scope)
         .bind(page.after)
         .bind(page.limit)
         .fetch_all(self)
@@ -102,7 +99,6 @@ impl<U: Backend> PartyRead for U {
         state: Option<DestinationState>,
         page: Page,
     ) -> StoreResult<Vec<DestinationRow>> {
-        let (agent, owner) = scope_binds(scope);
         query_as(
             "select * from payment_destinations d
              where d.org_id = $1
@@ -113,9 +109,7 @@ impl<U: Backend> PartyRead for U {
                and ($5 is null or d.id < $5)
              order by d.id desc limit $6",
         )
-        .bind(org_id)
-        .bind(agent)
-        .bind(owner)
+        .bind_scope(org_id, scope)
         .bind(state.map(|s| s.as_str()))
         .bind(page.after)
         .bind(page.limit)
@@ -249,17 +243,5 @@ impl<U: Backend> PartyWrite for U {
         .execute(self)
         .await?;
         Ok(())
-    }
-}
-
-/// The agent and owner binds of a scoped read (see [`Scope`](tauros_domain::visibility::Scope)).
-pub(crate) fn scope_binds(
-    scope: tauros_domain::visibility::Scope,
-) -> (Option<uuid::Uuid>, Option<uuid::Uuid>) {
-    use tauros_domain::visibility::Scope;
-    match scope {
-        Scope::Agent(id) => (Some(id), None),
-        Scope::Owner(id) => (None, Some(id)),
-        Scope::Org => (None, None),
     }
 }

@@ -2,7 +2,7 @@
 //! joined to the record, so a credential without a record still comes back, and a record
 //! without a credential never does. `PresentedRead` for every backend's unit of work.
 
-use super::invoices::{JOINED_INVOICE, invoice_list_filters};
+use super::invoices::{JOINED_INVOICE, bind_list_filter, invoice_list_filters};
 use super::{Backend, query_as};
 use crate::presented::*;
 use crate::{InvoiceFilter, InvoiceJoined, KeyWithAgent, Page, StoreResult};
@@ -145,15 +145,7 @@ impl<U: Backend> PresentedRead for U {
             .bind(key_id)
             .bind(key_id)
             .bind(Option::<Uuid>::None)
-            .bind(f.state.map(|s| s.as_str()))
-            .bind(f.customer_id)
-            .bind(f.agent_id)
-            .bind(page.after)
-            .bind(page.limit)
-            .bind(f.decision.map(|k| k.as_str()))
-            .bind(&f.idempotency_key)
-            .bind(f.overdue)
-            .bind(f.today)
+            .bind_with(|q| bind_list_filter(q, f, page))
             .fetch_all(self)
             .await?;
         let mut rows = rows.into_iter();

@@ -1,8 +1,7 @@
 //! Payments and settlement events: `SettlementRead` and `SettlementWrite` for every backend's
 //! unit of work. Reads that lock the rows they return append the backend's `for update`.
 
-use super::parties::scope_binds;
-use super::{Backend, for_update, query, query_as};
+use super::{Backend, Query, for_update, query, query_as};
 use crate::settlement::*;
 use crate::{Page, StoreResult};
 use async_trait::async_trait;
@@ -44,7 +43,6 @@ impl<U: Backend> SettlementRead for U {
         f: &PaymentFilter,
         page: Page,
     ) -> StoreResult<Vec<PaymentRow>> {
-        let (agent, owner) = scope_binds(f.scope);
         query_as(
             "select * from payments p
              where p.org_id = $1
@@ -55,9 +53,7 @@ impl<U: Backend> SettlementRead for U {
                and ($5 is null or p.id < $5)
              order by p.id desc limit $6",
         )
-        .bind(org_id)
-        .bind(agent)
-        .bind(owner)
+        .bind_scope(org_id, f.scope)
         .bind(f.status.map(|s| s.as_str()))
         .bind(page.after)
         .bind(page.limit)
@@ -130,21 +126,7 @@ impl<U: Backend> SettlementWrite for U {
         .bind(p.org_id)
         .bind(&p.source)
         .bind(&p.source_payment_id)
-        .bind(&p.amount_minor)
-        .bind(&p.currency)
-        .bind(p.invoice_ref_id)
-        .bind(&p.invoice_ref_number)
-        .bind(p.first_at)
-        .bind(&p.first_event_id)
-        .bind(p.state.as_str())
-        .bind(p.conflict)
-        .bind(p.confirmed_at)
-        .bind(p.invoice_id)
-        .bind(p.agent_id)
-        .bind(p.status.as_str())
-        .bind(p.unmatched_reason.map(|u| u.as_str()))
-        .bind(&p.allocated_minor)
-        .bind(p.event_count)
+        .bind_with(|q| bind_payment_state(q, p))
         .bind(p.created_at)
         .bind(p.updated_at)
         .execute(self)
@@ -175,21 +157,7 @@ impl<U: Backend> SettlementWrite for U {
         )
         .bind(p.org_id)
         .bind(p.id)
-        .bind(&p.amount_minor)
-        .bind(&p.currency)
-        .bind(p.invoice_ref_id)
-        .bind(&p.invoice_ref_number)
-        .bind(p.first_at)
-        .bind(&p.first_event_id)
-        .bind(p.state.as_str())
-        .bind(p.conflict)
-        .bind(p.confirmed_at)
-        .bind(p.invoice_id)
-        .bind(p.agent_id)
-        .bind(p.status.as_str())
-        .bind(p.unmatched_reason.map(|u| u.as_str()))
-        .bind(&p.allocated_minor)
-        .bind(p.event_count)
+        .bind_with(|q| bind_payment_state(q, p))
         .bind(p.updated_at)
         .execute(self)
         .await?;
@@ -241,4 +209,26 @@ impl<U: Backend> SettlementWrite for U {
         .await?;
         Ok(done.rows_affected() == 1)
     }
+}
+
+/// Binds a payment's mutable columns as the next fifteen arguments, in the order of
+/// `payments`: amount_minor, currency, invoice_ref_id, invoice_ref_number, first_at,
+/// first_event_id, state, conflict, confirmed_at, invoice_id, agent_id, status,
+/// unmatched_reason, allocated_minor, event_count.
+fn bind_payment_state<'a>(q: Query<'a>, p: &'a PaymentRow) -> Query<'a> {
+    q.bind(&p.amount_minor)
+        .bind(&p.currency)
+        .bind(p.invoice_ref_id)
+        .bind(&p.invoice_ref_number)
+        .bind(p.first_at)
+        .bind(&p.first_event_id)
+        .bind(p.state.as_str())
+        .bind(p.conflict)
+        .bind(p.confirmed_at)
+        .bind(p.invoice_id)
+        .bind(p.agent_id)
+        .bind(p.status.as_str())
+        .bind(p.unmatched_reason.map(|u| u.as_str()))
+        .bind(&p.allocated_minor)
+        .bind(p.event_count)
 }

@@ -18,6 +18,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Type};
 use std::borrow::Cow;
 use std::marker::PhantomData;
+use tauros_domain::visibility::Scope;
 use uuid::Uuid;
 
 mod sealed {
@@ -298,7 +299,7 @@ impl<'a> Stmt<'a> {
     }
 }
 
-impl<'a, O: Decoded> QueryAs<'a, O> {
+impl<'a, O> QueryAs<'a, O> {
     pub fn bind(self, arg: impl Into<Arg<'a>>) -> Self {
         QueryAs {
             stmt: self.stmt.push(arg),
@@ -306,6 +307,25 @@ impl<'a, O: Decoded> QueryAs<'a, O> {
         }
     }
 
+    /// Binds what a helper binds (a bind chain several statements share).
+    pub fn bind_with(self, bind: impl FnOnce(Self) -> Self) -> Self {
+        bind(self)
+    }
+
+    /// Binds a scoped read's organisation and scope as the next three arguments: the org, the
+    /// one agent (`Scope::Agent`) and the one owner whose agents (`Scope::Owner`) it is
+    /// narrowed to; `None` widens the scope (`Scope::Org`: both null).
+    pub fn bind_scope(self, org_id: Uuid, scope: Scope) -> Self {
+        let (agent, owner) = match scope {
+            Scope::Agent(id) => (Some(id), None),
+            Scope::Owner(id) => (None, Some(id)),
+            Scope::Org => (None, None),
+        };
+        self.bind(org_id).bind(agent).bind(owner)
+    }
+}
+
+impl<O: Decoded> QueryAs<'_, O> {
     pub async fn fetch_optional<U: Backend>(self, unit: &mut U) -> StoreResult<Option<O>> {
         unit.fetch_optional_row(self.stmt).await
     }
@@ -349,6 +369,11 @@ impl<'a> Query<'a> {
         Query {
             stmt: self.stmt.push(arg),
         }
+    }
+
+    /// Binds what a helper binds (a bind chain several statements share).
+    pub fn bind_with(self, bind: impl FnOnce(Self) -> Self) -> Self {
+        bind(self)
     }
 
     pub async fn execute<U: Backend>(self, unit: &mut U) -> StoreResult<Done> {
