@@ -8,9 +8,12 @@
 //!   write through it would bypass the single writer; its type has no write method at all.
 //!   [`Tx`] is a write transaction and can also read.
 //! - `sql/`: the statements both backends share, written once (`$n` placeholders, `returning`,
-//!   `on conflict`), expanded per backend by one macro per area.
-//! - `postgres.rs`, `sqlite.rs`: the adapters: pools, error classification, and each one's
-//!   backend-only statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
+//!   `on conflict`): one file per area implements that area's traits once, for every backend's
+//!   unit of work (`impl<U: Backend> InvoiceRead for U`), each statement a named function or a
+//!   named SQL text.
+//! - `postgres.rs`, `sqlite.rs`: the adapters: pools, their unit's `sql::Backend` (how a
+//!   statement runs, error classification, lock suffixes), and each one's backend-only
+//!   statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
 //!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
 
 mod effects;

@@ -1,9 +1,7 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
 use super::sql::{
-    Conn, classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_presented_store,
-    impl_settlement_store, impl_webhook_store,
+    Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional,
 };
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -77,42 +75,6 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-impl_identity_store!(
-    PgUnit,
-    for_update = " for update",
-    for_share = " for share",
-    map_err = map_err
-);
-impl_governance_store!(
-    PgUnit,
-    for_update = " for update",
-    for_share = " for share",
-    map_err = map_err
-);
-impl_party_store!(
-    PgUnit,
-    for_update = " for update",
-    for_share = " for share",
-    map_err = map_err
-);
-impl_invoice_store!(PgUnit, for_update = " for update", map_err = map_err);
-impl_settlement_store!(PgUnit, for_update = " for update", map_err = map_err);
-impl_effect_store!(
-    PgUnit,
-    for_update = " for update",
-    for_share = " for share",
-    skip_locked = " for update skip locked",
-    sanction = "select set_config('tauros.reap', 'on', true)",
-    unsanction = "select set_config('tauros.reap', 'off', true)",
-    map_err = map_err
-);
-impl_job_store!(
-    PgUnit,
-    for_update = " for update",
-    map_err = map_err,
-    wake = notify_jobs
-);
-
 /// Delivered to every listener when the transaction commits, dropped when it rolls back.
 async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
     sqlx::query("select pg_notify($1, '')")
@@ -123,8 +85,34 @@ async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
     Ok(())
 }
 
-impl_webhook_store!(PgUnit, for_update = " for update", map_err = map_err);
-impl_presented_store!(PgUnit, map_err = map_err);
+#[async_trait]
+impl Backend for PgUnit {
+    const FOR_UPDATE: &'static str = " for update";
+    const FOR_SHARE: &'static str = " for share";
+    const SKIP_LOCKED: &'static str = " for update skip locked";
+    const SANCTION_REAP: &'static str = "select set_config('tauros.reap', 'on', true)";
+    const UNSANCTION_REAP: &'static str = "select set_config('tauros.reap', 'off', true)";
+
+    fn map_err(err: sqlx::Error) -> StoreError {
+        map_err(err)
+    }
+
+    async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
+        fetch_optional(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
+        fetch_all(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
+        execute(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn wake_workers(&mut self) -> StoreResult<()> {
+        notify_jobs(self).await
+    }
+}
 
 impl Reader for PgUnit {}
 

@@ -12,11 +12,7 @@
 //! fails, every unit of the group gets the error (none was acknowledged; all are safe to
 //! retry).
 
-use super::sql::{
-    classify_other, impl_effect_store, impl_governance_store, impl_identity_store,
-    impl_invoice_store, impl_job_store, impl_party_store, impl_presented_store,
-    impl_settlement_store, impl_webhook_store,
-};
+use super::sql::{Backend, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional};
 use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
 use sqlx::pool::PoolConnection;
@@ -438,52 +434,42 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-// No row locks: the single writer connection already serializes every write transaction.
-impl_identity_store!(
-    SqliteUnit,
-    for_update = "",
-    for_share = "",
-    map_err = map_err
-);
-impl_governance_store!(
-    SqliteUnit,
-    for_update = "",
-    for_share = "",
-    map_err = map_err
-);
-impl_party_store!(
-    SqliteUnit,
-    for_update = "",
-    for_share = "",
-    map_err = map_err
-);
-impl_invoice_store!(SqliteUnit, for_update = "", map_err = map_err);
-impl_settlement_store!(SqliteUnit, for_update = "", map_err = map_err);
-// A sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
-// transaction (the single writer keeps everyone else out meanwhile).
-impl_effect_store!(
-    SqliteUnit,
-    for_update = "",
-    for_share = "",
-    skip_locked = "",
-    sanction = "insert into effect_claim_reaps default values",
-    unsanction = "delete from effect_claim_reaps",
-    map_err = map_err
-);
-impl_job_store!(
-    SqliteUnit,
-    for_update = "",
-    map_err = map_err,
-    wake = wake_after_commit
-);
-
 async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
     unit.1.pending = true;
     Ok(())
 }
 
-impl_webhook_store!(SqliteUnit, for_update = "", map_err = map_err);
-impl_presented_store!(SqliteUnit, map_err = map_err);
+// No row locks: the single writer connection already serializes every write transaction. A
+// sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
+// transaction (the single writer keeps everyone else out meanwhile).
+#[async_trait]
+impl Backend for SqliteUnit {
+    const FOR_UPDATE: &'static str = "";
+    const FOR_SHARE: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const SANCTION_REAP: &'static str = "insert into effect_claim_reaps default values";
+    const UNSANCTION_REAP: &'static str = "delete from effect_claim_reaps";
+
+    fn map_err(err: sqlx::Error) -> StoreError {
+        map_err(err)
+    }
+
+    async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
+        fetch_optional(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
+        fetch_all(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
+        execute(self.0.conn(), stmt).await.map_err(map_err)
+    }
+
+    async fn wake_workers(&mut self) -> StoreResult<()> {
+        wake_after_commit(self).await
+    }
+}
 
 impl Reader for SqliteUnit {}
 

@@ -1,638 +1,564 @@
-//! Identities: organisations, humans, sessions, invitations, agents, keys, the org audit trail.
+//! Identities: organisations, humans, sessions, invitations, agents, keys, the org audit trail:
+//! `IdentityRead` and `IdentityWrite` for every backend's unit of work. Reads that lock the row
+//! they return append the backend's lock ([`locked`]).
 
-/// Implements `IdentityRead` and `IdentityWrite` for one backend's unit of work `$unit`, whose
-/// field `.0` is a [`Conn`](super::Conn). `$for_share` and `$for_update` are appended to reads
-/// that lock the row they return; `$map_err` classifies the backend's errors.
-macro_rules! impl_identity_store {
-    (
-        $unit:ty,
-        for_update = $for_update:literal,
-        for_share = $for_share:literal,
-        map_err = $map_err:path
-    ) => {
-        const _: () = {
-            use ::chrono::{DateTime, Utc};
-            use ::uuid::Uuid;
-            use $crate::{Lock, Page, StoreResult};
-            use $crate::identity::*;
+use super::{Backend, locked, query, query_as};
+use crate::identity::*;
+use crate::{Lock, Page, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
-            #[::async_trait::async_trait]
-            impl IdentityRead for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>> {
-                    ::sqlx::query_as("select * from orgs where id = $1")
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
+#[async_trait]
+impl<U: Backend> IdentityRead for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>> {
+        query_as("select * from orgs where id = $1")
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>> {
-                    ::sqlx::query_as("select * from orgs where name = $1")
-                        .bind(name)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>> {
+        query_as("select * from orgs where name = $1")
+            .bind(name)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn user_by_email(
-                    &mut self,
-                    email_normalized: &str,
-                ) -> StoreResult<Option<UserRow>> {
-                    ::sqlx::query_as("select * from users where email_normalized = $1")
-                        .bind(email_normalized)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn user_by_email(&mut self, email_normalized: &str) -> StoreResult<Option<UserRow>> {
+        query_as("select * from users where email_normalized = $1")
+            .bind(email_normalized)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn user_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<UserRow>> {
-                    ::sqlx::query_as("select * from users where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn user_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<UserRow>> {
+        query_as("select * from users where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn session_by_hash(
-                    &mut self,
-                    hash: &[u8],
-                ) -> StoreResult<Option<(SessionRow, UserRow)>> {
-                    let Some(session): Option<SessionRow> =
-                        ::sqlx::query_as("select * from sessions where token_hash = $1")
-                            .bind(hash)
-                            .fetch_optional(self.0.conn())
-                            .await
-                            .map_err($map_err)?
-                    else {
-                        return Ok(None);
-                    };
-                    let user = self.user_by_id(session.org_id, session.user_id).await?;
-                    Ok(user.map(|u| (session, u)))
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn agent_by_id(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                ) -> StoreResult<Option<AgentRow>> {
-                    ::sqlx::query_as("select * from agents where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn agents_by_owner(
-                    &mut self,
-                    org_id: Uuid,
-                    owner_id: Uuid,
-                    page: Page,
-                ) -> StoreResult<Vec<AgentRow>> {
-                    ::sqlx::query_as(
-                        "select * from agents
-                         where org_id = $1 and owner_id = $2 and ($3 is null or id < $3)
-                         order by id desc limit $4",
-                    )
-                    .bind(org_id)
-                    .bind(owner_id)
-                    .bind(page.after)
-                    .bind(page.limit)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn agent_has_dependents(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
-                    let found: Option<(i32,)> = ::sqlx::query_as(
-                        "select 1 from customers where org_id = $1 and agent_id = $2
-                         union all select 1 from payment_destinations where org_id = $1 and agent_id = $2
-                         union all select 1 from invoices where org_id = $1 and agent_id = $2
-                         union all select 1 from settlement_events where org_id = $1 and agent_id = $2
-                         union all select 1 from payments where org_id = $1 and agent_id = $2
-                         limit 1",
-                    )
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(found.is_some())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn api_key_by_id(
-                    &mut self,
-                    id: Uuid,
-                ) -> StoreResult<Option<(ApiKeyRow, AgentRow)>> {
-                    // One statement: authentication is on every request's path.
-                    let row: Option<$crate::KeyWithAgent> = ::sqlx::query_as(
-                        "select a.*, k.id as key_id, k.key_hash, k.created_at as key_created_at,
-                             k.expires_at as key_expires_at, k.revoked_at as key_revoked_at,
-                             k.last_used_at as key_last_used_at
-                         from api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id
-                         where k.id = $1",
-                    )
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(row.map($crate::KeyWithAgent::split))
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn active_key_expiry(
-                    &mut self,
-                    org_id: Uuid,
-                    agent_id: Uuid,
-                ) -> StoreResult<Option<(DateTime<Utc>, Option<DateTime<Utc>>)>> {
-                    ::sqlx::query_as(
-                        "select expires_at, last_used_at from api_keys
-                         where org_id = $1 and agent_id = $2 and revoked_at is null
-                         order by created_at desc limit 1",
-                    )
-                    .bind(org_id)
-                    .bind(agent_id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn audit_for_subject(
-                    &mut self,
-                    org_id: Uuid,
-                    subject_id: Uuid,
-                ) -> StoreResult<Vec<AuditRow>> {
-                    ::sqlx::query_as(
-                        "select * from audit_events where org_id = $1 and subject_id = $2
-                         order by occurred_at, id",
-                    )
-                    .bind(org_id)
-                    .bind(subject_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn users_in_org(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<UserRow>> {
-                    ::sqlx::query_as(
-                        "select * from users
-                         where org_id = $1 and ($2 is null or id < $2)
-                         order by id desc limit $3",
-                    )
-                    .bind(org_id)
-                    .bind(page.after)
-                    .bind(page.limit)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn audit_page(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<AuditRow>> {
-                    ::sqlx::query_as(
-                        "select * from audit_events
-                         where org_id = $1 and ($2 is null or id < $2)
-                         order by id desc limit $3",
-                    )
-                    .bind(org_id)
-                    .bind(page.after)
-                    .bind(page.limit)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-            }
-
-            #[::async_trait::async_trait]
-            impl IdentityWrite for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool> {
-                    let done = ::sqlx::query(
-                        "insert into orgs (id, name, four_eyes, shared_review, created_at, updated_at)
-                         values ($1, $2, $3, $4, $5, $6) on conflict (name) do nothing",
-                    )
-                    .bind(org.id)
-                    .bind(&org.name)
-                    .bind(org.four_eyes)
-                    .bind(org.shared_review)
-                    .bind(org.created_at)
-                    .bind(org.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_org(&mut self, id: Uuid, lock: Lock) -> StoreResult<Option<OrgRow>> {
-                    ::sqlx::query_as($crate::sql::locked_select!(
-                        lock,
-                        $for_share,
-                        $for_update,
-                        "select * from orgs where id = $1"
-                    ))
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update orgs set four_eyes = $2, shared_review = $3, updated_at = $4
-                         where id = $1",
-                    )
-                    .bind(org.id)
-                    .bind(org.four_eyes)
-                    .bind(org.shared_review)
-                    .bind(org.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into users (id, org_id, email, email_normalized, role, password_hash,
-                             is_bootstrap, created_at, updated_at, deactivated_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                    )
-                    .bind(user.id)
-                    .bind(user.org_id)
-                    .bind(&user.email)
-                    .bind(&user.email_normalized)
-                    .bind(&user.role)
-                    .bind(&user.password_hash)
-                    .bind(user.is_bootstrap)
-                    .bind(user.created_at)
-                    .bind(user.updated_at)
-                    .bind(user.deactivated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn set_password(
-                    &mut self,
-                    org_id: Uuid,
-                    user_id: Uuid,
-                    password_hash: &str,
-                    now: DateTime<Utc>,
-                ) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update users set password_hash = $3, updated_at = $4
-                         where org_id = $1 and id = $2",
-                    )
-                    .bind(org_id)
-                    .bind(user_id)
-                    .bind(password_hash)
-                    .bind(now)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_user(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                    lock: Lock,
-                ) -> StoreResult<Option<UserRow>> {
-                    ::sqlx::query_as($crate::sql::locked_select!(
-                        lock,
-                        $for_share,
-                        $for_update,
-                        "select * from users where org_id = $1 and id = $2"
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn deactivate_user(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                    now: DateTime<Utc>,
-                ) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update users set deactivated_at = $3, updated_at = $3
-                         where org_id = $1 and id = $2 and deactivated_at is null",
-                    )
-                    .bind(org_id)
-                    .bind(id)
-                    .bind(now)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn delete_user_sessions(
-                    &mut self,
-                    org_id: Uuid,
-                    user_id: Uuid,
-                    keep: Option<Uuid>,
-                ) -> StoreResult<u64> {
-                    let done = ::sqlx::query(
-                        "delete from sessions
-                         where org_id = $1 and user_id = $2 and ($3 is null or id <> $3)",
-                    )
-                    .bind(org_id)
-                    .bind(user_id)
-                    .bind(keep)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn delete_user_invitations(
-                    &mut self,
-                    org_id: Uuid,
-                    user_id: Uuid,
-                ) -> StoreResult<u64> {
-                    let done = ::sqlx::query("delete from invitations where org_id = $1 and user_id = $2")
-                        .bind(org_id)
-                        .bind(user_id)
-                        .execute(self.0.conn())
-                        .await
-                        .map_err($map_err)?;
-                    Ok(done.rows_affected())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
-                    let done = ::sqlx::query(
-                        "delete from sessions where id in
-                             (select id from sessions where expires_at <= $1 limit $2)",
-                    )
-                    .bind(now)
-                    .bind(limit)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
-                    let done = ::sqlx::query(
-                        "delete from invitations where id in
-                             (select id from invitations
-                              where accepted_at is not null or expires_at <= $1 limit $2)",
-                    )
-                    .bind(now)
-                    .bind(limit)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_session(&mut self, s: &SessionRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into sessions (id, org_id, user_id, token_hash, created_at, expires_at)
-                         values ($1, $2, $3, $4, $5, $6)",
-                    )
-                    .bind(s.id)
-                    .bind(s.org_id)
-                    .bind(s.user_id)
-                    .bind(&s.token_hash)
-                    .bind(s.created_at)
-                    .bind(s.expires_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn delete_session(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()> {
-                    ::sqlx::query("delete from sessions where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .execute(self.0.conn())
-                        .await
-                        .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_invitation(&mut self, i: &InvitationRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into invitations (id, org_id, user_id, invited_by, token_hash,
-                             created_at, expires_at, accepted_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    )
-                    .bind(i.id)
-                    .bind(i.org_id)
-                    .bind(i.user_id)
-                    .bind(i.invited_by)
-                    .bind(&i.token_hash)
-                    .bind(i.created_at)
-                    .bind(i.expires_at)
-                    .bind(i.accepted_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn accept_invitation(
-                    &mut self,
-                    hash: &[u8],
-                    now: DateTime<Utc>,
-                ) -> StoreResult<Option<InvitationRow>> {
-                    ::sqlx::query_as(
-                        "update invitations set accepted_at = $2
-                         where token_hash = $1 and accepted_at is null and expires_at > $2
-                         returning *",
-                    )
-                    .bind(hash)
-                    .bind(now)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_agent(&mut self, a: &AgentRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into agents (id, org_id, owner_id, name, capabilities, created_at,
-                             updated_at)
-                         values ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(a.id)
-                    .bind(a.org_id)
-                    .bind(a.owner_id)
-                    .bind(&a.name)
-                    .bind(&a.capabilities)
-                    .bind(a.created_at)
-                    .bind(a.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_agent(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                    lock: Lock,
-                ) -> StoreResult<Option<AgentRow>> {
-                    ::sqlx::query_as($crate::sql::locked_select!(
-                        lock,
-                        $for_share,
-                        $for_update,
-                        "select * from agents where org_id = $1 and id = $2"
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn update_agent(&mut self, a: &AgentRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update agents set name = $3, capabilities = $4, updated_at = $5
-                         where org_id = $1 and id = $2",
-                    )
-                    .bind(a.org_id)
-                    .bind(a.id)
-                    .bind(&a.name)
-                    .bind(&a.capabilities)
-                    .bind(a.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn delete_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()> {
-                    ::sqlx::query("delete from agents where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .execute(self.0.conn())
-                        .await
-                        .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_api_key(&mut self, k: &ApiKeyRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into api_keys (id, org_id, agent_id, key_hash, created_at, expires_at,
-                             revoked_at, last_used_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    )
-                    .bind(k.id)
-                    .bind(k.org_id)
-                    .bind(k.agent_id)
-                    .bind(&k.key_hash)
-                    .bind(k.created_at)
-                    .bind(k.expires_at)
-                    .bind(k.revoked_at)
-                    .bind(k.last_used_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn revoke_agent_keys(
-                    &mut self,
-                    org_id: Uuid,
-                    agent_id: Uuid,
-                    now: DateTime<Utc>,
-                ) -> StoreResult<u64> {
-                    let done = ::sqlx::query(
-                        "update api_keys set revoked_at = $3
-                         where org_id = $1 and agent_id = $2 and revoked_at is null",
-                    )
-                    .bind(org_id)
-                    .bind(agent_id)
-                    .bind(now)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn touch_api_key(
-                    &mut self,
-                    org_id: Uuid,
-                    id: Uuid,
-                    now: DateTime<Utc>,
-                ) -> StoreResult<()> {
-                    ::sqlx::query("update api_keys set last_used_at = $3 where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .bind(now)
-                        .execute(self.0.conn())
-                        .await
-                        .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_audit(&mut self, e: &AuditRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into audit_events (id, org_id, actor_kind, actor_id, interface, action,
-                             subject_type, subject_id, detail, occurred_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                    )
-                    .bind(e.id)
-                    .bind(e.org_id)
-                    .bind(&e.actor_kind)
-                    .bind(e.actor_id)
-                    .bind(&e.interface)
-                    .bind(&e.action)
-                    .bind(&e.subject_type)
-                    .bind(e.subject_id)
-                    .bind(&e.detail)
-                    .bind(e.occurred_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-            }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn session_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<(SessionRow, UserRow)>> {
+        let Some(session): Option<SessionRow> =
+            query_as("select * from sessions where token_hash = $1")
+                .bind(hash)
+                .fetch_optional(self)
+                .await?
+        else {
+            return Ok(None);
         };
-    };
+        let user = self.user_by_id(session.org_id, session.user_id).await?;
+        Ok(user.map(|u| (session, u)))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agent_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>> {
+        query_as("select * from agents where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agents_by_owner(
+        &mut self,
+        org_id: Uuid,
+        owner_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<AgentRow>> {
+        query_as(
+            "select * from agents
+             where org_id = $1 and owner_id = $2 and ($3 is null or id < $3)
+             order by id desc limit $4",
+        )
+        .bind(org_id)
+        .bind(owner_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agent_has_dependents(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
+        let found: Option<(i32,)> = query_as(
+            "select 1 from customers where org_id = $1 and agent_id = $2
+             union all select 1 from payment_destinations where org_id = $1 and agent_id = $2
+             union all select 1 from invoices where org_id = $1 and agent_id = $2
+             union all select 1 from settlement_events where org_id = $1 and agent_id = $2
+             union all select 1 from payments where org_id = $1 and agent_id = $2
+             limit 1",
+        )
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(self)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn api_key_by_id(&mut self, id: Uuid) -> StoreResult<Option<(ApiKeyRow, AgentRow)>> {
+        // One statement: authentication is on every request's path.
+        let row: Option<crate::KeyWithAgent> = query_as(
+            "select a.*, k.id as key_id, k.key_hash, k.created_at as key_created_at,
+                 k.expires_at as key_expires_at, k.revoked_at as key_revoked_at,
+                 k.last_used_at as key_last_used_at
+             from api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id
+             where k.id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self)
+        .await?;
+        Ok(row.map(crate::KeyWithAgent::split))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn active_key_expiry(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> StoreResult<Option<(DateTime<Utc>, Option<DateTime<Utc>>)>> {
+        query_as(
+            "select expires_at, last_used_at from api_keys
+             where org_id = $1 and agent_id = $2 and revoked_at is null
+             order by created_at desc limit 1",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn audit_for_subject(
+        &mut self,
+        org_id: Uuid,
+        subject_id: Uuid,
+    ) -> StoreResult<Vec<AuditRow>> {
+        query_as(
+            "select * from audit_events where org_id = $1 and subject_id = $2
+             order by occurred_at, id",
+        )
+        .bind(org_id)
+        .bind(subject_id)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn users_in_org(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<UserRow>> {
+        query_as(
+            "select * from users
+             where org_id = $1 and ($2 is null or id < $2)
+             order by id desc limit $3",
+        )
+        .bind(org_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn audit_page(&mut self, org_id: Uuid, page: Page) -> StoreResult<Vec<AuditRow>> {
+        query_as(
+            "select * from audit_events
+             where org_id = $1 and ($2 is null or id < $2)
+             order by id desc limit $3",
+        )
+        .bind(org_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(self)
+        .await
+    }
 }
 
-pub(crate) use impl_identity_store;
+#[async_trait]
+impl<U: Backend> IdentityWrite for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool> {
+        let done = query(
+            "insert into orgs (id, name, four_eyes, shared_review, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6) on conflict (name) do nothing",
+        )
+        .bind(org.id)
+        .bind(&org.name)
+        .bind(org.four_eyes)
+        .bind(org.shared_review)
+        .bind(org.created_at)
+        .bind(org.updated_at)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_org(&mut self, id: Uuid, lock: Lock) -> StoreResult<Option<OrgRow>> {
+        query_as(locked::<U>(lock, "select * from orgs where id = $1"))
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()> {
+        query(
+            "update orgs set four_eyes = $2, shared_review = $3, updated_at = $4
+             where id = $1",
+        )
+        .bind(org.id)
+        .bind(org.four_eyes)
+        .bind(org.shared_review)
+        .bind(org.updated_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()> {
+        query(
+            "insert into users (id, org_id, email, email_normalized, role, password_hash,
+                 is_bootstrap, created_at, updated_at, deactivated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(user.id)
+        .bind(user.org_id)
+        .bind(&user.email)
+        .bind(&user.email_normalized)
+        .bind(&user.role)
+        .bind(&user.password_hash)
+        .bind(user.is_bootstrap)
+        .bind(user.created_at)
+        .bind(user.updated_at)
+        .bind(user.deactivated_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn set_password(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        password_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        query(
+            "update users set password_hash = $3, updated_at = $4
+             where org_id = $1 and id = $2",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .bind(password_hash)
+        .bind(now)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_user(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<UserRow>> {
+        query_as(locked::<U>(
+            lock,
+            "select * from users where org_id = $1 and id = $2",
+        ))
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn deactivate_user(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        query(
+            "update users set deactivated_at = $3, updated_at = $3
+             where org_id = $1 and id = $2 and deactivated_at is null",
+        )
+        .bind(org_id)
+        .bind(id)
+        .bind(now)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_user_sessions(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        keep: Option<Uuid>,
+    ) -> StoreResult<u64> {
+        let done = query(
+            "delete from sessions
+             where org_id = $1 and user_id = $2 and ($3 is null or id <> $3)",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .bind(keep)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_user_invitations(&mut self, org_id: Uuid, user_id: Uuid) -> StoreResult<u64> {
+        let done = query("delete from invitations where org_id = $1 and user_id = $2")
+            .bind(org_id)
+            .bind(user_id)
+            .execute(self)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+        let done = query(
+            "delete from sessions where id in
+                 (select id from sessions where expires_at <= $1 limit $2)",
+        )
+        .bind(now)
+        .bind(limit)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+        let done = query(
+            "delete from invitations where id in
+                 (select id from invitations
+                  where accepted_at is not null or expires_at <= $1 limit $2)",
+        )
+        .bind(now)
+        .bind(limit)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_session(&mut self, s: &SessionRow) -> StoreResult<()> {
+        query(
+            "insert into sessions (id, org_id, user_id, token_hash, created_at, expires_at)
+             values ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(s.id)
+        .bind(s.org_id)
+        .bind(s.user_id)
+        .bind(&s.token_hash)
+        .bind(s.created_at)
+        .bind(s.expires_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_session(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()> {
+        query("delete from sessions where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .execute(self)
+            .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_invitation(&mut self, i: &InvitationRow) -> StoreResult<()> {
+        query(
+            "insert into invitations (id, org_id, user_id, invited_by, token_hash,
+                 created_at, expires_at, accepted_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(i.id)
+        .bind(i.org_id)
+        .bind(i.user_id)
+        .bind(i.invited_by)
+        .bind(&i.token_hash)
+        .bind(i.created_at)
+        .bind(i.expires_at)
+        .bind(i.accepted_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn accept_invitation(
+        &mut self,
+        hash: &[u8],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<InvitationRow>> {
+        query_as(
+            "update invitations set accepted_at = $2
+             where token_hash = $1 and accepted_at is null and expires_at > $2
+             returning *",
+        )
+        .bind(hash)
+        .bind(now)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_agent(&mut self, a: &AgentRow) -> StoreResult<()> {
+        query(
+            "insert into agents (id, org_id, owner_id, name, capabilities, created_at,
+                 updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(a.id)
+        .bind(a.org_id)
+        .bind(a.owner_id)
+        .bind(&a.name)
+        .bind(&a.capabilities)
+        .bind(a.created_at)
+        .bind(a.updated_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_agent(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        lock: Lock,
+    ) -> StoreResult<Option<AgentRow>> {
+        query_as(locked::<U>(
+            lock,
+            "select * from agents where org_id = $1 and id = $2",
+        ))
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_agent(&mut self, a: &AgentRow) -> StoreResult<()> {
+        query(
+            "update agents set name = $3, capabilities = $4, updated_at = $5
+             where org_id = $1 and id = $2",
+        )
+        .bind(a.org_id)
+        .bind(a.id)
+        .bind(&a.name)
+        .bind(&a.capabilities)
+        .bind(a.updated_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_agent(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()> {
+        query("delete from agents where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .execute(self)
+            .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_api_key(&mut self, k: &ApiKeyRow) -> StoreResult<()> {
+        query(
+            "insert into api_keys (id, org_id, agent_id, key_hash, created_at, expires_at,
+                 revoked_at, last_used_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(k.id)
+        .bind(k.org_id)
+        .bind(k.agent_id)
+        .bind(&k.key_hash)
+        .bind(k.created_at)
+        .bind(k.expires_at)
+        .bind(k.revoked_at)
+        .bind(k.last_used_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn revoke_agent_keys(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        let done = query(
+            "update api_keys set revoked_at = $3
+             where org_id = $1 and agent_id = $2 and revoked_at is null",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .bind(now)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn touch_api_key(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        query("update api_keys set last_used_at = $3 where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .bind(now)
+            .execute(self)
+            .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_audit(&mut self, e: &AuditRow) -> StoreResult<()> {
+        query(
+            "insert into audit_events (id, org_id, actor_kind, actor_id, interface, action,
+                 subject_type, subject_id, detail, occurred_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(e.id)
+        .bind(e.org_id)
+        .bind(&e.actor_kind)
+        .bind(e.actor_id)
+        .bind(&e.interface)
+        .bind(&e.action)
+        .bind(&e.subject_type)
+        .bind(e.subject_id)
+        .bind(&e.detail)
+        .bind(e.occurred_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,398 +1,388 @@
-//! Invoices, revisions, decisions and events.
+//! Invoices, revisions, decisions and events: `InvoiceRead` and `InvoiceWrite` for every
+//! backend's unit of work.
+//!
+//! The joined reads return an invoice with its current revision, its agent's owner and the
+//! org's settings (everything a read needs to decide visibility) in one statement; they list
+//! the invoice's own columns under names that cannot collide with the revision's.
 
-/// Implements `InvoiceRead` and `InvoiceWrite` for one backend's unit of work `$unit`.
-///
-/// The joined reads return an invoice with its current revision, its agent's owner and the
-/// org's settings (everything a read needs to decide visibility) in one statement; they list
-/// the invoice's own columns under names that cannot collide with the revision's.
-macro_rules! impl_invoice_store {
-    ($unit:ty, for_update = $for_update:literal, map_err = $map_err:path) => {
-        const _: () = {
-            use ::uuid::Uuid;
-            use $crate::{Page, StoreResult};
-            use $crate::invoices::*;
+use super::{Backend, QueryAs, for_update, query, query_as, query_scalar};
+use crate::invoices::*;
+use crate::{Page, StoreResult};
+use async_trait::async_trait;
+use std::sync::LazyLock;
+use uuid::Uuid;
 
-            #[::async_trait::async_trait]
-            impl InvoiceRead for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn invoice_joined(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceJoined>> {
-                    ::sqlx::query_as(concat!(
-                        $crate::sql::joined_invoice!(),
-                        " where i.org_id = $1 and i.id = $2"
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+#[async_trait]
+impl<U: Backend> InvoiceRead for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoice_joined(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<InvoiceJoined>> {
+        query_as(INVOICE_JOINED.as_str())
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn invoice_joined_by_key(
-                    &mut self,
-                    org_id: Uuid,
-                    agent_id: Uuid,
-                    key: &str,
-                ) -> StoreResult<Option<InvoiceJoined>> {
-                    ::sqlx::query_as(concat!(
-                        $crate::sql::joined_invoice!(),
-                        " where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3"
-                    ))
-                    .bind(org_id)
-                    .bind(agent_id)
-                    .bind(key)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoice_joined_by_key(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<InvoiceJoined>> {
+        query_as(INVOICE_JOINED_BY_KEY.as_str())
+            .bind(org_id)
+            .bind(agent_id)
+            .bind(key)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn invoices(
-                    &mut self,
-                    org_id: Uuid,
-                    f: &InvoiceFilter,
-                    page: Page,
-                ) -> StoreResult<Vec<InvoiceJoined>> {
-                    let (agent, owner) = $crate::sql::scope_binds(f.scope);
-                    // One filter, two keyset directions: the approver's inbox reads oldest first.
-                    let sql = if f.oldest_first {
-                        concat!(
-                            $crate::sql::joined_invoice!(),
-                            $crate::sql::invoice_list_filters!("$1", "$2", "$3"),
-                            " and ($7 is null or i.id > $7) order by i.id asc limit $8"
-                        )
-                    } else {
-                        concat!(
-                            $crate::sql::joined_invoice!(),
-                            $crate::sql::invoice_list_filters!("$1", "$2", "$3"),
-                            " and ($7 is null or i.id < $7) order by i.id desc limit $8"
-                        )
-                    };
-                    ::sqlx::query_as(sql)
-                        .bind(org_id)
-                        .bind(agent)
-                        .bind(owner)
-                        .bind(f.state.map(|s| s.as_str()))
-                        .bind(f.customer_id)
-                        .bind(f.agent_id)
-                        .bind(page.after)
-                        .bind(page.limit)
-                        .bind(f.decision.map(|k| k.as_str()))
-                        .bind(&f.idempotency_key)
-                        .bind(f.overdue)
-                        .bind(f.today)
-                        .fetch_all(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
-                    let found: Option<(i32,)> =
-                        ::sqlx::query_as("select 1 from invoices where org_id = $1 and id = $2")
-                            .bind(org_id)
-                            .bind(id)
-                            .fetch_optional(self.0.conn())
-                            .await
-                            .map_err($map_err)?;
-                    Ok(found.is_some())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn invoice_id_by_number(
-                    &mut self,
-                    org_id: Uuid,
-                    number: &str,
-                ) -> StoreResult<Option<Uuid>> {
-                    ::sqlx::query_scalar("select id from invoices where org_id = $1 and number = $2")
-                        .bind(org_id)
-                        .bind(number)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>> {
-                    ::sqlx::query_as("select * from invoice_revisions where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>> {
-                    ::sqlx::query_as(
-                        "select * from invoice_revisions where org_id = $1 and invoice_id = $2
-                         order by number",
-                    )
-                    .bind(org_id)
-                    .bind(invoice_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn decision_for_revision(
-                    &mut self,
-                    org_id: Uuid,
-                    revision_id: Uuid,
-                ) -> StoreResult<Option<DecisionRow>> {
-                    ::sqlx::query_as("select * from decisions where org_id = $1 and revision_id = $2")
-                        .bind(org_id)
-                        .bind(revision_id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>> {
-                    ::sqlx::query_as(
-                        "select * from decisions where org_id = $1 and invoice_id = $2
-                         order by decided_at, id",
-                    )
-                    .bind(org_id)
-                    .bind(invoice_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>> {
-                    ::sqlx::query_as(
-                        "select * from invoice_events where org_id = $1 and invoice_id = $2 order by seq",
-                    )
-                    .bind(org_id)
-                    .bind(invoice_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>> {
-                    ::sqlx::query_as("select * from invoice_events where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
-            }
-
-            #[::async_trait::async_trait]
-            impl InvoiceWrite for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
-                    let done = ::sqlx::query(
-                        "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
-                             number, current_revision_id, revision_count, first_payload_hash,
-                             event_count, last_event_hash, created_at, updated_at,
-                             last_decision_id, amount_paid_minor)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-                         on conflict (org_id, agent_id, idempotency_key) do nothing",
-                    )
-                    .bind(i.id)
-                    .bind(i.org_id)
-                    .bind(i.agent_id)
-                    .bind(&i.idempotency_key)
-                    .bind(i.state.as_str())
-                    .bind(i.cancelled_by.map(|a| a.as_str()))
-                    .bind(&i.number)
-                    .bind(i.current_revision_id)
-                    .bind(i.revision_count)
-                    .bind(&i.first_payload_hash)
-                    .bind(i.event_count)
-                    .bind(&i.last_event_hash)
-                    .bind(i.created_at)
-                    .bind(i.updated_at)
-                    .bind(i.last_decision_id)
-                    .bind(&i.amount_paid_minor)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn update_invoice(&mut self, i: &InvoiceRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update invoices set state = $3, cancelled_by = $4, number = $5,
-                             current_revision_id = $6, revision_count = $7, event_count = $8,
-                             last_event_hash = $9, updated_at = $10, last_decision_id = $11,
-                             amount_paid_minor = $12
-                         where org_id = $1 and id = $2",
-                    )
-                    .bind(i.org_id)
-                    .bind(i.id)
-                    .bind(i.state.as_str())
-                    .bind(i.cancelled_by.map(|a| a.as_str()))
-                    .bind(&i.number)
-                    .bind(i.current_revision_id)
-                    .bind(i.revision_count)
-                    .bind(i.event_count)
-                    .bind(&i.last_event_hash)
-                    .bind(i.updated_at)
-                    .bind(i.last_decision_id)
-                    .bind(&i.amount_paid_minor)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from invoices where org_id = $1 and id = $2",
-                        $for_update
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_revision(&mut self, r: &RevisionRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into invoice_revisions (id, org_id, invoice_id, number, customer_id,
-                             payment_destination_id, destination_network, destination_address, currency,
-                             due_date, lines, total_minor, reasoning, canonical_payload, payload_hash,
-                             created_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-                    )
-                    .bind(r.id)
-                    .bind(r.org_id)
-                    .bind(r.invoice_id)
-                    .bind(r.number)
-                    .bind(r.customer_id)
-                    .bind(r.payment_destination_id)
-                    .bind(&r.destination_network)
-                    .bind(&r.destination_address)
-                    .bind(&r.currency)
-                    .bind(r.due_date)
-                    .bind(&r.lines)
-                    .bind(&r.total_minor)
-                    .bind(&r.reasoning)
-                    .bind(&r.canonical_payload)
-                    .bind(&r.payload_hash)
-                    .bind(r.created_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_decision(&mut self, d: &DecisionRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into decisions (id, org_id, invoice_id, revision_id, approver_id, decision,
-                             payload_hash, reason, decided_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    )
-                    .bind(d.id)
-                    .bind(d.org_id)
-                    .bind(d.invoice_id)
-                    .bind(d.revision_id)
-                    .bind(d.approver_id)
-                    .bind(d.decision.as_str())
-                    .bind(&d.payload_hash)
-                    .bind(&d.reason)
-                    .bind(d.decided_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_event(&mut self, e: &EventRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "insert into invoice_events (id, org_id, invoice_id, seq, action, from_state,
-                             to_state, actor_kind, actor_id, interface, revision_id, payload_hash,
-                             idempotency_key, note, occurred_at, prev_hash, hash, four_eyes, shared_review)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                             $18, $19)",
-                    )
-                    .bind(e.id)
-                    .bind(e.org_id)
-                    .bind(e.invoice_id)
-                    .bind(e.seq)
-                    .bind(e.action.as_str())
-                    .bind(e.from_state.map(|s| s.as_str()))
-                    .bind(e.to_state.as_str())
-                    .bind(&e.actor_kind)
-                    .bind(e.actor_id)
-                    .bind(&e.interface)
-                    .bind(e.revision_id)
-                    .bind(&e.payload_hash)
-                    .bind(&e.idempotency_key)
-                    .bind(&e.note)
-                    .bind(e.occurred_at)
-                    .bind(&e.prev_hash)
-                    .bind(&e.hash)
-                    .bind(e.four_eyes)
-                    .bind(e.shared_review)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-            }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoices(
+        &mut self,
+        org_id: Uuid,
+        f: &InvoiceFilter,
+        page: Page,
+    ) -> StoreResult<Vec<InvoiceJoined>> {
+        // One filter, two keyset directions: the approver's inbox reads oldest first.
+        let sql = if f.oldest_first {
+            INVOICES_OLDEST_FIRST.as_str()
+        } else {
+            INVOICES_NEWEST_FIRST.as_str()
         };
-    };
+        query_as(sql)
+            .bind_scope(org_id, f.scope)
+            .bind_with(|q| bind_list_filter(q, f, page))
+            .fetch_all(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool> {
+        let found: Option<(i32,)> =
+            query_as("select 1 from invoices where org_id = $1 and id = $2")
+                .bind(org_id)
+                .bind(id)
+                .fetch_optional(self)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoice_id_by_number(
+        &mut self,
+        org_id: Uuid,
+        number: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        query_scalar("select id from invoices where org_id = $1 and number = $2")
+            .bind(org_id)
+            .bind(number)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>> {
+        query_as("select * from invoice_revisions where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>> {
+        query_as(
+            "select * from invoice_revisions where org_id = $1 and invoice_id = $2
+             order by number",
+        )
+        .bind(org_id)
+        .bind(invoice_id)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn decision_for_revision(
+        &mut self,
+        org_id: Uuid,
+        revision_id: Uuid,
+    ) -> StoreResult<Option<DecisionRow>> {
+        query_as("select * from decisions where org_id = $1 and revision_id = $2")
+            .bind(org_id)
+            .bind(revision_id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>> {
+        query_as(
+            "select * from decisions where org_id = $1 and invoice_id = $2
+             order by decided_at, id",
+        )
+        .bind(org_id)
+        .bind(invoice_id)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>> {
+        query_as("select * from invoice_events where org_id = $1 and invoice_id = $2 order by seq")
+            .bind(org_id)
+            .bind(invoice_id)
+            .fetch_all(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>> {
+        query_as("select * from invoice_events where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
 }
 
-pub(crate) use impl_invoice_store;
+#[async_trait]
+impl<U: Backend> InvoiceWrite for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
+        let done = query(
+            "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
+                 number, current_revision_id, revision_count, first_payload_hash,
+                 event_count, last_event_hash, created_at, updated_at,
+                 last_decision_id, amount_paid_minor)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             on conflict (org_id, agent_id, idempotency_key) do nothing",
+        )
+        .bind(i.id)
+        .bind(i.org_id)
+        .bind(i.agent_id)
+        .bind(&i.idempotency_key)
+        .bind(i.state.as_str())
+        .bind(i.cancelled_by.map(|a| a.as_str()))
+        .bind(&i.number)
+        .bind(i.current_revision_id)
+        .bind(i.revision_count)
+        .bind(&i.first_payload_hash)
+        .bind(i.event_count)
+        .bind(&i.last_event_hash)
+        .bind(i.created_at)
+        .bind(i.updated_at)
+        .bind(i.last_decision_id)
+        .bind(&i.amount_paid_minor)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_invoice(&mut self, i: &InvoiceRow) -> StoreResult<()> {
+        query(
+            "update invoices set state = $3, cancelled_by = $4, number = $5,
+                 current_revision_id = $6, revision_count = $7, event_count = $8,
+                 last_event_hash = $9, updated_at = $10, last_decision_id = $11,
+                 amount_paid_minor = $12
+             where org_id = $1 and id = $2",
+        )
+        .bind(i.org_id)
+        .bind(i.id)
+        .bind(i.state.as_str())
+        .bind(i.cancelled_by.map(|a| a.as_str()))
+        .bind(&i.number)
+        .bind(i.current_revision_id)
+        .bind(i.revision_count)
+        .bind(i.event_count)
+        .bind(&i.last_event_hash)
+        .bind(i.updated_at)
+        .bind(i.last_decision_id)
+        .bind(&i.amount_paid_minor)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>> {
+        query_as(for_update::<U>(
+            "select * from invoices where org_id = $1 and id = $2",
+        ))
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_revision(&mut self, r: &RevisionRow) -> StoreResult<()> {
+        query(
+            "insert into invoice_revisions (id, org_id, invoice_id, number, customer_id,
+                 payment_destination_id, destination_network, destination_address, currency,
+                 due_date, lines, total_minor, reasoning, canonical_payload, payload_hash,
+                 created_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+        )
+        .bind(r.id)
+        .bind(r.org_id)
+        .bind(r.invoice_id)
+        .bind(r.number)
+        .bind(r.customer_id)
+        .bind(r.payment_destination_id)
+        .bind(&r.destination_network)
+        .bind(&r.destination_address)
+        .bind(&r.currency)
+        .bind(r.due_date)
+        .bind(&r.lines)
+        .bind(&r.total_minor)
+        .bind(&r.reasoning)
+        .bind(&r.canonical_payload)
+        .bind(&r.payload_hash)
+        .bind(r.created_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_decision(&mut self, d: &DecisionRow) -> StoreResult<()> {
+        query(
+            "insert into decisions (id, org_id, invoice_id, revision_id, approver_id, decision,
+                 payload_hash, reason, decided_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(d.id)
+        .bind(d.org_id)
+        .bind(d.invoice_id)
+        .bind(d.revision_id)
+        .bind(d.approver_id)
+        .bind(d.decision.as_str())
+        .bind(&d.payload_hash)
+        .bind(&d.reason)
+        .bind(d.decided_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_event(&mut self, e: &EventRow) -> StoreResult<()> {
+        query(
+            "insert into invoice_events (id, org_id, invoice_id, seq, action, from_state,
+                 to_state, actor_kind, actor_id, interface, revision_id, payload_hash,
+                 idempotency_key, note, occurred_at, prev_hash, hash, four_eyes, shared_review)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                 $18, $19)",
+        )
+        .bind(e.id)
+        .bind(e.org_id)
+        .bind(e.invoice_id)
+        .bind(e.seq)
+        .bind(e.action.as_str())
+        .bind(e.from_state.map(|s| s.as_str()))
+        .bind(e.to_state.as_str())
+        .bind(&e.actor_kind)
+        .bind(e.actor_id)
+        .bind(&e.interface)
+        .bind(e.revision_id)
+        .bind(&e.payload_hash)
+        .bind(&e.idempotency_key)
+        .bind(&e.note)
+        .bind(e.occurred_at)
+        .bind(&e.prev_hash)
+        .bind(&e.hash)
+        .bind(e.four_eyes)
+        .bind(e.shared_review)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+}
 
 /// An invoice with its current revision, its agent's owner and its org's settings; the
 /// invoice's own columns are renamed where they would collide with the revision's.
-macro_rules! joined_invoice {
-    () => {
-        "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-             i.number as invoice_number, i.revision_count, i.first_payload_hash,
-             i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-             i.amount_paid_minor,
-             a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
-             d.decision as last_decision, d.reason as last_decision_reason,
-             d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
-         from invoices i join invoice_revisions r on r.id = i.current_revision_id
-         join agents a on a.org_id = i.org_id and a.id = i.agent_id
-         join orgs o on o.id = i.org_id
-         left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id"
-    };
-}
+pub(crate) const JOINED_INVOICE: &str =
+    "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
+     i.number as invoice_number, i.revision_count, i.first_payload_hash,
+     i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
+     i.amount_paid_minor,
+     a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
+     d.decision as last_decision, d.reason as last_decision_reason,
+     d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
+ from invoices i join invoice_revisions r on r.id = i.current_revision_id
+ join agents a on a.org_id = i.org_id and a.id = i.agent_id
+ join orgs o on o.id = i.org_id
+ left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id";
 
-/// The filters of an invoice list: the organisation (`$org`) and scope (`$agent` one agent,
-/// `$owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
+/// One joined invoice by id.
+static INVOICE_JOINED: LazyLock<String> =
+    LazyLock::new(|| format!("{JOINED_INVOICE} where i.org_id = $1 and i.id = $2"));
+
+/// One joined invoice by its agent's idempotency key.
+static INVOICE_JOINED_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+    format!("{JOINED_INVOICE} where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3")
+});
+
+/// A page of the invoice list, oldest first (the approver's inbox).
+static INVOICES_OLDEST_FIRST: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{JOINED_INVOICE}{} and ($7 is null or i.id > $7) order by i.id asc limit $8",
+        invoice_list_filters("$1", "$2", "$3")
+    )
+});
+
+/// A page of the invoice list, newest first.
+static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{JOINED_INVOICE}{} and ($7 is null or i.id < $7) order by i.id desc limit $8",
+        invoice_list_filters("$1", "$2", "$3")
+    )
+});
+
+/// The filters of an invoice list: the organisation (`org`) and scope (`agent` one agent,
+/// `owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
 /// latest decision (`$9`), idempotency key (`$10`) and overdue (`$11`, as of the date `$12`);
 /// `$7` and `$8` are the page's.
 ///
 /// Overdue is `domain::settlement::is_overdue` read in SQL: issued or partially paid and due
 /// before today. Its third condition, an open balance, holds in those two states by
 /// construction (a covered total makes the invoice `paid`), so no money is compared here.
-macro_rules! invoice_list_filters {
-    ($org:expr, $agent:expr, $owner:expr) => {
-        concat!(
-            " where i.org_id = ", $org, "
-           and (", $agent, " is null or i.agent_id = ", $agent, ")
-           and (", $owner, " is null or i.agent_id in
-                (select own.id from agents own where own.org_id = ", $org, " and own.owner_id = ", $owner, "))
-           and ($4 is null or i.state = $4)
-           and ($5 is null or r.customer_id = $5)
-           and ($6 is null or i.agent_id = $6)
-           and ($9 is null or d.decision = $9)
-           and ($10 is null or i.idempotency_key = $10)
-           and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))"
-        )
-    };
+pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> String {
+    format!(
+        " where i.org_id = {org}
+   and ({agent} is null or i.agent_id = {agent})
+   and ({owner} is null or i.agent_id in
+        (select own.id from agents own where own.org_id = {org} and own.owner_id = {owner}))
+   and ($4 is null or i.state = $4)
+   and ($5 is null or r.customer_id = $5)
+   and ($6 is null or i.agent_id = $6)
+   and ($9 is null or d.decision = $9)
+   and ($10 is null or i.idempotency_key = $10)
+   and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))"
+    )
 }
 
-pub(crate) use {invoice_list_filters, joined_invoice};
+/// Binds the filters of an invoice list ([`invoice_list_filters`]) and its page as `$4` to
+/// `$12`.
+pub(crate) fn bind_list_filter<'a, O>(
+    q: QueryAs<'a, O>,
+    f: &'a InvoiceFilter,
+    page: Page,
+) -> QueryAs<'a, O> {
+    q.bind(f.state.map(|s| s.as_str()))
+        .bind(f.customer_id)
+        .bind(f.agent_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .bind(f.decision.map(|k| k.as_str()))
+        .bind(&f.idempotency_key)
+        .bind(f.overdue)
+        .bind(f.today)
+}

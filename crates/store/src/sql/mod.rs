@@ -1,10 +1,21 @@
-//! The SQL both adapters share, one macro per area (identities, parties, invoices, jobs,
-//! webhooks). Each statement is written once, in a dialect both PostgreSQL and SQLite accept
-//! (`$n` placeholders, `returning`, `on conflict`); the few places where they differ (row
-//! locks) are macro parameters. A macro expands the same code for each concrete backend, which keeps
-//! sqlx's types concrete (no generic executor bounds) and the SQL in one place. The macros name
-//! everything by absolute path (`$crate::…`, `::sqlx::…`), so they do not depend on what the
-//! adapter file imports.
+//! The SQL both adapters share. One file per area (identities, governance, parties, invoices,
+//! settlement, effects, jobs, webhooks, presented reads) implements that area's port traits
+//! once, for every backend's unit of work: `impl<U: Backend> InvoiceRead for U`. Each statement
+//! is a named function (the trait method) or a named `const`/`static` text it uses, written
+//! once in a dialect both PostgreSQL and SQLite accept (`$n` placeholders, `returning`,
+//! `on conflict`).
+//!
+//! - [`stmt`]: how a statement is written (`query_as(SQL).bind(a).fetch_optional(self)`, the
+//!   shape of sqlx's builders, its arguments as plain values) and [`Backend`], the sealed trait
+//!   the two units of work implement: it runs a statement (binding the arguments, classifying
+//!   the errors with the backend's `map_err`) and holds what differs between the backends as
+//!   associated consts and functions: the row-lock suffixes ([`locked`], [`for_update`],
+//!   [`for_share`]: empty on SQLite, whose single writer already serializes write transactions),
+//!   `SKIP LOCKED`, the sanctioned reap, the job wake-up. Why not sqlx's builders generic over
+//!   the database: `docs/DECISIONS.md`, "Storage: SQL as named functions".
+//! - Backend-only statements (the job claim, `LISTEN/NOTIFY`) are in `postgres.rs` and
+//!   `sqlite.rs`, not here.
+//! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
 
 mod effects;
 mod governance;
@@ -12,19 +23,15 @@ mod identity;
 mod invoices;
 mod jobs;
 mod parties;
-pub(crate) mod presented;
+mod presented;
 mod settlement;
+pub(crate) mod stmt;
 mod webhooks;
 
-pub(crate) use effects::impl_effect_store;
-pub(crate) use governance::impl_governance_store;
-pub(crate) use identity::impl_identity_store;
-pub(crate) use invoices::{impl_invoice_store, invoice_list_filters, joined_invoice};
-pub(crate) use jobs::impl_job_store;
-pub(crate) use parties::{impl_party_store, scope_binds};
-pub(crate) use presented::impl_presented_store;
-pub(crate) use settlement::impl_settlement_store;
-pub(crate) use webhooks::impl_webhook_store;
+pub(crate) use stmt::{
+    Backend, Decoded, Query, QueryAs, Stmt, execute, fetch_all, fetch_optional, for_share,
+    for_update, locked, query, query_as, query_scalar,
+};
 
 use super::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
@@ -59,20 +66,6 @@ impl<DB: Database> Conn<DB> {
         }
     }
 }
-
-/// The statement of a locking read in the mode asked for: `select` with the backend's
-/// `$for_share` or `$for_update` suffix appended (both empty on SQLite, whose single writer
-/// already serializes write transactions).
-macro_rules! locked_select {
-    ($lock:expr, $for_share:literal, $for_update:literal, $select:literal) => {
-        match $lock {
-            $crate::Lock::Share => concat!($select, $for_share),
-            $crate::Lock::Update => concat!($select, $for_update),
-        }
-    };
-}
-
-pub(crate) use locked_select;
 
 /// Errors that are not constraint violations: unreachable database or a bug.
 pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
@@ -171,7 +164,9 @@ where
 }
 
 /// The conversions `#[sqlx(try_from = …)]` calls, one set per stored enum (the orphan rule
-/// wants them per concrete type).
+/// wants them per concrete type: `impl<T> From<Stored<T>> for T` is refused). No SQL: the
+/// only `macro_rules!` left in the store (docs/DECISIONS.md, "Storage: SQL as named
+/// functions").
 macro_rules! stored_as_text {
     ($($ty:ty),* $(,)?) => {$(
         impl StoredText for $ty {

@@ -1,265 +1,234 @@
-//! Payments and settlement events.
+//! Payments and settlement events: `SettlementRead` and `SettlementWrite` for every backend's
+//! unit of work. Reads that lock the rows they return append the backend's `for update`.
 
-/// Implements `SettlementRead` and `SettlementWrite` for one backend's unit of work `$unit`.
-/// `$for_update` is appended to reads that lock the rows they return.
-macro_rules! impl_settlement_store {
-    ($unit:ty, for_update = $for_update:literal, map_err = $map_err:path) => {
-        const _: () = {
-            use ::uuid::Uuid;
-            use $crate::settlement::*;
-            use $crate::{Page, StoreResult};
+use super::{Backend, Query, for_update, query, query_as};
+use crate::settlement::*;
+use crate::{Page, StoreResult};
+use async_trait::async_trait;
+use uuid::Uuid;
 
-            #[::async_trait::async_trait]
-            impl SettlementRead for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn payment_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<PaymentRow>> {
-                    ::sqlx::query_as("select * from payments where org_id = $1 and id = $2")
-                        .bind(org_id)
-                        .bind(id)
-                        .fetch_optional(self.0.conn())
-                        .await
-                        .map_err($map_err)
-                }
+#[async_trait]
+impl<U: Backend> SettlementRead for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<PaymentRow>> {
+        query_as("select * from payments where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn payment_by_source(
-                    &mut self,
-                    org_id: Uuid,
-                    source: &str,
-                    source_payment_id: &str,
-                ) -> StoreResult<Option<PaymentRow>> {
-                    ::sqlx::query_as(
-                        "select * from payments
-                         where org_id = $1 and source = $2 and source_payment_id = $3",
-                    )
-                    .bind(org_id)
-                    .bind(source)
-                    .bind(source_payment_id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_by_source(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+        source_payment_id: &str,
+    ) -> StoreResult<Option<PaymentRow>> {
+        query_as(
+            "select * from payments
+             where org_id = $1 and source = $2 and source_payment_id = $3",
+        )
+        .bind(org_id)
+        .bind(source)
+        .bind(source_payment_id)
+        .fetch_optional(self)
+        .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn payments(
-                    &mut self,
-                    org_id: Uuid,
-                    f: &PaymentFilter,
-                    page: Page,
-                ) -> StoreResult<Vec<PaymentRow>> {
-                    let (agent, owner) = $crate::sql::scope_binds(f.scope);
-                    ::sqlx::query_as(
-                        "select * from payments p
-                         where p.org_id = $1
-                           and ($2 is null or p.agent_id = $2)
-                           and ($3 is null or p.agent_id in
-                                (select a.id from agents a where a.org_id = $1 and a.owner_id = $3))
-                           and ($4 is null or p.status = $4)
-                           and ($5 is null or p.id < $5)
-                         order by p.id desc limit $6",
-                    )
-                    .bind(org_id)
-                    .bind(agent)
-                    .bind(owner)
-                    .bind(f.status.map(|s| s.as_str()))
-                    .bind(page.after)
-                    .bind(page.limit)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payments(
+        &mut self,
+        org_id: Uuid,
+        f: &PaymentFilter,
+        page: Page,
+    ) -> StoreResult<Vec<PaymentRow>> {
+        query_as(
+            "select * from payments p
+             where p.org_id = $1
+               and ($2 is null or p.agent_id = $2)
+               and ($3 is null or p.agent_id in
+                    (select a.id from agents a where a.org_id = $1 and a.owner_id = $3))
+               and ($4 is null or p.status = $4)
+               and ($5 is null or p.id < $5)
+             order by p.id desc limit $6",
+        )
+        .bind_scope(org_id, f.scope)
+        .bind(f.status.map(|s| s.as_str()))
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(self)
+        .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn payments_of_invoice(
-                    &mut self,
-                    org_id: Uuid,
-                    invoice_id: Uuid,
-                ) -> StoreResult<Vec<PaymentRow>> {
-                    ::sqlx::query_as(
-                        "select * from payments where org_id = $1 and invoice_id = $2 order by id",
-                    )
-                    .bind(org_id)
-                    .bind(invoice_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payments_of_invoice(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+    ) -> StoreResult<Vec<PaymentRow>> {
+        query_as("select * from payments where org_id = $1 and invoice_id = $2 order by id")
+            .bind(org_id)
+            .bind(invoice_id)
+            .fetch_all(self)
+            .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn settlement_event_by_source(
-                    &mut self,
-                    org_id: Uuid,
-                    source: &str,
-                    source_event_id: &str,
-                ) -> StoreResult<Option<SettlementEventRow>> {
-                    ::sqlx::query_as(
-                        "select * from settlement_events
-                         where org_id = $1 and source = $2 and source_event_id = $3",
-                    )
-                    .bind(org_id)
-                    .bind(source)
-                    .bind(source_event_id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn settlement_event_by_source(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+        source_event_id: &str,
+    ) -> StoreResult<Option<SettlementEventRow>> {
+        query_as(
+            "select * from settlement_events
+             where org_id = $1 and source = $2 and source_event_id = $3",
+        )
+        .bind(org_id)
+        .bind(source)
+        .bind(source_event_id)
+        .fetch_optional(self)
+        .await
+    }
 
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn settlement_events(
-                    &mut self,
-                    org_id: Uuid,
-                    payment_id: Uuid,
-                ) -> StoreResult<Vec<SettlementEventRow>> {
-                    ::sqlx::query_as(
-                        "select * from settlement_events where org_id = $1 and payment_id = $2
-                         order by id",
-                    )
-                    .bind(org_id)
-                    .bind(payment_id)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-            }
-
-            #[::async_trait::async_trait]
-            impl SettlementWrite for $unit {
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_payment(&mut self, p: &PaymentRow) -> StoreResult<bool> {
-                    let done = ::sqlx::query(
-                        "insert into payments (id, org_id, source, source_payment_id, amount_minor,
-                             currency, invoice_ref_id, invoice_ref_number, first_at, first_event_id,
-                             state, conflict, confirmed_at, invoice_id, agent_id, status,
-                             unmatched_reason, allocated_minor, event_count, created_at, updated_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                             $16, $17, $18, $19, $20, $21)
-                         on conflict (org_id, source, source_payment_id) do nothing",
-                    )
-                    .bind(p.id)
-                    .bind(p.org_id)
-                    .bind(&p.source)
-                    .bind(&p.source_payment_id)
-                    .bind(&p.amount_minor)
-                    .bind(&p.currency)
-                    .bind(p.invoice_ref_id)
-                    .bind(&p.invoice_ref_number)
-                    .bind(p.first_at)
-                    .bind(&p.first_event_id)
-                    .bind(p.state.as_str())
-                    .bind(p.conflict)
-                    .bind(p.confirmed_at)
-                    .bind(p.invoice_id)
-                    .bind(p.agent_id)
-                    .bind(p.status.as_str())
-                    .bind(p.unmatched_reason.map(|u| u.as_str()))
-                    .bind(&p.allocated_minor)
-                    .bind(p.event_count)
-                    .bind(p.created_at)
-                    .bind(p.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_payment(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<PaymentRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from payments where org_id = $1 and id = $2",
-                        $for_update
-                    ))
-                    .bind(org_id)
-                    .bind(id)
-                    .fetch_optional(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn update_payment(&mut self, p: &PaymentRow) -> StoreResult<()> {
-                    ::sqlx::query(
-                        "update payments set amount_minor = $3, currency = $4, invoice_ref_id = $5,
-                             invoice_ref_number = $6, first_at = $7, first_event_id = $8, state = $9,
-                             conflict = $10, confirmed_at = $11, invoice_id = $12, agent_id = $13,
-                             status = $14, unmatched_reason = $15, allocated_minor = $16,
-                             event_count = $17, updated_at = $18
-                         where org_id = $1 and id = $2",
-                    )
-                    .bind(p.org_id)
-                    .bind(p.id)
-                    .bind(&p.amount_minor)
-                    .bind(&p.currency)
-                    .bind(p.invoice_ref_id)
-                    .bind(&p.invoice_ref_number)
-                    .bind(p.first_at)
-                    .bind(&p.first_event_id)
-                    .bind(p.state.as_str())
-                    .bind(p.conflict)
-                    .bind(p.confirmed_at)
-                    .bind(p.invoice_id)
-                    .bind(p.agent_id)
-                    .bind(p.status.as_str())
-                    .bind(p.unmatched_reason.map(|u| u.as_str()))
-                    .bind(&p.allocated_minor)
-                    .bind(p.event_count)
-                    .bind(p.updated_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(())
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn lock_unmatched_by_number(
-                    &mut self,
-                    org_id: Uuid,
-                    number: &str,
-                ) -> StoreResult<Vec<PaymentRow>> {
-                    ::sqlx::query_as(concat!(
-                        "select * from payments
-                         where org_id = $1 and invoice_ref_number = $2 and invoice_id is null
-                         order by id",
-                        $for_update
-                    ))
-                    .bind(org_id)
-                    .bind(number)
-                    .fetch_all(self.0.conn())
-                    .await
-                    .map_err($map_err)
-                }
-
-                #[::tracing::instrument(level = "debug", skip_all)]
-                async fn insert_settlement_event(&mut self, e: &SettlementEventRow) -> StoreResult<bool> {
-                    let done = ::sqlx::query(
-                        "insert into settlement_events (id, org_id, payment_id, agent_id, source,
-                             source_event_id, fingerprint, status, amount_minor, currency,
-                             invoice_ref_id, invoice_ref_number, occurred_at, raw, received_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                         on conflict (org_id, source, source_event_id) do nothing",
-                    )
-                    .bind(e.id)
-                    .bind(e.org_id)
-                    .bind(e.payment_id)
-                    .bind(e.agent_id)
-                    .bind(&e.source)
-                    .bind(&e.source_event_id)
-                    .bind(&e.fingerprint)
-                    .bind(e.status.as_str())
-                    .bind(&e.amount_minor)
-                    .bind(&e.currency)
-                    .bind(e.invoice_ref_id)
-                    .bind(&e.invoice_ref_number)
-                    .bind(e.occurred_at)
-                    .bind(&e.raw)
-                    .bind(e.received_at)
-                    .execute(self.0.conn())
-                    .await
-                    .map_err($map_err)?;
-                    Ok(done.rows_affected() == 1)
-                }
-            }
-        };
-    };
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn settlement_events(
+        &mut self,
+        org_id: Uuid,
+        payment_id: Uuid,
+    ) -> StoreResult<Vec<SettlementEventRow>> {
+        query_as(
+            "select * from settlement_events where org_id = $1 and payment_id = $2
+             order by id",
+        )
+        .bind(org_id)
+        .bind(payment_id)
+        .fetch_all(self)
+        .await
+    }
 }
 
-pub(crate) use impl_settlement_store;
+#[async_trait]
+impl<U: Backend> SettlementWrite for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_payment(&mut self, p: &PaymentRow) -> StoreResult<bool> {
+        let done = query(
+            "insert into payments (id, org_id, source, source_payment_id, amount_minor,
+                 currency, invoice_ref_id, invoice_ref_number, first_at, first_event_id,
+                 state, conflict, confirmed_at, invoice_id, agent_id, status,
+                 unmatched_reason, allocated_minor, event_count, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                 $16, $17, $18, $19, $20, $21)
+             on conflict (org_id, source, source_payment_id) do nothing",
+        )
+        .bind(p.id)
+        .bind(p.org_id)
+        .bind(&p.source)
+        .bind(&p.source_payment_id)
+        .bind_with(|q| bind_payment_state(q, p))
+        .bind(p.created_at)
+        .bind(p.updated_at)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_payment(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<PaymentRow>> {
+        query_as(for_update::<U>(
+            "select * from payments where org_id = $1 and id = $2",
+        ))
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_payment(&mut self, p: &PaymentRow) -> StoreResult<()> {
+        query(
+            "update payments set amount_minor = $3, currency = $4, invoice_ref_id = $5,
+                 invoice_ref_number = $6, first_at = $7, first_event_id = $8, state = $9,
+                 conflict = $10, confirmed_at = $11, invoice_id = $12, agent_id = $13,
+                 status = $14, unmatched_reason = $15, allocated_minor = $16,
+                 event_count = $17, updated_at = $18
+             where org_id = $1 and id = $2",
+        )
+        .bind(p.org_id)
+        .bind(p.id)
+        .bind_with(|q| bind_payment_state(q, p))
+        .bind(p.updated_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_unmatched_by_number(
+        &mut self,
+        org_id: Uuid,
+        number: &str,
+    ) -> StoreResult<Vec<PaymentRow>> {
+        query_as(for_update::<U>(
+            "select * from payments
+             where org_id = $1 and invoice_ref_number = $2 and invoice_id is null
+             order by id",
+        ))
+        .bind(org_id)
+        .bind(number)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_settlement_event(&mut self, e: &SettlementEventRow) -> StoreResult<bool> {
+        let done = query(
+            "insert into settlement_events (id, org_id, payment_id, agent_id, source,
+                 source_event_id, fingerprint, status, amount_minor, currency,
+                 invoice_ref_id, invoice_ref_number, occurred_at, raw, received_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             on conflict (org_id, source, source_event_id) do nothing",
+        )
+        .bind(e.id)
+        .bind(e.org_id)
+        .bind(e.payment_id)
+        .bind(e.agent_id)
+        .bind(&e.source)
+        .bind(&e.source_event_id)
+        .bind(&e.fingerprint)
+        .bind(e.status.as_str())
+        .bind(&e.amount_minor)
+        .bind(&e.currency)
+        .bind(e.invoice_ref_id)
+        .bind(&e.invoice_ref_number)
+        .bind(e.occurred_at)
+        .bind(&e.raw)
+        .bind(e.received_at)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+/// Binds a payment's mutable columns as the next fifteen arguments, in the order of
+/// `payments`: amount_minor, currency, invoice_ref_id, invoice_ref_number, first_at,
+/// first_event_id, state, conflict, confirmed_at, invoice_id, agent_id, status,
+/// unmatched_reason, allocated_minor, event_count.
+fn bind_payment_state<'a>(q: Query<'a>, p: &'a PaymentRow) -> Query<'a> {
+    q.bind(&p.amount_minor)
+        .bind(&p.currency)
+        .bind(p.invoice_ref_id)
+        .bind(&p.invoice_ref_number)
+        .bind(p.first_at)
+        .bind(&p.first_event_id)
+        .bind(p.state.as_str())
+        .bind(p.conflict)
+        .bind(p.confirmed_at)
+        .bind(p.invoice_id)
+        .bind(p.agent_id)
+        .bind(p.status.as_str())
+        .bind(p.unmatched_reason.map(|u| u.as_str()))
+        .bind(&p.allocated_minor)
+        .bind(p.event_count)
+}

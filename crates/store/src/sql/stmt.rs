@@ -1,0 +1,483 @@
+//! A statement as the shared SQL writes it: its text and its arguments, with the return type
+//! it decodes to. The area files build one per query (`query_as(SQL).bind(a).bind(b)`) and run
+//! it on a [`Backend`], whose adapter binds the arguments and classifies the errors.
+//!
+//! Why not sqlx's own builders, generic over the database: Rust does not carry a trait's
+//! `where` clauses to its users, so "`Uuid` encodes on `B`" (and every other bound type, and
+//! every row type decoding from `B::Row`) would have to be restated on every generic impl. A
+//! statement whose arguments are plain values ([`Arg`]) needs none of that: the generic code
+//! only ever talks to [`Backend`], and the one place that meets sqlx's bounds ([`bind_all`],
+//! [`fetch_optional`], …) is generic with its bounds written once, used by two concrete
+//! adapters.
+
+use super::super::{Lock, StoreError, StoreResult};
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Type};
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use tauros_domain::visibility::Scope;
+use uuid::Uuid;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::postgres::PgUnit {}
+    impl Sealed for crate::sqlite::SqliteUnit {}
+}
+
+/// A backend's unit of work, as the shared SQL sees it: where its statements run, how its
+/// errors are classified, and the few texts that differ between backends. Implemented by the
+/// PostgreSQL and SQLite units only; every port trait (`InvoiceRead`, `JobWrite`, …) is
+/// implemented once, for any `U: Backend`, in this module's area files.
+#[async_trait]
+pub trait Backend: Send + sealed::Sealed {
+    /// Appended to a select that locks the rows it returns for an update (empty on SQLite,
+    /// whose single writer already serializes write transactions).
+    const FOR_UPDATE: &'static str;
+    /// Appended to a select that locks the rows it returns against updates.
+    const FOR_SHARE: &'static str;
+    /// Appended to the selects of cleanup and reaping: pass over rows others hold.
+    const SKIP_LOCKED: &'static str;
+    /// Opens a sanctioned reap (the claims' delete guard reads it).
+    const SANCTION_REAP: &'static str;
+    /// Closes a sanctioned reap.
+    const UNSANCTION_REAP: &'static str;
+
+    /// Classifies the backend's errors (constraint names, retryable codes).
+    fn map_err(err: sqlx::Error) -> StoreError;
+
+    /// Runs a statement, returning its first row, if any.
+    async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>>;
+
+    /// Runs a statement, returning every row.
+    async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>>;
+
+    /// Runs a statement, returning how many rows it affected.
+    async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64>;
+
+    /// Wakes idle workers once this unit's enqueues are committed.
+    async fn wake_workers(&mut self) -> StoreResult<()>;
+}
+
+/// A row type both backends decode.
+pub trait Decoded:
+    for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + 'static
+{
+}
+
+impl<T> Decoded for T where
+    T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin + 'static
+{
+}
+
+/// One bound argument. Each Rust type binds as itself (an `Option` of it, which sqlx encodes
+/// exactly as the value, or as a typed null).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Uuid(Option<Uuid>),
+    Text(Option<&'a str>),
+    Int(Option<i32>),
+    BigInt(Option<i64>),
+    Bool(Option<bool>),
+    Time(Option<DateTime<Utc>>),
+    Date(Option<NaiveDate>),
+    Bytes(Option<&'a [u8]>),
+}
+
+impl<'a> From<Uuid> for Arg<'a> {
+    fn from(value: Uuid) -> Arg<'a> {
+        Arg::Uuid(Some(value))
+    }
+}
+
+impl<'a> From<Option<Uuid>> for Arg<'a> {
+    fn from(value: Option<Uuid>) -> Arg<'a> {
+        Arg::Uuid(value)
+    }
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(value: &'a str) -> Arg<'a> {
+        Arg::Text(Some(value))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(value: Option<&'a str>) -> Arg<'a> {
+        Arg::Text(value)
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(value: &'a String) -> Arg<'a> {
+        Arg::Text(Some(value.as_str()))
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(value: &'a Option<String>) -> Arg<'a> {
+        Arg::Text(value.as_deref())
+    }
+}
+
+impl<'a> From<i32> for Arg<'a> {
+    fn from(value: i32) -> Arg<'a> {
+        Arg::Int(Some(value))
+    }
+}
+
+impl<'a> From<Option<i32>> for Arg<'a> {
+    fn from(value: Option<i32>) -> Arg<'a> {
+        Arg::Int(value)
+    }
+}
+
+impl<'a> From<i64> for Arg<'a> {
+    fn from(value: i64) -> Arg<'a> {
+        Arg::BigInt(Some(value))
+    }
+}
+
+impl<'a> From<Option<i64>> for Arg<'a> {
+    fn from(value: Option<i64>) -> Arg<'a> {
+        Arg::BigInt(value)
+    }
+}
+
+impl<'a> From<bool> for Arg<'a> {
+    fn from(value: bool) -> Arg<'a> {
+        Arg::Bool(Some(value))
+    }
+}
+
+impl<'a> From<Option<bool>> for Arg<'a> {
+    fn from(value: Option<bool>) -> Arg<'a> {
+        Arg::Bool(value)
+    }
+}
+
+impl<'a> From<DateTime<Utc>> for Arg<'a> {
+    fn from(value: DateTime<Utc>) -> Arg<'a> {
+        Arg::Time(Some(value))
+    }
+}
+
+impl<'a> From<Option<DateTime<Utc>>> for Arg<'a> {
+    fn from(value: Option<DateTime<Utc>>) -> Arg<'a> {
+        Arg::Time(value)
+    }
+}
+
+impl<'a> From<NaiveDate> for Arg<'a> {
+    fn from(value: NaiveDate) -> Arg<'a> {
+        Arg::Date(Some(value))
+    }
+}
+
+impl<'a> From<Option<NaiveDate>> for Arg<'a> {
+    fn from(value: Option<NaiveDate>) -> Arg<'a> {
+        Arg::Date(value)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Arg<'a> {
+    fn from(value: &'a [u8]) -> Arg<'a> {
+        Arg::Bytes(Some(value))
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Arg<'a> {
+    fn from(value: &'a Vec<u8>) -> Arg<'a> {
+        Arg::Bytes(Some(value.as_slice()))
+    }
+}
+
+impl<'a> From<&'a Option<Vec<u8>>> for Arg<'a> {
+    fn from(value: &'a Option<Vec<u8>>) -> Arg<'a> {
+        Arg::Bytes(value.as_deref())
+    }
+}
+
+/// A statement's text and arguments.
+#[derive(Debug)]
+pub struct Stmt<'a> {
+    sql: Cow<'static, str>,
+    args: Vec<Arg<'a>>,
+}
+
+/// A statement that decodes each row as `O`.
+#[must_use = "a statement does nothing until it runs"]
+pub struct QueryAs<'a, O> {
+    stmt: Stmt<'a>,
+    output: PhantomData<fn() -> O>,
+}
+
+/// A statement that decodes the first column of each row as `O`.
+#[must_use = "a statement does nothing until it runs"]
+pub struct QueryScalar<'a, O> {
+    stmt: Stmt<'a>,
+    output: PhantomData<fn() -> O>,
+}
+
+/// A statement run for its effect.
+#[must_use = "a statement does nothing until it runs"]
+pub struct Query<'a> {
+    stmt: Stmt<'a>,
+}
+
+/// What an executed statement did.
+pub struct Done {
+    rows_affected: u64,
+}
+
+impl Done {
+    pub fn rows_affected(&self) -> u64 {
+        self.rows_affected
+    }
+}
+
+fn stmt<'a>(sql: impl Into<Cow<'static, str>>) -> Stmt<'a> {
+    Stmt {
+        sql: sql.into(),
+        args: Vec::new(),
+    }
+}
+
+/// A statement whose rows decode as `O`.
+pub fn query_as<'a, O>(sql: impl Into<Cow<'static, str>>) -> QueryAs<'a, O> {
+    QueryAs {
+        stmt: stmt(sql),
+        output: PhantomData,
+    }
+}
+
+/// A statement whose first column decodes as `O`.
+pub fn query_scalar<'a, O>(sql: impl Into<Cow<'static, str>>) -> QueryScalar<'a, O> {
+    QueryScalar {
+        stmt: stmt(sql),
+        output: PhantomData,
+    }
+}
+
+/// A statement run for its effect.
+pub fn query<'a>(sql: impl Into<Cow<'static, str>>) -> Query<'a> {
+    Query { stmt: stmt(sql) }
+}
+
+/// `select` with the backend's row lock for `lock` appended.
+pub fn locked<U: Backend>(lock: Lock, select: &'static str) -> Cow<'static, str> {
+    match lock {
+        Lock::Share => for_share::<U>(select),
+        Lock::Update => for_update::<U>(select),
+    }
+}
+
+/// `select` with the backend's `for update` appended.
+pub fn for_update<U: Backend>(select: &'static str) -> Cow<'static, str> {
+    suffixed(select, U::FOR_UPDATE)
+}
+
+/// `select` with the backend's `for share` appended.
+pub fn for_share<U: Backend>(select: &'static str) -> Cow<'static, str> {
+    suffixed(select, U::FOR_SHARE)
+}
+
+fn suffixed(sql: &'static str, suffix: &'static str) -> Cow<'static, str> {
+    if suffix.is_empty() {
+        Cow::Borrowed(sql)
+    } else {
+        Cow::Owned(format!("{sql}{suffix}"))
+    }
+}
+
+impl<'a> Stmt<'a> {
+    fn push(mut self, arg: impl Into<Arg<'a>>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+}
+
+impl<'a, O> QueryAs<'a, O> {
+    pub fn bind(self, arg: impl Into<Arg<'a>>) -> Self {
+        QueryAs {
+            stmt: self.stmt.push(arg),
+            output: PhantomData,
+        }
+    }
+
+    /// Binds what a helper binds (a bind chain several statements share).
+    pub fn bind_with(self, bind: impl FnOnce(Self) -> Self) -> Self {
+        bind(self)
+    }
+
+    /// Binds a scoped read's organisation and scope as the next three arguments: the org, the
+    /// one agent (`Scope::Agent`) and the one owner whose agents (`Scope::Owner`) it is
+    /// narrowed to; `None` widens the scope (`Scope::Org`: both null).
+    pub fn bind_scope(self, org_id: Uuid, scope: Scope) -> Self {
+        let (agent, owner) = match scope {
+            Scope::Agent(id) => (Some(id), None),
+            Scope::Owner(id) => (None, Some(id)),
+            Scope::Org => (None, None),
+        };
+        self.bind(org_id).bind(agent).bind(owner)
+    }
+}
+
+impl<O: Decoded> QueryAs<'_, O> {
+    pub async fn fetch_optional<U: Backend>(self, unit: &mut U) -> StoreResult<Option<O>> {
+        unit.fetch_optional_row(self.stmt).await
+    }
+
+    pub async fn fetch_all<U: Backend>(self, unit: &mut U) -> StoreResult<Vec<O>> {
+        unit.fetch_all_rows(self.stmt).await
+    }
+
+    pub async fn fetch_one<U: Backend>(self, unit: &mut U) -> StoreResult<O> {
+        unit.fetch_optional_row(self.stmt)
+            .await?
+            .ok_or_else(|| U::map_err(sqlx::Error::RowNotFound))
+    }
+}
+
+impl<'a, O> QueryScalar<'a, O>
+where
+    (O,): Decoded,
+{
+    pub fn bind(self, arg: impl Into<Arg<'a>>) -> Self {
+        QueryScalar {
+            stmt: self.stmt.push(arg),
+            output: PhantomData,
+        }
+    }
+
+    pub async fn fetch_optional<U: Backend>(self, unit: &mut U) -> StoreResult<Option<O>> {
+        let row: Option<(O,)> = unit.fetch_optional_row(self.stmt).await?;
+        Ok(row.map(|(value,)| value))
+    }
+
+    pub async fn fetch_one<U: Backend>(self, unit: &mut U) -> StoreResult<O> {
+        self.fetch_optional(unit)
+            .await?
+            .ok_or_else(|| U::map_err(sqlx::Error::RowNotFound))
+    }
+}
+
+impl<'a> Query<'a> {
+    pub fn bind(self, arg: impl Into<Arg<'a>>) -> Self {
+        Query {
+            stmt: self.stmt.push(arg),
+        }
+    }
+
+    /// Binds what a helper binds (a bind chain several statements share).
+    pub fn bind_with(self, bind: impl FnOnce(Self) -> Self) -> Self {
+        bind(self)
+    }
+
+    pub async fn execute<U: Backend>(self, unit: &mut U) -> StoreResult<Done> {
+        let rows_affected = unit.execute_stmt(self.stmt).await?;
+        Ok(Done { rows_affected })
+    }
+}
+
+// What the adapters call: sqlx's builders, with every bound the statements need written once.
+
+/// A database that binds every [`Arg`]: its adapter's statements are built here.
+pub trait Binds<'q>: Database {
+    /// sqlx's statement for `stmt`, its arguments bound in order.
+    fn bind_all(stmt: Stmt<'q>) -> sqlx::query::Query<'q, Self, Self::Arguments>;
+}
+
+impl<'q, DB> Binds<'q> for DB
+where
+    DB: Database,
+    Option<Uuid>: Encode<'q, DB> + Type<DB>,
+    Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    Option<i32>: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+    Option<bool>: Encode<'q, DB> + Type<DB>,
+    Option<DateTime<Utc>>: Encode<'q, DB> + Type<DB>,
+    Option<NaiveDate>: Encode<'q, DB> + Type<DB>,
+    Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_all(stmt: Stmt<'q>) -> sqlx::query::Query<'q, DB, DB::Arguments> {
+        let mut query = match stmt.sql {
+            Cow::Borrowed(sql) => sqlx::query(sql),
+            Cow::Owned(sql) => sqlx::query(AssertSqlSafe(sql)),
+        };
+        for arg in stmt.args {
+            query = match arg {
+                Arg::Uuid(v) => query.bind(v),
+                Arg::Text(v) => query.bind(v),
+                Arg::Int(v) => query.bind(v),
+                Arg::BigInt(v) => query.bind(v),
+                Arg::Bool(v) => query.bind(v),
+                Arg::Time(v) => query.bind(v),
+                Arg::Date(v) => query.bind(v),
+                Arg::Bytes(v) => query.bind(v),
+            };
+        }
+        query
+    }
+}
+
+/// Runs `stmt` on `conn`, decoding its first row, if any, as `O`.
+pub async fn fetch_optional<'q, 'c, DB, O>(
+    conn: impl Executor<'c, Database = DB>,
+    stmt: Stmt<'q>,
+) -> Result<Option<O>, sqlx::Error>
+where
+    DB: Binds<'q>,
+    DB::Arguments: IntoArguments<DB>,
+    O: for<'r> FromRow<'r, DB::Row>,
+{
+    let row = conn.fetch_optional(DB::bind_all(stmt)).await?;
+    row.map(|row| O::from_row(&row)).transpose()
+}
+
+/// Runs `stmt` on `conn`, decoding every row as `O`.
+pub async fn fetch_all<'q, 'c, DB, O>(
+    conn: impl Executor<'c, Database = DB>,
+    stmt: Stmt<'q>,
+) -> Result<Vec<O>, sqlx::Error>
+where
+    DB: Binds<'q>,
+    DB::Arguments: IntoArguments<DB>,
+    O: for<'r> FromRow<'r, DB::Row>,
+{
+    let rows = conn.fetch_all(DB::bind_all(stmt)).await?;
+    rows.iter().map(|row| O::from_row(row)).collect()
+}
+
+/// Runs `stmt` on `conn`, returning how many rows it affected.
+pub async fn execute<'q, 'c, DB>(
+    conn: impl Executor<'c, Database = DB>,
+    stmt: Stmt<'q>,
+) -> Result<u64, sqlx::Error>
+where
+    DB: Binds<'q>,
+    DB::Arguments: IntoArguments<DB>,
+    DB::QueryResult: RowsAffected,
+{
+    let done = conn.execute(DB::bind_all(stmt)).await?;
+    Ok(done.rows_affected())
+}
+
+/// A statement result's affected row count (sqlx names it per backend).
+pub trait RowsAffected {
+    fn rows_affected(&self) -> u64;
+}
+
+impl RowsAffected for sqlx::postgres::PgQueryResult {
+    fn rows_affected(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+impl RowsAffected for sqlx::sqlite::SqliteQueryResult {
+    fn rows_affected(&self) -> u64 {
+        self.rows_affected()
+    }
+}
