@@ -1,6 +1,6 @@
 //! The port for the claim protocol's claims and the invoice number sequence.
 
-use super::StoreResult;
+use crate::error::StoreResult;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

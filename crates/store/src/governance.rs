@@ -1,6 +1,8 @@
 //! The port for proposals that need a second approver (`org_changes`).
 
-use super::{Lock, Page, StoreResult};
+use crate::error::StoreResult;
+
+use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{ChangeKind, ChangeState};

@@ -1,7 +1,9 @@
 //! The port for organisations, humans, sessions, invitations, agents, API keys and the org
 //! audit trail.
 
-use super::{Lock, Page, StoreResult};
+use crate::error::StoreResult;
+
+use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

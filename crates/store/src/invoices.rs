@@ -1,6 +1,10 @@
 //! The port for invoices, their revisions, decisions and events.
 
-use super::{Page, Scope, StoreResult};
+use crate::error::StoreResult;
+
+use crate::parties::Scope;
+
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};

@@ -6,7 +6,9 @@
 //! Claims are backend-only (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on
 //! SQLite): see [`super::Store::claim_job`].
 
-use super::{Page, StoreResult};
+use crate::error::StoreResult;
+
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::job::JobState;

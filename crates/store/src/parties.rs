@@ -1,6 +1,8 @@
 //! The port for customers and payment destinations.
 
-use super::{Lock, Page, StoreResult};
+use crate::error::StoreResult;
+
+use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::destination::DestinationState;

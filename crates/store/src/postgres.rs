@@ -3,7 +3,9 @@
 use super::sql::{
     Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional,
 };
-use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
+use crate::error::{Constraint, StoreError, StoreResult};
+use crate::jobs::{Claim, JobRow};
+use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
@@ -83,6 +85,14 @@ async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
         .await
         .map_err(map_err)?;
     Ok(())
+}
+
+impl crate::sql::stmt::sealed::Sealed for PgUnit {}
+
+impl crate::sql::stmt::RowsAffected for sqlx::postgres::PgQueryResult {
+    fn rows_affected(&self) -> u64 {
+        self.rows_affected()
+    }
 }
 
 #[async_trait]

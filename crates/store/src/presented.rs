@@ -6,7 +6,8 @@
 
 use super::identity::{AgentRow, ApiKeyRow, KeyWithAgent, SessionRow, UserRow};
 use super::invoices::{InvoiceFilter, InvoiceJoined};
-use super::{Page, StoreResult};
+use crate::error::StoreResult;
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

@@ -1,7 +1,11 @@
 //! The port for settlement: payments, the events sources report about them, and the reads that
 //! match a payment to its invoice.
 
-use super::{Page, Scope, StoreResult};
+use crate::error::StoreResult;
+
+use crate::parties::Scope;
+
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};

@@ -13,7 +13,9 @@
 //! retry).
 
 use super::sql::{Backend, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional};
-use super::{Claim, Constraint, JobRow, Reader, Store, StoreError, StoreResult, Tx};
+use crate::error::{Constraint, StoreError, StoreResult};
+use crate::jobs::{Claim, JobRow};
+use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
@@ -346,8 +348,8 @@ impl WriteUnit {
         match result {
             // The committer wakes the workers for the whole group.
             Some(Ok(())) => Ok(false),
-            Some(Err(message)) => Err(super::lost(&message)),
-            None => Err(super::lost("the shared commit was abandoned")),
+            Some(Err(message)) => Err(crate::durable::lost(&message)),
+            None => Err(crate::durable::lost("the shared commit was abandoned")),
         }
     }
 }
@@ -362,7 +364,7 @@ impl Drop for WriteUnit {
         // released. If others were released before it, it may have read their writes: its
         // answer waits for their commit (`store::when_durable`).
         if let Some(group) = self.slot.group.as_ref().filter(|g| g.released > 0) {
-            super::answer_after(group.outcome.subscribe());
+            crate::durable::answer_after(group.outcome.subscribe());
         }
         self.slot.abandoned = Some(std::mem::take(&mut self.savepoint));
         self.writer.close_when_idle();
@@ -442,6 +444,14 @@ async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
 // No row locks: the single writer connection already serializes every write transaction. A
 // sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
 // transaction (the single writer keeps everyone else out meanwhile).
+impl crate::sql::stmt::sealed::Sealed for SqliteUnit {}
+
+impl crate::sql::stmt::RowsAffected for sqlx::sqlite::SqliteQueryResult {
+    fn rows_affected(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
 #[async_trait]
 impl Backend for SqliteUnit {
     const FOR_UPDATE: &'static str = "";
@@ -724,7 +734,7 @@ mod tests {
         let store_pool = db.store.pool.clone();
         // A replay: reads the released row, writes nothing, ends without a commit. Its answer
         // is held (`when_durable`) until the row is durable.
-        let replay = tokio::spawn(super::super::when_durable(async move {
+        let replay = tokio::spawn(crate::durable::when_durable(async move {
             let mut unit = reader_writer.begin().await.unwrap();
             let seen: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
                 .fetch_one(unit.conn())

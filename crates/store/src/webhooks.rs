@@ -1,7 +1,9 @@
 //! The port for webhook endpoints and their delivery attempts. Every statement names its
 //! organisation, except the retention of attempts (a delete by age, joining nothing).
 
-use super::{Page, StoreResult};
+use crate::error::StoreResult;
+
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::job::JobState;

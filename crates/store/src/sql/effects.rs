@@ -4,8 +4,8 @@
 //! [`Backend::UNSANCTION_REAP`] (the delete guard reads it).
 
 use super::{Backend, for_share, for_update, query, query_as, query_scalar};
-use crate::StoreResult;
 use crate::effects::*;
+use crate::error::StoreResult;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

@@ -2,8 +2,9 @@
 //! backend's unit of work.
 
 use super::{Backend, locked, query, query_as};
+use crate::error::StoreResult;
 use crate::governance::*;
-use crate::{Lock, Page, StoreResult};
+use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{ChangeKind, ChangeState};

@@ -6,8 +6,9 @@
 //! the invoice's own columns under names that cannot collide with the revision's.
 
 use super::{Backend, QueryAs, for_update, query, query_as, query_scalar};
+use crate::error::StoreResult;
 use crate::invoices::*;
-use crate::{Page, StoreResult};
+use crate::query::Page;
 use async_trait::async_trait;
 use std::sync::LazyLock;
 use uuid::Uuid;

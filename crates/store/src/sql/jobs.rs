@@ -9,8 +9,9 @@
 //! late result matches no row.
 
 use super::{Backend, Query, for_update, query, query_as, query_scalar};
+use crate::error::StoreResult;
 use crate::jobs::*;
-use crate::{Page, StoreResult};
+use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::job::JobState;

@@ -6,8 +6,9 @@
 //! return append the backend's lock ([`locked`]).
 
 use super::{Backend, locked, query, query_as};
+use crate::error::StoreResult;
 use crate::parties::*;
-use crate::{Lock, Page, StoreResult};
+use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tauros_domain::destination::DestinationState;

@@ -4,8 +4,11 @@
 
 use super::invoices::{JOINED_INVOICE, bind_list_filter, invoice_list_filters};
 use super::{Backend, query_as};
+use crate::error::StoreResult;
+use crate::identity::KeyWithAgent;
+use crate::invoices::{InvoiceFilter, InvoiceJoined};
 use crate::presented::*;
-use crate::{InvoiceFilter, InvoiceJoined, KeyWithAgent, Page, StoreResult};
+use crate::query::Page;
 use async_trait::async_trait;
 use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::sync::LazyLock;

@@ -2,8 +2,9 @@
 //! unit of work. Reads that lock the rows they return append the backend's `for update`.
 
 use super::{Backend, Query, for_update, query, query_as};
+use crate::error::StoreResult;
+use crate::query::Page;
 use crate::settlement::*;
-use crate::{Page, StoreResult};
 use async_trait::async_trait;
 use uuid::Uuid;
 

@@ -10,21 +10,24 @@
 //! [`fetch_optional`], …) is generic with its bounds written once, used by two concrete
 //! adapters.
 
-use super::super::{Lock, StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult};
+
+use crate::query::Lock;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Type};
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use tauros_domain::visibility::Scope;
 use uuid::Uuid;
 
-mod sealed {
+/// The two backends' rows, named through `sqlx::Database`.
+type PgRow = <sqlx::Postgres as Database>::Row;
+type SqliteRow = <sqlx::Sqlite as Database>::Row;
+
+/// Only the two adapters' units implement [`Backend`]; each says so next to its impl.
+pub(crate) mod sealed {
     pub trait Sealed {}
-    impl Sealed for crate::postgres::PgUnit {}
-    impl Sealed for crate::sqlite::SqliteUnit {}
 }
 
 /// A backend's unit of work, as the shared SQL sees it: where its statements run, how its
@@ -465,19 +468,8 @@ where
     Ok(done.rows_affected())
 }
 
-/// A statement result's affected row count (sqlx names it per backend).
+/// A statement result's affected row count (sqlx names it per backend; each adapter
+/// implements it for its own result type).
 pub trait RowsAffected {
     fn rows_affected(&self) -> u64;
-}
-
-impl RowsAffected for sqlx::postgres::PgQueryResult {
-    fn rows_affected(&self) -> u64 {
-        self.rows_affected()
-    }
-}
-
-impl RowsAffected for sqlx::sqlite::SqliteQueryResult {
-    fn rows_affected(&self) -> u64 {
-        self.rows_affected()
-    }
 }

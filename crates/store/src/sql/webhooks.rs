@@ -2,8 +2,9 @@
 //! backend's unit of work.
 
 use super::{Backend, for_update, query, query_as, query_scalar};
+use crate::error::StoreResult;
+use crate::query::Page;
 use crate::webhooks::*;
-use crate::{Page, StoreResult};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

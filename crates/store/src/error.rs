@@ -1,0 +1,93 @@
+//! What can go wrong below the app layer, and the constraints the app reacts to.
+
+/// What can go wrong below the app layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness constraint the app reacts to refused the write.
+    #[error("constraint {} refused the write", .0.name())]
+    Conflict(Constraint),
+    /// A row the write refers to is gone (a foreign-key violation): a concurrent delete won.
+    /// The app locks what it checks, so this is a backstop, answered as an unknown record.
+    #[error("a referenced row is gone: {0}")]
+    ReferenceGone(#[source] sqlx::Error),
+    /// The database could not be reached or timed out: safe to retry.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Anything else: a bug or a broken database.
+    #[error("database error: {0}")]
+    Other(#[source] sqlx::Error),
+}
+
+/// The unique constraints the app layer reacts to (a race's loser, a reused key). Any other
+/// violation is a bug and surfaces as [`StoreError::Other`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Constraint {
+    /// One organisation per name.
+    OrgName,
+    /// One human per email, across organisations.
+    UserEmail,
+    /// One bootstrap approver per organisation.
+    OneBootstrapPerOrg,
+    SessionToken,
+    InvitationToken,
+    /// One destination per (org, agent, idempotency key).
+    DestinationKey,
+    /// A destination is superseded at most once.
+    DestinationSupersedes,
+    /// One invoice per (org, agent, idempotency key).
+    InvoiceKey,
+    /// One decision per revision.
+    DecisionPerRevision,
+}
+
+impl Constraint {
+    /// Every constraint the app reacts to.
+    pub const ALL: [Constraint; 9] = [
+        Constraint::OrgName,
+        Constraint::UserEmail,
+        Constraint::OneBootstrapPerOrg,
+        Constraint::SessionToken,
+        Constraint::InvitationToken,
+        Constraint::DestinationKey,
+        Constraint::DestinationSupersedes,
+        Constraint::InvoiceKey,
+        Constraint::DecisionPerRevision,
+    ];
+
+    /// The name declared in the migrations (PostgreSQL reports it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Constraint::OrgName => "orgs_name_key",
+            Constraint::UserEmail => "users_email_key",
+            Constraint::OneBootstrapPerOrg => "users_one_bootstrap_per_org",
+            Constraint::SessionToken => "sessions_token_hash_key",
+            Constraint::InvitationToken => "invitations_token_hash_key",
+            Constraint::DestinationKey => "payment_destinations_idempotency_key",
+            Constraint::DestinationSupersedes => "payment_destinations_supersedes_key",
+            Constraint::InvoiceKey => "invoices_idempotency_key",
+            Constraint::DecisionPerRevision => "decisions_revision_key",
+        }
+    }
+
+    /// The columns SQLite names instead (`UNIQUE constraint failed: <columns>`).
+    pub fn sqlite_columns(self) -> &'static str {
+        match self {
+            Constraint::OrgName => "orgs.name",
+            Constraint::UserEmail => "users.email_normalized",
+            Constraint::OneBootstrapPerOrg => "users.org_id",
+            Constraint::SessionToken => "sessions.token_hash",
+            Constraint::InvitationToken => "invitations.token_hash",
+            Constraint::DestinationKey => {
+                "payment_destinations.org_id, payment_destinations.agent_id, payment_destinations.idempotency_key"
+            }
+            Constraint::DestinationSupersedes => "payment_destinations.supersedes_id",
+            Constraint::InvoiceKey => {
+                "invoices.org_id, invoices.agent_id, invoices.idempotency_key"
+            }
+            Constraint::DecisionPerRevision => "decisions.revision_id",
+        }
+    }
+}
+
+/// Shorthand for store results.
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,73 @@
+//! The units of work the app layer opens: the store hands out a [`Reader`] or a [`Tx`], each
+//! bundling the area traits it may use.
+
+use crate::effects::{ClaimRead, ClaimWrite};
+use crate::error::StoreResult;
+use crate::governance::{GovernanceRead, GovernanceWrite};
+use crate::identity::{IdentityRead, IdentityWrite};
+use crate::invoices::{InvoiceRead, InvoiceWrite};
+use crate::jobs::{Claim, JobRead, JobRow, JobWrite};
+use crate::parties::{PartyRead, PartyWrite};
+use crate::presented::PresentedRead;
+use crate::settlement::{SettlementRead, SettlementWrite};
+use crate::webhooks::{WebhookRead, WebhookWrite};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// A database backend: hands out transactions and plain connections.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Starts a write transaction (`BEGIN IMMEDIATE` on SQLite).
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
+    /// A connection for reads outside a transaction; it cannot write.
+    async fn reader(&self) -> StoreResult<Box<dyn Reader>>;
+    /// Applies the embedded migrations.
+    async fn migrate(&self) -> StoreResult<()>;
+    /// Whether the database answers and every embedded migration is applied.
+    async fn readiness(&self) -> StoreResult<bool>;
+    /// Which backend this is (`postgres` or `sqlite`).
+    fn backend(&self) -> &'static str;
+    /// Claims the next due job of one of `claim.kinds` in a short transaction of its own: the
+    /// job becomes `running` under the claim's fresh lease, with one more execution. The
+    /// handler runs after this has committed. Backend-only: `FOR UPDATE SKIP LOCKED` on
+    /// PostgreSQL, the single writer on SQLite.
+    async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>>;
+    /// Returns when a committed enqueue may have made work available, or after `timeout`
+    /// (`LISTEN` on PostgreSQL, an in-process notify on SQLite). Only a hint: workers poll.
+    async fn wait_for_jobs(&self, timeout: std::time::Duration);
+}
+
+/// Shared handle to a store.
+pub type DynStore = Arc<dyn Store>;
+
+/// A unit of work that only reads.
+pub trait Reader:
+    IdentityRead
+    + GovernanceRead
+    + PartyRead
+    + InvoiceRead
+    + JobRead
+    + ClaimRead
+    + WebhookRead
+    + SettlementRead
+    + PresentedRead
+    + Send
+{
+}
+
+/// A write transaction. Dropping it without `commit` rolls back.
+#[async_trait]
+pub trait Tx:
+    Reader
+    + IdentityWrite
+    + GovernanceWrite
+    + PartyWrite
+    + InvoiceWrite
+    + JobWrite
+    + ClaimWrite
+    + WebhookWrite
+    + SettlementWrite
+{
+    /// Makes every write of this unit durable.
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+}
