@@ -1,7 +1,7 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `effects`, `settlement`: the port,
+//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `claims` (the claim protocol's effect claims), `settlement`: the port,
 //!   one file per area: its rows and a pair of traits, `…Read` (plain reads) and `…Write` (writes
 //!   and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
@@ -16,8 +16,8 @@
 //!   statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
 //!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
 
+mod claims;
 mod durable;
-mod effects;
 mod error;
 mod governance;
 mod identity;
@@ -35,8 +35,8 @@ mod webhooks;
 
 use std::sync::Arc;
 
+pub use claims::{ClaimCounts, ClaimRead, ClaimRow, ClaimWrite};
 pub use durable::when_durable;
-pub use effects::{ClaimCounts, ClaimRead, ClaimRow, ClaimWrite};
 pub use error::{Constraint, StoreError, StoreResult};
 pub use governance::{GovernanceRead, GovernanceWrite, OrgChangeRow};
 pub use identity::{

@@ -1,7 +1,7 @@
 //! The units of work the app layer opens: the store hands out a [`Reader`] or a [`Tx`], each
 //! bundling the area traits it may use.
 
-use crate::effects::{ClaimRead, ClaimWrite};
+use crate::claims::{ClaimRead, ClaimWrite};
 use crate::error::StoreResult;
 use crate::governance::{GovernanceRead, GovernanceWrite};
 use crate::identity::{IdentityRead, IdentityWrite};

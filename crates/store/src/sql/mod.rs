@@ -1,5 +1,5 @@
 //! The SQL both adapters share. One file per area (identities, governance, parties, invoices,
-//! settlement, effects, jobs, webhooks, presented reads) implements that area's port traits
+//! settlement, claims, jobs, webhooks, presented reads) implements that area's port traits
 //! once, for every backend's unit of work: `impl<U: Backend> InvoiceRead for U`. Each statement
 //! is a named function (the trait method) or a named `const`/`static` text it uses, written
 //! once in a dialect both PostgreSQL and SQLite accept (`$n` placeholders, `returning`,
@@ -17,7 +17,7 @@
 //!   `sqlite.rs`, not here.
 //! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
 
-mod effects;
+mod claims;
 mod governance;
 mod identity;
 mod invoices;

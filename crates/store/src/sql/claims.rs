@@ -4,7 +4,7 @@
 //! [`Backend::UNSANCTION_REAP`] (the delete guard reads it).
 
 use super::{Backend, for_share, for_update, query, query_as, query_scalar};
-use crate::effects::*;
+use crate::claims::*;
 use crate::error::StoreResult;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
