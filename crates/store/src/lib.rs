@@ -1,9 +1,9 @@
 //! The storage port: what the app layer may ask of a database, and one adapter per backend.
 //! SQL lives in this module tree and nowhere else; no business decision is made here.
 //!
-//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `claims` (the claim protocol's effect claims), `settlement`: the port,
-//!   one file per area: its rows and a pair of traits, `…Read` (plain reads) and `…Write` (writes
-//!   and locking reads).
+//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `claims` (the claim protocol's
+//!   effect claims), `settlement`: the port, one file per area: its rows and a pair of traits,
+//!   `…Read` (plain reads) and `…Write` (writes and locking reads).
 //! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
 //!   write through it would bypass the single writer; its type has no write method at all.
 //!   [`Tx`] is a write transaction and can also read.
