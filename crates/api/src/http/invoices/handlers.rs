@@ -125,7 +125,7 @@ pub(super) async fn create_invoice(
             body.idempotency_key = None;
             state
                 .app
-                .create_draft_presented(&credential.0, Interface::Api, &key, body.into())
+                .create_draft(credential.caller(), &key, body.into())
                 .await?
         }
         None => {
@@ -173,7 +173,7 @@ pub(super) async fn list_invoices(
     };
     let rows = state
         .app
-        .list_invoices_presented(&credential.0, Interface::Api, filter, params.page())
+        .list_invoices(credential.caller(), filter, params.page())
         .await?;
     let (items, next_cursor) = params.split(rows, |i| i.id);
     Ok(Json(InvoiceList {
@@ -200,7 +200,7 @@ pub(super) async fn get_invoice(
     };
     let found = state
         .app
-        .get_invoice_presented(&credential.0, Interface::Api, id)
+        .get_invoice(credential.caller(), id)
         .await?;
     Ok(Json(invoice(found)))
 }
