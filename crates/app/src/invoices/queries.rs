@@ -8,7 +8,7 @@ use super::views::{
 };
 use super::{access_error, caller, joined_access};
 use crate::auth::presented;
-use crate::{Actor, App, AppError, Caller, AppResult, FieldError, PageRequest, list_filter};
+use crate::{Actor, App, AppError, AppResult, Caller, FieldError, PageRequest, list_filter};
 use tauros_domain::audit::first_break;
 use tauros_domain::fingerprint::{key_error, key_is_valid};
 use tauros_domain::identity::{Capability, Credential, Interface};
@@ -42,7 +42,11 @@ impl App {
     /// the read would, in that order.
     ///
     /// [`authenticate`]: App::authenticate
-    pub async fn get_invoice(&self, caller: impl Into<Caller<'_>>, id: Uuid) -> AppResult<InvoiceView> {
+    pub async fn get_invoice(
+        &self,
+        caller: impl Into<Caller<'_>>,
+        id: Uuid,
+    ) -> AppResult<InvoiceView> {
         let (bearer, via) = match caller.into() {
             Caller::Actor(actor) => {
                 actor.require(Capability::Invoicing)?;
@@ -163,7 +167,7 @@ impl App {
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.events(actor.org_id(), id).await?;
-        Ok(rows.into_iter().map(EventView::from).collect())
+        rows.into_iter().map(EventView::try_from).collect()
     }
 
     /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
