@@ -1,9 +1,10 @@
 //! Integration tests through HTTP. Every test runs on both backends (`…::sqlite`,
-//! `…::postgres`), each on a fresh database; only the check that docs/AUTHORIZATION.md shows
-//! the authorization matrix, a panicking handler's answer, the webhook receiver's own checks
-//! (its HMAC, the documented example) and the check that every failpoint has a test need no
-//! database and run once, as do the reference peer's own tests (`peer.rs`), which use no Tauros database. PostgreSQL: see `helpers/postgres.rs`
-//! (plain `cargo test` starts a throwaway server).
+//! `…::postgres`), each on a fresh database. The tests that need no database run once: the
+//! check that docs/AUTHORIZATION.md shows the authorization matrix, the check that each crate
+//! depends only on the layers below it, a panicking handler's answer, the webhook receiver's
+//! own checks (its HMAC, the documented example), the check that every failpoint has a test,
+//! and the reference peer's own tests (`peer.rs`), which use no Tauros database. PostgreSQL:
+//! see `helpers/postgres.rs` (plain `cargo test` starts a throwaway server).
 
 // Tests may panic on unexpected results: that is how they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,6 +15,7 @@ mod accounts;
 mod adversarial;
 mod agent_hints;
 mod agents;
+mod architecture;
 mod auth;
 mod authorization;
 mod bodies;

@@ -10,12 +10,12 @@
 mod faults;
 mod op_key;
 mod routes;
+mod say;
 mod server;
 mod store;
 
 use anyhow::Context;
 use std::future::Future;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,15 +37,6 @@ pub struct PeerArgs {
     pub log: String,
 }
 
-/// Prints one line on stdout, where tests and scripts read what the peer says on purpose
-/// (its address, a request paused before its commit). Logs go to stderr.
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    // Nobody reading stdout any more is no reason to stop the peer.
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
 /// Runs the peer until `shutdown` resolves (the binary passes SIGINT/SIGTERM, installed
 /// before the peer says it listens). Logging is the caller's to set up.
 pub async fn run(args: PeerArgs, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
@@ -60,7 +51,7 @@ pub async fn run(args: PeerArgs, shutdown: impl Future<Output = ()>) -> anyhow::
         shutdown.await;
         tracing::info!("stopping: open connections get a few seconds to finish");
     };
-    say(&format!("peer listening on http://{address}"));
+    say::say(&format!("peer listening on http://{address}"));
     server::serve(listener, router, faults, shutdown, SHUTDOWN_GRACE).await;
     store.close().await;
     tracing::info!("peer stopped");

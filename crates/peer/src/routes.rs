@@ -214,7 +214,7 @@ async fn commit(
     }
     if faults.take(Mode::PauseBeforeCommit, Some(&key)).is_some() {
         let released = faults.pause(&key);
-        super::say(&format!("peer paused before commit {key}"));
+        super::say::say(&format!("peer paused before commit {key}"));
         // Released by `POST /faults/release` or `DELETE /faults`, never by a timer.
         let _ = released.await;
     }

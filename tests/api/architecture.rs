@@ -1,0 +1,109 @@
+//! The layers are crates, and each crate's manifest says what it may use (docs/ARCHITECTURE.md).
+//! The compiler refuses an import of a crate that is not a dependency; this test refuses the
+//! dependency itself, so a wrong-way arrow cannot be added by editing a Cargo.toml either.
+//! Needs no database: runs once.
+
+use std::collections::BTreeSet;
+
+/// The names under `[dependencies]` (not dev- or build-dependencies) of `crates/<dir>`.
+fn dependencies(dir: &str) -> BTreeSet<String> {
+    let path = format!("{}/crates/{dir}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut names = BTreeSet::new();
+    let mut in_dependencies = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name = line
+            .split(['=', '.', ' '])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        names.insert(name.to_owned());
+    }
+    assert!(!names.is_empty(), "{path} lists no [dependencies]");
+    names
+}
+
+fn tauros_crates(deps: &BTreeSet<String>) -> BTreeSet<&str> {
+    deps.iter()
+        .map(String::as_str)
+        .filter(|d| d.starts_with("tauros"))
+        .collect()
+}
+
+fn assert_none_of(dir: &str, deps: &BTreeSet<String>, forbidden: &[&str]) {
+    let found: Vec<&&str> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
+    assert!(
+        found.is_empty(),
+        "crates/{dir} must not depend on {found:?} (docs/ARCHITECTURE.md, Crates)"
+    );
+}
+
+/// What talks to the outside world: a database, the network, a runtime, HTTP or its schemas.
+const IO: &[&str] = &[
+    "sqlx",
+    "tokio",
+    "axum",
+    "hyper",
+    "hyper-util",
+    "reqwest",
+    "tower",
+    "tower-http",
+    "utoipa",
+    "rmcp",
+    "async-trait",
+    "tracing",
+    "metrics",
+];
+
+/// The HTTP side: the API crate's business only.
+const WIRE: &[&str] = &[
+    "axum",
+    "hyper",
+    "hyper-util",
+    "tower",
+    "tower-http",
+    "utoipa",
+    "utoipa-axum",
+    "rmcp",
+];
+
+#[test]
+fn every_crate_depends_only_on_the_layers_below_it() {
+    let domain = dependencies("domain");
+    assert_none_of("domain", &domain, IO);
+    assert_eq!(
+        tauros_crates(&domain),
+        BTreeSet::new(),
+        "the domain is the ground floor"
+    );
+
+    let store = dependencies("store");
+    assert_none_of("store", &store, WIRE);
+    assert_eq!(tauros_crates(&store), BTreeSet::from(["tauros-domain"]));
+
+    let app = dependencies("app");
+    assert_none_of("app", &app, WIRE);
+    assert_eq!(
+        tauros_crates(&app),
+        BTreeSet::from(["tauros-domain", "tauros-store"])
+    );
+
+    // The API reaches the database only through the application.
+    let api = dependencies("api");
+    assert_none_of("api", &api, &["sqlx"]);
+    assert_eq!(
+        tauros_crates(&api),
+        BTreeSet::from(["tauros-app", "tauros-domain"])
+    );
+
+    // The reference peer shares nothing with the service but the wire format.
+    let peer = dependencies("peer");
+    assert_eq!(tauros_crates(&peer), BTreeSet::new());
+}
