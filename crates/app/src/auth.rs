@@ -35,6 +35,25 @@ pub enum Me {
     },
 }
 
+/// Who calls a use case that can check its own credential: an actor already authenticated, or
+/// the bearer credential a request presented. Given a credential, a use case may check it in
+/// the same statement that reads what the request asks for (one round trip in all;
+/// docs/PERFORMANCE.md); its answers are those of [`App::authenticate`] followed by the use
+/// case as the actor, in that order.
+#[derive(Clone, Copy, Debug)]
+pub enum Caller<'a> {
+    /// Authenticated already.
+    Actor(&'a Actor),
+    /// A bearer credential, not yet checked, that came through `via`.
+    Presented { bearer: &'a str, via: Interface },
+}
+
+impl<'a> From<&'a Actor> for Caller<'a> {
+    fn from(actor: &'a Actor) -> Self {
+        Caller::Actor(actor)
+    }
+}
+
 /// Rows one pruning transaction deletes at most, so a sweep never holds the writer long.
 const PRUNE_BATCH: i64 = 500;
 
@@ -62,6 +81,14 @@ impl App {
         };
         drop(conn);
         self.check_credential(&credential, stored, via).await
+    }
+
+    /// The caller as an actor: a presented credential is authenticated.
+    pub async fn actor_of(&self, caller: Caller<'_>) -> AppResult<Actor> {
+        match caller {
+            Caller::Actor(actor) => Ok(actor.clone()),
+            Caller::Presented { bearer, via } => self.authenticate(bearer, via).await,
+        }
     }
 
     /// Checks the stored credential read for `credential` (by [`authenticate`], or in the same

@@ -45,7 +45,7 @@ pub use tauros_store::ClaimCounts;
 use uuid::Uuid;
 
 pub use agents::{AgentView, NewAgent};
-pub use auth::{Me, SignedIn};
+pub use auth::{Caller, Me, SignedIn};
 pub use bootstrap::BootstrapOutcome;
 pub use customers::{CustomerChange, CustomerView, NewCustomer};
 #[cfg(feature = "demo")]

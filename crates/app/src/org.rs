@@ -1,10 +1,12 @@
 //! The organisation: its settings (turning `four_eyes` off is a proposal while it is on), the
 //! operator's command-line way to change them, and the org audit trail.
 
+use super::invoices::{stored_actor_kind, stored_interface};
 use super::proposals::{ChangeView, pending, propose};
 use super::{Actor, App, AppError, AppResult, AuditActor, PageRequest, audit, now};
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{self as rules, ChangeKind, Settings, SettingsOutcome};
+use tauros_domain::identity::{ActorKind, Interface};
 use tauros_store::{AuditRow, Lock, OrgRow, Tx};
 use uuid::Uuid;
 
@@ -47,9 +49,9 @@ pub enum OrgUpdate {
 #[derive(Clone, Debug)]
 pub struct AuditEventView {
     pub id: Uuid,
-    pub actor_kind: String,
+    pub actor_kind: ActorKind,
     pub actor_id: Option<Uuid>,
-    pub interface: String,
+    pub interface: Interface,
     pub action: String,
     pub subject_type: String,
     pub subject_id: Uuid,
@@ -152,7 +154,7 @@ impl App {
             .await?
             .audit_page(approver.org_id, page.into())
             .await?;
-        Ok(rows.into_iter().map(audit_view).collect())
+        rows.into_iter().map(audit_view).collect()
     }
 }
 
@@ -198,17 +200,17 @@ pub(super) async fn apply_settings(
     .await
 }
 
-fn audit_view(row: AuditRow) -> AuditEventView {
-    AuditEventView {
+fn audit_view(row: AuditRow) -> AppResult<AuditEventView> {
+    Ok(AuditEventView {
         id: row.id,
-        actor_kind: row.actor_kind,
+        actor_kind: stored_actor_kind(&row.actor_kind)?,
         actor_id: row.actor_id,
-        interface: row.interface,
+        interface: stored_interface(&row.interface)?,
         action: row.action,
         subject_type: row.subject_type,
         subject_id: row.subject_id,
         // Written by `audit` from a JSON value; anything else is shown as the text it is.
         detail: serde_json::from_str(&row.detail).unwrap_or(serde_json::Value::String(row.detail)),
         occurred_at: row.occurred_at,
-    }
+    })
 }

@@ -209,7 +209,8 @@ fn known_capabilities() -> String {
 }
 
 /// How the actor of an audited change is classified.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ActorKind {
     /// A signed-in human.
     Human,
@@ -231,10 +232,16 @@ impl ActorKind {
             ActorKind::System => "system",
         }
     }
+
+    /// The kind of that stored name, if it is one.
+    pub fn parse(s: &str) -> Option<ActorKind> {
+        ActorKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 }
 
 /// The entry point a command came through; set by Tauros, never by the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Interface {
     /// The REST API.
     Api,
@@ -267,6 +274,11 @@ impl Interface {
             Interface::Cli => "cli",
             Interface::Job => "job",
         }
+    }
+
+    /// The interface of that stored name, if it is one.
+    pub fn parse(s: &str) -> Option<Interface> {
+        Interface::ALL.into_iter().find(|i| i.as_str() == s)
     }
 }
 
@@ -431,6 +443,21 @@ pub fn password_is_acceptable(password: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Responses serialize these enums: their JSON names must be the stored ones.
+    #[test]
+    fn actor_kind_and_interface_serialize_as_their_stored_names() {
+        for kind in ActorKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+            assert_eq!(ActorKind::parse(kind.as_str()), Some(kind));
+        }
+        for via in Interface::ALL {
+            assert_eq!(serde_json::to_value(via).unwrap(), via.as_str());
+            assert_eq!(Interface::parse(via.as_str()), Some(via));
+        }
+        assert_eq!(ActorKind::parse("robot"), None);
+        assert_eq!(Interface::parse("API"), None);
+    }
 
     #[test]
     fn a_capability_list_is_bounded_before_its_entries_are_read() {

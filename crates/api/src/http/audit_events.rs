@@ -11,6 +11,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tauros_app::AuditEventView;
+use tauros_domain::identity::{ActorKind, Interface};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -26,12 +27,12 @@ pub struct AuditEventResponse {
     pub id: Uuid,
     /// Who acted.
     #[schema(value_type = ActorKindSchema)]
-    pub actor_kind: String,
+    pub actor_kind: ActorKind,
     /// The human or agent who acted; `null` for `system` (e.g. the command line).
     pub actor_id: Option<Uuid>,
     /// The entry point the change came through.
     #[schema(value_type = InterfaceSchema)]
-    pub interface: String,
+    pub interface: Interface,
     /// What happened, e.g. `org.settings_changed`, `user.invited`, `user.deactivated`,
     /// `agent.key_rotated`, `org.change_proposed`.
     pub action: String,

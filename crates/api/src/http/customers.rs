@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{CustomerChange, CustomerView, NewCustomer};
+use tauros_app::{Actor, App, CustomerChange, CustomerView, NewCustomer};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -131,12 +131,21 @@ async fn list_customers(
     Auth(actor): Auth,
     params: ListParams,
 ) -> Result<Json<CustomerList>, ApiError> {
-    let rows = state.app.list_customers(&actor, params.page()).await?;
+    Ok(Json(list(&state.app, &actor, params).await?))
+}
+
+/// A page of the customers the caller may see (REST and the list_customers tool).
+pub(crate) async fn list(
+    app: &App,
+    actor: &Actor,
+    params: ListParams,
+) -> Result<CustomerList, ApiError> {
+    let rows = app.list_customers(actor, params.page()).await?;
     let (items, next_cursor) = params.split(rows, |c| c.id);
-    Ok(Json(CustomerList {
+    Ok(CustomerList {
         items: items.into_iter().map(Into::into).collect(),
         next_cursor,
-    }))
+    })
 }
 
 /// One customer.

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{DestinationView, NewDestination};
+use tauros_app::{Actor, App, DestinationView, NewDestination, Replayed};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -107,13 +107,53 @@ pub struct DestinationList {
 }
 
 fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
-    if replayed {
-        metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
-    }
     [(
         REPLAYED,
         HeaderValue::from_static(if replayed { "true" } else { "false" }),
     )]
+}
+
+/// Registers a destination for the calling agent (REST and the create_payment_destination
+/// tool); replays are counted.
+pub(crate) async fn create(
+    app: &App,
+    actor: &Actor,
+    body: CreateDestinationRequest,
+    key: Option<&str>,
+) -> Result<Replayed<DestinationResponse>, ApiError> {
+    let Replayed { value, replayed } = app.create_destination(actor, body.into(), key).await?;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
+    }
+    Ok(Replayed {
+        value: value.into(),
+        replayed,
+    })
+}
+
+/// A page of the destinations the caller may see, in `state` if given (REST and the
+/// list_payment_destinations tool).
+pub(crate) async fn list(
+    app: &App,
+    actor: &Actor,
+    state: Option<&str>,
+    params: ListParams,
+) -> Result<DestinationList, ApiError> {
+    let rows = app.list_destinations(actor, state, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |d| d.id);
+    Ok(DestinationList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    })
+}
+
+/// Stops a destination from receiving money (REST and the deactivate_payment_destination tool).
+pub(crate) async fn deactivate(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+) -> Result<DestinationResponse, ApiError> {
+    Ok(app.deactivate_destination(actor, id).await?.into())
 }
 
 /// Register a payment destination (agents). With `Idempotency-Key`, a repeat of the same body
@@ -142,20 +182,16 @@ async fn create_destination(
     ),
     ApiError,
 > {
-    let input = NewDestination::from(body);
-    let tauros_app::Replayed {
+    let Replayed {
         value: destination,
         replayed,
-    } = state
-        .app
-        .create_destination(&actor, input, key.as_deref())
-        .await?;
+    } = create(&state.app, &actor, body, key.as_deref()).await?;
     let status = if replayed {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((status, replayed_header(replayed), Json(destination.into())))
+    Ok((status, replayed_header(replayed), Json(destination)))
 }
 
 /// The destinations the caller may see; `?state=active` for the ones that receive money.
@@ -172,15 +208,9 @@ async fn list_destinations(
     params: ListParams,
     query: QueryParams,
 ) -> Result<Json<DestinationList>, ApiError> {
-    let rows = state
-        .app
-        .list_destinations(&actor, query.get("state"), params.page())
-        .await?;
-    let (items, next_cursor) = params.split(rows, |d| d.id);
-    Ok(Json(DestinationList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    }))
+    Ok(Json(
+        list(&state.app, &actor, query.get("state"), params).await?,
+    ))
 }
 
 /// One destination.
@@ -213,7 +243,5 @@ async fn deactivate_destination(
     Auth(actor): Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<DestinationResponse>, ApiError> {
-    Ok(Json(
-        state.app.deactivate_destination(&actor, id).await?.into(),
-    ))
+    Ok(Json(deactivate(&state.app, &actor, id).await?))
 }

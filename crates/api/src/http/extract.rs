@@ -106,8 +106,8 @@ impl FromRequestParts<AppState> for Auth {
 }
 
 /// The bearer credential, not yet checked: a handler whose read is joined to its credential
-/// (`App::…_presented`, one round trip) checks it there. No credential at all is 401 at once,
-/// as with [`Auth`].
+/// passes it on as [`Caller::Presented`](tauros_app::Caller) (one round trip) and the use
+/// case checks it there. No credential at all is 401 at once, as with [`Auth`].
 pub struct Bearer(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Bearer {
@@ -120,6 +120,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Bearer {
 }
 
 impl Bearer {
+    /// The credential as the caller of a use case, which checks it.
+    pub fn caller(&self) -> tauros_app::Caller<'_> {
+        tauros_app::Caller::Presented {
+            bearer: &self.0,
+            via: Interface::Api,
+        }
+    }
+
     /// What a request refused before its read answers: the credential's own refusal first
     /// (as if [`Auth`] had run before every other extractor), else `refused`.
     pub async fn refuse(&self, state: &AppState, refused: ApiError) -> ApiError {
@@ -221,6 +229,18 @@ impl ListParams {
         } else {
             Err(ApiError::validation(errors))
         }
+    }
+
+    /// The page typed arguments ask for (the MCP list tools'), by the same rules as `?limit=`
+    /// and `?cursor=`.
+    pub fn of(limit: Option<i64>, cursor: Option<&str>) -> Result<ListParams, ApiError> {
+        let limit = limit.map(|n| n.to_string());
+        let pairs = limit
+            .as_deref()
+            .map(|l| ("limit", l))
+            .into_iter()
+            .chain(cursor.map(|c| ("cursor", c)));
+        ListParams::checked(pairs)
     }
 
     /// The store page: one row more than asked, to learn whether a next page exists.

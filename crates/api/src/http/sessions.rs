@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{Me, SignedIn, UserView};
+use tauros_app::{Actor, App, Me, SignedIn, UserView};
 use tauros_domain::identity::{Capability, Role, UserState};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -217,7 +217,12 @@ async fn me(
     State(state): State<AppState>,
     Auth(actor): Auth,
 ) -> Result<Json<MeResponse>, ApiError> {
-    Ok(Json(state.app.me(&actor).await?.into()))
+    Ok(Json(whoami(&state.app, &actor).await?))
+}
+
+/// The caller (REST's `/v1/me` and the whoami tool).
+pub(crate) async fn whoami(app: &App, actor: &Actor) -> Result<MeResponse, ApiError> {
+    Ok(app.me(actor).await?.into())
 }
 
 impl From<Me> for MeResponse {

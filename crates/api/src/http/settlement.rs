@@ -15,8 +15,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tauros_app::{InvoiceStanding, PaymentView, Recorded, Replayed, SettlementEventView};
+use tauros_app::{
+    Actor, App, InvoiceStanding, PaymentView, Recorded, Replayed, SettlementEventView,
+};
 use tauros_domain::input::{AmountInput, AmountMinorInput};
+use tauros_domain::invoice::InvoiceState;
 use tauros_domain::money::MinorAmount;
 use tauros_domain::settlement::EventInput;
 use utoipa::ToSchema;
@@ -199,7 +202,7 @@ pub struct PaidInvoiceResponse {
     /// Its number, once issued.
     pub number: Option<String>,
     #[schema(value_type = InvoiceStateSchema)]
-    pub state: String,
+    pub state: InvoiceState,
     pub currency: String,
     /// How much of the total confirmed payments cover, with exactly the currency's decimals.
     pub amount_paid: String,
@@ -245,58 +248,67 @@ pub struct PaymentDetail {
     pub events: Vec<SettlementEventResponse>,
 }
 
-fn event(e: SettlementEventView) -> SettlementEventResponse {
-    SettlementEventResponse {
-        id: e.id,
-        source: e.source,
-        event_id: e.event_id,
-        payment_id: e.payment_id,
-        invoice_id: e.invoice_id,
-        invoice_number: e.invoice_number,
-        amount: e.amount,
-        amount_minor: e.amount_minor,
-        currency: e.currency,
-        status: e.status.as_str().to_owned(),
-        occurred_at: e.occurred_at,
-        raw: e.raw.and_then(|r| serde_json::from_str(&r).ok()),
-        received_at: e.received_at,
-        contradicts: e.contradicts,
+// The responses are the app's views as the wire shows them: every member moved as it is, but
+// the states without a serde form (as their names) and `raw` (as the JSON it holds).
+
+impl From<SettlementEventView> for SettlementEventResponse {
+    fn from(e: SettlementEventView) -> Self {
+        SettlementEventResponse {
+            id: e.id,
+            source: e.source,
+            event_id: e.event_id,
+            payment_id: e.payment_id,
+            invoice_id: e.invoice_id,
+            invoice_number: e.invoice_number,
+            amount: e.amount,
+            amount_minor: e.amount_minor,
+            currency: e.currency,
+            status: e.status.as_str().to_owned(),
+            occurred_at: e.occurred_at,
+            raw: e.raw.and_then(|r| serde_json::from_str(&r).ok()),
+            received_at: e.received_at,
+            contradicts: e.contradicts,
+        }
     }
 }
 
-fn payment(p: PaymentView) -> PaymentResponse {
-    PaymentResponse {
-        id: p.id,
-        source: p.source,
-        payment_id: p.payment_id,
-        invoice_id: p.invoice_id,
-        invoice_number: p.invoice_number,
-        matched_invoice_id: p.matched_invoice_id,
-        amount: p.amount,
-        amount_minor: p.amount_minor,
-        currency: p.currency,
-        state: p.state.as_str().to_owned(),
-        status: p.status.as_str().to_owned(),
-        unmatched_reason: p.unmatched_reason.map(|u| u.as_str().to_owned()),
-        reversed: p.reversed,
-        allocated: p.allocated,
-        allocated_minor: p.allocated_minor,
-        event_count: p.event_count,
-        created_at: p.created_at,
-        updated_at: p.updated_at,
+impl From<PaymentView> for PaymentResponse {
+    fn from(p: PaymentView) -> Self {
+        PaymentResponse {
+            id: p.id,
+            source: p.source,
+            payment_id: p.payment_id,
+            invoice_id: p.invoice_id,
+            invoice_number: p.invoice_number,
+            matched_invoice_id: p.matched_invoice_id,
+            amount: p.amount,
+            amount_minor: p.amount_minor,
+            currency: p.currency,
+            state: p.state.as_str().to_owned(),
+            status: p.status.as_str().to_owned(),
+            unmatched_reason: p.unmatched_reason.map(|u| u.as_str().to_owned()),
+            reversed: p.reversed,
+            allocated: p.allocated,
+            allocated_minor: p.allocated_minor,
+            event_count: p.event_count,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        }
     }
 }
 
-fn invoice(i: InvoiceStanding) -> PaidInvoiceResponse {
-    PaidInvoiceResponse {
-        id: i.id,
-        number: i.number,
-        state: i.state.as_str().to_owned(),
-        currency: i.currency,
-        amount_paid: i.amount_paid,
-        amount_paid_minor: i.amount_paid_minor,
-        balance: i.balance,
-        balance_minor: i.balance_minor,
+impl From<InvoiceStanding> for PaidInvoiceResponse {
+    fn from(i: InvoiceStanding) -> Self {
+        PaidInvoiceResponse {
+            id: i.id,
+            number: i.number,
+            state: i.state,
+            currency: i.currency,
+            amount_paid: i.amount_paid,
+            amount_paid_minor: i.amount_paid_minor,
+            balance: i.balance,
+            balance_minor: i.balance_minor,
+        }
     }
 }
 
@@ -326,44 +338,38 @@ async fn record_settlement_event(
     ),
     ApiError,
 > {
-    let Replayed { value, replayed } = state
-        .app
-        .record_settlement_event(&actor, body.into())
-        .await?;
-    let Recorded {
-        event: e,
-        payment: p,
-        invoice: i,
-    } = value;
-    if replayed {
-        metrics::counter!("tauros_replays_total", "resource" => "settlement_event").increment(1);
-    }
-    let status = if replayed {
+    let recorded = record(&state.app, &actor, body).await?;
+    let status = if recorded.replayed {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
-    let recorded = Recorded {
-        event: e,
-        payment: p,
-        invoice: i,
-    };
-    Ok((
-        status,
-        [(REPLAYED, header)],
-        Json(recorded_response(recorded, replayed)),
-    ))
+    let header = HeaderValue::from_static(if recorded.replayed { "true" } else { "false" });
+    Ok((status, [(REPLAYED, header)], Json(recorded)))
 }
 
-/// What a recorded (or redelivered) settlement event answers, over REST and MCP.
-pub(crate) fn recorded_response(r: Recorded, replayed: bool) -> SettlementEventRecorded {
-    SettlementEventRecorded {
-        event: event(r.event),
-        payment: payment(r.payment),
-        invoice: r.invoice.map(invoice),
-        replayed,
+/// Records one settlement event, or answers its redelivery (REST and the
+/// record_settlement_event tool); replays are counted.
+pub(crate) async fn record(
+    app: &App,
+    actor: &Actor,
+    body: SettlementEventRequest,
+) -> Result<SettlementEventRecorded, ApiError> {
+    let Replayed { value, replayed } = app.record_settlement_event(actor, body.into()).await?;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "settlement_event").increment(1);
     }
+    let Recorded {
+        event,
+        payment,
+        invoice,
+    } = value;
+    Ok(SettlementEventRecorded {
+        event: event.into(),
+        payment: payment.into(),
+        invoice: invoice.map(Into::into),
+        replayed,
+    })
 }
 
 /// The payments you may see (approvers and operators, for the agents whose invoices they see;
@@ -391,7 +397,7 @@ async fn list_payments(
         .await?;
     let (items, next_cursor) = params.split(rows, |p| p.id);
     Ok(Json(PaymentList {
-        items: items.into_iter().map(payment).collect(),
+        items: items.into_iter().map(Into::into).collect(),
         next_cursor,
     }))
 }
@@ -411,7 +417,7 @@ async fn get_payment(
 ) -> Result<Json<PaymentDetail>, ApiError> {
     let (p, events) = state.app.get_payment(&actor, id).await?;
     Ok(Json(PaymentDetail {
-        payment: payment(p),
-        events: events.into_iter().map(event).collect(),
+        payment: p.into(),
+        events: events.into_iter().map(Into::into).collect(),
     }))
 }

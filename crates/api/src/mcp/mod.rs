@@ -2,11 +2,12 @@
 //! stateless (no MCP session is kept: every POST is authenticated and answered on its own, so
 //! any replica can answer it).
 //!
-//! A sibling of `http`: each tool is a thin call of the `app` function its REST route calls,
-//! with the agent marked as coming through `mcp` (audit rows and invoice events say so). It
-//! shares `http`'s edge instead of copying it: the request types and their strict JSON parser,
-//! the answer types, and the one mapping from app errors to problem details, so REST and MCP
-//! cannot disagree. `http::router` mounts it, inside the same layers (request id, limits,
+//! A sibling of `http`: each tool is a thin call of the use case its REST route calls (typed
+//! input in, the REST answer out; a function next to the REST handler), with the agent marked
+//! as coming through `mcp` (audit rows and invoice events say so). It shares `http`'s edge
+//! instead of copying it: the request types and their strict JSON parser, the use cases with
+//! their paging, answer types and replay counting, and the one mapping from app errors to
+//! problem details, so REST and MCP cannot disagree. `http` never imports `mcp`. `http::router` mounts it, inside the same layers (request id, limits,
 //! metrics, tracing).
 //!
 //! - `guard`: Origin check, agent-only authentication, refusals as problem details;

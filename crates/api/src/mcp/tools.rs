@@ -1,24 +1,25 @@
 //! The reviewed tool list, what each tool tells a model, and what each one calls.
 //!
-//! Every tool is a thin call of the `app` function its REST route calls, with the REST route's
-//! request type and answer. The list is closed on purpose: no tool approves, rejects, requests
+//! Every tool is a thin call of the use case its REST route calls (a function next to the REST
+//! handler, or `http::invoices::use_cases`): the arguments parsed into the REST route's typed
+//! input, the REST route's answer serialized. Paging, the mapping to wire types and replay
+//! counting happen there, once. The list is closed on purpose: no tool approves, rejects, requests
 //! changes, cancels, manages agents or keys, or changes organisation settings. Adding a tool is
 //! a deliberate act: `Tool::ALL` is pinned by a unit test here and by `tests/api/mcp.rs`.
 
 use super::args::{Id, Key, WithExtras};
 use super::schema::Pool;
-use crate::http::customers::{CustomerList, CustomerResponse};
-use crate::http::destinations::{CreateDestinationRequest, DestinationList, DestinationResponse};
+use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
-use crate::http::invoices::handlers::{command_body, propose};
 use crate::http::invoices::types::{
-    CreateInvoiceRequest, DecisionResponse, EmptyRequest, EventResponse, InvoiceList,
-    InvoiceResponse, ReviseRequest, RevisionResponse, decision, event, invoice, revision,
+    CreateInvoiceRequest, DecisionResponse, EmptyRequest, EventResponse, InvoiceResponse,
+    ReviseRequest, RevisionResponse,
 };
+use crate::http::invoices::use_cases as invoices;
 use crate::http::json::parse_value;
 use crate::http::problem::ApiError;
-use crate::http::sessions::MeResponse;
-use crate::http::settlement::{SettlementEventRequest, recorded_response};
+use crate::http::settlement::SettlementEventRequest;
+use crate::http::{customers, destinations, sessions, settlement};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -355,21 +356,10 @@ struct ListInvoicesArgs {
     cursor: Option<String>,
 }
 
-/// The page these arguments ask for, by REST's paging rules.
-fn page(limit: Option<i64>, cursor: Option<&str>) -> Result<ListParams, ApiError> {
-    let limit = limit.map(|n| n.to_string());
-    let pairs = limit
-        .as_deref()
-        .map(|l| ("limit", l))
-        .into_iter()
-        .chain(cursor.map(|c| ("cursor", c)));
-    ListParams::checked(pairs)
-}
-
 /// What create_payment_destination answers (REST says `replayed` in a header).
 #[derive(Serialize)]
 struct DestinationCommand {
-    payment_destination: DestinationResponse,
+    payment_destination: destinations::DestinationResponse,
     replayed: bool,
 }
 
@@ -397,8 +387,9 @@ fn answer(value: impl Serialize) -> Result<Value, ApiError> {
     serde_json::to_value(value).map_err(|_| crate::http::problem::internal())
 }
 
-/// Runs `tool` for `actor`: the arguments are parsed like a REST body, the same `app`
-/// function is called, and the REST route's answer (or problem) comes back.
+/// Runs `tool` for `actor`: the arguments are parsed like a REST body into the REST route's
+/// typed input, the use case its REST route calls is called, and its answer (or problem) comes
+/// back.
 pub(super) async fn call(
     app: &App,
     actor: &Actor,
@@ -408,55 +399,35 @@ pub(super) async fn call(
     match tool {
         Tool::Whoami => {
             let NoArgs {} = parse(args)?;
-            answer(MeResponse::from(app.me(actor).await?))
+            answer(sessions::whoami(app, actor).await?)
         }
         Tool::ListCustomers => {
             let a: ListArgs = parse(args)?;
-            let params = page(a.limit, a.cursor.as_deref())?;
-            let rows = app.list_customers(actor, params.page()).await?;
-            let (items, next_cursor) = params.split(rows, |c| c.id);
-            answer(CustomerList {
-                items: items.into_iter().map(CustomerResponse::from).collect(),
-                next_cursor,
-            })
+            let page = ListParams::of(a.limit, a.cursor.as_deref())?;
+            answer(customers::list(app, actor, page).await?)
         }
         Tool::ListPaymentDestinations => {
             let a: ListDestinationsArgs = parse(args)?;
-            let params = page(a.limit, a.cursor.as_deref())?;
-            let rows = app
-                .list_destinations(actor, a.state.as_deref(), params.page())
-                .await?;
-            let (items, next_cursor) = params.split(rows, |d| d.id);
-            answer(DestinationList {
-                items: items.into_iter().map(DestinationResponse::from).collect(),
-                next_cursor,
-            })
+            let page = ListParams::of(a.limit, a.cursor.as_deref())?;
+            answer(destinations::list(app, actor, a.state.as_deref(), page).await?)
         }
         Tool::CreatePaymentDestination => {
             let a: WithExtras<Key, CreateDestinationRequest> = parse(args)?;
-            let created = app
-                .create_destination(actor, a.body.into(), a.extras.0.as_deref())
+            let created = destinations::create(app, actor, a.body, a.extras.0.as_deref())
                 .await
-                .map_err(|e| {
-                    ApiError::from(e).rename_field("Idempotency-Key", "idempotency_key")
-                })?;
-            if created.replayed {
-                metrics::counter!("tauros_replays_total", "resource" => "payment_destination")
-                    .increment(1);
-            }
+                .map_err(|e| e.rename_field("Idempotency-Key", "idempotency_key"))?;
             answer(DestinationCommand {
-                payment_destination: created.value.into(),
+                payment_destination: created.value,
                 replayed: created.replayed,
             })
         }
         Tool::DeactivatePaymentDestination => {
             let a: WithExtras<Id, EmptyRequest> = parse(args)?;
-            let destination = app.deactivate_destination(actor, a.extras.get()).await?;
-            answer(DestinationResponse::from(destination))
+            answer(destinations::deactivate(app, actor, a.extras.get()).await?)
         }
         Tool::ListInvoices => {
             let a: ListInvoicesArgs = parse(args)?;
-            let params = page(a.limit, a.cursor.as_deref())?;
+            let page = ListParams::of(a.limit, a.cursor.as_deref())?;
             let query = InvoiceQuery {
                 state: a.state,
                 customer_id: a.customer_id,
@@ -465,54 +436,37 @@ pub(super) async fn call(
                 idempotency_key: a.idempotency_key,
                 overdue: None,
             };
-            let rows = app.list_invoices(actor, query, params.page()).await?;
-            let (items, next_cursor) = params.split(rows, |i| i.id);
-            answer(InvoiceList {
-                items: items.into_iter().map(invoice).collect(),
-                next_cursor,
-            })
+            answer(invoices::list(app, actor.into(), query, page).await?)
         }
         Tool::GetInvoice => {
             let a: WithExtras<Id, EmptyRequest> = parse(args)?;
             let id = a.extras.get();
-            let found = app.get_invoice(actor, id).await?;
-            let revisions = app.list_revisions(actor, id).await?;
-            let decisions = app.list_decisions(actor, id).await?;
-            let events = app.list_events(actor, id).await?;
             answer(InvoiceWithHistory {
-                invoice: invoice(found),
-                revisions: revisions.into_iter().map(revision).collect(),
-                decisions: decisions.into_iter().map(decision).collect(),
-                events: events.into_iter().map(event).collect(),
+                invoice: invoices::get(app, actor.into(), id).await?,
+                revisions: invoices::revisions(app, actor, id).await?.items,
+                decisions: invoices::decisions(app, actor, id).await?.items,
+                events: invoices::events(app, actor, id).await?.items,
             })
         }
         Tool::CreateInvoiceDraft => {
             let body: CreateInvoiceRequest = parse(args)?;
-            answer(command_body(
-                propose(app, actor, None, body, SEND_A_KEY).await?,
-            ))
+            answer(invoices::create(app, actor.into(), None, body, SEND_A_KEY).await?)
         }
         Tool::ReviseInvoice => {
             let a: WithExtras<Id, ReviseRequest> = parse(args)?;
-            let result = app.revise(actor, a.extras.get(), a.body.into()).await?;
-            answer(command_body(result))
+            answer(invoices::revise(app, actor, a.extras.get(), a.body).await?)
         }
         Tool::SubmitInvoice => {
             let a: WithExtras<Id, EmptyRequest> = parse(args)?;
-            answer(command_body(app.submit(actor, a.extras.get()).await?))
+            answer(invoices::submit(app, actor, a.extras.get()).await?)
         }
         Tool::WithdrawInvoice => {
             let a: WithExtras<Id, EmptyRequest> = parse(args)?;
-            answer(command_body(app.withdraw(actor, a.extras.get()).await?))
+            answer(invoices::withdraw(app, actor, a.extras.get()).await?)
         }
         Tool::RecordSettlementEvent => {
             let body: SettlementEventRequest = parse(args)?;
-            let recorded = app.record_settlement_event(actor, body.into()).await?;
-            if recorded.replayed {
-                metrics::counter!("tauros_replays_total", "resource" => "settlement_event")
-                    .increment(1);
-            }
-            answer(recorded_response(recorded.value, recorded.replayed))
+            answer(settlement::record(app, actor, body).await?)
         }
     }
 }

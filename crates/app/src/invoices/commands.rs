@@ -14,7 +14,8 @@ use super::content::{
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
 use crate::{
-    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, KeyHolder, Replayed, now,
+    Actor, Agent, App, AppError, AppResult, AuditActor, Caller, FieldError, KeyHolder, Replayed,
+    now,
 };
 use tauros_domain::audit::GENESIS;
 use tauros_domain::destination::DestinationState;
@@ -37,7 +38,27 @@ impl App {
     /// An agent proposes an invoice. The same key with the same payload (compared with
     /// revision 1) answers the invoice as it is now, replayed, in one indexed read and without
     /// a lock; the same key with another payload is `IdempotencyConflict`.
+    ///
+    /// A presented API key is checked in the same statement that looks its idempotency key up,
+    /// so a replay costs one round trip in all; the answers are those of [`authenticate`] and
+    /// then the create, in that order.
+    ///
+    /// [`authenticate`]: App::authenticate
     pub async fn create_draft(
+        &self,
+        caller: impl Into<Caller<'_>>,
+        key: &str,
+        input: DraftInput,
+    ) -> AppResult<Replayed<InvoiceView>> {
+        match caller.into() {
+            Caller::Actor(actor) => self.create_draft_as(actor, key, input).await,
+            Caller::Presented { bearer, via } => {
+                self.create_draft_presented(bearer, via, key, input).await
+            }
+        }
+    }
+
+    async fn create_draft_as(
         &self,
         actor: &Actor,
         key: &str,
@@ -77,14 +98,13 @@ impl App {
         self.insert_draft(agent, key, content).await
     }
 
-    /// [`create_draft`] for a bearer credential: a well-formed request with an API key looks
-    /// its key up in the same statement that checks the credential, so a replay costs one
-    /// round trip in all. Anything else (a human, a request refused anyway) takes the two
-    /// steps, [`authenticate`] then [`create_draft`], which answer in the documented order.
+    /// [`create_draft`] for a presented credential: a well-formed request with an API key looks
+    /// its key up in the same statement that checks the credential. Anything else (a human, a
+    /// request refused anyway) takes the two steps, [`authenticate`] then the create.
     ///
     /// [`create_draft`]: App::create_draft
     /// [`authenticate`]: App::authenticate
-    pub async fn create_draft_presented(
+    async fn create_draft_presented(
         &self,
         bearer: &str,
         via: Interface,
@@ -95,7 +115,7 @@ impl App {
         let checked = key_is_valid(key).then(|| check_content(&input, None));
         let (Credential::ApiKey(api_key), Some(Ok(content))) = (&credential, checked) else {
             let actor = self.authenticate(bearer, via).await?;
-            return self.create_draft(&actor, key, input).await;
+            return self.create_draft_as(&actor, key, input).await;
         };
         let mut conn = self.store.reader().await?;
         let found = conn.invoice_by_key_presented(api_key.id(), key).await?;

@@ -8,7 +8,7 @@ use super::views::{
 };
 use super::{access_error, caller, joined_access};
 use crate::auth::presented;
-use crate::{Actor, App, AppError, AppResult, FieldError, PageRequest, list_filter};
+use crate::{Actor, App, AppError, AppResult, Caller, FieldError, PageRequest, list_filter};
 use tauros_domain::audit::first_break;
 use tauros_domain::fingerprint::{key_error, key_is_valid};
 use tauros_domain::identity::{Capability, Credential, Interface};
@@ -37,25 +37,24 @@ pub struct InvoiceQuery {
 }
 
 impl App {
-    /// One invoice the caller may see.
-    pub async fn get_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<InvoiceView> {
-        actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
-        joined_view(readable(&mut *conn, actor, id).await?)
-    }
-
-    /// [`get_invoice`] for a bearer credential, which is checked in the same statement that
-    /// reads the invoice: one round trip in all. The answers are those of
-    /// [`authenticate`] and then [`get_invoice`], in that order.
+    /// One invoice the caller may see. A presented credential is checked in the same statement
+    /// that reads the invoice: one round trip in all, answering as [`authenticate`] and then
+    /// the read would, in that order.
     ///
-    /// [`get_invoice`]: App::get_invoice
     /// [`authenticate`]: App::authenticate
-    pub async fn get_invoice_presented(
+    pub async fn get_invoice(
         &self,
-        bearer: &str,
-        via: Interface,
+        caller: impl Into<Caller<'_>>,
         id: Uuid,
     ) -> AppResult<InvoiceView> {
+        let (bearer, via) = match caller.into() {
+            Caller::Actor(actor) => {
+                actor.require(Capability::Invoicing)?;
+                let mut conn = self.store.reader().await?;
+                return joined_view(readable(&mut *conn, actor, id).await?);
+            }
+            Caller::Presented { bearer, via } => (bearer, via),
+        };
         let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
         let mut conn = self.store.reader().await?;
         let found = conn
@@ -69,7 +68,27 @@ impl App {
     }
 
     /// The invoices the caller may see. `state=pending_approval` lists oldest first.
+    ///
+    /// An agent presenting its key has its page read in the same statement that checks the key
+    /// (an agent's scope is its own invoices, whatever the org's settings); a human's scope
+    /// depends on their role and the org's `shared_review`, so a human, and a request refused
+    /// anyway, are authenticated first.
     pub async fn list_invoices(
+        &self,
+        caller: impl Into<Caller<'_>>,
+        query: InvoiceQuery,
+        page: PageRequest,
+    ) -> AppResult<Vec<InvoiceView>> {
+        match caller.into() {
+            Caller::Actor(actor) => self.list_invoices_as(actor, query, page).await,
+            Caller::Presented { bearer, via } => {
+                self.list_own_invoices_presented(bearer, via, query, page)
+                    .await
+            }
+        }
+    }
+
+    async fn list_invoices_as(
         &self,
         actor: &Actor,
         query: InvoiceQuery,
@@ -92,13 +111,10 @@ impl App {
         rows.into_iter().map(joined_view).collect()
     }
 
-    /// [`list_invoices`] for a bearer credential. An agent's page is read in the same statement
-    /// that checks its key (an agent's scope is its own invoices, whatever the org's settings);
-    /// a human's scope depends on their role and the org's `shared_review`, so a human, and a
-    /// request refused anyway, take the two steps.
+    /// [`list_invoices`] for a presented credential: one round trip for an agent's key.
     ///
     /// [`list_invoices`]: App::list_invoices
-    pub async fn list_invoices_presented(
+    async fn list_own_invoices_presented(
         &self,
         bearer: &str,
         via: Interface,
@@ -109,7 +125,7 @@ impl App {
         let (Credential::ApiKey(key), Ok(filter)) = (&credential, invoice_filter(query.clone()))
         else {
             let actor = self.authenticate(bearer, via).await?;
-            return self.list_invoices(&actor, query, page).await;
+            return self.list_invoices_as(&actor, query, page).await;
         };
         let mut conn = self.store.reader().await?;
         let found = conn
@@ -122,7 +138,7 @@ impl App {
         actor.require(Capability::Invoicing)?;
         if Scope::of_invoices(caller(&actor), false) != Scope::Agent(actor.id()) {
             // The rule no longer gives an agent exactly its own invoices: read it as it says.
-            return self.list_invoices(&actor, query, page).await;
+            return self.list_invoices_as(&actor, query, page).await;
         }
         rows.into_iter().map(joined_view).collect()
     }
@@ -151,7 +167,7 @@ impl App {
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.events(actor.org_id(), id).await?;
-        Ok(rows.into_iter().map(EventView::from).collect())
+        rows.into_iter().map(EventView::try_from).collect()
     }
 
     /// Re-seals every revision from its stored fields and re-walks the event chain (humans).

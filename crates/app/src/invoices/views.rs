@@ -4,6 +4,7 @@ use super::super::{AppError, AppResult};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
+use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::lines::LineView;
 use tauros_domain::money::MinorAmount;
@@ -95,11 +96,10 @@ pub struct EventView {
     /// `None` for the creating event.
     pub from_state: Option<InvoiceState>,
     pub to_state: InvoiceState,
-    /// `agent`, `human` or `system`.
-    pub actor_kind: String,
+    pub actor_kind: ActorKind,
     pub actor_id: Option<Uuid>,
-    /// `api`, `mcp`, `cli` or `worker`.
-    pub interface: String,
+    /// The entry point the command came through.
+    pub interface: Interface,
     pub revision_id: Option<Uuid>,
     pub payload_hash: Option<String>,
     pub idempotency_key: Option<String>,
@@ -249,17 +249,19 @@ impl From<DecisionRow> for DecisionView {
     }
 }
 
-impl From<EventRow> for EventView {
-    fn from(e: EventRow) -> Self {
-        EventView {
+impl TryFrom<EventRow> for EventView {
+    type Error = AppError;
+
+    fn try_from(e: EventRow) -> AppResult<Self> {
+        Ok(EventView {
             id: e.id,
             seq: e.seq,
             action: e.action,
             from_state: e.from_state,
             to_state: e.to_state,
-            actor_kind: e.actor_kind,
+            actor_kind: stored_actor_kind(&e.actor_kind)?,
             actor_id: e.actor_id,
-            interface: e.interface,
+            interface: stored_interface(&e.interface)?,
             revision_id: e.revision_id,
             payload_hash: e.payload_hash,
             idempotency_key: e.idempotency_key,
@@ -269,6 +271,16 @@ impl From<EventRow> for EventView {
             hash: e.hash,
             four_eyes: e.four_eyes,
             shared_review: e.shared_review,
-        }
+        })
     }
+}
+
+/// A stored `actor_kind` (invoice events and the org's audit trail).
+pub(crate) fn stored_actor_kind(name: &str) -> AppResult<ActorKind> {
+    ActorKind::parse(name).ok_or_else(|| AppError::Internal("stored actor_kind unreadable".into()))
+}
+
+/// A stored `interface` (invoice events and the org's audit trail).
+pub(crate) fn stored_interface(name: &str) -> AppResult<Interface> {
+    Interface::parse(name).ok_or_else(|| AppError::Internal("stored interface unreadable".into()))
 }

@@ -1,10 +1,12 @@
-//! The `/v1/invoices` handlers: parse, call `app`, shape the answer.
+//! The `/v1/invoices` handlers: extract, call the use case (`use_cases`, shared with MCP) or
+//! `app`, add status and headers.
 
 use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
-    EmptyRequest, EventList, EventsCheck, InvoiceList, InvoiceResponse, ReviseRequest,
-    RevisionCheck, RevisionList, VerifyResponse, decision, event, invoice, revision,
+    EmptyRequest, EventList, InvoiceList, InvoiceResponse, ReviseRequest, RevisionList,
+    VerifyResponse,
 };
+use super::use_cases;
 use crate::http::AppState;
 use crate::http::destinations::REPLAYED;
 use crate::http::extract::{
@@ -15,8 +17,7 @@ use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use tauros_app::{Actor, App, FieldError, InvoiceQuery, InvoiceView, Replayed, VerifyReport};
-use tauros_domain::identity::Interface;
+use tauros_app::{Actor, InvoiceQuery};
 use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
@@ -26,67 +27,21 @@ type CommandAnswer = (
     Json<CommandResponse>,
 );
 
-fn answer(result: Replayed<InvoiceView>, created: StatusCode) -> CommandAnswer {
+/// A command's answer over REST: `created` for a fresh create, 200 for a replay (and every
+/// other command), with the `Idempotent-Replayed` header.
+fn answer(result: CommandResponse, created: StatusCode) -> CommandAnswer {
     let status = if result.replayed {
         StatusCode::OK
     } else {
         created
     };
     let header = HeaderValue::from_static(if result.replayed { "true" } else { "false" });
-    (status, [(REPLAYED, header)], Json(command_body(result)))
-}
-
-/// What every invoice command answers, over REST and MCP alike; replays are counted.
-pub(crate) fn command_body(result: Replayed<InvoiceView>) -> CommandResponse {
-    let Replayed {
-        value: view,
-        replayed,
-    } = result;
-    if replayed {
-        metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
-    }
-    CommandResponse {
-        invoice: invoice(view),
-        replayed,
-    }
+    (status, [(REPLAYED, header)], Json(result))
 }
 
 /// How a REST client sends the missing key.
 const SEND_A_KEY: &str =
     "send an Idempotency-Key header (or idempotency_key in the body) so retries are safe";
-
-/// A create as both surfaces take it: the key from a header (REST) or `None`, and the body.
-/// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
-/// send it on this surface) with every other missing field (a complete body without a key must
-/// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
-pub(crate) async fn propose(
-    app: &App,
-    actor: &Actor,
-    header_key: Option<String>,
-    mut body: CreateInvoiceRequest,
-    missing_key: &'static str,
-) -> Result<Replayed<InvoiceView>, ApiError> {
-    let key = match (header_key, body.idempotency_key.take()) {
-        (Some(h), Some(b)) if h != b => {
-            return Err(ApiError::bad_request(
-                "idempotency_key_mismatch",
-                "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
-            )
-            .with_field("idempotency_key"));
-        }
-        (Some(k), _) | (None, Some(k)) => k,
-        (None, None) => {
-            let mut errors = vec![FieldError::plain(
-                "idempotency_key",
-                "required",
-                missing_key,
-            )];
-            errors.extend(app.draft_field_errors(actor, &body.into())?);
-            return Err(ApiError::validation(errors));
-        }
-    };
-    Ok(app.create_draft(actor, &key, body.into()).await?)
-}
 
 /// Propose an invoice (agents). The same key and payload again answers 200 with the invoice as
 /// it is now and `replayed: true`; the same key with another payload is 409.
@@ -106,36 +61,21 @@ pub(super) async fn create_invoice(
     header: Result<IdempotencyKeyHeader, ApiError>,
     body: Result<StrictJson<CreateInvoiceRequest>, ApiError>,
 ) -> Result<CommandAnswer, ApiError> {
-    let (header_key, mut body) = match (header, body) {
+    let (header_key, body) = match (header, body) {
         (Ok(IdempotencyKeyHeader(h)), Ok(StrictJson(b))) => (h, b),
         (Err(refused), _) | (_, Err(refused)) => {
             return Err(credential.refuse(&state, refused).await);
         }
     };
-    // One key, however sent: the credential is checked in the statement that looks the key
-    // up. Anything else (no key, two that differ) is `propose`'s to refuse, after the
-    // credential.
-    let key = match (&header_key, &body.idempotency_key) {
-        (Some(h), Some(b)) if h == b => Some(h.clone()),
-        (Some(k), None) | (None, Some(k)) => Some(k.clone()),
-        _ => None,
-    };
-    let result = match key {
-        Some(key) => {
-            body.idempotency_key = None;
-            state
-                .app
-                .create_draft_presented(&credential.0, Interface::Api, &key, body.into())
-                .await?
-        }
-        None => {
-            let actor = state
-                .app
-                .authenticate(&credential.0, Interface::Api)
-                .await?;
-            propose(&state.app, &actor, header_key, body, SEND_A_KEY).await?
-        }
-    };
+    // The credential is checked where the key is looked up: one round trip for a replay.
+    let result = use_cases::create(
+        &state.app,
+        credential.caller(),
+        header_key,
+        body,
+        SEND_A_KEY,
+    )
+    .await?;
     Ok(answer(result, StatusCode::CREATED))
 }
 
@@ -171,15 +111,8 @@ pub(super) async fn list_invoices(
         idempotency_key: query.get("idempotency_key").map(str::to_owned),
         overdue: query.get("overdue").map(str::to_owned),
     };
-    let rows = state
-        .app
-        .list_invoices_presented(&credential.0, Interface::Api, filter, params.page())
-        .await?;
-    let (items, next_cursor) = params.split(rows, |i| i.id);
-    Ok(Json(InvoiceList {
-        items: items.into_iter().map(invoice).collect(),
-        next_cursor,
-    }))
+    let page = use_cases::list(&state.app, credential.caller(), filter, params).await?;
+    Ok(Json(page))
 }
 
 /// One invoice.
@@ -198,11 +131,9 @@ pub(super) async fn get_invoice(
         Ok(IdPath(id)) => id,
         Err(refused) => return Err(credential.refuse(&state, refused).await),
     };
-    let found = state
-        .app
-        .get_invoice_presented(&credential.0, Interface::Api, id)
-        .await?;
-    Ok(Json(invoice(found)))
+    Ok(Json(
+        use_cases::get(&state.app, credential.caller(), id).await?,
+    ))
 }
 
 /// Every revision, oldest first.
@@ -217,10 +148,7 @@ pub(super) async fn list_revisions(
     Auth(actor): Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<RevisionList>, ApiError> {
-    let rows = state.app.list_revisions(&actor, id).await?;
-    Ok(Json(RevisionList {
-        items: rows.into_iter().map(revision).collect(),
-    }))
+    Ok(Json(use_cases::revisions(&state.app, &actor, id).await?))
 }
 
 /// Every decision, oldest first (the proposing agent reads them too).
@@ -235,10 +163,7 @@ pub(super) async fn list_decisions(
     Auth(actor): Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<DecisionList>, ApiError> {
-    let rows = state.app.list_decisions(&actor, id).await?;
-    Ok(Json(DecisionList {
-        items: rows.into_iter().map(decision).collect(),
-    }))
+    Ok(Json(use_cases::decisions(&state.app, &actor, id).await?))
 }
 
 /// The audit trail, in order; each event hash-chained to the one before.
@@ -253,10 +178,7 @@ pub(super) async fn list_events(
     Auth(actor): Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<EventList>, ApiError> {
-    let rows = state.app.list_events(&actor, id).await?;
-    Ok(Json(EventList {
-        items: rows.into_iter().map(event).collect(),
-    }))
+    Ok(Json(use_cases::events(&state.app, &actor, id).await?))
 }
 
 /// Re-seal every revision and re-walk the event chain (humans).
@@ -272,19 +194,7 @@ pub(super) async fn verify_invoice(
     Auth(actor): Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<VerifyResponse>, ApiError> {
-    let r: VerifyReport = state.app.verify_invoice(&actor, id).await?;
-    Ok(Json(VerifyResponse {
-        ok: r.ok,
-        revisions: r
-            .revisions
-            .into_iter()
-            .map(|(number, ok)| RevisionCheck { number, ok })
-            .collect(),
-        events: EventsCheck {
-            ok: r.events_ok,
-            broken_at: r.broken_at,
-        },
-    }))
+    Ok(Json(state.app.verify_invoice(&actor, id).await?.into()))
 }
 
 /// Revise (the proposing agent): a new revision, the invoice back to `draft`; an identical
@@ -305,7 +215,7 @@ pub(super) async fn revise(
     StrictJson(body): StrictJson<ReviseRequest>,
 ) -> Result<CommandAnswer, ApiError> {
     Ok(answer(
-        state.app.revise(&actor, id, body.into()).await?,
+        use_cases::revise(&state.app, &actor, id, body).await?,
         StatusCode::OK,
     ))
 }
@@ -326,7 +236,10 @@ pub(super) async fn submit(
     IdPath(id): IdPath,
     OptionalJson(_empty): OptionalJson<EmptyRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    Ok(answer(state.app.submit(&actor, id).await?, StatusCode::OK))
+    Ok(answer(
+        use_cases::submit(&state.app, &actor, id).await?,
+        StatusCode::OK,
+    ))
 }
 
 /// Withdraw (the proposing agent, or a human who sees it): draft or pending → cancelled.
@@ -345,7 +258,7 @@ pub(super) async fn withdraw(
     OptionalJson(_empty): OptionalJson<EmptyRequest>,
 ) -> Result<CommandAnswer, ApiError> {
     Ok(answer(
-        state.app.withdraw(&actor, id).await?,
+        use_cases::withdraw(&state.app, &actor, id).await?,
         StatusCode::OK,
     ))
 }
@@ -367,8 +280,8 @@ async fn decide(
             body.payload_hash.as_deref(),
             body.reason.as_deref(),
         )
-        .await?;
-    Ok(answer(result, StatusCode::OK))
+        .await;
+    Ok(answer(use_cases::command(result)?, StatusCode::OK))
 }
 
 /// Approve one exact revision (approvers who see it).
@@ -444,10 +357,8 @@ pub(super) async fn cancel(
     IdPath(id): IdPath,
     StrictJson(body): StrictJson<CancelRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    Ok(answer(
-        state.app.cancel(&actor, id, body.reason.as_deref()).await?,
-        StatusCode::OK,
-    ))
+    let result = state.app.cancel(&actor, id, body.reason.as_deref()).await;
+    Ok(answer(use_cases::command(result)?, StatusCode::OK))
 }
 
 /// Issue an approved invoice (approvers), when no issuer is configured: it is numbered
@@ -469,5 +380,6 @@ pub(super) async fn issue(
     IdPath(id): IdPath,
     OptionalJson(_empty): OptionalJson<EmptyRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    Ok(answer(state.app.issue(&actor, id).await?, StatusCode::OK))
+    let result = state.app.issue(&actor, id).await;
+    Ok(answer(use_cases::command(result)?, StatusCode::OK))
 }

@@ -1,11 +1,13 @@
 //! `/v1/invoices`: proposals by agents, decisions by humans. Every command answers
 //! `{invoice, replayed}` with the `Idempotent-Replayed` header.
 //!
-//! `handlers` parse, call `app` and shape the answer; `types` holds the request and response
+//! `use_cases` are the calls REST and MCP share (typed input in, wire answer out); `handlers`
+//! extract, call them and add status and headers; `types` holds the request and response
 //! bodies (the OpenAPI schemas) and their conversions from and to the app's types.
 
 pub(crate) mod handlers;
 pub(crate) mod types;
+pub(crate) mod use_cases;
 
 use super::AppState;
 use utoipa_axum::{router::OpenApiRouter, routes};

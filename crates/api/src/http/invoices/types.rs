@@ -7,8 +7,12 @@ use crate::http::schema::{
 };
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{DecisionView, DraftInput, EventView, InvoiceView, RevisionView};
+use tauros_app::{
+    DecisionView, DraftInput, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport,
+};
+use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
+use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::lines::{LineInput, LineView};
 use tauros_domain::money::MinorAmount;
 use utoipa::ToSchema;
@@ -217,7 +221,7 @@ pub struct InvoiceResponse {
     pub idempotency_key: String,
     /// Where the invoice is in its lifecycle.
     #[schema(value_type = InvoiceStateSchema)]
-    pub state: String,
+    pub state: InvoiceState,
     /// Assigned at issue; `null` until then.
     pub number: Option<String>,
     /// The current revision.
@@ -251,7 +255,7 @@ pub struct InvoiceResponse {
 #[derive(Serialize, ToSchema)]
 pub struct LatestDecisionResponse {
     #[schema(value_type = DecisionKindSchema)]
-    pub decision: String,
+    pub decision: DecisionKind,
     /// The approver's reason (required for `rejected` and `changes_requested`).
     pub reason: Option<String>,
     /// The revision decided on; an older one than `current_revision` once the agent revised.
@@ -294,7 +298,7 @@ pub struct DecisionResponse {
     pub revision_id: Uuid,
     /// What the approver decided.
     #[schema(value_type = DecisionKindSchema)]
-    pub decision: String,
+    pub decision: DecisionKind,
     /// The `payload_hash` the approver named, which matched the revision's.
     pub payload_hash: String,
     /// The approver's reason.
@@ -321,21 +325,21 @@ pub struct EventResponse {
     pub seq: i32,
     /// The command that caused it.
     #[schema(value_type = ActionSchema)]
-    pub action: String,
+    pub action: Action,
     /// The invoice's state before the command; `null` for `create_draft`.
     #[schema(value_type = Option<InvoiceStateSchema>)]
-    pub from_state: Option<String>,
+    pub from_state: Option<InvoiceState>,
     /// The invoice's state after the command.
     #[schema(value_type = InvoiceStateSchema)]
-    pub to_state: String,
+    pub to_state: InvoiceState,
     /// Who acted.
     #[schema(value_type = ActorKindSchema)]
-    pub actor_kind: String,
+    pub actor_kind: ActorKind,
     /// The human or agent who acted; `null` for `system`.
     pub actor_id: Option<Uuid>,
     /// The entry point the command came through.
     #[schema(value_type = InterfaceSchema)]
-    pub interface: String,
+    pub interface: Interface,
     /// The revision concerned.
     pub revision_id: Option<Uuid>,
     /// That revision's `payload_hash`.
@@ -393,91 +397,132 @@ pub struct VerifyResponse {
     pub events: EventsCheck,
 }
 
-fn line(l: LineView) -> LineResponse {
-    LineResponse {
-        description: l.description,
-        quantity: l.quantity.to_string(),
-        unit_amount: l.unit_amount,
-        unit_amount_minor: l.unit_amount_minor,
-        amount: l.amount,
-        amount_minor: l.amount_minor,
+// The responses are the app's views as the wire shows them: every member moved as it is, but
+// the few whose wire form differs (a quantity as a string).
+
+impl From<LineView> for LineResponse {
+    fn from(l: LineView) -> Self {
+        LineResponse {
+            description: l.description,
+            quantity: l.quantity.to_string(),
+            unit_amount: l.unit_amount,
+            unit_amount_minor: l.unit_amount_minor,
+            amount: l.amount,
+            amount_minor: l.amount_minor,
+        }
     }
 }
 
-pub(crate) fn revision(r: RevisionView) -> RevisionResponse {
-    RevisionResponse {
-        id: r.id,
-        number: r.number,
-        customer_id: r.customer_id,
-        payment_destination_id: r.payment_destination_id,
-        currency: r.currency,
-        due_date: r.due_date,
-        lines: r.lines.into_iter().map(line).collect(),
-        total: r.total,
-        total_minor: r.total_minor,
-        reasoning: r.reasoning,
-        canonical_payload: r.canonical_payload,
-        payload_hash: r.payload_hash,
-        created_at: r.created_at,
+impl From<RevisionView> for RevisionResponse {
+    fn from(r: RevisionView) -> Self {
+        RevisionResponse {
+            id: r.id,
+            number: r.number,
+            customer_id: r.customer_id,
+            payment_destination_id: r.payment_destination_id,
+            currency: r.currency,
+            due_date: r.due_date,
+            lines: r.lines.into_iter().map(LineResponse::from).collect(),
+            total: r.total,
+            total_minor: r.total_minor,
+            reasoning: r.reasoning,
+            canonical_payload: r.canonical_payload,
+            payload_hash: r.payload_hash,
+            created_at: r.created_at,
+        }
     }
 }
 
-pub(crate) fn invoice(i: InvoiceView) -> InvoiceResponse {
-    InvoiceResponse {
-        id: i.id,
-        agent_id: i.agent_id,
-        idempotency_key: i.idempotency_key,
-        state: i.state.as_str().to_owned(),
-        number: i.number,
-        current_revision: revision(i.current_revision),
-        revision_count: i.revision_count,
-        decision: i.decision.map(|d| LatestDecisionResponse {
-            decision: d.decision.as_str().to_owned(),
+impl From<InvoiceView> for InvoiceResponse {
+    fn from(i: InvoiceView) -> Self {
+        InvoiceResponse {
+            id: i.id,
+            agent_id: i.agent_id,
+            idempotency_key: i.idempotency_key,
+            state: i.state,
+            number: i.number,
+            current_revision: i.current_revision.into(),
+            revision_count: i.revision_count,
+            decision: i.decision.map(LatestDecisionResponse::from),
+            amount_paid: i.amount_paid,
+            amount_paid_minor: i.amount_paid_minor,
+            balance: i.balance,
+            balance_minor: i.balance_minor,
+            overdue: i.overdue,
+            created_at: i.created_at,
+            updated_at: i.updated_at,
+        }
+    }
+}
+
+impl From<LatestDecision> for LatestDecisionResponse {
+    fn from(d: LatestDecision) -> Self {
+        LatestDecisionResponse {
+            decision: d.decision,
             reason: d.reason,
             revision_id: d.revision_id,
             decided_at: d.decided_at,
-        }),
-        amount_paid: i.amount_paid,
-        amount_paid_minor: i.amount_paid_minor,
-        balance: i.balance,
-        balance_minor: i.balance_minor,
-        overdue: i.overdue,
-        created_at: i.created_at,
-        updated_at: i.updated_at,
+        }
     }
 }
 
-pub(crate) fn decision(d: DecisionView) -> DecisionResponse {
-    DecisionResponse {
-        id: d.id,
-        revision_id: d.revision_id,
-        decision: d.decision.as_str().to_owned(),
-        payload_hash: d.payload_hash,
-        reason: d.reason,
-        approver_id: d.approver_id,
-        decided_at: d.decided_at,
+impl From<DecisionView> for DecisionResponse {
+    fn from(d: DecisionView) -> Self {
+        DecisionResponse {
+            id: d.id,
+            revision_id: d.revision_id,
+            decision: d.decision,
+            payload_hash: d.payload_hash,
+            reason: d.reason,
+            approver_id: d.approver_id,
+            decided_at: d.decided_at,
+        }
     }
 }
 
-pub(crate) fn event(e: EventView) -> EventResponse {
-    EventResponse {
-        id: e.id,
-        seq: e.seq,
-        action: e.action.as_str().to_owned(),
-        from_state: e.from_state.map(|s| s.as_str().to_owned()),
-        to_state: e.to_state.as_str().to_owned(),
-        actor_kind: e.actor_kind,
-        actor_id: e.actor_id,
-        interface: e.interface,
-        revision_id: e.revision_id,
-        payload_hash: e.payload_hash,
-        idempotency_key: e.idempotency_key,
-        note: e.note,
-        occurred_at: e.occurred_at,
-        prev_hash: e.prev_hash,
-        hash: e.hash,
-        four_eyes: e.four_eyes,
-        shared_review: e.shared_review,
+impl From<EventView> for EventResponse {
+    fn from(e: EventView) -> Self {
+        EventResponse {
+            id: e.id,
+            seq: e.seq,
+            action: e.action,
+            from_state: e.from_state,
+            to_state: e.to_state,
+            actor_kind: e.actor_kind,
+            actor_id: e.actor_id,
+            interface: e.interface,
+            revision_id: e.revision_id,
+            payload_hash: e.payload_hash,
+            idempotency_key: e.idempotency_key,
+            note: e.note,
+            occurred_at: e.occurred_at,
+            prev_hash: e.prev_hash,
+            hash: e.hash,
+            four_eyes: e.four_eyes,
+            shared_review: e.shared_review,
+        }
+    }
+}
+
+impl From<VerifyReport> for VerifyResponse {
+    fn from(r: VerifyReport) -> Self {
+        let VerifyReport {
+            ok,
+            revisions,
+            events_ok,
+            broken_at,
+        } = r;
+        VerifyResponse {
+            ok,
+            revisions: revisions
+                .into_iter()
+                .map(|(number, ok)| RevisionCheck { number, ok })
+                .collect(),
+            events: EventsCheck {
+                ok: events_ok,
+                broken_at,
+            },
+        }
     }
 }
 

@@ -1,0 +1,151 @@
+//! The invoice use cases as both surfaces call them: typed input in, the wire answer out.
+//! The REST handler extracts, calls one of these and adds status and headers; the MCP tool
+//! parses its arguments, calls the same one and serializes the answer. Replays are counted
+//! here, once.
+
+use super::types::{
+    CommandResponse, CreateInvoiceRequest, DecisionList, EventList, InvoiceList, InvoiceResponse,
+    ReviseRequest, RevisionList,
+};
+use crate::http::extract::ListParams;
+use crate::http::problem::ApiError;
+use tauros_app::{Actor, App, AppResult, Caller, FieldError, InvoiceQuery, InvoiceView, Replayed};
+use uuid::Uuid;
+
+/// What every invoice command answers, over REST and MCP alike; replays are counted.
+pub(crate) fn command(
+    result: AppResult<Replayed<InvoiceView>>,
+) -> Result<CommandResponse, ApiError> {
+    let Replayed {
+        value: view,
+        replayed,
+    } = result?;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
+    }
+    Ok(CommandResponse {
+        invoice: view.into(),
+        replayed,
+    })
+}
+
+/// A create as both surfaces take it: the key from a header (REST) or `None`, and the body.
+/// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
+/// send it on this surface) with every other missing field (a complete body without a key must
+/// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
+/// A credential is checked first, then the keys (`create_draft` checks a presented API key in
+/// the statement that looks the idempotency key up).
+pub(crate) async fn create(
+    app: &App,
+    caller: Caller<'_>,
+    header_key: Option<String>,
+    mut body: CreateInvoiceRequest,
+    missing_key: &'static str,
+) -> Result<CommandResponse, ApiError> {
+    let key = match (header_key, body.idempotency_key.take()) {
+        (Some(h), Some(b)) if h != b => {
+            app.actor_of(caller).await?;
+            return Err(ApiError::bad_request(
+                "idempotency_key_mismatch",
+                "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
+            )
+            .with_field("idempotency_key"));
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => {
+            let actor = app.actor_of(caller).await?;
+            let mut errors = vec![FieldError::plain(
+                "idempotency_key",
+                "required",
+                missing_key,
+            )];
+            errors.extend(app.draft_field_errors(&actor, &body.into())?);
+            return Err(ApiError::validation(errors));
+        }
+    };
+    command(app.create_draft(caller, &key, body.into()).await)
+}
+
+/// A page of the invoices the caller may see.
+pub(crate) async fn list(
+    app: &App,
+    caller: Caller<'_>,
+    query: InvoiceQuery,
+    params: ListParams,
+) -> Result<InvoiceList, ApiError> {
+    let rows = app.list_invoices(caller, query, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |i| i.id);
+    Ok(InvoiceList {
+        items: items.into_iter().map(Into::into).collect(),
+        next_cursor,
+    })
+}
+
+/// One invoice the caller may see.
+pub(crate) async fn get(
+    app: &App,
+    caller: Caller<'_>,
+    id: Uuid,
+) -> Result<InvoiceResponse, ApiError> {
+    Ok(app.get_invoice(caller, id).await?.into())
+}
+
+/// Every revision of an invoice, oldest first.
+pub(crate) async fn revisions(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+) -> Result<RevisionList, ApiError> {
+    let rows = app.list_revisions(actor, id).await?;
+    Ok(RevisionList {
+        items: rows.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// Every decision on an invoice, oldest first.
+pub(crate) async fn decisions(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+) -> Result<DecisionList, ApiError> {
+    let rows = app.list_decisions(actor, id).await?;
+    Ok(DecisionList {
+        items: rows.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// An invoice's audit trail, in order.
+pub(crate) async fn events(app: &App, actor: &Actor, id: Uuid) -> Result<EventList, ApiError> {
+    let rows = app.list_events(actor, id).await?;
+    Ok(EventList {
+        items: rows.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// A new revision by the proposing agent.
+pub(crate) async fn revise(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+    body: ReviseRequest,
+) -> Result<CommandResponse, ApiError> {
+    command(app.revise(actor, id, body.into()).await)
+}
+
+/// Into the approvers' inbox.
+pub(crate) async fn submit(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+) -> Result<CommandResponse, ApiError> {
+    command(app.submit(actor, id).await)
+}
+
+/// Taken back by the proposing agent (or a human who sees it).
+pub(crate) async fn withdraw(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+) -> Result<CommandResponse, ApiError> {
+    command(app.withdraw(actor, id).await)
+}
