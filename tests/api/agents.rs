@@ -58,7 +58,7 @@ async fn create_returns_a_working_key_once(app: TestApp) {
         ["agent.created"]
     );
     assert_eq!(trail[0].actor_id, Some(org.approver_id));
-    assert_eq!(trail[0].interface, "api");
+    assert_eq!(trail[0].interface.as_str(), "api");
 }
 
 async fn list_pages_newest_first(app: TestApp) {

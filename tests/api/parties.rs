@@ -175,8 +175,8 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
         ["customer.created", "customer.updated", "customer.deleted"]
     );
     assert!(trail.iter().all(|e| e.actor_id == Some(org.approver_id)
-        && e.actor_kind == "human"
-        && e.interface == "api"
+        && e.actor_kind.as_str() == "human"
+        && e.interface.as_str() == "api"
         && e.subject_type == "customer"));
 }
 
@@ -448,7 +448,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
     let trail = conn.audit_for_subject(org.org_id, id).await.unwrap();
     assert_eq!(trail.len(), 1);
     assert_eq!(trail[0].action, "destination.created");
-    assert_eq!(trail[0].actor_kind, "agent");
+    assert_eq!(trail[0].actor_kind.as_str(), "agent");
     assert_eq!(trail[0].actor_id, Some(org.agent_id));
     // Without a key, the same body twice is two destinations.
     expect_status(

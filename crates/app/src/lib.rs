@@ -418,9 +418,9 @@ pub(crate) async fn audit(
     tx.insert_audit(&AuditRow {
         id: Uuid::now_v7(),
         org_id,
-        actor_kind: actor.kind.as_str().to_owned(),
+        actor_kind: actor.kind,
         actor_id: actor.id,
-        interface: actor.interface.as_str().to_owned(),
+        interface: actor.interface,
         action: action.to_owned(),
         subject_type: subject.0.to_owned(),
         subject_id: subject.1,

@@ -1,7 +1,6 @@
 //! The organisation: its settings (turning `four_eyes` off is a proposal while it is on), the
 //! operator's command-line way to change them, and the org audit trail.
 
-use super::invoices::{stored_actor_kind, stored_interface};
 use super::proposals::{ChangeView, pending, propose};
 use super::{Actor, App, AppError, AppResult, AuditActor, PageRequest, audit, now};
 use chrono::{DateTime, Utc};
@@ -203,9 +202,9 @@ pub(super) async fn apply_settings(
 fn audit_view(row: AuditRow) -> AppResult<AuditEventView> {
     Ok(AuditEventView {
         id: row.id,
-        actor_kind: stored_actor_kind(&row.actor_kind)?,
+        actor_kind: row.actor_kind,
         actor_id: row.actor_id,
-        interface: stored_interface(&row.interface)?,
+        interface: row.interface,
         action: row.action,
         subject_type: row.subject_type,
         subject_id: row.subject_id,

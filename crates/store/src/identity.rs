@@ -6,6 +6,7 @@ use crate::error::StoreResult;
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tauros_domain::identity::{ActorKind, Interface};
 use uuid::Uuid;
 
 /// An organisation and its settings.
@@ -119,9 +120,11 @@ impl KeyWithAgent {
 pub struct AuditRow {
     pub id: Uuid,
     pub org_id: Uuid,
-    pub actor_kind: String,
+    #[sqlx(try_from = "crate::sql::Stored<ActorKind>")]
+    pub actor_kind: ActorKind,
     pub actor_id: Option<Uuid>,
-    pub interface: String,
+    #[sqlx(try_from = "crate::sql::Stored<Interface>")]
+    pub interface: Interface,
     pub action: String,
     pub subject_type: String,
     pub subject_id: Uuid,

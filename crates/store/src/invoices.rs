@@ -7,6 +7,7 @@ use crate::parties::Scope;
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use uuid::Uuid;
 
@@ -121,9 +122,11 @@ pub struct EventRow {
     pub from_state: Option<InvoiceState>,
     #[sqlx(try_from = "crate::sql::Stored<InvoiceState>")]
     pub to_state: InvoiceState,
-    pub actor_kind: String,
+    #[sqlx(try_from = "crate::sql::Stored<ActorKind>")]
+    pub actor_kind: ActorKind,
     pub actor_id: Option<Uuid>,
-    pub interface: String,
+    #[sqlx(try_from = "crate::sql::Stored<Interface>")]
+    pub interface: Interface,
     pub revision_id: Option<Uuid>,
     pub payload_hash: Option<String>,
     pub idempotency_key: Option<String>,

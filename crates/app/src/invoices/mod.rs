@@ -15,8 +15,8 @@ pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
 pub use queries::InvoiceQuery;
 pub(crate) use settling::reconcile_invoice;
 pub use tauros_domain::invoice::DraftInput;
+pub(crate) use views::joined_view;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
-pub(crate) use views::{joined_view, stored_actor_kind, stored_interface};
 
 use super::{Actor, AppError, AppResult};
 use tauros_domain::error::Coded;

@@ -259,9 +259,9 @@ impl TryFrom<EventRow> for EventView {
             action: e.action,
             from_state: e.from_state,
             to_state: e.to_state,
-            actor_kind: stored_actor_kind(&e.actor_kind)?,
+            actor_kind: e.actor_kind,
             actor_id: e.actor_id,
-            interface: stored_interface(&e.interface)?,
+            interface: e.interface,
             revision_id: e.revision_id,
             payload_hash: e.payload_hash,
             idempotency_key: e.idempotency_key,
@@ -273,14 +273,4 @@ impl TryFrom<EventRow> for EventView {
             shared_review: e.shared_review,
         })
     }
-}
-
-/// A stored `actor_kind` (invoice events and the org's audit trail).
-pub(crate) fn stored_actor_kind(name: &str) -> AppResult<ActorKind> {
-    ActorKind::parse(name).ok_or_else(|| AppError::Internal("stored actor_kind unreadable".into()))
-}
-
-/// A stored `interface` (invoice events and the org's audit trail).
-pub(crate) fn stored_interface(name: &str) -> AppResult<Interface> {
-    Interface::parse(name).ok_or_else(|| AppError::Internal("stored interface unreadable".into()))
 }

@@ -33,12 +33,12 @@ pub(crate) use stmt::{
     for_update, locked, query, query_as, query_scalar,
 };
 
-use super::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 use tauros_domain::destination::DestinationState;
 use tauros_domain::governance::{ChangeKind, ChangeState};
-use tauros_domain::identity::Role;
+use tauros_domain::identity::{ActorKind, Interface, Role};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
@@ -200,5 +200,7 @@ stored_as_text!(
     JobState,
     PaymentState,
     PaymentStatus,
-    Unmatched
+    Unmatched,
+    ActorKind,
+    Interface
 );
