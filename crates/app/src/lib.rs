@@ -24,6 +24,7 @@ mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
 mod governance;
+mod idempotency;
 mod invoices;
 pub mod issuing;
 mod jobs;

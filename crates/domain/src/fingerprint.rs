@@ -1,5 +1,6 @@
-//! Fingerprints of request bodies, for idempotency keys on creates whose payload has no seal of
-//! its own (payment destinations).
+//! Idempotency's pure rules (docs/contract/domain.md §7): the key's syntax, the comparison of a
+//! stored fingerprint with a request's, and fingerprints of request bodies for creates whose
+//! payload has no seal of its own (payment destinations).
 
 use sha2::{Digest, Sha256};
 
@@ -35,6 +36,13 @@ pub fn key_error(field: &str) -> crate::error::FieldError {
     )
 }
 
+/// Whether a request is a replay of the record that already holds its key: the record's stored
+/// fingerprint equals the request's. A record stored without one, or a request whose
+/// fingerprint cannot be made against that record, never matches: another key is a conflict.
+pub fn same_payload(stored: Option<&str>, requested: Option<&str>) -> bool {
+    matches!((stored, requested), (Some(stored), Some(requested)) if stored == requested)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +52,15 @@ mod tests {
         assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
         assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
         assert_eq!(fingerprint(&[]).len(), 64);
+    }
+
+    #[test]
+    fn only_the_same_fingerprint_replays() {
+        assert!(same_payload(Some("a"), Some("a")));
+        assert!(!same_payload(Some("a"), Some("b")));
+        assert!(!same_payload(None, Some("a")));
+        assert!(!same_payload(Some("a"), None));
+        assert!(!same_payload(None, None));
     }
 
     #[test]
