@@ -78,7 +78,7 @@ impl App {
             ));
         };
         if idempotency_key.is_some_and(|key| !key_is_valid(key)) {
-            return Err(AppError::Validation(vec![key_error("Idempotency-Key")]));
+            return Err(AppError::Validation(vec![key_error()]));
         }
         let (label, currency, network, address) = validate_destination(&input)?;
         let request_hash = fingerprint(&[

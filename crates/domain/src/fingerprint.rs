@@ -26,12 +26,19 @@ pub fn key_is_valid(key: &str) -> bool {
         && !key.chars().any(char::is_control)
 }
 
-/// The error for a key [`key_is_valid`] refused, on `field` (the header's or the member's name).
-pub fn key_error(field: &str) -> crate::error::FieldError {
+/// The name of the key wherever a use case reports on it; each surface presents it in its own
+/// way (a header, a body member, a tool argument).
+pub const KEY_FIELD: &str = "idempotency_key";
+
+/// The code of the error [`key_error`] builds.
+pub const INVALID_KEY: &str = "invalid_idempotency_key";
+
+/// The error for a key [`key_is_valid`] refused, on [`KEY_FIELD`].
+pub fn key_error() -> crate::error::FieldError {
     crate::error::FieldError::plain(
-        field,
-        "invalid_idempotency_key",
-        "send an Idempotency-Key of 1–200 characters, without surrounding spaces or control \
+        KEY_FIELD,
+        INVALID_KEY,
+        "send an idempotency key of 1–200 characters, without surrounding spaces or control \
          characters",
     )
 }

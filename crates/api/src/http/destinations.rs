@@ -149,7 +149,8 @@ async fn create_destination(
     } = state
         .app
         .create_destination(&actor, input, key.as_deref())
-        .await?;
+        .await
+        .map_err(IdempotencyKeyHeader::named)?;
     let status = if replayed {
         StatusCode::OK
     } else {

@@ -436,10 +436,7 @@ pub(super) async fn call(
             let a: WithExtras<Key, CreateDestinationRequest> = parse(args)?;
             let created = app
                 .create_destination(actor, a.body.into(), a.extras.0.as_deref())
-                .await
-                .map_err(|e| {
-                    ApiError::from(e).rename_field("Idempotency-Key", "idempotency_key")
-                })?;
+                .await?;
             if created.replayed {
                 metrics::counter!("tauros_replays_total", "resource" => "payment_destination")
                     .increment(1);

@@ -51,11 +51,7 @@ impl App {
             (true, Ok(content)) => content,
             (key_ok, checked) => {
                 // Refused anyway: list every rule the body breaks, parties included.
-                let mut errors = if key_ok {
-                    vec![]
-                } else {
-                    vec![key_error("idempotency_key")]
-                };
+                let mut errors = if key_ok { vec![] } else { vec![key_error()] };
                 let known = match checked {
                     Ok(content) => content.known(),
                     Err(refused) => {
