@@ -14,11 +14,37 @@
 //!    it is now, replayed; another is the create's conflict. Nothing is written either way.
 //!
 //! A create that runs inside its caller's transaction (a job's enqueue) uses [`winner`] after
-//! its own insert lost.
+//! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
 
-use crate::{Agent, AppError, AppResult, Replayed};
+use crate::{Agent, AppError, AppResult};
 use async_trait::async_trait;
 use tauros_store::{DynStore, Reader, Tx};
+
+/// A command's answer: the record as it is now, and whether the command had already been
+/// applied before (a replay: nothing was written, no event recorded).
+#[derive(Clone, Debug)]
+pub struct Replayed<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+impl<T> Replayed<T> {
+    /// The command wrote this just now.
+    pub fn fresh(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: false,
+        }
+    }
+
+    /// The command's goal already held; nothing was written.
+    pub fn replay(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: true,
+        }
+    }
+}
 
 /// A create that carries an idempotency key.
 #[async_trait]
