@@ -12,7 +12,7 @@ use tauros_domain::address::Network;
 use tauros_domain::currency::Currency;
 use tauros_domain::destination::DestinationState;
 use tauros_domain::error::required;
-use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid, same_payload};
+use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid};
 use tauros_domain::identity::Capability;
 use tauros_domain::text::required_text;
 use tauros_store::{Constraint, DestinationRow, Lock, Reader, StoreError, Tx};
@@ -220,11 +220,16 @@ impl Keyed for NewDestinationRow<'_> {
         }
     }
 
-    async fn same_payload(&self, _: &mut dyn Reader, existing: &DestinationRow) -> AppResult<bool> {
-        Ok(same_payload(
-            existing.request_hash.as_deref(),
-            Some(&self.request_hash),
-        ))
+    fn stored_fingerprint<'s>(&self, existing: &'s DestinationRow) -> Option<&'s str> {
+        existing.request_hash.as_deref()
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &DestinationRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.request_hash.clone()))
     }
 
     fn conflict(&self, existing: &DestinationRow) -> AppError {

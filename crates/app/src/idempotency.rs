@@ -2,9 +2,9 @@
 //! payment destinations (an agent's idempotency key), settlement events (the source's event id)
 //! and jobs (a submission id).
 //!
-//! A [`Keyed`] request says how its key is looked up, whether the record that holds the key
-//! was made from the same payload (the comparison itself is `domain::fingerprint`'s), what the
-//! conflict is, and what a replay answers. The sequence is written once:
+//! A [`Keyed`] request says how its key is looked up, the fingerprint the record that holds the
+//! key was stored with and the request's own, what the conflict is, and what a replay answers.
+//! The sequence, and the comparison (`domain::fingerprint::same_payload`), are written once:
 //!
 //! 1. [`lookup`]: the fast path, one indexed read without a lock (a replay writes nothing);
 //! 2. [`create`]: the agent's row held, the key read again where the create asks for it
@@ -18,6 +18,7 @@
 
 use crate::{Agent, AppError, AppResult};
 use async_trait::async_trait;
+use tauros_domain::fingerprint::same_payload;
 use tauros_store::{DynStore, Reader, Tx};
 
 /// A command's answer: the record as it is now, and whether the command had already been
@@ -57,8 +58,16 @@ pub(crate) trait Keyed: Sync {
     /// The record that holds this request's key, if any (none when the request has no key).
     async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<Self::Stored>>;
 
-    /// Whether `stored` was made from this request's payload.
-    async fn same_payload(&self, conn: &mut dyn Reader, stored: &Self::Stored) -> AppResult<bool>;
+    /// The fingerprint of the payload `stored` was made from.
+    fn stored_fingerprint<'s>(&self, stored: &'s Self::Stored) -> Option<&'s str>;
+
+    /// This request's fingerprint, made to compare with `stored`'s (an invoice's seals the
+    /// destination as the stored revision 1 did); none when it cannot be made against it.
+    async fn fingerprint(
+        &self,
+        conn: &mut dyn Reader,
+        stored: &Self::Stored,
+    ) -> AppResult<Option<String>>;
 
     /// The refusal of another payload under a key in use.
     fn conflict(&self, stored: &Self::Stored) -> AppError;
@@ -123,7 +132,8 @@ pub(crate) async fn answer<K: Keyed>(
     conn: &mut dyn Reader,
     stored: K::Stored,
 ) -> AppResult<Replayed<K::Answer>> {
-    if !request.same_payload(conn, &stored).await? {
+    let requested = request.fingerprint(conn, &stored).await?;
+    if !same_payload(request.stored_fingerprint(&stored), requested.as_deref()) {
         return Err(request.conflict(&stored));
     }
     Ok(Replayed::replay(request.replay(conn, stored).await?))

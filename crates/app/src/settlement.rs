@@ -20,7 +20,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
-use tauros_domain::fingerprint::same_payload;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
 use tauros_domain::money::MinorAmount;
@@ -388,15 +387,16 @@ impl Keyed for Delivery<'_> {
             .await?)
     }
 
-    async fn same_payload(
+    fn stored_fingerprint<'s>(&self, existing: &'s SettlementEventRow) -> Option<&'s str> {
+        Some(&existing.fingerprint)
+    }
+
+    async fn fingerprint(
         &self,
         _: &mut dyn Reader,
-        existing: &SettlementEventRow,
-    ) -> AppResult<bool> {
-        Ok(same_payload(
-            Some(&existing.fingerprint),
-            Some(&self.event.fingerprint),
-        ))
+        _: &SettlementEventRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.event.fingerprint.clone()))
     }
 
     fn conflict(&self, existing: &SettlementEventRow) -> AppError {

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use tauros_domain::audit::GENESIS;
 use tauros_domain::destination::DestinationState;
 use tauros_domain::error::required;
-use tauros_domain::fingerprint::{key_error, key_is_valid, same_payload};
+use tauros_domain::fingerprint::{key_error, key_is_valid};
 use tauros_domain::identity::{Capability, Credential, Interface};
 use tauros_domain::invoice::{
     self as rules, Action, DecideFacts, DecideOutcome, DecisionKind, DraftContent, DraftInput,
@@ -445,11 +445,16 @@ impl Keyed for NewDraft<'_> {
             .await?)
     }
 
-    async fn same_payload(
+    fn stored_fingerprint<'s>(&self, existing: &'s InvoiceJoined) -> Option<&'s str> {
+        Some(&existing.first_payload_hash)
+    }
+
+    /// The request sealed as revision 1 was: the same destination's network and address.
+    async fn fingerprint(
         &self,
         conn: &mut dyn Reader,
         existing: &InvoiceJoined,
-    ) -> AppResult<bool> {
+    ) -> AppResult<Option<String>> {
         let content = &self.content;
         // Destinations are immutable, so the network and address sealed in any revision that
         // names the same destination are the ones revision 1 sealed.
@@ -464,15 +469,11 @@ impl Keyed for NewDraft<'_> {
                 .filter(|d| d.agent_id == self.agent.id)
                 .map(|d| (d.network, d.address))
         };
-        let requested = destination.and_then(|(network, address)| {
+        Ok(destination.and_then(|(network, address)| {
             seal_to(content, content.destination_id, &network, &address)
                 .ok()
                 .map(|s| s.hash)
-        });
-        Ok(same_payload(
-            Some(&existing.first_payload_hash),
-            requested.as_deref(),
-        ))
+        }))
     }
 
     fn conflict(&self, existing: &InvoiceJoined) -> AppError {

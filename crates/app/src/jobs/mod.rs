@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tauros_domain::error::FieldError;
-use tauros_domain::fingerprint::{key_is_valid, same_payload};
+use tauros_domain::fingerprint::key_is_valid;
 use tauros_domain::job::{self as rules, Definition, JobState};
 use tauros_store::{JobRow, Reader, SubmissionRow, Tx};
 use uuid::Uuid;
@@ -171,11 +171,16 @@ impl Keyed for Submitted {
         Ok(conn.submission(self.0.org_id, self.0.job_id).await?)
     }
 
-    async fn same_payload(&self, _: &mut dyn Reader, existing: &SubmissionRow) -> AppResult<bool> {
-        Ok(same_payload(
-            Some(&existing.definition_hash),
-            Some(&self.0.definition_hash),
-        ))
+    fn stored_fingerprint<'s>(&self, existing: &'s SubmissionRow) -> Option<&'s str> {
+        Some(&existing.definition_hash)
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &SubmissionRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.0.definition_hash.clone()))
     }
 
     fn conflict(&self, _: &SubmissionRow) -> AppError {
