@@ -2,7 +2,7 @@
 //! recognised before any rule about parties, dates or destinations is checked again, answers 200
 //! with `replayed: true` and the invoice as it is now, and writes no event.
 
-use crate::helpers::{TestApp, both_backends, expect_status};
+use crate::helpers::{IBAN, TestApp, both_backends, expect_problem, expect_status, invoice_body};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -10,6 +10,7 @@ both_backends!(
     an_identical_revise_replays_after_its_destination_was_retired,
     a_repeated_submit_replays_after_its_destination_was_retired,
     a_repeated_decision_replays_after_its_destination_was_retired,
+    a_malformed_key_is_named_as_each_route_takes_it,
 );
 
 /// The number of events of an invoice.
@@ -102,4 +103,48 @@ async fn a_repeated_decision_replays_after_its_destination_was_retired(app: Test
     let again = replayed(&app, &b.org.approver_token, &path, body).await;
     assert_eq!(again["state"], "approved");
     assert_eq!(event_count(&app, &b.org.approver_token, id).await, events);
+}
+
+/// A key that breaks the rule is named the way the route took it (the destination's header by
+/// the header's name, the invoice's key and the list filter as `idempotency_key`), and the rule
+/// is worded the same everywhere.
+async fn a_malformed_key_is_named_as_each_route_takes_it(app: TestApp) {
+    const RULE: &str = "send an Idempotency-Key of 1–200 characters, without surrounding spaces \
+                        or control characters";
+    let b = app.billing().await;
+    // A header's surrounding spaces never arrive; a key that is too long does.
+    let long = "k".repeat(201);
+    let destination = json!({"label": "A", "currency": "EUR", "network": "iban", "address": IBAN});
+    let res = app
+        .create_destination_request(&b.org.agent_key, &long, &destination)
+        .send()
+        .await
+        .expect("request");
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(
+        problem["detail"],
+        "fix these fields and send the request again: Idempotency-Key"
+    );
+    assert_eq!(
+        problem["errors"],
+        json!([{"field": "Idempotency-Key", "code": "invalid_idempotency_key", "detail": RULE}])
+    );
+
+    let res = app
+        .create_invoice(&b.org.agent_key, &long, &invoice_body(&b))
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(
+        problem["errors"],
+        json!([{"field": "idempotency_key", "code": "invalid_idempotency_key", "detail": RULE}])
+    );
+
+    let res = app
+        .get("/v1/invoices?idempotency_key=%20padded", &b.org.agent_key)
+        .await;
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(
+        problem["errors"],
+        json!([{"field": "idempotency_key", "code": "invalid_idempotency_key", "detail": RULE}])
+    );
 }

@@ -2,8 +2,10 @@
 //! deactivation, supersede in one transaction, optional idempotency key on create.
 
 use super::customers::{scope_of, sees_agent};
-use super::{Actor, App, AppError, AppResult, AuditActor, FieldError, audit, now};
+use super::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
+use super::{Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, audit, now};
 use super::{KeyHolder, PageRequest, Replayed, list_filter};
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use tauros_domain::address::Network;
@@ -13,7 +15,7 @@ use tauros_domain::error::required;
 use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid};
 use tauros_domain::identity::Capability;
 use tauros_domain::text::required_text;
-use tauros_store::{Constraint, DestinationRow, Lock, StoreError};
+use tauros_store::{Constraint, DestinationRow, Lock, Reader, StoreError, Tx};
 use uuid::Uuid;
 
 /// What an agent sends to create a destination.
@@ -76,7 +78,7 @@ impl App {
             ));
         };
         if idempotency_key.is_some_and(|key| !key_is_valid(key)) {
-            return Err(AppError::Validation(vec![key_error("Idempotency-Key")]));
+            return Err(AppError::Validation(vec![key_error()]));
         }
         let (label, currency, network, address) = validate_destination(&input)?;
         let request_hash = fingerprint(&[
@@ -89,105 +91,33 @@ impl App {
                 .map(|id| id.to_string())
                 .unwrap_or_default(),
         ]);
-        if let Some(key) = idempotency_key {
-            let mut conn = self.store.reader().await?;
-            if let Some(existing) = conn.destination_by_key(agent.org_id, agent.id, key).await? {
-                return replay(existing, &request_hash);
-            }
-        }
         let now = now();
-        let row = DestinationRow {
-            id: Uuid::now_v7(),
-            org_id: agent.org_id,
-            agent_id: agent.id,
-            label,
-            currency: currency.code().to_owned(),
-            network: network.name().to_owned(),
-            address,
-            state: DestinationState::Active,
-            supersedes_id: input.supersedes_id,
-            idempotency_key: idempotency_key.map(str::to_owned),
-            request_hash: idempotency_key.map(|_| request_hash.clone()),
-            created_at: now,
-            updated_at: now,
+        let create = NewDestinationRow {
+            agent,
+            row: DestinationRow {
+                id: Uuid::now_v7(),
+                org_id: agent.org_id,
+                agent_id: agent.id,
+                label,
+                currency: currency.code().to_owned(),
+                network: network.name().to_owned(),
+                address,
+                state: DestinationState::Active,
+                supersedes_id: input.supersedes_id,
+                idempotency_key: idempotency_key.map(str::to_owned),
+                request_hash: idempotency_key.map(|_| request_hash.clone()),
+                created_at: now,
+                updated_at: now,
+            },
+            request_hash,
         };
-        let mut tx = self.store.begin().await?;
-        agent.hold(&mut *tx).await?;
-        // Under the agent's lock the key is looked up again: a concurrent request with the
-        // same key that won is visible now, and this one answers as its replay, after this
-        // unit's commit (on SQLite the winner may sit in the same shared commit).
-        if let Some(key) = idempotency_key
-            && let Some(existing) = tx.destination_by_key(agent.org_id, agent.id, key).await?
-        {
-            tx.commit().await?;
-            return replay(existing, &request_hash);
-        }
-        let actor_audit = AuditActor::agent(agent);
-        if let Some(old_id) = input.supersedes_id {
-            let old = tx
-                .lock_destination(agent.org_id, old_id, Lock::Update)
-                .await?;
-            let usable =
-                old.is_some_and(|d| d.agent_id == agent.id && d.state == DestinationState::Active);
-            if !usable {
-                return Err(AppError::field(
-                    "supersedes_id",
-                    "not_supersedable",
-                    "supersedes_id must name one of your active payment destinations",
-                ));
+        if idempotency_key.is_some() {
+            let mut conn = self.store.reader().await?;
+            if let Some(replayed) = idempotency::lookup(&create, &mut *conn).await? {
+                return Ok(replayed);
             }
         }
-        match tx.insert_destination(&row).await {
-            Ok(()) => {}
-            // A concurrent request with the same key won: answer as its replay.
-            // A backstop (the lookup under the lock above finds a winner first): the winner
-            // has committed, so a fresh read sees it.
-            Err(StoreError::Conflict(Constraint::DestinationKey)) => {
-                drop(tx);
-                let key = idempotency_key.unwrap_or_default();
-                let mut conn = self.store.reader().await?;
-                let existing = conn.destination_by_key(agent.org_id, agent.id, key).await?;
-                return replay(
-                    existing.ok_or(AppError::Internal("lost destination".into()))?,
-                    &request_hash,
-                );
-            }
-            Err(StoreError::Conflict(Constraint::DestinationSupersedes)) => {
-                return Err(AppError::field(
-                    "supersedes_id",
-                    "not_supersedable",
-                    "that destination has already been replaced",
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        if let Some(old_id) = row.supersedes_id {
-            tx.set_destination_state(row.org_id, old_id, DestinationState::Superseded, now)
-                .await?;
-            audit(
-                &mut *tx,
-                row.org_id,
-                actor_audit,
-                "destination.superseded",
-                ("payment_destination", old_id),
-                serde_json::json!({ "superseded_by": row.id }),
-            )
-            .await?;
-        }
-        audit(
-            &mut *tx,
-            row.org_id,
-            actor_audit,
-            "destination.created",
-            ("payment_destination", row.id),
-            serde_json::json!({
-                "label": row.label, "currency": row.currency, "network": row.network,
-                "address": row.address, "supersedes_id": row.supersedes_id,
-            }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Replayed::fresh(row.into()))
+        idempotency::create(&self.store, agent, &create).await
     }
 
     /// The destinations the caller may see, newest first; optionally only one state.
@@ -268,13 +198,131 @@ impl App {
     }
 }
 
-fn replay(existing: DestinationRow, request_hash: &str) -> AppResult<Replayed<DestinationView>> {
-    if existing.request_hash.as_deref() == Some(request_hash) {
-        Ok(Replayed::replay(existing.into()))
-    } else {
-        Err(AppError::IdempotencyConflict(KeyHolder::Destination(
-            existing.id,
-        )))
+/// A destination to register, with the fingerprint of the body it was sent as; keyed when it
+/// came with an idempotency key (unique per org and agent).
+struct NewDestinationRow<'a> {
+    agent: &'a Agent,
+    row: DestinationRow,
+    request_hash: String,
+}
+
+#[async_trait]
+impl Keyed for NewDestinationRow<'_> {
+    type Stored = DestinationRow;
+    type Answer = DestinationView;
+
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<DestinationRow>> {
+        match &self.row.idempotency_key {
+            Some(key) => Ok(conn
+                .destination_by_key(self.agent.org_id, self.agent.id, key)
+                .await?),
+            None => Ok(None),
+        }
+    }
+
+    fn stored_fingerprint<'s>(&self, existing: &'s DestinationRow) -> Option<&'s str> {
+        existing.request_hash.as_deref()
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &DestinationRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.request_hash.clone()))
+    }
+
+    fn conflict(&self, existing: &DestinationRow) -> AppError {
+        AppError::IdempotencyConflict(KeyHolder::Destination(existing.id))
+    }
+
+    async fn replay(
+        &self,
+        _: &mut dyn Reader,
+        existing: DestinationRow,
+    ) -> AppResult<DestinationView> {
+        Ok(existing.into())
+    }
+
+    fn vanished(&self) -> AppError {
+        AppError::Internal("lost destination".into())
+    }
+}
+
+#[async_trait]
+impl KeyedCreate for NewDestinationRow<'_> {
+    // Under the agent's lock the key is looked up again: a concurrent request with the same
+    // key that won is visible now (on SQLite the winner may sit in the same shared commit).
+    const RECHECK: bool = true;
+    // A backstop (the lookup under the lock finds a winner first): the winner has committed,
+    // so a fresh read sees it.
+    const LOST: Lost = Lost::ReadAfresh;
+
+    /// Inserts the destination and retires the one it supersedes, with their audit events.
+    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<DestinationView>> {
+        let (agent, row) = (self.agent, &self.row);
+        let actor_audit = AuditActor::agent(agent);
+        if let Some(old_id) = row.supersedes_id {
+            let old = tx
+                .lock_destination(agent.org_id, old_id, Lock::Update)
+                .await?;
+            let usable =
+                old.is_some_and(|d| d.agent_id == agent.id && d.state == DestinationState::Active);
+            if !usable {
+                return Err(AppError::field(
+                    "supersedes_id",
+                    "not_supersedable",
+                    "supersedes_id must name one of your active payment destinations",
+                ));
+            }
+        }
+        match tx.insert_destination(row).await {
+            Ok(()) => {}
+            // A concurrent request with the same key won: answer as its replay.
+            Err(StoreError::Conflict(Constraint::DestinationKey)) => {
+                return Ok(Written::KeyTaken(tx));
+            }
+            Err(StoreError::Conflict(Constraint::DestinationSupersedes)) => {
+                return Err(AppError::field(
+                    "supersedes_id",
+                    "not_supersedable",
+                    "that destination has already been replaced",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(old_id) = row.supersedes_id {
+            tx.set_destination_state(
+                row.org_id,
+                old_id,
+                DestinationState::Superseded,
+                row.created_at,
+            )
+            .await?;
+            audit(
+                &mut *tx,
+                row.org_id,
+                actor_audit,
+                "destination.superseded",
+                ("payment_destination", old_id),
+                serde_json::json!({ "superseded_by": row.id }),
+            )
+            .await?;
+        }
+        audit(
+            &mut *tx,
+            row.org_id,
+            actor_audit,
+            "destination.created",
+            ("payment_destination", row.id),
+            serde_json::json!({
+                "label": row.label, "currency": row.currency, "network": row.network,
+                "address": row.address, "supersedes_id": row.supersedes_id,
+            }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Written::Fresh(row.clone().into()))
     }
 }
 

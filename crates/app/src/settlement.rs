@@ -10,11 +10,13 @@
 //! numbers. A step that finds it would need a lock out of that order rolls back and starts
 //! again, so no two transactions wait on each other in a circle.
 
+use super::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
 use super::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
 use super::{
     Actor, Agent, App, AppError, AppResult, AuditActor, KeyHolder, PageRequest, Replayed,
     list_filter, now,
 };
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
@@ -131,49 +133,18 @@ impl App {
             ));
         };
         let event = rules::validate_event(&input).map_err(AppError::Validation)?;
-        let org_id = agent.org_id;
+        let delivery = Delivery {
+            agent,
+            event: &event,
+        };
         // A redelivery costs one indexed read and takes no lock.
         {
             let mut conn = self.store.reader().await?;
-            if let Some(existing) = conn
-                .settlement_event_by_source(org_id, &event.source, &event.observation.event_id)
-                .await?
-            {
-                return replay(&mut *conn, existing, &event.fingerprint).await;
+            if let Some(replayed) = idempotency::lookup(&delivery, &mut *conn).await? {
+                return Ok(replayed);
             }
         }
-        for _ in 0..LOCK_ATTEMPTS {
-            let mut tx = self.store.begin().await?;
-            agent.hold(&mut *tx).await?;
-            match record(&mut *tx, agent, &event).await? {
-                Attempt::Written(recorded) => {
-                    tx.commit().await?;
-                    return Ok(Replayed::fresh(*recorded));
-                }
-                // Read in this transaction and answered after its commit, as a create's
-                // loser is. A conflict rolls back: this attempt may have inserted a payment
-                // for its own payment id, and a refused event writes nothing.
-                Attempt::Redelivered => {
-                    let existing = tx
-                        .settlement_event_by_source(
-                            org_id,
-                            &event.source,
-                            &event.observation.event_id,
-                        )
-                        .await?
-                        .ok_or_else(|| {
-                            AppError::Internal("event vanished after a key conflict".into())
-                        })?;
-                    let answer = replay(&mut *tx, existing, &event.fingerprint).await?;
-                    tx.commit().await?;
-                    return Ok(answer);
-                }
-                Attempt::Retry => continue,
-            }
-        }
-        Err(AppError::Internal(
-            "the invoices of a settlement event kept changing".into(),
-        ))
+        idempotency::create(&self.store, agent, &delivery).await
     }
 
     /// The payments the human may see, newest first; `status` narrows the list to one inbox
@@ -396,23 +367,81 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     Ok(Attempt::Written(Box::new(recorded)))
 }
 
+/// One delivery of an event, keyed by its source and event id (unique per org).
+struct Delivery<'a> {
+    agent: &'a Agent,
+    event: &'a ValidEvent,
+}
+
 /// A redelivery: the same body answers the event, its payment and invoice as they are now;
 /// another body under the same event id is refused.
-async fn replay(
-    conn: &mut dyn Reader,
-    existing: SettlementEventRow,
-    fingerprint: &str,
-) -> AppResult<Replayed<Recorded>> {
-    if existing.fingerprint != fingerprint {
-        return Err(AppError::IdempotencyConflict(KeyHolder::SettlementEvent(
-            existing.id,
-        )));
+#[async_trait]
+impl Keyed for Delivery<'_> {
+    type Stored = SettlementEventRow;
+    type Answer = Recorded;
+
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<SettlementEventRow>> {
+        let v = self.event;
+        Ok(conn
+            .settlement_event_by_source(self.agent.org_id, &v.source, &v.observation.event_id)
+            .await?)
     }
-    let payment = conn
-        .payment_by_id(existing.org_id, existing.payment_id)
-        .await?
-        .ok_or_else(|| AppError::Internal("event without payment".into()))?;
-    Ok(Replayed::replay(recorded(conn, existing, payment).await?))
+
+    fn stored_fingerprint<'s>(&self, existing: &'s SettlementEventRow) -> Option<&'s str> {
+        Some(&existing.fingerprint)
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &SettlementEventRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.event.fingerprint.clone()))
+    }
+
+    fn conflict(&self, existing: &SettlementEventRow) -> AppError {
+        AppError::IdempotencyConflict(KeyHolder::SettlementEvent(existing.id))
+    }
+
+    async fn replay(
+        &self,
+        conn: &mut dyn Reader,
+        existing: SettlementEventRow,
+    ) -> AppResult<Recorded> {
+        let payment = conn
+            .payment_by_id(existing.org_id, existing.payment_id)
+            .await?
+            .ok_or_else(|| AppError::Internal("event without payment".into()))?;
+        recorded(conn, existing, payment).await
+    }
+
+    fn vanished(&self) -> AppError {
+        AppError::Internal("event vanished after a key conflict".into())
+    }
+}
+
+#[async_trait]
+impl KeyedCreate for Delivery<'_> {
+    // Read in this transaction and answered after its commit, as a create's loser is. A
+    // conflict rolls back: this attempt may have inserted a payment for its own payment id,
+    // and a refused event writes nothing.
+    const LOST: Lost = Lost::CommitReplay;
+    const ATTEMPTS: usize = LOCK_ATTEMPTS;
+
+    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<Recorded>> {
+        Ok(match record(&mut *tx, self.agent, self.event).await? {
+            Attempt::Written(recorded) => {
+                tx.commit().await?;
+                Written::Fresh(*recorded)
+            }
+            Attempt::Redelivered => Written::KeyTaken(tx),
+            Attempt::Retry => Written::Retry,
+        })
+    }
+
+    fn gave_up(&self) -> AppError {
+        AppError::Internal("the invoices of a settlement event kept changing".into())
+    }
 }
 
 async fn recorded(

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{Actor, App, DestinationView, NewDestination, Replayed};
+use tauros_app::{Actor, App, AppError, DestinationView, NewDestination, Replayed};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -120,7 +120,7 @@ pub(crate) async fn create(
     actor: &Actor,
     body: CreateDestinationRequest,
     key: Option<&str>,
-) -> Result<Replayed<DestinationResponse>, ApiError> {
+) -> Result<Replayed<DestinationResponse>, AppError> {
     let Replayed { value, replayed } = app.create_destination(actor, body.into(), key).await?;
     if replayed {
         metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
@@ -185,7 +185,9 @@ async fn create_destination(
     let Replayed {
         value: destination,
         replayed,
-    } = create(&state.app, &actor, body, key.as_deref()).await?;
+    } = create(&state.app, &actor, body, key.as_deref())
+        .await
+        .map_err(IdempotencyKeyHeader::named)?;
     let status = if replayed {
         StatusCode::OK
     } else {

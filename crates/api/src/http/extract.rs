@@ -9,6 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
 use serde::de::DeserializeOwned;
 use tauros_app::{Actor, AppError, FieldError};
+use tauros_domain::fingerprint::KEY_FIELD;
 use tauros_domain::identity::Interface;
 use uuid::Uuid;
 
@@ -280,8 +281,19 @@ fn decode_cursor(cursor: &str) -> Option<Uuid> {
     Uuid::try_parse(cursor).ok()
 }
 
+/// The header that carries an idempotency key on REST (a create may also take it in the body,
+/// as `idempotency_key`; MCP takes the argument `idempotency_key`).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
 /// The optional `Idempotency-Key` header.
 pub struct IdempotencyKeyHeader(pub Option<String>);
+
+impl IdempotencyKeyHeader {
+    /// A use case's error about a key this header carried, naming the key as the header.
+    pub fn named(err: AppError) -> ApiError {
+        ApiError::from(err).rename_field(KEY_FIELD, IDEMPOTENCY_KEY_HEADER)
+    }
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = ApiError;
@@ -297,7 +309,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
                         "invalid_type",
                         "the Idempotency-Key header must be visible ASCII text",
                     )
-                    .with_field("Idempotency-Key")
+                    .with_field(IDEMPOTENCY_KEY_HEADER)
                 }),
         }
     }

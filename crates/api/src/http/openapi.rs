@@ -255,7 +255,7 @@ fn retry_after() -> Header {
         .build()
 }
 
-const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+use super::extract::IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY;
 const REPLAYED: &str = "Idempotent-Replayed";
 
 fn insert_header(headers: &mut BTreeMap<String, Header>, name: &str, header: Header) {

@@ -413,9 +413,7 @@ pub(super) async fn call(
         }
         Tool::CreatePaymentDestination => {
             let a: WithExtras<Key, CreateDestinationRequest> = parse(args)?;
-            let created = destinations::create(app, actor, a.body, a.extras.0.as_deref())
-                .await
-                .map_err(|e| e.rename_field("Idempotency-Key", "idempotency_key"))?;
+            let created = destinations::create(app, actor, a.body, a.extras.0.as_deref()).await?;
             answer(DestinationCommand {
                 payment_destination: created.value,
                 replayed: created.replayed,

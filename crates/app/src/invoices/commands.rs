@@ -13,10 +13,12 @@ use super::content::{
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
+use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
 use crate::{
     Actor, Agent, App, AppError, AppResult, AuditActor, Caller, FieldError, KeyHolder, Replayed,
     now,
 };
+use async_trait::async_trait;
 use tauros_domain::audit::GENESIS;
 use tauros_domain::destination::DestinationState;
 use tauros_domain::error::required;
@@ -70,11 +72,7 @@ impl App {
             (true, Ok(content)) => content,
             (key_ok, checked) => {
                 // Refused anyway: list every rule the body breaks, parties included.
-                let mut errors = if key_ok {
-                    vec![]
-                } else {
-                    vec![key_error("idempotency_key")]
-                };
+                let mut errors = if key_ok { vec![] } else { vec![key_error()] };
                 let known = match checked {
                     Ok(content) => content.known(),
                     Err(refused) => {
@@ -88,14 +86,16 @@ impl App {
         };
 
         // Fast path: a replay costs one indexed read and takes no lock.
-        if let Some(existing) = conn
-            .invoice_joined_by_key(agent.org_id, agent.id, key)
-            .await?
-        {
-            return replay_create(&mut *conn, agent.id, existing, &content).await;
+        let create = NewDraft {
+            agent,
+            key,
+            content,
+        };
+        if let Some(replayed) = idempotency::lookup(&create, &mut *conn).await? {
+            return Ok(replayed);
         }
         drop(conn);
-        self.insert_draft(agent, key, content).await
+        idempotency::create(&self.store, agent, &create).await
     }
 
     /// [`create_draft`] for a presented credential: a well-formed request with an API key looks
@@ -125,93 +125,18 @@ impl App {
         });
         let actor = self.check_credential(&credential, stored, via).await?;
         let agent = proposer(&actor)?;
+        let create = NewDraft {
+            agent,
+            key,
+            content,
+        };
         match existing {
             Some(existing) => {
                 let mut conn = self.store.reader().await?;
-                replay_create(&mut *conn, agent.id, existing, &content).await
+                idempotency::answer(&create, &mut *conn, existing).await
             }
-            None => self.insert_draft(agent, key, content).await,
+            None => idempotency::create(&self.store, agent, &create).await,
         }
-    }
-
-    /// A create whose key was not found: inserted under the agent's lock, or answered as the
-    /// replay of a concurrent create with the same key that won.
-    async fn insert_draft(
-        &self,
-        agent: &Agent,
-        key: &str,
-        content: DraftContent,
-    ) -> AppResult<Replayed<InvoiceView>> {
-        let actor = Actor::Agent(agent.clone());
-        let actor = &actor;
-        let mut tx = self.store.begin().await?;
-        agent.hold(&mut *tx).await?;
-        let destination = checked_parties(&mut *tx, actor, &content).await?;
-        let sealed = seal_into(&content, &destination)?;
-        let now = now();
-        let invoice_id = Uuid::now_v7();
-        let revision = revision_row(
-            &content,
-            (agent.org_id, invoice_id),
-            1,
-            &destination,
-            &sealed,
-            now,
-        );
-        let mut invoice = InvoiceRow {
-            id: invoice_id,
-            org_id: agent.org_id,
-            agent_id: agent.id,
-            idempotency_key: key.to_owned(),
-            state: InvoiceState::Draft,
-            cancelled_by: None,
-            number: None,
-            current_revision_id: revision.id,
-            revision_count: 1,
-            first_payload_hash: sealed.hash.clone(),
-            event_count: 0,
-            last_event_hash: GENESIS.to_owned(),
-            created_at: now,
-            updated_at: now,
-            last_decision_id: None,
-            amount_paid_minor: "0".to_owned(),
-        };
-        let event = next_event(
-            &mut invoice,
-            &EventInput {
-                action: Action::CreateDraft,
-                from: None,
-                actor: AuditActor::agent(agent),
-                revision: Some(&revision),
-                idempotency_key: Some(key),
-                note: None,
-                settings: None,
-            },
-        );
-        // The unique key (org, agent, key) serializes concurrent creates: the loser inserts
-        // nothing and answers as a replay of the winner.
-        if !tx.insert_invoice(&invoice).await? {
-            // The winner is read in this transaction (it sees the winner, whichever backend),
-            // and the answer waits for this unit's commit: it wrote nothing, but on SQLite the
-            // winner may sit in the same shared commit, and no replay is answered before the
-            // write it replays is durable.
-            let existing = tx
-                .invoice_joined_by_key(agent.org_id, agent.id, key)
-                .await?
-                .ok_or_else(|| {
-                    AppError::Internal("invoice vanished after a key conflict".into())
-                })?;
-            let answer = replay_create(&mut *tx, agent.id, existing, &content).await;
-            tx.commit().await?;
-            return answer;
-        }
-        failpoint!(agent.org_id, InvoiceInserted);
-        tx.insert_revision(&revision).await?;
-        failpoint!(agent.org_id, RevisionInserted);
-        record_event(&mut *tx, &event).await?;
-        tx.commit().await?;
-        failpoint!(agent.org_id, CreateCommitted);
-        Ok(Replayed::fresh(invoice_view(&invoice, revision)?))
     }
 
     /// Every field problem of a create, found without touching the database and without
@@ -519,38 +444,136 @@ fn proposer(actor: &Actor) -> AppResult<&Agent> {
     }
 }
 
+/// An agent's proposal under its idempotency key (unique per org and agent).
+struct NewDraft<'a> {
+    agent: &'a Agent,
+    key: &'a str,
+    content: DraftContent,
+}
+
 /// A create whose key exists: the same payload (compared with revision 1's hash) is a replay of
 /// the invoice as it is now; any other payload is a conflict.
-async fn replay_create(
-    conn: &mut dyn Reader,
-    agent_id: Uuid,
-    existing: InvoiceJoined,
-    content: &DraftContent,
-) -> AppResult<Replayed<InvoiceView>> {
-    // Destinations are immutable, so the network and address sealed in any revision that
-    // names the same destination are the ones revision 1 sealed.
-    let destination = if existing.revision.payment_destination_id == content.destination_id {
-        Some((
-            existing.revision.destination_network.clone(),
-            existing.revision.destination_address.clone(),
-        ))
-    } else {
-        conn.destination_by_id(existing.revision.org_id, content.destination_id)
-            .await?
-            .filter(|d| d.agent_id == agent_id)
-            .map(|d| (d.network, d.address))
-    };
-    let matches = match destination {
-        Some((network, address)) => seal_to(content, content.destination_id, &network, &address)
-            .is_ok_and(|s| s.hash == existing.first_payload_hash),
-        None => false,
-    };
-    if matches {
-        Ok(Replayed::replay(joined_view(existing)?))
-    } else {
-        Err(AppError::IdempotencyConflict(KeyHolder::Invoice(
-            existing.revision.invoice_id,
-        )))
+#[async_trait]
+impl Keyed for NewDraft<'_> {
+    type Stored = InvoiceJoined;
+    type Answer = InvoiceView;
+
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<InvoiceJoined>> {
+        let agent = self.agent;
+        Ok(conn
+            .invoice_joined_by_key(agent.org_id, agent.id, self.key)
+            .await?)
+    }
+
+    fn stored_fingerprint<'s>(&self, existing: &'s InvoiceJoined) -> Option<&'s str> {
+        Some(&existing.first_payload_hash)
+    }
+
+    /// The request sealed as revision 1 was: the same destination's network and address.
+    async fn fingerprint(
+        &self,
+        conn: &mut dyn Reader,
+        existing: &InvoiceJoined,
+    ) -> AppResult<Option<String>> {
+        let content = &self.content;
+        // Destinations are immutable, so the network and address sealed in any revision that
+        // names the same destination are the ones revision 1 sealed.
+        let destination = if existing.revision.payment_destination_id == content.destination_id {
+            Some((
+                existing.revision.destination_network.clone(),
+                existing.revision.destination_address.clone(),
+            ))
+        } else {
+            conn.destination_by_id(existing.revision.org_id, content.destination_id)
+                .await?
+                .filter(|d| d.agent_id == self.agent.id)
+                .map(|d| (d.network, d.address))
+        };
+        Ok(destination.and_then(|(network, address)| {
+            seal_to(content, content.destination_id, &network, &address)
+                .ok()
+                .map(|s| s.hash)
+        }))
+    }
+
+    fn conflict(&self, existing: &InvoiceJoined) -> AppError {
+        AppError::IdempotencyConflict(KeyHolder::Invoice(existing.revision.invoice_id))
+    }
+
+    async fn replay(&self, _: &mut dyn Reader, existing: InvoiceJoined) -> AppResult<InvoiceView> {
+        joined_view(existing)
+    }
+
+    fn vanished(&self) -> AppError {
+        AppError::Internal("invoice vanished after a key conflict".into())
+    }
+}
+
+#[async_trait]
+impl KeyedCreate for NewDraft<'_> {
+    // The winner is read in this transaction (it sees the winner, whichever backend), and the
+    // answer waits for this unit's commit: it wrote nothing, but on SQLite the winner may sit
+    // in the same shared commit, and no replay is answered before the write it replays is
+    // durable.
+    const LOST: Lost = Lost::CommitAnyway;
+
+    /// Inserts the invoice, its revision 1 and its first event. The unique key (org, agent,
+    /// key) serializes concurrent creates: the loser inserts nothing.
+    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
+        let (agent, key, content) = (self.agent, self.key, &self.content);
+        let actor = Actor::Agent(agent.clone());
+        let destination = checked_parties(&mut *tx, &actor, content).await?;
+        let sealed = seal_into(content, &destination)?;
+        let now = now();
+        let invoice_id = Uuid::now_v7();
+        let revision = revision_row(
+            content,
+            (agent.org_id, invoice_id),
+            1,
+            &destination,
+            &sealed,
+            now,
+        );
+        let mut invoice = InvoiceRow {
+            id: invoice_id,
+            org_id: agent.org_id,
+            agent_id: agent.id,
+            idempotency_key: key.to_owned(),
+            state: InvoiceState::Draft,
+            cancelled_by: None,
+            number: None,
+            current_revision_id: revision.id,
+            revision_count: 1,
+            first_payload_hash: sealed.hash.clone(),
+            event_count: 0,
+            last_event_hash: GENESIS.to_owned(),
+            created_at: now,
+            updated_at: now,
+            last_decision_id: None,
+            amount_paid_minor: "0".to_owned(),
+        };
+        let event = next_event(
+            &mut invoice,
+            &EventInput {
+                action: Action::CreateDraft,
+                from: None,
+                actor: AuditActor::agent(agent),
+                revision: Some(&revision),
+                idempotency_key: Some(key),
+                note: None,
+                settings: None,
+            },
+        );
+        if !tx.insert_invoice(&invoice).await? {
+            return Ok(Written::KeyTaken(tx));
+        }
+        failpoint!(agent.org_id, InvoiceInserted);
+        tx.insert_revision(&revision).await?;
+        failpoint!(agent.org_id, RevisionInserted);
+        record_event(&mut *tx, &event).await?;
+        tx.commit().await?;
+        failpoint!(agent.org_id, CreateCommitted);
+        Ok(Written::Fresh(invoice_view(&invoice, revision)?))
     }
 }
 

@@ -231,7 +231,7 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
         .as_deref()
         .is_some_and(|k| !key_is_valid(k))
     {
-        errors.push(key_error("idempotency_key"));
+        errors.push(key_error());
     }
     let overdue = match query.overdue.as_deref() {
         None => None,

@@ -1,5 +1,5 @@
 //! The `http` issuer adapter (docs/EFFECTS.md, the wire format of docs/PEER.md): `POST {url}`
-//! with the operation key as `Idempotency-Key`; recovery is `GET {url}/{op key}`: 200 → the
+//! with the operation key in the [`OP_KEY_HEADER`]; recovery is `GET {url}/{op key}`: 200 → the
 //! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown.
 
 use super::IssuerAdapter;
@@ -8,6 +8,9 @@ use serde_json::Value;
 use std::time::Duration;
 use tauros_domain::effect::{Executed, Recovered};
 use uuid::Uuid;
+
+/// The header that carries the operation key to the peer: the peer's wire format, not ours.
+const OP_KEY_HEADER: &str = "Idempotency-Key";
 
 /// Issues to a peer over HTTP. No redirects are followed.
 pub struct HttpIssuer {
@@ -41,7 +44,7 @@ impl IssuerAdapter for HttpIssuer {
         let sent = self
             .client
             .post(&self.url)
-            .header("Idempotency-Key", op_key.to_string())
+            .header(OP_KEY_HEADER, op_key.to_string())
             .json(invoice)
             .send()
             .await;

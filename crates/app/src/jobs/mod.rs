@@ -12,13 +12,15 @@ mod workers;
 pub use operators::JobQuery;
 pub use workers::{ClaimedJob, JobFailure, JobStats, Rescued, Retention, complete_in};
 
+use super::idempotency::{self, Keyed};
 use super::{App, AppError, AppResult, now};
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tauros_domain::error::FieldError;
 use tauros_domain::fingerprint::key_is_valid;
 use tauros_domain::job::{self as rules, Definition, JobState};
-use tauros_store::{JobRow, SubmissionRow, Tx};
+use tauros_store::{JobRow, Reader, SubmissionRow, Tx};
 use uuid::Uuid;
 
 /// A job to enqueue.
@@ -110,20 +112,10 @@ pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
                 created_at: now,
             };
             if !tx.insert_submission(&submission).await? {
-                let existing = tx.submission(job.org_id, id).await?.ok_or_else(|| {
-                    AppError::Internal(format!("submission record of job {id} is missing"))
-                })?;
-                if existing.definition_hash == definition_hash {
-                    return Ok(Enqueued { id, replayed: true });
-                }
-                return Err(AppError::Conflict {
-                    code: "submission_conflict",
-                    detail: format!(
-                        "submission id {submission_id:?} of kind {} already names job {id} with \
-                         another definition; nothing was enqueued. Enqueue the original \
-                         definition, or use a new submission id for a new job",
-                        job.kind
-                    ),
+                let replayed = idempotency::winner(&Submitted(submission), tx).await?;
+                return Ok(Enqueued {
+                    id: replayed.value,
+                    replayed: replayed.replayed,
                 });
             }
             failpoint!(job.org_id, JobSubmissionInserted);
@@ -164,6 +156,56 @@ pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
         id,
         replayed: false,
     })
+}
+
+/// A submission whose (org, kind, submission id) was taken: its record names the job, and the
+/// same definition is a replay of it (the job may have run and even been pruned since).
+struct Submitted(SubmissionRow);
+
+#[async_trait]
+impl Keyed for Submitted {
+    type Stored = SubmissionRow;
+    type Answer = Uuid;
+
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<SubmissionRow>> {
+        Ok(conn.submission(self.0.org_id, self.0.job_id).await?)
+    }
+
+    fn stored_fingerprint<'s>(&self, existing: &'s SubmissionRow) -> Option<&'s str> {
+        Some(&existing.definition_hash)
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &SubmissionRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.0.definition_hash.clone()))
+    }
+
+    fn conflict(&self, _: &SubmissionRow) -> AppError {
+        let s = &self.0;
+        AppError::Conflict {
+            code: "submission_conflict",
+            detail: format!(
+                "submission id {:?} of kind {} already names job {} with another definition; \
+                 nothing was enqueued. Enqueue the original definition, or use a new submission \
+                 id for a new job",
+                s.submission_id, s.kind, s.job_id
+            ),
+        }
+    }
+
+    async fn replay(&self, _: &mut dyn Reader, existing: SubmissionRow) -> AppResult<Uuid> {
+        Ok(existing.job_id)
+    }
+
+    fn vanished(&self) -> AppError {
+        AppError::Internal(format!(
+            "submission record of job {} is missing",
+            self.0.job_id
+        ))
+    }
 }
 
 impl App {

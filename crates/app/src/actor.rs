@@ -1,0 +1,115 @@
+//! Who is calling: a human with a session or an agent with a key, as authentication
+//! established them.
+
+use crate::{AppError, AppResult};
+use tauros_domain::identity::{Capabilities, Capability, Interface, Role};
+use tauros_store::{Lock, Tx};
+use uuid::Uuid;
+
+/// A signed-in human, as established by their session token.
+#[derive(Clone, Debug)]
+pub struct Human {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub email: String,
+    pub role: Role,
+    /// The session this request came with (ended by sign-out).
+    pub session_id: Uuid,
+    /// The entry point the request came through, recorded in the audit trail.
+    pub interface: Interface,
+}
+
+/// An agent, as established by its API key.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub owner_id: Uuid,
+    pub name: String,
+    pub capabilities: Capabilities,
+    /// The entry point the request came through, recorded in the audit trail.
+    pub interface: Interface,
+}
+
+/// Whoever is calling.
+#[derive(Clone, Debug)]
+pub enum Actor {
+    /// A human with a session.
+    Human(Human),
+    /// An agent with a key.
+    Agent(Agent),
+}
+
+impl Actor {
+    /// The caller's organisation.
+    pub fn org_id(&self) -> Uuid {
+        match self {
+            Actor::Human(h) => h.org_id,
+            Actor::Agent(a) => a.org_id,
+        }
+    }
+
+    /// The caller's own id (the agent's or the human's).
+    pub fn id(&self) -> Uuid {
+        match self {
+            Actor::Human(h) => h.id,
+            Actor::Agent(a) => a.id,
+        }
+    }
+
+    /// The entry point the caller came through (`api`, `mcp`, …): set by Tauros when it
+    /// authenticated the request, never by the caller, and never used for authorisation.
+    pub fn interface(&self) -> Interface {
+        match self {
+            Actor::Human(h) => h.interface,
+            Actor::Agent(a) => a.interface,
+        }
+    }
+
+    /// Routes on customers, destinations and invoices need `invoicing`, settlement routes
+    /// `settlement` (docs/contract/domain.md §1). Only agents' keys carry capabilities; a human's
+    /// role decides for them. Checked right after authentication, before any record is looked up.
+    pub fn require(&self, capability: Capability) -> AppResult<()> {
+        match self {
+            Actor::Agent(a) if !a.capabilities.has(capability) => {
+                Err(AppError::MissingCapability(capability.as_str()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The human, or 403 for an agent.
+    pub fn human(&self) -> AppResult<&Human> {
+        match self {
+            Actor::Human(h) => Ok(h),
+            Actor::Agent(_) => Err(AppError::Forbidden(
+                "this route is for humans; agents may not call it",
+            )),
+        }
+    }
+}
+
+impl Agent {
+    /// Share-locks this agent's row for the rest of the transaction, so it cannot be deleted
+    /// before what the agent writes commits. An agent deleted since its key was checked gets
+    /// what a request after the delete gets: 401.
+    pub(crate) async fn hold(&self, tx: &mut dyn Tx) -> AppResult<()> {
+        match tx.lock_agent(self.org_id, self.id, Lock::Share).await? {
+            Some(_) => {
+                failpoint!(self.org_id, AgentHeld);
+                Ok(())
+            }
+            None => Err(AppError::Unauthorized),
+        }
+    }
+}
+
+impl Human {
+    /// The human if an approver, else 403.
+    pub fn approver(&self) -> AppResult<&Human> {
+        match self.role {
+            Role::Approver => Ok(self),
+            Role::Operator => Err(AppError::Forbidden("only an approver may do this")),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! What the operator configures: lifetimes, costs and limits.
+
+use crate::WebhookConfig;
+use chrono::Duration;
+
+/// Lifetimes and costs the operator may tune.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// How long a human's session token lives.
+    pub session_ttl: Duration,
+    /// How long a newly issued API key lives.
+    pub api_key_ttl: Duration,
+    /// How long an invitation may be accepted.
+    pub invitation_ttl: Duration,
+    /// Threads that hash passwords (each hash maps 19 MiB of working memory and returns it).
+    pub password_threads: usize,
+    /// Password hashing jobs that may wait; beyond that a sign-in hears 503 at once.
+    pub password_queue: usize,
+    /// Requests a second per credential (0: no limit), and the burst above that rate.
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+    /// Failed sign-ins per email and client address within `sign_in_window` (0: no limit).
+    pub sign_in_failures: u32,
+    pub sign_in_window: std::time::Duration,
+    /// Whether an issuer is configured: approving then enqueues the issue job.
+    pub issuer_configured: bool,
+    /// How long a completed effect claim is kept (with the peer's stored response, for operators).
+    pub claim_retention: Duration,
+    /// Where deliveries may go, and the key that seals signing secrets.
+    pub webhooks: WebhookConfig,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig {
+            session_ttl: Duration::hours(12),
+            api_key_ttl: Duration::days(365),
+            invitation_ttl: Duration::days(7),
+            password_threads: default_password_threads(),
+            password_queue: 16,
+            rate_limit_per_second: 100,
+            rate_limit_burst: 200,
+            sign_in_failures: 10,
+            sign_in_window: std::time::Duration::from_secs(15 * 60),
+            issuer_configured: false,
+            claim_retention: Duration::days(tauros_domain::effect::DEFAULT_RETENTION_DAYS),
+            webhooks: WebhookConfig::default(),
+        }
+    }
+}
+
+/// Half the machine's cores (at least one, at most four): sign-ins never take every core
+/// from the API.
+pub fn default_password_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .clamp(1, 4)
+}

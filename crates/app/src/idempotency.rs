@@ -1,0 +1,213 @@
+//! One idempotency mechanism for every keyed create (docs/contract/domain.md §7): invoices and
+//! payment destinations (an agent's idempotency key), settlement events (the source's event id)
+//! and jobs (a submission id).
+//!
+//! A [`Keyed`] request says how its key is looked up, the fingerprint the record that holds the
+//! key was stored with and the request's own, what the conflict is, and what a replay answers.
+//! The sequence, and the comparison (`domain::fingerprint::same_payload`), are written once:
+//!
+//! 1. [`lookup`]: the fast path, one indexed read without a lock (a replay writes nothing);
+//! 2. [`create`]: the agent's row held, the key read again where the create asks for it
+//!    ([`KeyedCreate::RECHECK`]), the write; the unique key decides between concurrent
+//!    creates, and the loser answers as the winner's replay, read as [`KeyedCreate::LOST`] says;
+//! 3. [`answer`]: the stored fingerprint against the request's: the same answers the record as
+//!    it is now, replayed; another is the create's conflict. Nothing is written either way.
+//!
+//! A create that runs inside its caller's transaction (a job's enqueue) uses [`winner`] after
+//! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
+
+use crate::{Agent, AppError, AppResult};
+use async_trait::async_trait;
+use tauros_domain::fingerprint::same_payload;
+use tauros_store::{DynStore, Reader, Tx};
+
+/// A command's answer: the record as it is now, and whether the command had already been
+/// applied before (a replay: nothing was written, no event recorded).
+#[derive(Clone, Debug)]
+pub struct Replayed<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+impl<T> Replayed<T> {
+    /// The command wrote this just now.
+    pub fn fresh(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: false,
+        }
+    }
+
+    /// The command's goal already held; nothing was written.
+    pub fn replay(value: T) -> Replayed<T> {
+        Replayed {
+            value,
+            replayed: true,
+        }
+    }
+}
+
+/// A create that carries an idempotency key.
+#[async_trait]
+pub(crate) trait Keyed: Sync {
+    /// The stored record that holds a key.
+    type Stored: Send;
+    /// What the create answers.
+    type Answer: Send;
+
+    /// The record that holds this request's key, if any (none when the request has no key).
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<Self::Stored>>;
+
+    /// The fingerprint of the payload `stored` was made from.
+    fn stored_fingerprint<'s>(&self, stored: &'s Self::Stored) -> Option<&'s str>;
+
+    /// This request's fingerprint, made to compare with `stored`'s (an invoice's seals the
+    /// destination as the stored revision 1 did); none when it cannot be made against it.
+    async fn fingerprint(
+        &self,
+        conn: &mut dyn Reader,
+        stored: &Self::Stored,
+    ) -> AppResult<Option<String>>;
+
+    /// The refusal of another payload under a key in use.
+    fn conflict(&self, stored: &Self::Stored) -> AppError;
+
+    /// What a replay answers: the record as it is now.
+    async fn replay(&self, conn: &mut dyn Reader, stored: Self::Stored) -> AppResult<Self::Answer>;
+
+    /// The error when the record that won the key cannot be read.
+    fn vanished(&self) -> AppError;
+}
+
+/// Where a create whose insert lost to a concurrent one with the same key reads the winner,
+/// and what becomes of its own unit of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// In this unit (it sees the winner, whichever backend), which then commits whatever the
+    /// answer: it wrote nothing, and on SQLite the winner may sit in the same shared commit, so
+    /// the answer waits for it.
+    CommitAnyway,
+    /// In this unit, which commits for a replay and rolls back for a conflict: it may have
+    /// written what a refused request must not leave behind.
+    CommitReplay,
+    /// After this unit rolled back, with a fresh read: the winner has committed.
+    ReadAfresh,
+}
+
+/// What the write step of a [`KeyedCreate`] did.
+pub(crate) enum Written<T> {
+    /// Written and committed.
+    Fresh(T),
+    /// The unique key refused the insert: a concurrent create with the same key won. The unit
+    /// of work comes back for [`KeyedCreate::LOST`].
+    KeyTaken(Box<dyn Tx>),
+    /// Something the write depends on changed under it: start again in a new unit.
+    Retry,
+}
+
+/// A keyed create an agent makes in a unit of work of its own.
+#[async_trait]
+pub(crate) trait KeyedCreate: Keyed {
+    /// Whether the key is read again once the agent's row is held, before anything is written.
+    const RECHECK: bool = false;
+    /// Where the winner of a lost insert is read.
+    const LOST: Lost;
+    /// How many units of work the create may start ([`Written::Retry`]).
+    const ATTEMPTS: usize = 1;
+
+    /// Writes the record and whatever goes with it (the audit event included) in `tx`, where
+    /// the agent is held, and commits.
+    async fn write(&self, tx: Box<dyn Tx>) -> AppResult<Written<Self::Answer>>;
+
+    /// The error when every attempt had to start again.
+    fn gave_up(&self) -> AppError {
+        AppError::Internal("a keyed create kept starting again".into())
+    }
+}
+
+/// The answer to a request whose key `stored` already holds: the record as it is now, replayed,
+/// when the payloads are the same; the create's conflict otherwise.
+pub(crate) async fn answer<K: Keyed>(
+    request: &K,
+    conn: &mut dyn Reader,
+    stored: K::Stored,
+) -> AppResult<Replayed<K::Answer>> {
+    let requested = request.fingerprint(conn, &stored).await?;
+    if !same_payload(request.stored_fingerprint(&stored), requested.as_deref()) {
+        return Err(request.conflict(&stored));
+    }
+    Ok(Replayed::replay(request.replay(conn, stored).await?))
+}
+
+/// The fast path: the key read without a lock; a replay (or the conflict) when it is held.
+pub(crate) async fn lookup<K: Keyed>(
+    request: &K,
+    conn: &mut dyn Reader,
+) -> AppResult<Option<Replayed<K::Answer>>> {
+    match request.find(conn).await? {
+        Some(stored) => answer(request, conn, stored).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The answer after this request's insert lost the key to a concurrent one: the winner, read
+/// through `conn`, compared.
+pub(crate) async fn winner<K: Keyed>(
+    request: &K,
+    conn: &mut dyn Reader,
+) -> AppResult<Replayed<K::Answer>> {
+    let stored = request
+        .find(conn)
+        .await?
+        .ok_or_else(|| request.vanished())?;
+    answer(request, conn, stored).await
+}
+
+/// The create under the agent's lock, for a key the fast path did not find: written, or
+/// answered as the replay of a concurrent create with the same key that won.
+pub(crate) async fn create<K: KeyedCreate>(
+    store: &DynStore,
+    agent: &Agent,
+    request: &K,
+) -> AppResult<Replayed<K::Answer>> {
+    for _ in 0..K::ATTEMPTS {
+        let mut tx = store.begin().await?;
+        agent.hold(&mut *tx).await?;
+        // Under the agent's lock a concurrent create with the same key that won is visible,
+        // and this one answers as its replay, after this unit's commit.
+        if K::RECHECK
+            && let Some(stored) = request.find(&mut *tx).await?
+        {
+            let answer = answer(request, &mut *tx, stored).await;
+            tx.commit().await?;
+            return answer;
+        }
+        let mut tx = match request.write(tx).await? {
+            Written::Fresh(value) => return Ok(Replayed::fresh(value)),
+            Written::Retry => continue,
+            Written::KeyTaken(tx) => tx,
+        };
+        return match K::LOST {
+            Lost::CommitAnyway => {
+                let stored = request
+                    .find(&mut *tx)
+                    .await?
+                    .ok_or_else(|| request.vanished())?;
+                let answer = answer(request, &mut *tx, stored).await;
+                tx.commit().await?;
+                answer
+            }
+            Lost::CommitReplay => {
+                let answer = winner(request, &mut *tx).await?;
+                tx.commit().await?;
+                Ok(answer)
+            }
+            Lost::ReadAfresh => {
+                drop(tx);
+                let mut conn = store.reader().await?;
+                winner(request, &mut *conn).await
+            }
+        };
+    }
+    Err(request.gave_up())
+}
