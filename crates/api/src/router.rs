@@ -2,9 +2,9 @@
 //! console's assets (`console`) and the MCP endpoint (`mcp`), behind every layer a request
 //! passes through. The one place that knows all three surfaces.
 
-use crate::http::{
-    AppState, BODY_LIMIT, ConnectionLimits, body_timeout, middleware, openapi, ops, problem,
-};
+use crate::http::serve::ConnectionLimits;
+use crate::http::state::{AppState, BODY_LIMIT};
+use crate::http::{body_timeout, headers, middleware, openapi, ops, problem};
 use crate::{console, mcp};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -95,7 +95,7 @@ fn cors(origins: &[String]) -> CorsLayer {
         .allow_headers([
             axum::http::header::AUTHORIZATION,
             axum::http::header::CONTENT_TYPE,
-            HeaderName::from_static("idempotency-key"),
+            headers::IDEMPOTENCY_KEY,
             HeaderName::from_static(middleware::REQUEST_ID),
             // What an MCP client in a browser sends to /mcp.
             HeaderName::from_static("mcp-protocol-version"),
@@ -104,7 +104,7 @@ fn cors(origins: &[String]) -> CorsLayer {
         ])
         .expose_headers([
             HeaderName::from_static(middleware::REQUEST_ID),
-            HeaderName::from_static("idempotent-replayed"),
+            headers::REPLAYED,
         ])
         .max_age(Duration::from_secs(600))
 }

@@ -1,7 +1,7 @@
 //! Who is calling: a human with a session or an agent with a key, as authentication
 //! established them.
 
-use crate::{AppError, AppResult};
+use crate::error::{AppError, AppResult};
 use tauros_domain::identity::{Capabilities, Capability, Interface, Role};
 use tauros_store::{Lock, Tx};
 use uuid::Uuid;

@@ -1,7 +1,12 @@
 //! Agents, managed by the human who owns them, and their API keys.
 
-use super::PageRequest;
-use super::{Actor, App, AppError, AppResult, AuditActor, Human, audit, now, random_32};
+use crate::actor::{Actor, Human};
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::lists::PageRequest;
+use crate::random::random_32;
 use chrono::{DateTime, Utc};
 use tauros_domain::identity::{ApiKey, Capabilities};
 use tauros_domain::text::required_text;

@@ -1,6 +1,10 @@
 //! The organisation's audit trail: who did something, and the one row each command appends.
 
-use crate::{Actor, Agent, AppResult, Human, now};
+use crate::actor::{Actor, Agent, Human};
+
+use crate::clock::now;
+
+use crate::error::AppResult;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_store::{AuditRow, Tx};
 use uuid::Uuid;

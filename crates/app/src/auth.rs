@@ -1,10 +1,13 @@
 //! Humans and credentials: sign-in, sign-out, invitations, and turning a bearer token into an
 //! actor.
 
-use super::users::UserView;
-use super::{
-    Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, Human, audit, now, random_32,
-};
+use crate::actor::{Actor, Agent, Human};
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult, FieldError};
+use crate::random::random_32;
+use crate::users::UserView;
 use chrono::{DateTime, Duration, Utc};
 use tauros_domain::error::required;
 use tauros_domain::identity::{self, Capabilities, Credential, Interface};

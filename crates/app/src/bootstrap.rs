@@ -1,8 +1,11 @@
 //! `tauros bootstrap-approver`: an organisation and its first approver.
 
-use super::auth::password_error;
-use super::users::insert_user;
-use super::{App, AppError, AppResult, AuditActor, audit, now};
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::auth::password_error;
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::users::insert_user;
 use tauros_domain::identity::{self, Role};
 use tauros_domain::text::checked_text;
 use tauros_store::{OrgRow, UserRow};

@@ -1,7 +1,7 @@
 //! What the operator configures: lifetimes, costs and limits.
 
-use crate::WebhookConfig;
 use chrono::Duration;
+use tauros_domain::webhook::{AllowList, SecretKey};
 
 /// Lifetimes and costs the operator may tune.
 #[derive(Clone, Debug)]
@@ -55,4 +55,13 @@ pub fn default_password_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get() / 2)
         .clamp(1, 4)
+}
+
+/// How this process treats webhooks.
+#[derive(Clone, Debug, Default)]
+pub struct WebhookConfig {
+    /// Hosts deliveries may go to (`TAUROS_WEBHOOK_ALLOW_HOSTS`); empty: any public host.
+    pub allow_hosts: AllowList,
+    /// Seals signing secrets at rest (`TAUROS_SECRET_KEY`); `None` stores them as they are.
+    pub secret_key: Option<SecretKey>,
 }

@@ -1,7 +1,11 @@
 //! Customers: managed by the human who owns the agent, read by that agent.
 
-use super::PageRequest;
-use super::{Actor, App, AppError, AppResult, AuditActor, audit, now};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::lists::PageRequest;
 use chrono::{DateTime, Utc};
 use tauros_domain::error::required;
 use tauros_domain::identity;

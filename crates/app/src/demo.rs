@@ -1,10 +1,15 @@
 //! `serve --demo`: a demo organisation to try Tauros with, seeded once.
 
-use super::users::insert_user;
-use super::{
-    Actor, App, AppError, AppResult, AuditActor, DraftInput, Human, NewAgent, NewCustomer,
-    NewDestination, now,
-};
+use crate::actor::{Actor, Human};
+use crate::agents::NewAgent;
+use crate::app::App;
+use crate::audit::AuditActor;
+use crate::clock::now;
+use crate::customers::NewCustomer;
+use crate::destinations::NewDestination;
+use crate::error::{AppError, AppResult};
+use crate::invoices::DraftInput;
+use crate::users::insert_user;
 use tauros_domain::identity::{self, Capability, Interface, Role};
 use tauros_domain::lines::LineInput;
 use tauros_store::{Lock, Page, UserRow};

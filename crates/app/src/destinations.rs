@@ -1,10 +1,16 @@
 //! Payment destinations: created by an agent for itself, immutable details, idempotent
 //! deactivation, supersede in one transaction, optional idempotency key on create.
 
-use super::customers::{scope_of, sees_agent};
-use super::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
-use super::{Actor, Agent, App, AppError, AppResult, AuditActor, FieldError, audit, now};
-use super::{KeyHolder, PageRequest, Replayed, list_filter};
+use crate::actor::{Actor, Agent};
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::customers::{scope_of, sees_agent};
+use crate::error::KeyHolder;
+use crate::error::{AppError, AppResult, FieldError};
+use crate::idempotency::Replayed;
+use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
+use crate::lists::{PageRequest, list_filter};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;

@@ -1,6 +1,6 @@
 //! Answers held back until what they were decided on is durable.
 
-use crate::{AppError, AppResult};
+use crate::error::{AppError, AppResult};
 
 /// Runs one request's work and holds its answer back until everything the answer was decided
 /// on is durable (see [`tauros_store::when_durable`]); `Err` when that failed: the answer must

@@ -17,7 +17,7 @@
 //! point on both paths. Arming is keyed by organisation id, so tests running in parallel in one
 //! process (each with its own organisation) never fire each other's points.
 
-use super::AppError;
+use crate::error::AppError;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError};

@@ -2,10 +2,15 @@
 //! them, and confirming or rejecting one. The rules are `domain::governance`; making a proposal is
 //! the job of the command that needs one (`update_org`, `invite_user`), through `proposals`.
 
-use super::org::{OrgView, apply_settings};
-use super::proposals::ChangeView;
-use super::users::Invitation;
-use super::{Actor, App, AppError, AppResult, AuditActor, PageRequest, audit, list_filter, now};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::lists::{PageRequest, list_filter};
+use crate::org::{OrgView, apply_settings};
+use crate::proposals::ChangeView;
+use crate::users::Invitation;
 use tauros_domain::error::Coded;
 use tauros_domain::governance::{
     self as rules, ChangeKind, ChangeState, Proposal, Resolution, ResolutionError, SettingsRequest,

@@ -16,7 +16,9 @@
 //! A create that runs inside its caller's transaction (a job's enqueue) uses [`winner`] after
 //! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
 
-use crate::{Agent, AppError, AppResult};
+use crate::actor::Agent;
+
+use crate::error::{AppError, AppResult};
 use async_trait::async_trait;
 use tauros_domain::fingerprint::same_payload;
 use tauros_store::{DynStore, Reader, Tx};

@@ -9,7 +9,7 @@
 //!   `window`, further attempts are refused before any password work until the window that
 //!   began with the first failure has passed. `max = 0` turns it off.
 
-use super::{AppError, AppResult};
+use crate::error::{AppError, AppResult};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! What list use cases share: the page asked for and a filter by one of a set of names.
 
-use crate::FieldError;
+use crate::error::FieldError;
 use tauros_store::Page;
 use uuid::Uuid;
 

@@ -1,8 +1,13 @@
 //! The organisation: its settings (turning `four_eyes` off is a proposal while it is on), the
 //! operator's command-line way to change them, and the org audit trail.
 
-use super::proposals::{ChangeView, pending, propose};
-use super::{Actor, App, AppError, AppResult, AuditActor, PageRequest, audit, now};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::lists::PageRequest;
+use crate::proposals::{ChangeView, pending, propose};
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{self as rules, ChangeKind, Settings, SettingsOutcome};
 use tauros_domain::identity::{ActorKind, Interface};

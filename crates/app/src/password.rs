@@ -13,7 +13,7 @@
 //! `unavailable` with `Retry-After` at once instead of waiting behind a flood of guesses
 //! (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
 
-use super::{AppError, AppResult};
+use crate::error::{AppError, AppResult};
 use argon2::password_hash::{
     self, Output, ParamsString, PasswordHash, PasswordHasher, Salt, SaltString,
 };

@@ -1,7 +1,11 @@
 //! Making a proposal that needs a second approver: the commands that need one (`update_org`,
 //! `invite_user`) record it here; `governance` lists, confirms and rejects them.
 
-use super::{AppResult, AuditActor, Human, audit};
+use crate::actor::Human;
+
+use crate::audit::{AuditActor, audit};
+
+use crate::error::AppResult;
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{self as rules, ChangeKind, ChangeState};
 use tauros_domain::identity::Role;

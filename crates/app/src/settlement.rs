@@ -10,22 +10,28 @@
 //! numbers. A step that finds it would need a lock out of that order rolls back and starts
 //! again, so no two transactions wait on each other in a circle.
 
-use super::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
-use super::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
-use super::{
-    Actor, Agent, App, AppError, AppResult, AuditActor, KeyHolder, PageRequest, Replayed,
-    list_filter, now,
+use crate::actor::{Actor, Agent};
+use crate::app::App;
+use crate::audit::AuditActor;
+use crate::clock::now;
+use crate::error::{AppError, AppResult, KeyHolder};
+use crate::idempotency::Replayed;
+use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
+use crate::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
+use crate::lists::{PageRequest, list_filter};
+use crate::payments::{
+    currency, facts_of, invoice_ref_id, invoice_ref_number, set_standing, set_summary, stored_ref,
+    summary_of,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use std::str::FromStr;
 use tauros_domain::currency::Currency;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
 use tauros_domain::money::MinorAmount;
 use tauros_domain::settlement::{
     self as rules, EventInput, InvoiceRef, PaymentFacts, PaymentState, PaymentStatus,
-    PaymentSummary, Standing, Unmatched, ValidEvent,
+    PaymentSummary, Unmatched, ValidEvent,
 };
 use tauros_domain::visibility::Scope;
 use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
@@ -529,75 +535,6 @@ fn new_payment(agent: &Agent, v: &ValidEvent, at: DateTime<Utc>) -> PaymentRow {
     };
     set_summary(&mut row, &summary);
     row
-}
-
-fn set_summary(row: &mut PaymentRow, s: &PaymentSummary) {
-    row.amount_minor = s.facts.amount.to_string();
-    row.currency = s.facts.currency.code().to_owned();
-    row.invoice_ref_id = invoice_ref_id(&s.facts.invoice);
-    row.invoice_ref_number = invoice_ref_number(&s.facts.invoice);
-    row.first_at = s.first_at;
-    row.first_event_id = s.first_event_id.clone();
-    row.state = s.state;
-    row.conflict = s.conflict;
-    row.confirmed_at = s.confirmed_at;
-}
-
-/// Writes a reconciliation's answer onto the payment; `agent_id` is whose humans see it.
-pub(crate) fn set_standing(row: &mut PaymentRow, standing: Standing, agent_id: Uuid) {
-    row.status = standing.status;
-    row.unmatched_reason = standing.unmatched;
-    row.allocated_minor = standing.allocated.to_string();
-    row.agent_id = agent_id;
-}
-
-/// The payment's events folded, as stored.
-pub(crate) fn summary_of(row: &PaymentRow) -> AppResult<PaymentSummary> {
-    Ok(PaymentSummary {
-        facts: facts_of(row)?,
-        first_at: row.first_at,
-        first_event_id: row.first_event_id.clone(),
-        state: row.state,
-        conflict: row.conflict,
-        confirmed_at: row.confirmed_at,
-    })
-}
-
-fn facts_of(row: &PaymentRow) -> AppResult<PaymentFacts> {
-    Ok(PaymentFacts {
-        amount: MinorAmount::parse_minor(&row.amount_minor)
-            .map_err(|e| AppError::Internal(e.to_string()))?,
-        currency: currency(&row.currency)?,
-        invoice: stored_ref(row.invoice_ref_id, row.invoice_ref_number.as_deref())?,
-    })
-}
-
-fn stored_ref(id: Option<Uuid>, number: Option<&str>) -> AppResult<InvoiceRef> {
-    match (id, number) {
-        (Some(id), None) => Ok(InvoiceRef::Id(id)),
-        (None, Some(number)) => Ok(InvoiceRef::Number(number.to_owned())),
-        _ => Err(AppError::Internal(
-            "stored invoice reference unreadable".into(),
-        )),
-    }
-}
-
-fn invoice_ref_id(r: &InvoiceRef) -> Option<Uuid> {
-    match r {
-        InvoiceRef::Id(id) => Some(*id),
-        InvoiceRef::Number(_) => None,
-    }
-}
-
-fn invoice_ref_number(r: &InvoiceRef) -> Option<String> {
-    match r {
-        InvoiceRef::Id(_) => None,
-        InvoiceRef::Number(n) => Some(n.clone()),
-    }
-}
-
-fn currency(code: &str) -> AppResult<Currency> {
-    Currency::from_str(code).map_err(|_| AppError::Internal("stored currency unreadable".into()))
 }
 
 fn both_forms(digits: &str, currency: Currency) -> AppResult<(String, MinorAmount)> {

@@ -1,10 +1,14 @@
 //! The organisation's humans: inviting (a proposal while four eyes is on, whatever the role),
 //! listing, deactivating.
 
-use super::proposals::{ChangeView, pending, propose};
-use super::{
-    Actor, App, AppError, AppResult, AuditActor, FieldError, PageRequest, audit, now, random_32,
-};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult, FieldError};
+use crate::lists::PageRequest;
+use crate::proposals::{ChangeView, pending, propose};
+use crate::random::random_32;
 use chrono::{DateTime, Utc};
 use tauros_domain::error::required;
 use tauros_domain::governance::{self as rules, ChangeKind, Settings};

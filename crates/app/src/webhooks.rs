@@ -4,29 +4,31 @@
 //! delivery handler (`jobs::webhooks`) reads what to send here and records each attempt. The
 //! rules are `domain::webhook`'s; secrets are sealed with the operator's key when there is one.
 
-use super::{
-    Actor, App, AppError, AppResult, AuditActor, ClaimedJob, NewJob, PageRequest, audit, enqueue,
-    now, random_32,
-};
+use crate::actor::Actor;
+
+use crate::app::App;
+
+use crate::audit::{AuditActor, audit};
+
+use crate::clock::now;
+
+use crate::error::{AppError, AppResult};
+
+use crate::jobs::{ClaimedJob, NewJob, enqueue};
+
+use crate::lists::PageRequest;
+
+use crate::random::random_32;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::webhook::{
-    self as rules, AllowList, EndpointInput, EventFacts, Outcome, SealError, SecretKey,
-    SigningSecret, Subscription,
+    self as rules, AllowList, EndpointInput, EventFacts, Outcome, SealError, SigningSecret,
+    Subscription,
 };
 use tauros_store::{
     EventRow, Lock, Tx, WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow,
 };
 use uuid::Uuid;
-
-/// How this process treats webhooks.
-#[derive(Clone, Debug, Default)]
-pub struct WebhookConfig {
-    /// Hosts deliveries may go to (`TAUROS_WEBHOOK_ALLOW_HOSTS`); empty: any public host.
-    pub allow_hosts: AllowList,
-    /// Seals signing secrets at rest (`TAUROS_SECRET_KEY`); `None` stores them as they are.
-    pub secret_key: Option<SecretKey>,
-}
 
 /// A registration as sent.
 #[derive(Clone, Debug, Default)]

@@ -1,9 +1,9 @@
 //! `/v1/agents`: agents managed by the humans who own them.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use crate::http::schema::CapabilitySchema;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

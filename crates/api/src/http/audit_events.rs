@@ -2,10 +2,10 @@
 //! customers, destinations), newest first. Invoice events have their own chained trail at
 //! `/v1/invoices/{id}/events`.
 
-use super::AppState;
 use super::extract::{Auth, ListParams};
 use super::problem::{ApiError, Problem};
 use crate::http::schema::{ActorKindSchema, InterfaceSchema};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};

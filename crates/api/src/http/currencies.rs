@@ -1,9 +1,9 @@
 //! `/v1/currencies`: the currencies Tauros accepts, their exponents and the networks that carry
 //! each, so a client (or an LLM agent) need not learn them from error messages.
 
-use super::AppState;
 use super::extract::Auth;
 use super::problem::{ApiError, Problem};
+use crate::http::state::AppState;
 use axum::Json;
 use serde::Serialize;
 use tauros_domain::address::Network;

@@ -1,8 +1,8 @@
 //! `/v1/customers`: human-managed, agent-readable.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,9 +1,10 @@
 //! `/v1/payment-destinations`: registered by agents for themselves.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
+use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
 use crate::http::schema::{DestinationStateSchema, NetworkSchema};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
@@ -20,9 +21,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_destination))
         .routes(routes!(deactivate_destination))
 }
-
-/// The `Idempotent-Replayed` response header.
-pub(super) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// A new payment destination.
 #[derive(Deserialize, ToSchema)]

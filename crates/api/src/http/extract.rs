@@ -1,9 +1,10 @@
 //! Extractors whose every rejection is a problem+json with a documented code: strict JSON
 //! bodies, bearer authentication, UUID path parameters and list parameters.
 
-use super::AppState;
+use super::headers::{IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER};
 use super::json::parse_json;
 use super::problem::{ApiError, too_large, unsupported_media_type};
+use crate::http::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
@@ -281,10 +282,6 @@ fn decode_cursor(cursor: &str) -> Option<Uuid> {
     Uuid::try_parse(cursor).ok()
 }
 
-/// The header that carries an idempotency key on REST (a create may also take it in the body,
-/// as `idempotency_key`; MCP takes the argument `idempotency_key`).
-pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
-
 /// The optional `Idempotency-Key` header.
 pub struct IdempotencyKeyHeader(pub Option<String>);
 
@@ -299,7 +296,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        match parts.headers.get("idempotency-key") {
+        match parts.headers.get(IDEMPOTENCY_KEY) {
             None => Ok(IdempotencyKeyHeader(None)),
             Some(value) => value
                 .to_str()

@@ -1,10 +1,10 @@
 //! `/v1/jobs`: what approvers see of the job queue, and the two things they may do with a job
 //! (retry, cancel). There is no public enqueue: jobs come from the commands that need them.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, QueryParams};
 use super::problem::{ApiError, Problem};
 use crate::http::schema::JobStateSchema;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};

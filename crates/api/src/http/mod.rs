@@ -8,6 +8,7 @@ mod currencies;
 pub(crate) mod customers;
 pub(crate) mod destinations;
 pub mod extract;
+pub mod headers;
 pub(crate) mod invoices;
 mod jobs;
 pub mod json;
@@ -18,28 +19,20 @@ mod organisation;
 pub mod problem;
 mod proposals;
 pub(crate) mod schema;
-mod serve;
+pub(crate) mod serve;
 pub(crate) mod sessions;
 pub(crate) mod settlement;
+pub(crate) mod state;
 mod users;
 mod webhooks;
 
-use tauros_app::App;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use serve::{
     ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_READ_TIMEOUT_SECONDS,
     DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, listen, serve,
 };
-
-/// Request bodies above this are refused with 413.
-pub const BODY_LIMIT: usize = 1024 * 1024;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub app: App,
-}
+pub use state::{AppState, BODY_LIMIT};
 
 /// The API routes and their OpenAPI description, before layers.
 pub fn api_routes() -> OpenApiRouter<AppState> {

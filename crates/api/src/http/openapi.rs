@@ -1,9 +1,9 @@
 //! The OpenAPI 3.1 document: generated from the handlers' annotations, completed here with the
 //! error statuses every route shares, committed at `openapi/openapi.json` and drift-checked.
 
-use super::AppState;
 use super::problem::{PROBLEM_JSON, Problem, ProblemField};
 use crate::http::schema::{ActionSchema, InvoiceStateSchema};
+use crate::http::state::AppState;
 use axum::Router;
 use std::collections::BTreeMap;
 use tauros_domain::invoice::{Action, InvoiceState};
@@ -255,7 +255,7 @@ fn retry_after() -> Header {
         .build()
 }
 
-use super::extract::IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY;
+use super::headers::IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY;
 const REPLAYED: &str = "Idempotent-Replayed";
 
 fn insert_header(headers: &mut BTreeMap<String, Header>, name: &str, header: Header) {

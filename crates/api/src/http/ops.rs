@@ -1,7 +1,7 @@
 //! Operations: liveness, readiness and Prometheus metrics.
 
-use super::AppState;
 use super::problem::{ApiError, Problem};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;

@@ -1,12 +1,12 @@
 //! `/v1/organisation`: its settings, and the proposals that need a second approver
 //! (`/v1/organisation/changes`).
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, QueryParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use super::proposals::{ChangeAccepted, ChangeResponse};
 use super::users::InviteResponse;
 use crate::http::schema::ChangeStateSchema;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};

@@ -1,7 +1,7 @@
 //! RFC 9457 problem details: the one shape every error leaving Tauros has, and the one place
 //! where app errors become HTTP statuses and codes.
 
-use super::extract::IDEMPOTENCY_KEY_HEADER;
+use super::headers::IDEMPOTENCY_KEY_HEADER;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -351,7 +351,7 @@ pub fn for_status(status: StatusCode) -> ApiError {
     }
 }
 
-/// 413: the body is over [`super::BODY_LIMIT`].
+/// 413: the body is over [`super::state::BODY_LIMIT`].
 pub fn too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,10 +1,10 @@
 //! Humans and their credentials: sign-in, sign-out (here or everywhere), `GET /v1/me`, changing
 //! one's password, accepting an invitation.
 
-use super::AppState;
 use super::extract::{Auth, ClientAddr, StrictJson};
 use super::problem::{ApiError, Problem};
 use crate::http::schema::{CapabilitySchema, RoleSchema, UserStateSchema};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -2,13 +2,13 @@
 //! capability, and the payments humans read (`/v1/payments`), with what could not be applied
 //! listed by `?status=`.
 
-use super::AppState;
-use super::destinations::REPLAYED;
 use super::extract::{Auth, IdPath, ListParams, QueryParams, StrictJson};
+use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
 use crate::http::schema::{
     InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema, UnmatchedSchema,
 };
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};

@@ -1,12 +1,12 @@
 //! `/v1/users`: the organisation's humans — inviting (a proposal for approvers while four eyes
 //! is on), listing, deactivating.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use super::proposals::ChangeAccepted;
 use super::sessions::UserResponse;
 use crate::http::schema::RoleSchema;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,10 +1,10 @@
 //! `/v1/webhook-endpoints`: the organisation's webhook endpoints and their delivery attempts,
 //! for approvers. The signing secret appears in two answers only: the creation and a rotation.
 
-use super::AppState;
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use super::schema::WebhookEventType;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -63,7 +63,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(app: App, config: &McpConfig) ->
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
-        .with_max_request_body_bytes(crate::http::BODY_LIMIT)
+        .with_max_request_body_bytes(crate::http::state::BODY_LIMIT)
         // `Host` is not checked: a deployment answers to its own names. What a rebinding
         // browser would send, `Origin`, is checked by the guard, and no credential is ambient.
         .disable_allowed_hosts()

@@ -2,7 +2,9 @@
 //! §8), and what an event sets off: its webhook deliveries, enqueued in the event's own
 //! transaction.
 
-use super::super::{AppResult, AuditActor};
+use crate::audit::AuditActor;
+
+use crate::error::AppResult;
 use tauros_domain::audit::EventFields;
 use tauros_domain::invoice::{Action, InvoiceState, OrgSettings};
 use tauros_store::{EventRow, InvoiceRow, RevisionRow, Tx};

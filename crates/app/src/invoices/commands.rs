@@ -13,11 +13,14 @@ use super::content::{
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
+use crate::actor::{Actor, Agent};
+use crate::app::App;
+use crate::audit::AuditActor;
+use crate::auth::Caller;
+use crate::clock::now;
+use crate::error::{AppError, AppResult, FieldError, KeyHolder};
+use crate::idempotency::Replayed;
 use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
-use crate::{
-    Actor, Agent, App, AppError, AppResult, AuditActor, Caller, FieldError, KeyHolder, Replayed,
-    now,
-};
 use async_trait::async_trait;
 use tauros_domain::audit::GENESIS;
 use tauros_domain::destination::DestinationState;
@@ -407,9 +410,9 @@ impl App {
                 failpoint!(invoice.org_id, DecisionInserted);
                 // With an issuer, the approval and the job that issues it commit together.
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
-                    crate::enqueue(
+                    crate::jobs::enqueue(
                         &mut *tx,
-                        crate::NewJob {
+                        crate::jobs::NewJob {
                             org_id: invoice.org_id,
                             kind: super::ISSUE_JOB.to_owned(),
                             args: serde_json::json!({ "invoice_id": invoice.id }),

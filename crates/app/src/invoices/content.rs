@@ -2,7 +2,11 @@
 //! rules need, sealing, and building the revision row. Why a draft is refused is decided in
 //! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
 
-use super::super::{Actor, AppError, AppResult, FieldError, now};
+use crate::actor::Actor;
+
+use crate::clock::now;
+
+use crate::error::{AppError, AppResult, FieldError};
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use tauros_domain::address::Network;

@@ -18,7 +18,9 @@ pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
 
-use super::{Actor, AppError, AppResult};
+use crate::actor::Actor;
+
+use crate::error::{AppError, AppResult};
 use tauros_domain::error::Coded;
 use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, OrgSettings};
 use tauros_store::{InvoiceJoined, Reader};

@@ -7,8 +7,12 @@ use super::views::{
     DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
 };
 use super::{access_error, caller, joined_access};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::auth::Caller;
 use crate::auth::presented;
-use crate::{Actor, App, AppError, AppResult, Caller, FieldError, PageRequest, list_filter};
+use crate::error::{AppError, AppResult, FieldError};
+use crate::lists::{PageRequest, list_filter};
 use tauros_domain::audit::first_break;
 use tauros_domain::fingerprint::{key_error, key_is_valid};
 use tauros_domain::identity::{Capability, Credential, Interface};
@@ -258,7 +262,7 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
         decision,
         idempotency_key: query.idempotency_key,
         overdue,
-        today: crate::now().date_naive(),
+        today: crate::clock::now().date_naive(),
     })
 }
 

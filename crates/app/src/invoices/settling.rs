@@ -6,8 +6,10 @@
 use super::chain::{EventInput, next_event, record_event};
 use super::commands::current_revision;
 use super::invalid;
-use crate::settlement::{set_standing, summary_of};
-use crate::{AppError, AppResult, AuditActor, now};
+use crate::audit::AuditActor;
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::payments::{set_standing, summary_of};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
 use tauros_domain::money::MinorAmount;

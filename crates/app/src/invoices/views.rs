@@ -1,6 +1,6 @@
 //! How invoices, revisions, decisions and events look to callers, and the mappers from rows.
 
-use super::super::{AppError, AppResult};
+use crate::error::{AppError, AppResult};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
@@ -166,7 +166,7 @@ fn settled(state: InvoiceState, revision: &RevisionView, paid: &str) -> AppResul
         .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
     let paid = MinorAmount::parse_minor(paid).map_err(|e| AppError::Internal(e.to_string()))?;
     let balance = settlement::balance(revision.total_minor, paid);
-    let today = crate::now().date_naive();
+    let today = crate::clock::now().date_naive();
     Ok(Settled {
         amount_paid: paid.to_major_string(currency),
         amount_paid_minor: paid,

@@ -8,8 +8,11 @@ mod http;
 
 pub use http::HttpIssuer;
 
+use crate::app::App;
+use crate::audit::AuditActor;
+use crate::error::AppError;
+use crate::invoices::{ISSUE_JOB, IssueClaim, IssueStart};
 use crate::runtime::{JobContext, JobError, JobResult, KindPolicy, Registry};
-use crate::{App, AppError, AuditActor, ISSUE_JOB, IssueClaim, IssueStart};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;

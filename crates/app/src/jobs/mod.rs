@@ -13,7 +13,9 @@ pub use operators::JobQuery;
 pub use workers::{ClaimedJob, JobFailure, JobStats, Rescued, Retention, complete_in};
 
 use super::idempotency::{self, Keyed};
-use super::{App, AppError, AppResult, now};
+use crate::app::App;
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;

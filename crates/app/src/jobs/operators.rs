@@ -2,7 +2,13 @@
 //! the organisation; only its approvers reach them.
 
 use super::{JobView, view};
-use crate::{Actor, App, AppError, AppResult, AuditActor, PageRequest, Replayed, audit, now};
+use crate::actor::Actor;
+use crate::app::App;
+use crate::audit::{AuditActor, audit};
+use crate::clock::now;
+use crate::error::{AppError, AppResult};
+use crate::idempotency::Replayed;
+use crate::lists::PageRequest;
 use tauros_domain::error::{Coded, FieldError};
 use tauros_domain::job::{self as rules, Cancel, JobMoveError, JobState, Retry};
 use tauros_store::{JobFilter, JobUpdate};
@@ -33,7 +39,7 @@ impl App {
     ) -> AppResult<Vec<JobView>> {
         let human = actor.human()?.approver()?;
         let mut errors = Vec::new();
-        let state = crate::list_filter(
+        let state = crate::lists::list_filter(
             "state",
             query.state.as_deref(),
             &JobState::ALL,

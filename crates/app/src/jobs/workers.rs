@@ -2,7 +2,11 @@
 //! outcome (fenced by the lease token: a stale worker's late result changes nothing), rescue
 //! executions whose lease expired, prune finished jobs, and the figures of the gauges.
 
-use crate::{App, AppError, AppResult, now};
+use crate::app::App;
+
+use crate::clock::now;
+
+use crate::error::{AppError, AppResult};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::job::{self as rules, FailureKind, JobState, Next, Progress};

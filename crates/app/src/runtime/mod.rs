@@ -14,7 +14,9 @@ mod worker;
 
 pub use worker::{WorkerConfig, Workers};
 
-use crate::{App, ClaimedJob};
+use crate::app::App;
+
+use crate::jobs::ClaimedJob;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;

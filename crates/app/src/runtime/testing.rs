@@ -39,7 +39,7 @@ pub fn register(registry: &mut Registry) {
 }
 
 async fn echo(ctx: JobContext, args: Value) -> JobResult {
-    let started_at = crate::now();
+    let started_at = crate::clock::now();
     let args: EchoArgs = serde_json::from_value(args)
         .map_err(|e| JobError::permanent("invalid_args", format!("test.echo.v1 args: {e}")))?;
     if args.announce {

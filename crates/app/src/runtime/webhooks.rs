@@ -9,7 +9,7 @@
 //! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list.
 
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
-use crate::{Delivery, DeliveryArgs, DeliveryRefused};
+use crate::webhooks::{Delivery, DeliveryArgs, DeliveryRefused};
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -55,7 +55,7 @@ async fn deliver(ctx: JobContext, args: Value) -> JobResult {
         Ok(Err(refused)) => return Err(refused_error(refused)),
         Err(e) => return Err(JobError::retryable("storage", e.to_string())),
     };
-    let attempted_at = crate::now();
+    let attempted_at = crate::clock::now();
     let started = Instant::now();
     let (outcome, error) = match tokio::time::timeout(delivery.timeout, send(&delivery)).await {
         Ok(sent) => sent,

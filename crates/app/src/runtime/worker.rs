@@ -7,7 +7,8 @@
 //! finished jobs past their retention.
 
 use super::{JobContext, JobError, Registry};
-use crate::{App, ClaimedJob, JobFailure, Retention};
+use crate::app::App;
+use crate::jobs::{ClaimedJob, JobFailure, Retention};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,13 +7,13 @@ use super::types::{
     VerifyResponse,
 };
 use super::use_cases;
-use crate::http::AppState;
-use crate::http::destinations::REPLAYED;
 use crate::http::extract::{
     Auth, Bearer, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
 };
+use crate::http::headers::REPLAYED;
 use crate::http::problem::{ApiError, Problem};
 use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};

@@ -9,7 +9,7 @@ pub(crate) mod handlers;
 pub(crate) mod types;
 pub(crate) mod use_cases;
 
-use super::AppState;
+use crate::http::state::AppState;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {

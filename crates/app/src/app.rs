@@ -1,0 +1,51 @@
+//! [`App`]: the store and the configuration every use case runs against. The use cases are its
+//! methods, one module per resource.
+
+use crate::config::AppConfig;
+use crate::limits::{CredentialLimits, SignInFailures};
+use crate::password::Passwords;
+use tauros_store::DynStore;
+
+/// The application: the store plus configuration. Cheap to clone (one shared handle: the
+/// HTTP layer clones it for every request).
+#[derive(Clone)]
+pub struct App(std::sync::Arc<Parts>);
+
+/// What an [`App`] shares between its clones.
+pub struct Parts {
+    pub(crate) store: DynStore,
+    pub(crate) config: AppConfig,
+    pub(crate) passwords: Passwords,
+    pub(crate) credentials: CredentialLimits,
+    pub(crate) sign_ins: SignInFailures,
+}
+
+impl std::ops::Deref for App {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+impl App {
+    /// Builds the application over a store.
+    pub fn new(store: DynStore, config: AppConfig) -> App {
+        let passwords = Passwords::start(config.password_threads, config.password_queue);
+        let credentials =
+            CredentialLimits::new(config.rate_limit_per_second, config.rate_limit_burst);
+        let sign_ins = SignInFailures::new(config.sign_in_failures, config.sign_in_window);
+        App(std::sync::Arc::new(Parts {
+            store,
+            config,
+            passwords,
+            credentials,
+            sign_ins,
+        }))
+    }
+
+    /// The store (for readiness checks and tests).
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+}
