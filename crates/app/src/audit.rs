@@ -1,7 +1,6 @@
 //! The organisation's audit trail: who did something, and the one row each command appends.
 
 use crate::actor::{Actor, Agent, Human};
-
 use crate::clock::now;
 
 use crate::error::AppResult;

@@ -17,7 +17,6 @@
 //! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
 
 use crate::actor::Agent;
-
 use crate::error::{AppError, AppResult};
 use async_trait::async_trait;
 use tauros_domain::fingerprint::same_payload;

@@ -2,7 +2,6 @@
 //! `invite_user`) record it here; `governance` lists, confirms and rejects them.
 
 use crate::actor::Human;
-
 use crate::audit::{AuditActor, audit};
 
 use crate::error::AppResult;

@@ -15,8 +15,7 @@ use crate::app::App;
 use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
-use crate::idempotency::Replayed;
-use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Written};
+use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
 use crate::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
 use crate::lists::{PageRequest, list_filter};
 use crate::payments::{

@@ -5,19 +5,15 @@
 //! rules are `domain::webhook`'s; secrets are sealed with the operator's key when there is one.
 
 use crate::actor::Actor;
-
 use crate::app::App;
 
 use crate::audit::{AuditActor, audit};
-
 use crate::clock::now;
 
 use crate::error::{AppError, AppResult};
-
 use crate::jobs::{ClaimedJob, NewJob, enqueue};
 
 use crate::lists::PageRequest;
-
 use crate::random::random_32;
 use chrono::{DateTime, Utc};
 use std::time::Duration;

@@ -4,8 +4,7 @@
 //! integer minor units (`120050`, or `"120050"` beyond 2^53). Every operation is checked; an
 //! amount that does not fit is an error, never a wrap or a panic.
 
-use std::fmt;
-use std::iter;
+use std::{fmt, iter};
 
 use serde::{Serialize, Serializer};
 use thiserror::Error;

@@ -1,7 +1,6 @@
 //! The port for proposals that need a second approver (`org_changes`).
 
 use crate::error::StoreResult;
-
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

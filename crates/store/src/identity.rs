@@ -2,7 +2,6 @@
 //! audit trail.
 
 use crate::error::StoreResult;
-
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -1,7 +1,6 @@
 //! The port for invoices, their revisions, decisions and events.
 
 use crate::error::StoreResult;
-
 use crate::parties::Scope;
 
 use crate::query::Page;

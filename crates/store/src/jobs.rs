@@ -7,7 +7,6 @@
 //! SQLite): see [`super::Store::claim_job`].
 
 use crate::error::StoreResult;
-
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

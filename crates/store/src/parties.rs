@@ -1,7 +1,6 @@
 //! The port for customers and payment destinations.
 
 use crate::error::StoreResult;
-
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

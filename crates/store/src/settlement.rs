@@ -2,7 +2,6 @@
 //! match a payment to its invoice.
 
 use crate::error::StoreResult;
-
 use crate::parties::Scope;
 
 use crate::query::Page;

@@ -2,7 +2,6 @@
 //! organisation, except the retention of attempts (a delete by age, joining nothing).
 
 use crate::error::StoreResult;
-
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -2,12 +2,11 @@
 
 use super::problem::{ApiError, Problem};
 use crate::http::state::AppState;
-use axum::Json;
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use axum::{Json, Router};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::sync::Mutex;

@@ -7,8 +7,10 @@
 //! a wrong type is `invalid_type` at the member's own path, and every error is listed at once.
 //! [`WithExtras`] does the splitting inside serde, so paths stay the request's own.
 
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess};
-use serde::de::{Visitor, value::StringDeserializer};
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor,
+    value::StringDeserializer,
+};
 use std::fmt;
 use std::marker::PhantomData;
 use uuid::Uuid;

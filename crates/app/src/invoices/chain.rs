@@ -3,7 +3,6 @@
 //! transaction.
 
 use crate::audit::AuditActor;
-
 use crate::error::AppResult;
 use tauros_domain::audit::EventFields;
 use tauros_domain::invoice::{Action, InvoiceState, OrgSettings};

@@ -3,7 +3,6 @@
 //! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
 
 use crate::actor::Actor;
-
 use crate::clock::now;
 
 use crate::error::{AppError, AppResult, FieldError};

@@ -19,7 +19,6 @@ pub(crate) use views::joined_view;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
 
 use crate::actor::Actor;
-
 use crate::error::{AppError, AppResult};
 use tauros_domain::error::Coded;
 use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, OrgSettings};

@@ -9,8 +9,7 @@ use super::views::{
 use super::{access_error, caller, joined_access};
 use crate::actor::Actor;
 use crate::app::App;
-use crate::auth::Caller;
-use crate::auth::presented;
+use crate::auth::{Caller, presented};
 use crate::error::{AppError, AppResult, FieldError};
 use crate::lists::{PageRequest, list_filter};
 use tauros_domain::audit::first_break;

@@ -3,7 +3,6 @@
 //! executions whose lease expired, prune finished jobs, and the figures of the gauges.
 
 use crate::app::App;
-
 use crate::clock::now;
 
 use crate::error::{AppError, AppResult};

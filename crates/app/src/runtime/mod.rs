@@ -15,7 +15,6 @@ mod worker;
 pub use worker::{WorkerConfig, Workers};
 
 use crate::app::App;
-
 use crate::jobs::ClaimedJob;
 use serde_json::Value;
 use std::collections::BTreeMap;

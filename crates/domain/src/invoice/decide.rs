@@ -9,9 +9,8 @@
 use thiserror::Error;
 use uuid::Uuid;
 
-use super::state::transition;
 use super::state::{
-    Action, DecisionKind, InvalidTransition, InvoiceState, Transition, apply_target,
+    Action, DecisionKind, InvalidTransition, InvoiceState, Transition, apply_target, transition,
 };
 use crate::error::{Coded, FieldError, echo};
 use crate::text::{Lines, unclean, unclean_error};

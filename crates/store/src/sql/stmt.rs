@@ -11,7 +11,6 @@
 //! adapters.
 
 use crate::error::{StoreError, StoreResult};
-
 use crate::query::Lock;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
