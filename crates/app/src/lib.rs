@@ -34,6 +34,7 @@ mod payments;
 mod proposals;
 mod random;
 pub mod runtime;
+pub mod schema;
 mod settlement;
 mod users;
 mod webhooks;

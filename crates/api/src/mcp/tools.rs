@@ -12,8 +12,8 @@ use super::schema::Pool;
 use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
 use crate::http::invoices::types::{
-    CreateInvoiceRequest, DecisionResponse, EmptyRequest, EventResponse, InvoiceResponse,
-    ReviseRequest, RevisionResponse,
+    CreateInvoiceRequest, DecisionResponse, EmptyRequest, InvoiceResponse, ReviseRequest,
+    RevisionResponse,
 };
 use crate::http::invoices::use_cases as invoices;
 use crate::http::json::parse_value;
@@ -369,7 +369,7 @@ struct InvoiceWithHistory {
     invoice: InvoiceResponse,
     revisions: Vec<RevisionResponse>,
     decisions: Vec<DecisionResponse>,
-    events: Vec<EventResponse>,
+    events: Vec<tauros_app::EventView>,
 }
 
 /// How an MCP client sends the key a create needs.

@@ -1,7 +1,9 @@
 //! How invoices, revisions, decisions and events look to callers, and the mappers from rows.
 
 use crate::error::{AppError, AppResult};
+use crate::schema::{ActionSchema, ActorKindSchema, InterfaceSchema, InvoiceStateSchema};
 use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
 use tauros_domain::identity::{ActorKind, Interface};
@@ -11,6 +13,7 @@ use tauros_domain::money::MinorAmount;
 use tauros_domain::payload::decode_lines;
 use tauros_domain::settlement;
 use tauros_store::{DecisionRow, EventRow, InvoiceJoined, InvoiceRow, RevisionRow};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// One immutable revision: the financial content and its seal.
@@ -86,30 +89,51 @@ pub struct DecisionView {
     pub decided_at: DateTime<Utc>,
 }
 
-/// One link of an invoice's hash-chained audit trail.
-#[derive(Debug, Clone)]
+// One link of an invoice's hash-chained audit trail, exactly as the wire shows it (REST and
+// MCP answer with it; `EventResponse` in the OpenAPI document).
+/// One audit event.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = EventResponse)]
 pub struct EventView {
+    /// Identifies this event.
     pub id: Uuid,
-    /// 1, 2, … without gaps.
+    /// 1, 2, … per invoice, without gaps.
     pub seq: i32,
+    /// The command that caused it.
+    #[schema(value_type = ActionSchema)]
     pub action: Action,
-    /// `None` for the creating event.
+    /// The invoice's state before the command; `null` for `create_draft`.
+    #[schema(value_type = Option<InvoiceStateSchema>)]
     pub from_state: Option<InvoiceState>,
+    /// The invoice's state after the command.
+    #[schema(value_type = InvoiceStateSchema)]
     pub to_state: InvoiceState,
+    /// Who acted.
+    #[schema(value_type = ActorKindSchema)]
     pub actor_kind: ActorKind,
+    /// The human or agent who acted; `null` for `system`.
     pub actor_id: Option<Uuid>,
     /// The entry point the command came through.
+    #[schema(value_type = InterfaceSchema)]
     pub interface: Interface,
+    /// The revision concerned.
     pub revision_id: Option<Uuid>,
+    /// That revision's `payload_hash`.
     pub payload_hash: Option<String>,
+    /// The idempotency key (create only).
     pub idempotency_key: Option<String>,
-    /// The decision's or cancellation's reason.
+    /// The reason sent with the command, if any.
     pub note: Option<String>,
+    /// When the command took effect (RFC 3339, UTC).
     pub occurred_at: DateTime<Utc>,
+    /// The hash of the event before (64 zeros for the first).
     pub prev_hash: String,
+    /// Lowercase hex SHA-256 of `prev_hash`, a newline and this event's canonical JSON.
     pub hash: String,
-    /// Decisions: the org's `four_eyes` and `shared_review` when it was made.
+    /// Decisions (`approve`, `reject`, `request_changes`): the organisation's `four_eyes` when
+    /// the decision was made; `null` on every other event. Covered by `hash`.
     pub four_eyes: Option<bool>,
+    /// Decisions: the organisation's `shared_review` when the decision was made; else `null`.
     pub shared_review: Option<bool>,
 }
 

@@ -2,17 +2,14 @@
 //! and their conversions from and to the app's types.
 
 use crate::http::json::Object;
-use crate::http::schema::{
-    ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
-};
+use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{
     DecisionView, DraftInput, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport,
 };
-use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
-use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::invoice::{DecisionKind, InvoiceState};
 use tauros_domain::lines::{LineInput, LineView};
 use tauros_domain::money::MinorAmount;
 use utoipa::ToSchema;
@@ -316,56 +313,11 @@ pub struct DecisionList {
     pub items: Vec<DecisionResponse>,
 }
 
-/// One audit event.
-#[derive(Serialize, ToSchema)]
-pub struct EventResponse {
-    /// Identifies this event.
-    pub id: Uuid,
-    /// 1, 2, … per invoice, without gaps.
-    pub seq: i32,
-    /// The command that caused it.
-    #[schema(value_type = ActionSchema)]
-    pub action: Action,
-    /// The invoice's state before the command; `null` for `create_draft`.
-    #[schema(value_type = Option<InvoiceStateSchema>)]
-    pub from_state: Option<InvoiceState>,
-    /// The invoice's state after the command.
-    #[schema(value_type = InvoiceStateSchema)]
-    pub to_state: InvoiceState,
-    /// Who acted.
-    #[schema(value_type = ActorKindSchema)]
-    pub actor_kind: ActorKind,
-    /// The human or agent who acted; `null` for `system`.
-    pub actor_id: Option<Uuid>,
-    /// The entry point the command came through.
-    #[schema(value_type = InterfaceSchema)]
-    pub interface: Interface,
-    /// The revision concerned.
-    pub revision_id: Option<Uuid>,
-    /// That revision's `payload_hash`.
-    pub payload_hash: Option<String>,
-    /// The idempotency key (create only).
-    pub idempotency_key: Option<String>,
-    /// The reason sent with the command, if any.
-    pub note: Option<String>,
-    /// When the command took effect (RFC 3339, UTC).
-    pub occurred_at: DateTime<Utc>,
-    /// The hash of the event before (64 zeros for the first).
-    pub prev_hash: String,
-    /// Lowercase hex SHA-256 of `prev_hash`, a newline and this event's canonical JSON.
-    pub hash: String,
-    /// Decisions (`approve`, `reject`, `request_changes`): the organisation's `four_eyes` when
-    /// the decision was made; `null` on every other event. Covered by `hash`.
-    pub four_eyes: Option<bool>,
-    /// Decisions: the organisation's `shared_review` when the decision was made; else `null`.
-    pub shared_review: Option<bool>,
-}
-
 /// The trail, in order.
 #[derive(Serialize, ToSchema)]
 pub struct EventList {
     /// The events.
-    pub items: Vec<EventResponse>,
+    pub items: Vec<EventView>,
 }
 
 /// One revision's seal check.
@@ -476,30 +428,6 @@ impl From<DecisionView> for DecisionResponse {
             reason: d.reason,
             approver_id: d.approver_id,
             decided_at: d.decided_at,
-        }
-    }
-}
-
-impl From<EventView> for EventResponse {
-    fn from(e: EventView) -> Self {
-        EventResponse {
-            id: e.id,
-            seq: e.seq,
-            action: e.action,
-            from_state: e.from_state,
-            to_state: e.to_state,
-            actor_kind: e.actor_kind,
-            actor_id: e.actor_id,
-            interface: e.interface,
-            revision_id: e.revision_id,
-            payload_hash: e.payload_hash,
-            idempotency_key: e.idempotency_key,
-            note: e.note,
-            occurred_at: e.occurred_at,
-            prev_hash: e.prev_hash,
-            hash: e.hash,
-            four_eyes: e.four_eyes,
-            shared_review: e.shared_review,
         }
     }
 }

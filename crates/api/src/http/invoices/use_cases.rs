@@ -116,9 +116,8 @@ pub(crate) async fn decisions(
 
 /// An invoice's audit trail, in order.
 pub(crate) async fn events(app: &App, actor: &Actor, id: Uuid) -> Result<EventList, ApiError> {
-    let rows = app.list_events(actor, id).await?;
     Ok(EventList {
-        items: rows.into_iter().map(Into::into).collect(),
+        items: app.list_events(actor, id).await?,
     })
 }
 
