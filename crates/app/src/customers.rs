@@ -7,24 +7,33 @@ use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::lists::PageRequest;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tauros_domain::error::required;
 use tauros_domain::identity;
 use tauros_domain::identity::Capability;
 use tauros_domain::text::{checked_text, required_text};
 use tauros_domain::visibility::Scope;
 use tauros_store::{CustomerRow, Lock, Reader, Tx};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// A customer as clients see it.
-#[derive(Clone, Debug)]
+// A customer as clients see it: REST answers with it (`CustomerResponse` in the OpenAPI
+// document).
+/// Someone an agent bills; managed by the agent's human.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = CustomerResponse)]
 pub struct CustomerView {
+    /// The `customer_id` of an invoice billed to this customer.
     pub id: Uuid,
+    /// The agent it belongs to.
     pub agent_id: Uuid,
-    /// Name, 1–160 characters.
+    /// Display name, 1–160 characters (not part of any invoice seal).
     pub name: String,
-    /// Email, 1–254 characters.
+    /// Contact email, 1–254 characters (not part of any invoice seal).
     pub email: String,
+    /// When the customer was created (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
+    /// When its name or email last changed, or `created_at` (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 

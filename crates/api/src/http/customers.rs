@@ -6,7 +6,6 @@ use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{Actor, App, CustomerChange, CustomerView, NewCustomer};
 use utoipa::ToSchema;
@@ -57,41 +56,11 @@ pub struct UpdateCustomerRequest {
     pub email: Option<String>,
 }
 
-/// Someone an agent bills; managed by the agent's human.
-#[derive(Serialize, ToSchema)]
-pub struct CustomerResponse {
-    /// The `customer_id` of an invoice billed to this customer.
-    pub id: Uuid,
-    /// The agent it belongs to.
-    pub agent_id: Uuid,
-    /// Display name, 1–160 characters (not part of any invoice seal).
-    pub name: String,
-    /// Contact email, 1–254 characters (not part of any invoice seal).
-    pub email: String,
-    /// When the customer was created (RFC 3339, UTC).
-    pub created_at: DateTime<Utc>,
-    /// When its name or email last changed, or `created_at` (RFC 3339, UTC).
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<CustomerView> for CustomerResponse {
-    fn from(c: CustomerView) -> Self {
-        CustomerResponse {
-            id: c.id,
-            agent_id: c.agent_id,
-            name: c.name,
-            email: c.email,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        }
-    }
-}
-
 /// A page of customers, newest first.
 #[derive(Serialize, ToSchema)]
 pub struct CustomerList {
     /// The customers.
-    pub items: Vec<CustomerResponse>,
+    pub items: Vec<CustomerView>,
     /// `?cursor=` for the next page; `null` on the last.
     pub next_cursor: Option<String>,
 }
@@ -100,14 +69,14 @@ pub struct CustomerList {
 #[utoipa::path(post, path = "/v1/customers", tag = "customers", security(("bearer" = [])),
     request_body = CreateCustomerRequest,
     responses(
-        (status = 201, description = "Created", body = CustomerResponse),
+        (status = 201, description = "Created", body = CustomerView),
         (status = 403, description = "`forbidden`: agents may not create customers", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_customer(
     State(state): State<AppState>,
     Auth(actor): Auth,
     StrictJson(body): StrictJson<CreateCustomerRequest>,
-) -> Result<(StatusCode, Json<CustomerResponse>), ApiError> {
+) -> Result<(StatusCode, Json<CustomerView>), ApiError> {
     let customer = state
         .app
         .create_customer(
@@ -119,7 +88,7 @@ async fn create_customer(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(customer.into())))
+    Ok((StatusCode::CREATED, Json(customer)))
 }
 
 /// The customers the caller may see: an agent its own, a human those of their agents.
@@ -142,25 +111,22 @@ pub(crate) async fn list(
 ) -> Result<CustomerList, ApiError> {
     let rows = app.list_customers(actor, params.page()).await?;
     let (items, next_cursor) = params.split(rows, |c| c.id);
-    Ok(CustomerList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    })
+    Ok(CustomerList { items, next_cursor })
 }
 
 /// One customer.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Customer id")),
     responses(
-        (status = 200, description = "The customer", body = CustomerResponse),
+        (status = 200, description = "The customer", body = CustomerView),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_customer(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
-) -> Result<Json<CustomerResponse>, ApiError> {
-    Ok(Json(state.app.get_customer(&actor, id).await?.into()))
+) -> Result<Json<CustomerView>, ApiError> {
+    Ok(Json(state.app.get_customer(&actor, id).await?))
 }
 
 /// Change a customer's name or email (the owning human).
@@ -168,7 +134,7 @@ async fn get_customer(
     params(("id" = Uuid, Path, description = "Customer id")),
     request_body = UpdateCustomerRequest,
     responses(
-        (status = 200, description = "Updated", body = CustomerResponse),
+        (status = 200, description = "Updated", body = CustomerView),
         (status = 403, description = "`forbidden`: agents may not change customers", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -177,14 +143,12 @@ async fn update_customer(
     Auth(actor): Auth,
     IdPath(id): IdPath,
     StrictJson(body): StrictJson<UpdateCustomerRequest>,
-) -> Result<Json<CustomerResponse>, ApiError> {
+) -> Result<Json<CustomerView>, ApiError> {
     let change = CustomerChange {
         name: body.name,
         email: body.email,
     };
-    Ok(Json(
-        state.app.update_customer(&actor, id, change).await?.into(),
-    ))
+    Ok(Json(state.app.update_customer(&actor, id, change).await?))
 }
 
 /// Delete a customer that no invoice revision references (the owning human).
