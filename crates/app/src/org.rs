@@ -8,10 +8,13 @@ use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::lists::PageRequest;
 use crate::proposals::{ChangeView, pending, propose};
+use crate::schema::{ActorKindSchema, InterfaceSchema};
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tauros_domain::governance::{self as rules, ChangeKind, Settings, SettingsOutcome};
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_store::{AuditRow, Lock, OrgRow, Tx};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 pub use tauros_domain::governance::SettingsRequest as OrgSettingsChange;
@@ -49,18 +52,34 @@ pub enum OrgUpdate {
     Proposed(ChangeView),
 }
 
-/// One row of the org audit trail.
-#[derive(Clone, Debug)]
+// One row of the org audit trail, as the wire shows it: REST answers with it
+// (`AuditEventResponse` in the OpenAPI document).
+/// One audited change.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = AuditEventResponse)]
 pub struct AuditEventView {
+    /// Identifies the event.
     pub id: Uuid,
+    /// Who acted.
+    #[schema(value_type = ActorKindSchema)]
     pub actor_kind: ActorKind,
+    /// The human or agent who acted; `null` for `system` (e.g. the command line).
     pub actor_id: Option<Uuid>,
+    /// The entry point the change came through.
+    #[schema(value_type = InterfaceSchema)]
     pub interface: Interface,
+    /// What happened, e.g. `org.settings_changed`, `user.invited`, `user.deactivated`,
+    /// `agent.key_rotated`, `org.change_proposed`.
     pub action: String,
+    /// The kind of record changed: `org`, `user`, `agent`, `customer`, `payment_destination`,
+    /// `org_change`.
     pub subject_type: String,
+    /// The record changed.
     pub subject_id: Uuid,
-    /// What changed, as recorded (a JSON object).
+    /// What changed (never a secret).
+    #[schema(value_type = Object)]
     pub detail: serde_json::Value,
+    /// When (RFC 3339, UTC).
     pub occurred_at: DateTime<Utc>,
 }
 
