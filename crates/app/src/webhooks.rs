@@ -15,7 +15,9 @@ use crate::jobs::{ClaimedJob, NewJob, enqueue};
 
 use crate::lists::PageRequest;
 use crate::random::random_32;
+use crate::schema::WebhookEventType;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use std::time::Duration;
 use tauros_domain::webhook::{
     self as rules, AllowList, EndpointInput, EventFacts, Outcome, SealError, SigningSecret,
@@ -24,6 +26,7 @@ use tauros_domain::webhook::{
 use tauros_store::{
     EventRow, Lock, Tx, WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow,
 };
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// A registration as sent.
@@ -35,19 +38,28 @@ pub struct NewWebhookEndpoint {
     pub timeout_seconds: Option<i64>,
 }
 
-/// An endpoint as approvers see it (never its secret).
-#[derive(Clone, Debug)]
+// An endpoint as approvers see it, as the wire shows it (`WebhookEndpointResponse` in the
+// OpenAPI document).
+/// A webhook endpoint (never its secret).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = WebhookEndpointResponse)]
 pub struct WebhookEndpointView {
     pub id: Uuid,
+    /// Where deliveries are POSTed (normalised: lowercase host).
     pub url: String,
     /// The event types it receives.
+    #[schema(value_type = Vec<WebhookEventType>)]
     pub events: Vec<&'static str>,
+    /// A note for humans.
     pub description: Option<String>,
+    /// Seconds one attempt may take.
     pub timeout_seconds: i32,
     /// The approver who registered it.
     pub created_by: Uuid,
     pub created_at: DateTime<Utc>,
+    /// When it last changed (its secret was rotated), or `created_at`.
     pub updated_at: DateTime<Utc>,
+    /// When its secret was last rotated.
     pub secret_rotated_at: Option<DateTime<Utc>>,
 }
 
@@ -75,27 +87,35 @@ pub struct WithSecret {
     pub secret: SigningSecret,
 }
 
-/// One delivery attempt, with what its job will do next.
-#[derive(Clone, Debug)]
+// One delivery attempt, with what its job will do next, as the wire shows it
+// (`WebhookAttemptResponse` in the OpenAPI document).
+/// One delivery attempt.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = WebhookAttemptResponse)]
 pub struct WebhookAttemptView {
     pub id: Uuid,
-    /// The delivery job (`GET /v1/jobs/{id}`).
-    pub job_id: Uuid,
-    /// The invoice event delivered: the `webhook-id` header.
+    /// The invoice event delivered: the `webhook-id` header, the same on every attempt.
     pub event_id: Uuid,
+    #[schema(value_type = WebhookEventType)]
     pub event_type: String,
-    /// The job's counted attempt this was (from 1).
+    /// The delivery's job (`GET /v1/jobs/{id}`; retry a discarded one there).
+    pub job_id: Uuid,
+    /// The delivery's counted attempt this was, from 1.
     pub attempt: i32,
-    /// The receiver's answer, if one arrived.
+    /// The endpoint's answer, when one arrived (2xx: delivered).
     pub status_code: Option<i32>,
-    /// Why no answer arrived: `timeout`, `dns`, `address_refused`, `network`.
+    /// Why no answer arrived: `timeout`, `dns`, `address_refused` (the host resolved to an
+    /// address the outbound policy refuses) or `network`.
     pub error_kind: Option<String>,
+    /// What went wrong, at most 200 characters.
     pub error: Option<String>,
+    /// From the first byte sent (or the name lookup) to the answer or the failure.
     pub duration_ms: i64,
+    /// Whether the endpoint took the event (a 2xx answer).
     pub delivered: bool,
     pub attempted_at: DateTime<Utc>,
-    /// When the delivery is tried again, for the last failed attempt of a delivery that will
-    /// be retried.
+    /// When the delivery is tried again: on the latest failed attempt of a delivery that will
+    /// be retried; `null` otherwise.
     pub next_retry_at: Option<DateTime<Utc>>,
 }
 
@@ -114,9 +134,9 @@ impl From<WebhookAttemptListed> for WebhookAttemptView {
         };
         WebhookAttemptView {
             id: a.id,
-            job_id: a.job_id,
             event_id: a.event_id,
             event_type: a.event_type,
+            job_id: a.job_id,
             attempt: a.attempt,
             status_code: a.status_code,
             error_kind: a.error_kind,

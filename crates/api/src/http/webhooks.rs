@@ -8,12 +8,10 @@ use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{NewWebhookEndpoint, WebhookAttemptView, WebhookEndpointView, WithSecret};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -47,48 +45,10 @@ pub struct CreateWebhookEndpointRequest {
     pub timeout_seconds: Option<i64>,
 }
 
-/// A webhook endpoint (never its secret).
-#[derive(Serialize, ToSchema)]
-pub struct WebhookEndpointResponse {
-    pub id: Uuid,
-    /// Where deliveries are POSTed (normalised: lowercase host).
-    pub url: String,
-    /// The event types it receives.
-    #[schema(value_type = Vec<WebhookEventType>)]
-    pub events: Vec<&'static str>,
-    /// A note for humans.
-    pub description: Option<String>,
-    /// Seconds one attempt may take.
-    pub timeout_seconds: i32,
-    /// The approver who registered it.
-    pub created_by: Uuid,
-    pub created_at: DateTime<Utc>,
-    /// When it last changed (its secret was rotated), or `created_at`.
-    pub updated_at: DateTime<Utc>,
-    /// When its secret was last rotated.
-    pub secret_rotated_at: Option<DateTime<Utc>>,
-}
-
-impl From<WebhookEndpointView> for WebhookEndpointResponse {
-    fn from(e: WebhookEndpointView) -> Self {
-        WebhookEndpointResponse {
-            id: e.id,
-            url: e.url,
-            events: e.events,
-            description: e.description,
-            timeout_seconds: e.timeout_seconds,
-            created_by: e.created_by,
-            created_at: e.created_at,
-            updated_at: e.updated_at,
-            secret_rotated_at: e.secret_rotated_at,
-        }
-    }
-}
-
 /// An endpoint with its signing secret: shown in this answer and never again.
 #[derive(Serialize, ToSchema)]
 pub struct WebhookEndpointWithSecret {
-    pub endpoint: WebhookEndpointResponse,
+    pub endpoint: WebhookEndpointView,
     /// `whsec_` + the base64 of 32 random bytes; the HMAC-SHA256 key is the decoded bytes
     /// (Standard Webhooks). Store it now: it cannot be read again, only rotated.
     #[schema(example = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")]
@@ -98,7 +58,7 @@ pub struct WebhookEndpointWithSecret {
 impl From<WithSecret> for WebhookEndpointWithSecret {
     fn from(w: WithSecret) -> Self {
         WebhookEndpointWithSecret {
-            endpoint: w.endpoint.into(),
+            endpoint: w.endpoint,
             secret: w.secret.expose().to_owned(),
         }
     }
@@ -107,63 +67,15 @@ impl From<WithSecret> for WebhookEndpointWithSecret {
 /// A page of endpoints, newest first.
 #[derive(Serialize, ToSchema)]
 pub struct WebhookEndpointList {
-    pub items: Vec<WebhookEndpointResponse>,
+    pub items: Vec<WebhookEndpointView>,
     /// `?cursor=` for the next page; `null` on the last.
     pub next_cursor: Option<String>,
-}
-
-/// One delivery attempt.
-#[derive(Serialize, ToSchema)]
-pub struct WebhookAttemptResponse {
-    pub id: Uuid,
-    /// The invoice event delivered: the `webhook-id` header, the same on every attempt.
-    pub event_id: Uuid,
-    #[schema(value_type = WebhookEventType)]
-    pub event_type: String,
-    /// The delivery's job (`GET /v1/jobs/{id}`; retry a discarded one there).
-    pub job_id: Uuid,
-    /// The delivery's counted attempt this was, from 1.
-    pub attempt: i32,
-    /// The endpoint's answer, when one arrived (2xx: delivered).
-    pub status_code: Option<i32>,
-    /// Why no answer arrived: `timeout`, `dns`, `address_refused` (the host resolved to an
-    /// address the outbound policy refuses) or `network`.
-    pub error_kind: Option<String>,
-    /// What went wrong, at most 200 characters.
-    pub error: Option<String>,
-    /// From the first byte sent (or the name lookup) to the answer or the failure.
-    pub duration_ms: i64,
-    /// Whether the endpoint took the event (a 2xx answer).
-    pub delivered: bool,
-    pub attempted_at: DateTime<Utc>,
-    /// When the delivery is tried again: on the latest failed attempt of a delivery that will
-    /// be retried; `null` otherwise.
-    pub next_retry_at: Option<DateTime<Utc>>,
-}
-
-impl From<WebhookAttemptView> for WebhookAttemptResponse {
-    fn from(a: WebhookAttemptView) -> Self {
-        WebhookAttemptResponse {
-            id: a.id,
-            event_id: a.event_id,
-            event_type: a.event_type,
-            job_id: a.job_id,
-            attempt: a.attempt,
-            status_code: a.status_code,
-            error_kind: a.error_kind,
-            error: a.error,
-            duration_ms: a.duration_ms,
-            delivered: a.delivered,
-            attempted_at: a.attempted_at,
-            next_retry_at: a.next_retry_at,
-        }
-    }
 }
 
 /// A page of delivery attempts, newest first.
 #[derive(Serialize, ToSchema)]
 pub struct WebhookAttemptList {
-    pub items: Vec<WebhookAttemptResponse>,
+    pub items: Vec<WebhookAttemptView>,
     /// `?cursor=` for the next page; `null` on the last.
     pub next_cursor: Option<String>,
 }
@@ -210,17 +122,14 @@ async fn list_webhook_endpoints(
         .list_webhook_endpoints(&actor, params.page())
         .await?;
     let (items, next_cursor) = params.split(rows, |e| e.id);
-    Ok(Json(WebhookEndpointList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    }))
+    Ok(Json(WebhookEndpointList { items, next_cursor }))
 }
 
 /// One webhook endpoint (approvers).
 #[utoipa::path(get, path = "/v1/webhook-endpoints/{id}", tag = "webhooks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Endpoint id")),
     responses(
-        (status = 200, description = "The endpoint", body = WebhookEndpointResponse),
+        (status = 200, description = "The endpoint", body = WebhookEndpointView),
         (status = 403, description = "`forbidden`: only approvers see webhook endpoints", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown or another organisation's", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -228,10 +137,8 @@ async fn get_webhook_endpoint(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
-) -> Result<Json<WebhookEndpointResponse>, ApiError> {
-    Ok(Json(
-        state.app.get_webhook_endpoint(&actor, id).await?.into(),
-    ))
+) -> Result<Json<WebhookEndpointView>, ApiError> {
+    Ok(Json(state.app.get_webhook_endpoint(&actor, id).await?))
 }
 
 /// Delete a webhook endpoint and its attempts (approvers). Its deliveries that wait to run are
@@ -292,8 +199,5 @@ async fn list_webhook_deliveries(
         .list_webhook_attempts(&actor, id, params.page())
         .await?;
     let (items, next_cursor) = params.split(rows, |a| a.id);
-    Ok(Json(WebhookAttemptList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    }))
+    Ok(Json(WebhookAttemptList { items, next_cursor }))
 }
