@@ -22,8 +22,10 @@ use crate::payments::{
     currency, facts_of, invoice_ref_id, invoice_ref_number, set_standing, set_summary, stored_ref,
     summary_of,
 };
+use crate::schema::{InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema, UnmatchedSchema};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{Serialize, Serializer};
 use tauros_domain::currency::Currency;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
@@ -34,72 +36,150 @@ use tauros_domain::settlement::{
 };
 use tauros_domain::visibility::Scope;
 use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// How often an event's transaction starts again when the invoices it must lock changed under
 /// it (each retry follows a concurrent commit, so this is never reached in practice).
 const LOCK_ATTEMPTS: usize = 8;
 
-/// One payment, as humans and the reporting source see it.
-#[derive(Clone, Debug)]
+// One payment, as humans and the reporting source see it, exactly as the wire shows it
+// (`PaymentResponse` in the OpenAPI document).
+/// One payment, as its events and the reconciliation left it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = PaymentResponse)]
 pub struct PaymentView {
+    /// The `{id}` of `/v1/payments/{id}`.
     pub id: Uuid,
+    /// The reporting system.
     pub source: String,
     /// The payment's id at the source.
     pub payment_id: String,
-    /// The invoice as the source named it: exactly one of the two.
+    /// The invoice as the source named it (one of the two; the earliest event's).
     pub invoice_id: Option<Uuid>,
     pub invoice_number: Option<String>,
-    /// The invoice it is matched to; `None` while no invoice has that id or number.
+    /// The invoice it is matched to; `null` while no invoice has that id or number.
     pub matched_invoice_id: Option<Uuid>,
+    /// The amount paid, with exactly the currency's decimals (the earliest event's).
     pub amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
     pub amount_minor: MinorAmount,
     pub currency: String,
+    /// The furthest state any of its events reported; it never moves back.
+    #[schema(value_type = PaymentStateSchema)]
+    #[serde(serialize_with = "payment_state")]
     pub state: PaymentState,
+    /// What Tauros made of it.
+    #[schema(value_type = PaymentStatusSchema)]
+    #[serde(serialize_with = "payment_status")]
     pub status: PaymentStatus,
+    /// Why it counts toward no invoice, when it names one it cannot count toward.
+    #[schema(value_type = Option<UnmatchedSchema>)]
+    #[serde(serialize_with = "unmatched")]
     pub unmatched_reason: Option<Unmatched>,
-    /// Confirmed once, failed since.
+    /// Confirmed once, failed since (the source reversed it).
     pub reversed: bool,
-    /// The part that counts toward its invoice.
+    /// The part that counts toward its invoice, with exactly the currency's decimals; less
+    /// than `amount` when it is overpaid.
     pub allocated: String,
+    /// `allocated` in minor units.
+    #[schema(value_type = u128)]
     pub allocated_minor: MinorAmount,
+    /// How many events were reported about it.
     pub event_count: i32,
+    /// When its first event arrived (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
+    /// When an event or a reconciliation last changed it (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 
-/// One event as the source sent it.
-#[derive(Clone, Debug)]
+// One event as the source sent it, exactly as the wire shows it (`SettlementEventResponse` in
+// the OpenAPI document).
+/// One event as its source sent it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = SettlementEventResponse)]
 pub struct SettlementEventView {
+    /// Tauros's id of the event.
     pub id: Uuid,
+    /// The reporting system.
     pub source: String,
+    /// The event's id at the source.
     pub event_id: String,
+    /// The payment's id at the source.
     pub payment_id: String,
+    /// The invoice as this event named it (one of the two).
     pub invoice_id: Option<Uuid>,
     pub invoice_number: Option<String>,
+    /// The amount this event reported, with exactly the currency's decimals.
     pub amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size (read `amount` in
+    /// JavaScript above 2^53).
+    #[schema(value_type = u128)]
     pub amount_minor: MinorAmount,
     pub currency: String,
+    /// What this event said the payment was.
+    #[schema(value_type = PaymentStateSchema)]
+    #[serde(serialize_with = "payment_state")]
     pub status: PaymentState,
+    /// When it happened at the source (RFC 3339, UTC).
     pub occurred_at: DateTime<Utc>,
-    /// The source's own record, as compact JSON.
+    /// The source's own record, as sent (members in name order).
+    // Kept as the compact JSON text it is stored as; shown as the JSON it holds.
+    #[schema(value_type = Option<Object>)]
+    #[serde(serialize_with = "raw_json")]
     pub raw: Option<String>,
+    /// When Tauros received it first (RFC 3339, UTC).
     pub received_at: DateTime<Utc>,
-    /// It disagrees with its payment's amount, currency or invoice.
+    /// It disagrees with its payment's amount, currency or invoice: the payment is in
+    /// `conflict` until a human has looked.
     pub contradicts: bool,
 }
 
-/// An invoice after reconciliation, as the reporting source sees it.
-#[derive(Clone, Debug)]
+// An invoice after reconciliation, as the reporting source sees it (`PaidInvoiceResponse` in
+// the OpenAPI document).
+/// What a payment's invoice looks like after reconciliation.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = PaidInvoiceResponse)]
 pub struct InvoiceStanding {
+    /// The invoice.
     pub id: Uuid,
+    /// Its number, once issued.
     pub number: Option<String>,
+    #[schema(value_type = InvoiceStateSchema)]
     pub state: InvoiceState,
     pub currency: String,
+    /// How much of the total confirmed payments cover, with exactly the currency's decimals.
     pub amount_paid: String,
+    /// `amount_paid` in minor units.
+    #[schema(value_type = u128)]
     pub amount_paid_minor: MinorAmount,
+    /// What is still to be paid.
     pub balance: String,
+    /// `balance` in minor units.
+    #[schema(value_type = u128)]
     pub balance_minor: MinorAmount,
+}
+
+// The settlement enums have no serde form of their own: the wire shows their names.
+
+fn payment_state<S: Serializer>(v: &PaymentState, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_str())
+}
+
+fn payment_status<S: Serializer>(v: &PaymentStatus, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_str())
+}
+
+fn unmatched<S: Serializer>(v: &Option<Unmatched>, s: S) -> Result<S::Ok, S::Error> {
+    v.map(Unmatched::as_str).serialize(s)
+}
+
+/// `raw` as the JSON it holds (`null` if it were ever not JSON).
+fn raw_json<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_deref()
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .serialize(s)
 }
 
 /// What recording an event answers: the event, its payment, and the invoice the payment is

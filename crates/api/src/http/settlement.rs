@@ -5,22 +5,17 @@
 use super::extract::{Auth, IdPath, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
-use crate::http::schema::{
-    InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema, UnmatchedSchema,
-};
+use crate::http::schema::{PaymentStateSchema, PaymentStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tauros_app::{
     Actor, App, InvoiceStanding, PaymentView, Recorded, Replayed, SettlementEventView,
 };
 use tauros_domain::input::{AmountInput, AmountMinorInput};
-use tauros_domain::invoice::InvoiceState;
-use tauros_domain::money::MinorAmount;
 use tauros_domain::settlement::EventInput;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -113,119 +108,16 @@ impl From<SettlementEventRequest> for EventInput {
     }
 }
 
-/// One event as its source sent it.
-#[derive(Serialize, ToSchema)]
-pub struct SettlementEventResponse {
-    /// Tauros's id of the event.
-    pub id: Uuid,
-    /// The reporting system.
-    pub source: String,
-    /// The event's id at the source.
-    pub event_id: String,
-    /// The payment's id at the source.
-    pub payment_id: String,
-    /// The invoice as this event named it (one of the two).
-    pub invoice_id: Option<Uuid>,
-    pub invoice_number: Option<String>,
-    /// The amount this event reported, with exactly the currency's decimals.
-    pub amount: String,
-    /// `amount` in minor units: an exact JSON integer at any size (read `amount` in
-    /// JavaScript above 2^53).
-    #[schema(value_type = u128)]
-    pub amount_minor: MinorAmount,
-    pub currency: String,
-    /// What this event said the payment was.
-    #[schema(value_type = PaymentStateSchema)]
-    pub status: String,
-    /// When it happened at the source (RFC 3339, UTC).
-    pub occurred_at: DateTime<Utc>,
-    /// The source's own record, as sent (members in name order).
-    #[schema(value_type = Option<Object>)]
-    pub raw: Option<Value>,
-    /// When Tauros received it first (RFC 3339, UTC).
-    pub received_at: DateTime<Utc>,
-    /// It disagrees with its payment's amount, currency or invoice: the payment is in
-    /// `conflict` until a human has looked.
-    pub contradicts: bool,
-}
-
-/// One payment, as its events and the reconciliation left it.
-#[derive(Serialize, ToSchema)]
-pub struct PaymentResponse {
-    /// The `{id}` of `/v1/payments/{id}`.
-    pub id: Uuid,
-    /// The reporting system.
-    pub source: String,
-    /// The payment's id at the source.
-    pub payment_id: String,
-    /// The invoice as the source named it (one of the two; the earliest event's).
-    pub invoice_id: Option<Uuid>,
-    pub invoice_number: Option<String>,
-    /// The invoice it is matched to; `null` while no invoice has that id or number.
-    pub matched_invoice_id: Option<Uuid>,
-    /// The amount paid, with exactly the currency's decimals (the earliest event's).
-    pub amount: String,
-    /// `amount` in minor units: an exact JSON integer at any size.
-    #[schema(value_type = u128)]
-    pub amount_minor: MinorAmount,
-    pub currency: String,
-    /// The furthest state any of its events reported; it never moves back.
-    #[schema(value_type = PaymentStateSchema)]
-    pub state: String,
-    /// What Tauros made of it.
-    #[schema(value_type = PaymentStatusSchema)]
-    pub status: String,
-    /// Why it counts toward no invoice, when it names one it cannot count toward.
-    #[schema(value_type = Option<UnmatchedSchema>)]
-    pub unmatched_reason: Option<String>,
-    /// Confirmed once, failed since (the source reversed it).
-    pub reversed: bool,
-    /// The part that counts toward its invoice, with exactly the currency's decimals; less
-    /// than `amount` when it is overpaid.
-    pub allocated: String,
-    /// `allocated` in minor units.
-    #[schema(value_type = u128)]
-    pub allocated_minor: MinorAmount,
-    /// How many events were reported about it.
-    pub event_count: i32,
-    /// When its first event arrived (RFC 3339, UTC).
-    pub created_at: DateTime<Utc>,
-    /// When an event or a reconciliation last changed it (RFC 3339, UTC).
-    pub updated_at: DateTime<Utc>,
-}
-
-/// What a payment's invoice looks like after reconciliation.
-#[derive(Serialize, ToSchema)]
-pub struct PaidInvoiceResponse {
-    /// The invoice.
-    pub id: Uuid,
-    /// Its number, once issued.
-    pub number: Option<String>,
-    #[schema(value_type = InvoiceStateSchema)]
-    pub state: InvoiceState,
-    pub currency: String,
-    /// How much of the total confirmed payments cover, with exactly the currency's decimals.
-    pub amount_paid: String,
-    /// `amount_paid` in minor units.
-    #[schema(value_type = u128)]
-    pub amount_paid_minor: MinorAmount,
-    /// What is still to be paid.
-    pub balance: String,
-    /// `balance` in minor units.
-    #[schema(value_type = u128)]
-    pub balance_minor: MinorAmount,
-}
-
 /// What reporting an event answers.
 #[derive(Serialize, ToSchema)]
 pub struct SettlementEventRecorded {
     /// The event, as first received.
-    pub event: SettlementEventResponse,
+    pub event: SettlementEventView,
     /// Its payment, as it is now.
-    pub payment: PaymentResponse,
+    pub payment: PaymentView,
     /// The invoice the payment is matched to, as it is now; `null` when it names no known
     /// invoice.
-    pub invoice: Option<PaidInvoiceResponse>,
+    pub invoice: Option<InvoiceStanding>,
     /// `true` when this was a redelivery of an event already recorded: nothing was written.
     pub replayed: bool,
 }
@@ -234,7 +126,7 @@ pub struct SettlementEventRecorded {
 #[derive(Serialize, ToSchema)]
 pub struct PaymentList {
     /// The payments.
-    pub items: Vec<PaymentResponse>,
+    pub items: Vec<PaymentView>,
     /// `?cursor=` for the next page; `null` on the last.
     pub next_cursor: Option<String>,
 }
@@ -243,73 +135,9 @@ pub struct PaymentList {
 #[derive(Serialize, ToSchema)]
 pub struct PaymentDetail {
     /// The payment.
-    pub payment: PaymentResponse,
+    pub payment: PaymentView,
     /// Its events, in the order they arrived.
-    pub events: Vec<SettlementEventResponse>,
-}
-
-// The responses are the app's views as the wire shows them: every member moved as it is, but
-// the states without a serde form (as their names) and `raw` (as the JSON it holds).
-
-impl From<SettlementEventView> for SettlementEventResponse {
-    fn from(e: SettlementEventView) -> Self {
-        SettlementEventResponse {
-            id: e.id,
-            source: e.source,
-            event_id: e.event_id,
-            payment_id: e.payment_id,
-            invoice_id: e.invoice_id,
-            invoice_number: e.invoice_number,
-            amount: e.amount,
-            amount_minor: e.amount_minor,
-            currency: e.currency,
-            status: e.status.as_str().to_owned(),
-            occurred_at: e.occurred_at,
-            raw: e.raw.and_then(|r| serde_json::from_str(&r).ok()),
-            received_at: e.received_at,
-            contradicts: e.contradicts,
-        }
-    }
-}
-
-impl From<PaymentView> for PaymentResponse {
-    fn from(p: PaymentView) -> Self {
-        PaymentResponse {
-            id: p.id,
-            source: p.source,
-            payment_id: p.payment_id,
-            invoice_id: p.invoice_id,
-            invoice_number: p.invoice_number,
-            matched_invoice_id: p.matched_invoice_id,
-            amount: p.amount,
-            amount_minor: p.amount_minor,
-            currency: p.currency,
-            state: p.state.as_str().to_owned(),
-            status: p.status.as_str().to_owned(),
-            unmatched_reason: p.unmatched_reason.map(|u| u.as_str().to_owned()),
-            reversed: p.reversed,
-            allocated: p.allocated,
-            allocated_minor: p.allocated_minor,
-            event_count: p.event_count,
-            created_at: p.created_at,
-            updated_at: p.updated_at,
-        }
-    }
-}
-
-impl From<InvoiceStanding> for PaidInvoiceResponse {
-    fn from(i: InvoiceStanding) -> Self {
-        PaidInvoiceResponse {
-            id: i.id,
-            number: i.number,
-            state: i.state,
-            currency: i.currency,
-            amount_paid: i.amount_paid,
-            amount_paid_minor: i.amount_paid_minor,
-            balance: i.balance,
-            balance_minor: i.balance_minor,
-        }
-    }
+    pub events: Vec<SettlementEventView>,
 }
 
 /// Report one settlement event (agents whose key has the `settlement` capability). A new event
@@ -365,9 +193,9 @@ pub(crate) async fn record(
         invoice,
     } = value;
     Ok(SettlementEventRecorded {
-        event: event.into(),
-        payment: payment.into(),
-        invoice: invoice.map(Into::into),
+        event,
+        payment,
+        invoice,
         replayed,
     })
 }
@@ -396,10 +224,7 @@ async fn list_payments(
         .list_payments(&actor, query.get("status"), params.page())
         .await?;
     let (items, next_cursor) = params.split(rows, |p| p.id);
-    Ok(Json(PaymentList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    }))
+    Ok(Json(PaymentList { items, next_cursor }))
 }
 
 /// One payment with every event reported about it, oldest first (humans who may see it).
@@ -416,8 +241,5 @@ async fn get_payment(
     IdPath(id): IdPath,
 ) -> Result<Json<PaymentDetail>, ApiError> {
     let (p, events) = state.app.get_payment(&actor, id).await?;
-    Ok(Json(PaymentDetail {
-        payment: p.into(),
-        events: events.into_iter().map(Into::into).collect(),
-    }))
+    Ok(Json(PaymentDetail { payment: p, events }))
 }
