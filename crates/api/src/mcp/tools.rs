@@ -12,8 +12,7 @@ use super::schema::Pool;
 use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
 use crate::http::invoices::types::{
-    CreateInvoiceRequest, DecisionResponse, EmptyRequest, InvoiceResponse, ReviseRequest,
-    RevisionResponse,
+    CreateInvoiceRequest, EmptyRequest, InvoiceResponse, ReviseRequest, RevisionResponse,
 };
 use crate::http::invoices::use_cases as invoices;
 use crate::http::json::parse_value;
@@ -368,7 +367,7 @@ struct DestinationCommand {
 struct InvoiceWithHistory {
     invoice: InvoiceResponse,
     revisions: Vec<RevisionResponse>,
-    decisions: Vec<DecisionResponse>,
+    decisions: Vec<tauros_app::DecisionView>,
     events: Vec<tauros_app::EventView>,
 }
 

@@ -1,7 +1,9 @@
 //! How invoices, revisions, decisions and events look to callers, and the mappers from rows.
 
 use crate::error::{AppError, AppResult};
-use crate::schema::{ActionSchema, ActorKindSchema, InterfaceSchema, InvoiceStateSchema};
+use crate::schema::{
+    ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
+};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use std::str::FromStr;
@@ -66,26 +68,42 @@ pub struct InvoiceView {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The latest decision on an invoice, as every read of the invoice carries it.
-#[derive(Debug, Clone)]
+// The latest decision on an invoice, as every read of the invoice carries it and the wire
+// shows it (`LatestDecisionResponse` in the OpenAPI document).
+/// The latest decision on an invoice.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = LatestDecisionResponse)]
 pub struct LatestDecision {
+    #[schema(value_type = DecisionKindSchema)]
     pub decision: DecisionKind,
+    /// The approver's reason (required for `rejected` and `changes_requested`).
     pub reason: Option<String>,
-    /// The revision decided on (an older one once the agent revised since).
+    /// The revision decided on; an older one than `current_revision` once the agent revised.
     pub revision_id: Uuid,
+    /// When the approver decided (RFC 3339, UTC).
     pub decided_at: DateTime<Utc>,
 }
 
-/// A human's decision on one revision.
-#[derive(Debug, Clone)]
+// A human's decision on one revision, as the wire shows it (`DecisionResponse` in the OpenAPI
+// document).
+/// An approver's answer to one exact revision.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = DecisionResponse)]
 pub struct DecisionView {
+    /// Identifies this decision; a revision has at most one.
     pub id: Uuid,
+    /// The revision decided on.
     pub revision_id: Uuid,
+    /// What the approver decided.
+    #[schema(value_type = DecisionKindSchema)]
     pub decision: DecisionKind,
-    /// The hash the approver decided on.
+    /// The `payload_hash` the approver named, which matched the revision's.
     pub payload_hash: String,
+    /// The approver's reason.
     pub reason: Option<String>,
+    /// The human who decided.
     pub approver_id: Uuid,
+    /// When the decision was recorded (RFC 3339, UTC).
     pub decided_at: DateTime<Utc>,
 }
 

@@ -2,14 +2,14 @@
 //! and their conversions from and to the app's types.
 
 use crate::http::json::Object;
-use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
+use crate::http::schema::InvoiceStateSchema;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{
     DecisionView, DraftInput, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport,
 };
 use tauros_domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
-use tauros_domain::invoice::{DecisionKind, InvoiceState};
+use tauros_domain::invoice::InvoiceState;
 use tauros_domain::lines::{LineInput, LineView};
 use tauros_domain::money::MinorAmount;
 use utoipa::ToSchema;
@@ -227,7 +227,7 @@ pub struct InvoiceResponse {
     pub revision_count: i32,
     /// The latest decision on any of its revisions, `null` before the first: after
     /// `request_changes` the invoice is `draft` again and this says why.
-    pub decision: Option<LatestDecisionResponse>,
+    pub decision: Option<LatestDecision>,
     /// How much of the total confirmed payments cover, with exactly the currency's decimals
     /// (never more than the total: an overpayment stays on its payment).
     pub amount_paid: String,
@@ -246,19 +246,6 @@ pub struct InvoiceResponse {
     pub created_at: DateTime<Utc>,
     /// When its latest event happened (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
-}
-
-/// The latest decision on an invoice.
-#[derive(Serialize, ToSchema)]
-pub struct LatestDecisionResponse {
-    #[schema(value_type = DecisionKindSchema)]
-    pub decision: DecisionKind,
-    /// The approver's reason (required for `rejected` and `changes_requested`).
-    pub reason: Option<String>,
-    /// The revision decided on; an older one than `current_revision` once the agent revised.
-    pub revision_id: Uuid,
-    /// When the approver decided (RFC 3339, UTC).
-    pub decided_at: DateTime<Utc>,
 }
 
 /// What every invoice command answers.
@@ -286,31 +273,11 @@ pub struct RevisionList {
     pub items: Vec<RevisionResponse>,
 }
 
-/// An approver's answer to one exact revision.
-#[derive(Serialize, ToSchema)]
-pub struct DecisionResponse {
-    /// Identifies this decision; a revision has at most one.
-    pub id: Uuid,
-    /// The revision decided on.
-    pub revision_id: Uuid,
-    /// What the approver decided.
-    #[schema(value_type = DecisionKindSchema)]
-    pub decision: DecisionKind,
-    /// The `payload_hash` the approver named, which matched the revision's.
-    pub payload_hash: String,
-    /// The approver's reason.
-    pub reason: Option<String>,
-    /// The human who decided.
-    pub approver_id: Uuid,
-    /// When the decision was recorded (RFC 3339, UTC).
-    pub decided_at: DateTime<Utc>,
-}
-
 /// All decisions, oldest first.
 #[derive(Serialize, ToSchema)]
 pub struct DecisionList {
     /// The decisions.
-    pub items: Vec<DecisionResponse>,
+    pub items: Vec<DecisionView>,
 }
 
 /// The trail, in order.
@@ -395,7 +362,7 @@ impl From<InvoiceView> for InvoiceResponse {
             number: i.number,
             current_revision: i.current_revision.into(),
             revision_count: i.revision_count,
-            decision: i.decision.map(LatestDecisionResponse::from),
+            decision: i.decision,
             amount_paid: i.amount_paid,
             amount_paid_minor: i.amount_paid_minor,
             balance: i.balance,
@@ -403,31 +370,6 @@ impl From<InvoiceView> for InvoiceResponse {
             overdue: i.overdue,
             created_at: i.created_at,
             updated_at: i.updated_at,
-        }
-    }
-}
-
-impl From<LatestDecision> for LatestDecisionResponse {
-    fn from(d: LatestDecision) -> Self {
-        LatestDecisionResponse {
-            decision: d.decision,
-            reason: d.reason,
-            revision_id: d.revision_id,
-            decided_at: d.decided_at,
-        }
-    }
-}
-
-impl From<DecisionView> for DecisionResponse {
-    fn from(d: DecisionView) -> Self {
-        DecisionResponse {
-            id: d.id,
-            revision_id: d.revision_id,
-            decision: d.decision,
-            payload_hash: d.payload_hash,
-            reason: d.reason,
-            approver_id: d.approver_id,
-            decided_at: d.decided_at,
         }
     }
 }

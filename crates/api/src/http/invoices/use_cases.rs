@@ -108,9 +108,8 @@ pub(crate) async fn decisions(
     actor: &Actor,
     id: Uuid,
 ) -> Result<DecisionList, ApiError> {
-    let rows = app.list_decisions(actor, id).await?;
     Ok(DecisionList {
-        items: rows.into_iter().map(Into::into).collect(),
+        items: app.list_decisions(actor, id).await?,
     })
 }
 
