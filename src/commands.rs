@@ -93,7 +93,7 @@ pub(crate) async fn org_set(args: OrgSetArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn print_openapi() -> anyhow::Result<()> {
-    println!("{}", tauros_api::openapi::document().to_pretty_json()?);
+    println!("{}", tauros_api::http::document().to_pretty_json()?);
     Ok(())
 }
 

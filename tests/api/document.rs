@@ -15,7 +15,7 @@ both_backends!(members_the_server_requires_are_required_in_the_document);
 /// here) are skipped; `scripts/fuzz` sends them real ids.
 async fn members_the_server_requires_are_required_in_the_document(app: TestApp) {
     let org = app.org().await;
-    let doc = serde_json::to_value(tauros_api::http::openapi::document()).unwrap();
+    let doc = serde_json::to_value(tauros_api::http::document()).unwrap();
     let schemas = &doc["components"]["schemas"];
     let mut checked = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {

@@ -33,7 +33,7 @@ impl App {
         let org_name = checked_text("org", org_name, 160, &mut errors);
         let email = email.trim();
         if !identity::email_is_valid(email) {
-            errors.push(super::FieldError::plain(
+            errors.push(crate::error::FieldError::plain(
                 "email",
                 "invalid_email",
                 "send an email address like name@example.com",

@@ -57,10 +57,10 @@ pub struct CustomerChange {
     pub email: Option<String>,
 }
 
-fn check_email(email: &str, errors: &mut Vec<super::FieldError>) -> String {
+fn check_email(email: &str, errors: &mut Vec<crate::error::FieldError>) -> String {
     let email = email.trim();
     if !identity::email_is_valid(email) {
-        errors.push(super::FieldError::plain(
+        errors.push(crate::error::FieldError::plain(
             "email",
             "invalid_email",
             "send an email address like billing@example.com (1–254 characters, one @, no spaces)",
@@ -106,7 +106,7 @@ impl App {
             // Another human's agent and an unknown id get the same answer.
             errors.insert(
                 0,
-                super::FieldError::plain(
+                crate::error::FieldError::plain(
                     "agent_id",
                     "unknown_agent",
                     "no agent with this id is yours; send the id of an agent you own (GET /v1/agents)",

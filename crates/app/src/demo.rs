@@ -225,7 +225,7 @@ impl App {
             .agent_by_id(org_id, agent_id)
             .await?
             .ok_or_else(|| AppError::Internal("demo agent missing".into()))?;
-        Ok(Actor::Agent(super::Agent {
+        Ok(Actor::Agent(crate::actor::Agent {
             id: row.id,
             org_id: row.org_id,
             owner_id: row.owner_id,

@@ -42,7 +42,7 @@ macro_rules! domain_schema {
     ($ty:ident, $marker:ident, $component:literal, $schema:expr) => {
         #[doc = concat!("The OpenAPI schema of `", stringify!($ty), "`.")]
         pub struct $marker;
-        $crate::schema_enum!($marker, $component, $schema);
+        schema_enum!($marker, $component, $schema);
     };
 }
 
@@ -330,7 +330,7 @@ domain_schema!(
 /// An invoice event a webhook endpoint may receive (`domain::webhook::event_type`).
 pub struct WebhookEventType;
 
-crate::schema_enum!(
+schema_enum!(
     WebhookEventType,
     "WebhookEventType",
     string_enum(

@@ -51,3 +51,10 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(webhooks::routes())
         .merge(ops::routes())
 }
+
+/// The complete OpenAPI document for this build: the routes' own descriptions, finished with
+/// what shared machinery adds ([`openapi::finish`]).
+pub fn document() -> utoipa::openapi::OpenApi {
+    let (_, doc) = api_routes().split_for_parts();
+    openapi::finish(doc)
+}

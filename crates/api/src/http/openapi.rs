@@ -66,12 +66,6 @@ pub fn base() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The complete document for this build.
-pub fn document() -> utoipa::openapi::OpenApi {
-    let (_, doc) = super::api_routes().split_for_parts();
-    finish(doc)
-}
-
 /// Adds what comes from shared machinery rather than from a handler: the statuses of bad
 /// bodies, bad path parameters, missing credentials, rate limits and an unreachable database;
 /// the headers of replays and rate limits; and the schema rules no derive can state (a line's
@@ -444,7 +438,7 @@ mod tests {
     /// `TAUROS_UPDATE_OPENAPI=1`), then review the diff.
     #[test]
     fn committed_openapi_document_matches_the_code() {
-        let generated = format!("{}\n", super::document().to_pretty_json().unwrap());
+        let generated = format!("{}\n", crate::http::document().to_pretty_json().unwrap());
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi/openapi.json");
         if std::env::var_os("TAUROS_UPDATE_OPENAPI").is_some() {
             std::fs::write(path, &generated).unwrap();
@@ -458,7 +452,7 @@ mod tests {
 
     #[test]
     fn every_operation_documents_its_error_statuses() {
-        let doc = serde_json::to_value(super::document()).unwrap();
+        let doc = serde_json::to_value(crate::http::document()).unwrap();
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
                 let statuses: Vec<&str> = op["responses"]
@@ -525,7 +519,7 @@ mod tests {
     /// Generated clients fail on a dangling `$ref`.
     #[test]
     fn every_reference_resolves() {
-        let doc = serde_json::to_value(super::document()).unwrap();
+        let doc = serde_json::to_value(crate::http::document()).unwrap();
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         walk(&doc, &mut |value| {
             if let Some(target) = value.get("$ref").and_then(Value::as_str) {
@@ -539,7 +533,7 @@ mod tests {
     /// `Idempotent-Replayed` on its successes; optional bodies have no `null` branch.
     #[test]
     fn commands_declare_replays_and_bodies_are_never_null() {
-        let doc = serde_json::to_value(super::document()).unwrap();
+        let doc = serde_json::to_value(crate::http::document()).unwrap();
         for (name, op) in operations(&doc) {
             let successes = op["responses"]
                 .as_object()
@@ -567,7 +561,7 @@ mod tests {
     /// A line names exactly one of its two amounts; either is its own shape.
     #[test]
     fn a_line_is_one_of_two_shapes() {
-        let doc = serde_json::to_value(super::document()).unwrap();
+        let doc = serde_json::to_value(crate::http::document()).unwrap();
         let schemas = &doc["components"]["schemas"];
         assert_eq!(
             schemas["LineRequest"]["oneOf"],

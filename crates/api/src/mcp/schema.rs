@@ -15,7 +15,7 @@ const MAX_DEPTH: usize = 16;
 impl Pool {
     /// The REST document's schemas.
     pub(super) fn new() -> Pool {
-        let doc = crate::http::openapi::document();
+        let doc = crate::http::document();
         let schemas = serde_json::to_value(doc)
             .ok()
             .and_then(|d| d.pointer("/components/schemas").cloned())

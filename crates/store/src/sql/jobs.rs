@@ -1,6 +1,6 @@
 //! Jobs, submission records and the test kinds' executions: `JobRead` and `JobWrite` for every
-//! backend's unit of work. The claim is not here: it is backend-only (`postgres.rs`,
-//! `sqlite.rs`). An inserted job wakes idle workers once it commits
+//! backend's unit of work. The claim is not here: it is backend-only (each adapter has its
+//! own). An inserted job wakes idle workers once it commits
 //! ([`Backend::wake_workers`]: `NOTIFY` on PostgreSQL, an in-process notify after commit on
 //! SQLite).
 //!

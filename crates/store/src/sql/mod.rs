@@ -13,8 +13,7 @@
 //!   [`for_share`]: empty on SQLite, whose single writer already serializes write transactions),
 //!   `SKIP LOCKED`, the sanctioned reap, the job wake-up. Why not sqlx's builders generic over
 //!   the database: `docs/DECISIONS.md`, "Storage: SQL as named functions".
-//! - Backend-only statements (the job claim, `LISTEN/NOTIFY`) are in `postgres.rs` and
-//!   `sqlite.rs`, not here.
+//! - Backend-only statements (the job claim, `LISTEN/NOTIFY`) are in the adapters, not here.
 //! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
 
 mod claims;
