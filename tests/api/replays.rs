@@ -107,9 +107,9 @@ async fn a_repeated_decision_replays_after_its_destination_was_retired(app: Test
 
 /// A key that breaks the rule is named the way the route took it (the destination's header by
 /// the header's name, the invoice's key and the list filter as `idempotency_key`), and the rule
-/// is worded the same everywhere.
+/// is worded the same everywhere, naming no surface's spelling of the key.
 async fn a_malformed_key_is_named_as_each_route_takes_it(app: TestApp) {
-    const RULE: &str = "send an Idempotency-Key of 1–200 characters, without surrounding spaces \
+    const RULE: &str = "send an idempotency key of 1–200 characters, without surrounding spaces \
                         or control characters";
     let b = app.billing().await;
     // A header's surrounding spaces never arrive; a key that is too long does.

@@ -1,12 +1,10 @@
 //! RFC 9457 problem details: the one shape every error leaving Tauros has, and the one place
 //! where app errors become HTTP statuses and codes.
 
-use super::headers::IDEMPOTENCY_KEY_HEADER;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tauros_app::{AppError, FieldError, KeyHolder};
-use tauros_domain::fingerprint::INVALID_KEY;
 use utoipa::ToSchema;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -223,9 +221,7 @@ impl From<AppError> for ApiError {
                 "not_found",
                 "no such resource (or it is not visible to you); check the id",
             ),
-            AppError::Validation(errors) => {
-                ApiError::validation(errors.into_iter().map(key_rule_worded).collect())
-            }
+            AppError::Validation(errors) => ApiError::validation(errors),
             AppError::ApproverExists => ApiError::new(
                 S::CONFLICT,
                 "approver_exists",
@@ -299,18 +295,6 @@ impl From<AppError> for ApiError {
             }
         }
     }
-}
-
-/// The idempotency key's rule as every surface words it: by the REST header's name, which MCP
-/// clients have always read too (the use cases name the key neutrally).
-fn key_rule_worded(mut error: FieldError) -> FieldError {
-    if error.code == INVALID_KEY {
-        error.detail = format!(
-            "send an {IDEMPOTENCY_KEY_HEADER} of 1–200 characters, without surrounding spaces or \
-             control characters"
-        );
-    }
-    error
 }
 
 /// The 500 answer: never a stack trace, SQL text or module name.
