@@ -190,11 +190,7 @@ pub(crate) async fn create<K: KeyedCreate>(
         };
         return match K::LOST {
             Lost::CommitAnyway => {
-                let stored = request
-                    .find(&mut *tx)
-                    .await?
-                    .ok_or_else(|| request.vanished())?;
-                let answer = answer(request, &mut *tx, stored).await;
+                let answer = winner(request, &mut *tx).await;
                 tx.commit().await?;
                 answer
             }

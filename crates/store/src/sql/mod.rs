@@ -163,9 +163,8 @@ where
 }
 
 /// The conversions `#[sqlx(try_from = …)]` calls, one set per stored enum (the orphan rule
-/// wants them per concrete type: `impl<T> From<Stored<T>> for T` is refused). No SQL: the
-/// only `macro_rules!` left in the store (docs/DECISIONS.md, "Storage: SQL as named
-/// functions").
+/// wants them per concrete type: `impl<T> From<Stored<T>> for T` is refused). No SQL, like
+/// `stmt.rs`'s `arg_from!` (docs/DECISIONS.md, "Storage: SQL as named functions").
 macro_rules! stored_as_text {
     ($($ty:ty),* $(,)?) => {$(
         impl StoredText for $ty {

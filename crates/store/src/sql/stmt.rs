@@ -88,29 +88,33 @@ pub enum Arg<'a> {
     Bytes(Option<&'a [u8]>),
 }
 
-impl<'a> From<Uuid> for Arg<'a> {
-    fn from(value: Uuid) -> Arg<'a> {
-        Arg::Uuid(Some(value))
-    }
+/// `From` for each type an [`Arg`] carries, and for its `Option` (a typed null).
+macro_rules! arg_from {
+    ($($ty:ty => $variant:ident),* $(,)?) => {$(
+        impl<'a> From<$ty> for Arg<'a> {
+            fn from(value: $ty) -> Arg<'a> {
+                Arg::$variant(Some(value))
+            }
+        }
+
+        impl<'a> From<Option<$ty>> for Arg<'a> {
+            fn from(value: Option<$ty>) -> Arg<'a> {
+                Arg::$variant(value)
+            }
+        }
+    )*};
 }
 
-impl<'a> From<Option<Uuid>> for Arg<'a> {
-    fn from(value: Option<Uuid>) -> Arg<'a> {
-        Arg::Uuid(value)
-    }
-}
-
-impl<'a> From<&'a str> for Arg<'a> {
-    fn from(value: &'a str) -> Arg<'a> {
-        Arg::Text(Some(value))
-    }
-}
-
-impl<'a> From<Option<&'a str>> for Arg<'a> {
-    fn from(value: Option<&'a str>) -> Arg<'a> {
-        Arg::Text(value)
-    }
-}
+arg_from!(
+    Uuid => Uuid,
+    &'a str => Text,
+    i32 => Int,
+    i64 => BigInt,
+    bool => Bool,
+    DateTime<Utc> => Time,
+    NaiveDate => Date,
+    &'a [u8] => Bytes,
+);
 
 impl<'a> From<&'a String> for Arg<'a> {
     fn from(value: &'a String) -> Arg<'a> {
@@ -121,72 +125,6 @@ impl<'a> From<&'a String> for Arg<'a> {
 impl<'a> From<&'a Option<String>> for Arg<'a> {
     fn from(value: &'a Option<String>) -> Arg<'a> {
         Arg::Text(value.as_deref())
-    }
-}
-
-impl<'a> From<i32> for Arg<'a> {
-    fn from(value: i32) -> Arg<'a> {
-        Arg::Int(Some(value))
-    }
-}
-
-impl<'a> From<Option<i32>> for Arg<'a> {
-    fn from(value: Option<i32>) -> Arg<'a> {
-        Arg::Int(value)
-    }
-}
-
-impl<'a> From<i64> for Arg<'a> {
-    fn from(value: i64) -> Arg<'a> {
-        Arg::BigInt(Some(value))
-    }
-}
-
-impl<'a> From<Option<i64>> for Arg<'a> {
-    fn from(value: Option<i64>) -> Arg<'a> {
-        Arg::BigInt(value)
-    }
-}
-
-impl<'a> From<bool> for Arg<'a> {
-    fn from(value: bool) -> Arg<'a> {
-        Arg::Bool(Some(value))
-    }
-}
-
-impl<'a> From<Option<bool>> for Arg<'a> {
-    fn from(value: Option<bool>) -> Arg<'a> {
-        Arg::Bool(value)
-    }
-}
-
-impl<'a> From<DateTime<Utc>> for Arg<'a> {
-    fn from(value: DateTime<Utc>) -> Arg<'a> {
-        Arg::Time(Some(value))
-    }
-}
-
-impl<'a> From<Option<DateTime<Utc>>> for Arg<'a> {
-    fn from(value: Option<DateTime<Utc>>) -> Arg<'a> {
-        Arg::Time(value)
-    }
-}
-
-impl<'a> From<NaiveDate> for Arg<'a> {
-    fn from(value: NaiveDate) -> Arg<'a> {
-        Arg::Date(Some(value))
-    }
-}
-
-impl<'a> From<Option<NaiveDate>> for Arg<'a> {
-    fn from(value: Option<NaiveDate>) -> Arg<'a> {
-        Arg::Date(value)
-    }
-}
-
-impl<'a> From<&'a [u8]> for Arg<'a> {
-    fn from(value: &'a [u8]) -> Arg<'a> {
-        Arg::Bytes(Some(value))
     }
 }
 
