@@ -489,3 +489,26 @@ mod tests {
         );
     }
 }
+
+// The schema of `tauros_domain::lines::LineView` as the wire shows it: the view's own
+// `Serialize` writes exactly these members, and the domain has no OpenAPI.
+/// A line with every amount in both forms.
+#[derive(utoipa::ToSchema)]
+#[schema(as = LineResponse)]
+#[allow(dead_code)]
+pub struct LineSchema {
+    /// As stored and sealed: trimmed and NFC-normalized.
+    description: String,
+    /// Normalized decimal string (`"1.50"` is shown as `"1.5"`).
+    quantity: String,
+    /// Unit price in major units, with exactly the currency's decimals.
+    unit_amount: String,
+    /// `unit_amount` in minor units: an exact JSON integer at any size. JavaScript's
+    /// `JSON.parse` rounds integers above 2^53 (9007199254740992): read `unit_amount` there.
+    unit_amount_minor: u128,
+    /// `quantity × unit_amount`, exactly the currency's decimals.
+    amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
+    /// rounds integers above 2^53 (9007199254740992): read `amount` there.
+    amount_minor: u128,
+}

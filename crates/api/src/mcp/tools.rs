@@ -11,9 +11,7 @@ use super::args::{Id, Key, WithExtras};
 use super::schema::Pool;
 use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
-use crate::http::invoices::types::{
-    CreateInvoiceRequest, EmptyRequest, InvoiceResponse, ReviseRequest, RevisionResponse,
-};
+use crate::http::invoices::types::{CreateInvoiceRequest, EmptyRequest, ReviseRequest};
 use crate::http::invoices::use_cases as invoices;
 use crate::http::json::parse_value;
 use crate::http::problem::ApiError;
@@ -22,7 +20,7 @@ use crate::http::{customers, destinations, sessions, settlement};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tauros_app::{Actor, App, InvoiceQuery};
+use tauros_app::{Actor, App, InvoiceQuery, InvoiceView, RevisionView};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -365,8 +363,8 @@ struct DestinationCommand {
 /// What get_invoice answers: the invoice and its whole history.
 #[derive(Serialize)]
 struct InvoiceWithHistory {
-    invoice: InvoiceResponse,
-    revisions: Vec<RevisionResponse>,
+    invoice: InvoiceView,
+    revisions: Vec<RevisionView>,
     decisions: Vec<tauros_app::DecisionView>,
     events: Vec<tauros_app::EventView>,
 }

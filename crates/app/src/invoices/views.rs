@@ -3,6 +3,7 @@
 use crate::error::{AppError, AppResult};
 use crate::schema::{
     ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
+    LineSchema,
 };
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -18,53 +19,81 @@ use tauros_store::{DecisionRow, EventRow, InvoiceJoined, InvoiceRow, RevisionRow
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// One immutable revision: the financial content and its seal.
-#[derive(Debug, Clone)]
+/// One sealed version of an invoice's content: approvers decide on its `payload_hash`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = RevisionResponse)]
 pub struct RevisionView {
+    /// Name it as `revision_id` when deciding on this revision.
     pub id: Uuid,
-    /// 1 for the proposal, then one more per revise.
+    /// 1, 2, …
     pub number: i32,
+    /// Customer billed.
     pub customer_id: Uuid,
+    /// Destination paid.
     pub payment_destination_id: Uuid,
+    /// Currency code of every amount in this revision.
     pub currency: String,
+    /// When payment is due.
     pub due_date: NaiveDate,
-    /// Every line, each amount in both forms.
+    /// In the order they were sent.
+    #[schema(value_type = Vec<LineSchema>)]
     pub lines: Vec<LineView>,
-    /// Exactly the currency's decimals.
+    /// Sum of the line amounts as a decimal string with exactly the currency's decimals; exact
+    /// at any size.
     pub total: String,
+    /// `total` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
+    /// rounds integers above 2^53 (9007199254740992): read `total` there.
+    #[schema(value_type = u128)]
     pub total_minor: MinorAmount,
+    /// Why the agent proposed this revision (not part of the seal).
     pub reasoning: String,
-    /// The exact canonical bytes that were hashed.
+    /// The exact canonical bytes that were hashed (a JSON string).
     pub canonical_payload: String,
     /// Lowercase hex SHA-256 of `canonical_payload`.
     pub payload_hash: String,
+    /// When this revision was written (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
 }
 
 /// An invoice with its current revision.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = InvoiceResponse)]
 pub struct InvoiceView {
+    /// The `{id}` of `/v1/invoices/{id}`.
     pub id: Uuid,
     /// The proposing agent.
     pub agent_id: Uuid,
-    /// The key the agent created it with.
+    /// The key it was created with.
     pub idempotency_key: String,
+    /// Where the invoice is in its lifecycle.
+    #[schema(value_type = InvoiceStateSchema)]
     pub state: InvoiceState,
-    /// Assigned when the invoice is issued.
+    /// Assigned at issue; `null` until then.
     pub number: Option<String>,
+    /// The current revision.
     pub current_revision: RevisionView,
+    /// How many revisions exist.
     pub revision_count: i32,
-    /// The latest decision on any of its revisions (after `request_changes`: why).
+    /// The latest decision on any of its revisions, `null` before the first: after
+    /// `request_changes` the invoice is `draft` again and this says why.
     pub decision: Option<LatestDecision>,
-    /// How much of the total confirmed payments cover, both forms.
+    /// How much of the total confirmed payments cover, with exactly the currency's decimals
+    /// (never more than the total: an overpayment stays on its payment).
     pub amount_paid: String,
+    /// `amount_paid` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
     pub amount_paid_minor: MinorAmount,
-    /// What is still to be paid, both forms.
+    /// What is still to be paid (`total - amount_paid`), with exactly the currency's decimals.
     pub balance: String,
+    /// `balance` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
     pub balance_minor: MinorAmount,
-    /// Computed now: issued or partially paid, due before today (UTC), a balance open.
+    /// Issued or partially paid, due before today (UTC), a balance open: computed when read,
+    /// never stored.
     pub overdue: bool,
+    /// When the invoice was proposed (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
+    /// When its latest event happened (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
 }
 

@@ -3,8 +3,7 @@
 
 use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
-    EmptyRequest, EventList, InvoiceList, InvoiceResponse, ReviseRequest, RevisionList,
-    VerifyResponse,
+    EmptyRequest, EventList, InvoiceList, ReviseRequest, RevisionList, VerifyResponse,
 };
 use super::use_cases;
 use crate::http::extract::{
@@ -17,7 +16,7 @@ use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use tauros_app::{Actor, InvoiceQuery};
+use tauros_app::{Actor, InvoiceQuery, InvoiceView};
 use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
@@ -119,14 +118,14 @@ pub(super) async fn list_invoices(
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Invoice id")),
     responses(
-        (status = 200, description = "The invoice", body = InvoiceResponse),
+        (status = 200, description = "The invoice", body = InvoiceView),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_invoice(
     State(state): State<AppState>,
     credential: Bearer,
     id: Result<IdPath, ApiError>,
-) -> Result<Json<InvoiceResponse>, ApiError> {
+) -> Result<Json<InvoiceView>, ApiError> {
     let id = match id {
         Ok(IdPath(id)) => id,
         Err(refused) => return Err(credential.refuse(&state, refused).await),

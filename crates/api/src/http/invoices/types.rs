@@ -2,16 +2,10 @@
 //! and their conversions from and to the app's types.
 
 use crate::http::json::Object;
-use crate::http::schema::InvoiceStateSchema;
-use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{
-    DecisionView, DraftInput, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport,
-};
+use tauros_app::{DecisionView, DraftInput, EventView, InvoiceView, RevisionView, VerifyReport};
 use tauros_domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
-use tauros_domain::invoice::InvoiceState;
-use tauros_domain::lines::{LineInput, LineView};
-use tauros_domain::money::MinorAmount;
+use tauros_domain::lines::LineInput;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -152,107 +146,11 @@ pub struct CancelRequest {
 #[serde(deny_unknown_fields)]
 pub struct EmptyRequest {}
 
-/// A line with every amount in both forms.
-#[derive(Serialize, ToSchema)]
-pub struct LineResponse {
-    /// As stored and sealed: trimmed and NFC-normalized.
-    pub description: String,
-    /// Normalized decimal string (`"1.50"` is shown as `"1.5"`).
-    pub quantity: String,
-    /// Unit price in major units, with exactly the currency's decimals.
-    pub unit_amount: String,
-    /// `unit_amount` in minor units: an exact JSON integer at any size. JavaScript's
-    /// `JSON.parse` rounds integers above 2^53 (9007199254740992): read `unit_amount` there.
-    #[schema(value_type = u128)]
-    pub unit_amount_minor: MinorAmount,
-    /// `quantity × unit_amount`, exactly the currency's decimals.
-    pub amount: String,
-    /// `amount` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
-    /// rounds integers above 2^53 (9007199254740992): read `amount` there.
-    #[schema(value_type = u128)]
-    pub amount_minor: MinorAmount,
-}
-
-/// One sealed version of an invoice's content: approvers decide on its `payload_hash`.
-#[derive(Serialize, ToSchema)]
-pub struct RevisionResponse {
-    /// Name it as `revision_id` when deciding on this revision.
-    pub id: Uuid,
-    /// 1, 2, …
-    pub number: i32,
-    /// Customer billed.
-    pub customer_id: Uuid,
-    /// Destination paid.
-    pub payment_destination_id: Uuid,
-    /// Currency code of every amount in this revision.
-    pub currency: String,
-    /// When payment is due.
-    pub due_date: NaiveDate,
-    /// In the order they were sent.
-    pub lines: Vec<LineResponse>,
-    /// Sum of the line amounts as a decimal string with exactly the currency's decimals; exact
-    /// at any size.
-    pub total: String,
-    /// `total` in minor units: an exact JSON integer at any size. JavaScript's `JSON.parse`
-    /// rounds integers above 2^53 (9007199254740992): read `total` there.
-    #[schema(value_type = u128)]
-    pub total_minor: MinorAmount,
-    /// Why the agent proposed this revision (not part of the seal).
-    pub reasoning: String,
-    /// The exact canonical bytes that were hashed (a JSON string).
-    pub canonical_payload: String,
-    /// Lowercase hex SHA-256 of `canonical_payload`.
-    pub payload_hash: String,
-    /// When this revision was written (RFC 3339, UTC).
-    pub created_at: DateTime<Utc>,
-}
-
-/// An invoice with its current revision.
-#[derive(Serialize, ToSchema)]
-pub struct InvoiceResponse {
-    /// The `{id}` of `/v1/invoices/{id}`.
-    pub id: Uuid,
-    /// The proposing agent.
-    pub agent_id: Uuid,
-    /// The key it was created with.
-    pub idempotency_key: String,
-    /// Where the invoice is in its lifecycle.
-    #[schema(value_type = InvoiceStateSchema)]
-    pub state: InvoiceState,
-    /// Assigned at issue; `null` until then.
-    pub number: Option<String>,
-    /// The current revision.
-    pub current_revision: RevisionResponse,
-    /// How many revisions exist.
-    pub revision_count: i32,
-    /// The latest decision on any of its revisions, `null` before the first: after
-    /// `request_changes` the invoice is `draft` again and this says why.
-    pub decision: Option<LatestDecision>,
-    /// How much of the total confirmed payments cover, with exactly the currency's decimals
-    /// (never more than the total: an overpayment stays on its payment).
-    pub amount_paid: String,
-    /// `amount_paid` in minor units: an exact JSON integer at any size.
-    #[schema(value_type = u128)]
-    pub amount_paid_minor: MinorAmount,
-    /// What is still to be paid (`total - amount_paid`), with exactly the currency's decimals.
-    pub balance: String,
-    /// `balance` in minor units: an exact JSON integer at any size.
-    #[schema(value_type = u128)]
-    pub balance_minor: MinorAmount,
-    /// Issued or partially paid, due before today (UTC), a balance open: computed when read,
-    /// never stored.
-    pub overdue: bool,
-    /// When the invoice was proposed (RFC 3339, UTC).
-    pub created_at: DateTime<Utc>,
-    /// When its latest event happened (RFC 3339, UTC).
-    pub updated_at: DateTime<Utc>,
-}
-
 /// What every invoice command answers.
 #[derive(Serialize, ToSchema)]
 pub struct CommandResponse {
     /// The invoice as it is now.
-    pub invoice: InvoiceResponse,
+    pub invoice: InvoiceView,
     /// `true` when the command's goal already held and nothing was written.
     pub replayed: bool,
 }
@@ -261,7 +159,7 @@ pub struct CommandResponse {
 #[derive(Serialize, ToSchema)]
 pub struct InvoiceList {
     /// The invoices.
-    pub items: Vec<InvoiceResponse>,
+    pub items: Vec<InvoiceView>,
     /// `?cursor=` for the next page; `null` on the last.
     pub next_cursor: Option<String>,
 }
@@ -270,7 +168,7 @@ pub struct InvoiceList {
 #[derive(Serialize, ToSchema)]
 pub struct RevisionList {
     /// The revisions.
-    pub items: Vec<RevisionResponse>,
+    pub items: Vec<RevisionView>,
 }
 
 /// All decisions, oldest first.
@@ -314,64 +212,6 @@ pub struct VerifyResponse {
     pub revisions: Vec<RevisionCheck>,
     /// The check of the event chain.
     pub events: EventsCheck,
-}
-
-// The responses are the app's views as the wire shows them: every member moved as it is, but
-// the few whose wire form differs (a quantity as a string).
-
-impl From<LineView> for LineResponse {
-    fn from(l: LineView) -> Self {
-        LineResponse {
-            description: l.description,
-            quantity: l.quantity.to_string(),
-            unit_amount: l.unit_amount,
-            unit_amount_minor: l.unit_amount_minor,
-            amount: l.amount,
-            amount_minor: l.amount_minor,
-        }
-    }
-}
-
-impl From<RevisionView> for RevisionResponse {
-    fn from(r: RevisionView) -> Self {
-        RevisionResponse {
-            id: r.id,
-            number: r.number,
-            customer_id: r.customer_id,
-            payment_destination_id: r.payment_destination_id,
-            currency: r.currency,
-            due_date: r.due_date,
-            lines: r.lines.into_iter().map(LineResponse::from).collect(),
-            total: r.total,
-            total_minor: r.total_minor,
-            reasoning: r.reasoning,
-            canonical_payload: r.canonical_payload,
-            payload_hash: r.payload_hash,
-            created_at: r.created_at,
-        }
-    }
-}
-
-impl From<InvoiceView> for InvoiceResponse {
-    fn from(i: InvoiceView) -> Self {
-        InvoiceResponse {
-            id: i.id,
-            agent_id: i.agent_id,
-            idempotency_key: i.idempotency_key,
-            state: i.state,
-            number: i.number,
-            current_revision: i.current_revision.into(),
-            revision_count: i.revision_count,
-            decision: i.decision,
-            amount_paid: i.amount_paid,
-            amount_paid_minor: i.amount_paid_minor,
-            balance: i.balance,
-            balance_minor: i.balance_minor,
-            overdue: i.overdue,
-            created_at: i.created_at,
-            updated_at: i.updated_at,
-        }
-    }
 }
 
 impl From<VerifyReport> for VerifyResponse {

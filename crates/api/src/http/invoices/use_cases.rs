@@ -4,8 +4,8 @@
 //! here, once.
 
 use super::types::{
-    CommandResponse, CreateInvoiceRequest, DecisionList, EventList, InvoiceList, InvoiceResponse,
-    ReviseRequest, RevisionList,
+    CommandResponse, CreateInvoiceRequest, DecisionList, EventList, InvoiceList, ReviseRequest,
+    RevisionList,
 };
 use crate::http::extract::ListParams;
 use crate::http::problem::ApiError;
@@ -24,7 +24,7 @@ pub(crate) fn command(
         metrics::counter!("tauros_replays_total", "resource" => "invoice").increment(1);
     }
     Ok(CommandResponse {
-        invoice: view.into(),
+        invoice: view,
         replayed,
     })
 }
@@ -75,19 +75,12 @@ pub(crate) async fn list(
 ) -> Result<InvoiceList, ApiError> {
     let rows = app.list_invoices(caller, query, params.page()).await?;
     let (items, next_cursor) = params.split(rows, |i| i.id);
-    Ok(InvoiceList {
-        items: items.into_iter().map(Into::into).collect(),
-        next_cursor,
-    })
+    Ok(InvoiceList { items, next_cursor })
 }
 
 /// One invoice the caller may see.
-pub(crate) async fn get(
-    app: &App,
-    caller: Caller<'_>,
-    id: Uuid,
-) -> Result<InvoiceResponse, ApiError> {
-    Ok(app.get_invoice(caller, id).await?.into())
+pub(crate) async fn get(app: &App, caller: Caller<'_>, id: Uuid) -> Result<InvoiceView, ApiError> {
+    Ok(app.get_invoice(caller, id).await?)
 }
 
 /// Every revision of an invoice, oldest first.
@@ -96,9 +89,8 @@ pub(crate) async fn revisions(
     actor: &Actor,
     id: Uuid,
 ) -> Result<RevisionList, ApiError> {
-    let rows = app.list_revisions(actor, id).await?;
     Ok(RevisionList {
-        items: rows.into_iter().map(Into::into).collect(),
+        items: app.list_revisions(actor, id).await?,
     })
 }
 
