@@ -243,8 +243,15 @@ def tab_to(page, condition, backwards=False, presses=60):
     raise AssertionError(f"not reached with the keyboard: {condition}")
 
 
-def right_aligned_tabular(locator):
-    style = locator.evaluate("e => [getComputedStyle(e).textAlign, getComputedStyle(e).fontVariantNumeric]")
+def right_aligned_tabular(locator, timeout=5):
+    """The cell is right-aligned with tabular figures. Read again while the element the locator
+    found was replaced by a re-render in between (a detached element has no computed style)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        style = locator.evaluate("e => [getComputedStyle(e).textAlign, getComputedStyle(e).fontVariantNumeric]")
+        if style[0] or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
     assert style[0] in ("right", "end") and "tabular-nums" in style[1], style
 
 
