@@ -59,15 +59,11 @@ pub trait ClaimWrite: ClaimRead {
     /// Deletes up to `limit` completed claims whose retention ended before `now`, skipping
     /// rows another transaction holds.
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
-    /// Deletes up to `limit` processing claims admitted before `cutoff` and past their
-    /// retention at `now`, inside a sanctioned reap (the delete guard refuses any other delete
-    /// of a processing claim), skipping rows another transaction holds.
-    async fn reap_claims(
-        &mut self,
-        cutoff: DateTime<Utc>,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<u64>;
+    /// Deletes up to `limit` processing claims admitted longer than `horizon` ago and past
+    /// their retention, both by the database's clock, inside a sanctioned reap (the delete
+    /// guard refuses any other delete of a processing claim), skipping rows another
+    /// transaction holds.
+    async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64>;
     /// The organisation's next invoice number in `year` (1, 2, …), held by this transaction:
     /// a rollback gives it back, so the sequence has no gaps.
     async fn next_invoice_number(&mut self, org_id: Uuid, year: i32) -> StoreResult<i64>;

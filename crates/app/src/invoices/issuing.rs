@@ -301,14 +301,15 @@ impl App {
     }
 
     /// Deletes processing claims abandoned longer than `horizon` (never below the one-day
-    /// floor) and past their retention, skipping any a finaliser holds.
+    /// floor) and past their retention, by the database's clock, skipping any a finaliser
+    /// holds.
     pub async fn reap_claims(&self, horizon: chrono::Duration, batch: i64) -> AppResult<u64> {
         let horizon = horizon.max(chrono::Duration::days(effect::ABANDON_FLOOR_DAYS));
+        let horizon = horizon.to_std().unwrap_or(std::time::Duration::MAX);
         let mut total = 0;
         loop {
-            let at = now();
             let mut tx = self.store.begin().await?;
-            let n = tx.reap_claims(at - horizon, at, batch).await?;
+            let n = tx.reap_claims(horizon, batch).await?;
             tx.commit().await?;
             total += n;
             if n < batch as u64 {

@@ -38,7 +38,7 @@ impl ClaimedJob {
             org_id: self.org_id,
             id: self.id,
             lease_token: self.lease_token,
-            expired_before: None,
+            expired: false,
         }
     }
 
@@ -114,8 +114,8 @@ pub async fn complete_in(tx: &mut dyn Tx, job: &ClaimedJob) -> AppResult<bool> {
 }
 
 impl App {
-    /// Claims the next due job of one of `kinds` under a fresh lease of `lease`; the claim has
-    /// committed when this returns.
+    /// Claims the next due job of one of `kinds` under a fresh lease of `lease` (from the
+    /// database's now); the claim has committed when this returns.
     pub async fn claim_job(
         &self,
         kinds: &[&str],
@@ -126,7 +126,7 @@ impl App {
         let claim = Claim {
             now,
             lease_token: Uuid::new_v4(),
-            lease_expires_at: rules::due_after(now, lease),
+            lease,
             worker,
             kinds,
         };
@@ -156,14 +156,12 @@ impl App {
         }))
     }
 
-    /// Extends the lease by `lease` from now; false when it was lost (the job was rescued
-    /// after it expired): the worker must stop and report nothing.
+    /// Extends the lease to `lease` from the database's now; false when it was lost (the job
+    /// was rescued after it expired, and maybe claimed again): the worker must stop and report
+    /// nothing.
     pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
-        let now = now();
         let mut tx = self.store.begin().await?;
-        let held = tx
-            .extend_lease(job.fence(), rules::due_after(now, lease), now)
-            .await?;
+        let held = tx.extend_lease(job.fence(), lease, now()).await?;
         tx.commit().await?;
         Ok(held)
     }
@@ -200,7 +198,7 @@ impl App {
         Ok(applied.then_some(next))
     }
 
-    /// Settles up to `limit` executions whose lease expired before now: each becomes
+    /// Settles up to `limit` executions whose lease expired by the database's clock: each becomes
     /// `retryable` at the same attempt after its backoff (`cap_of` its kind), or `discarded`
     /// once it was interrupted `max_interruptions` times. A lease extended meanwhile, or an
     /// execution another process settled first, is left alone.
@@ -211,12 +209,7 @@ impl App {
         limit: i64,
     ) -> AppResult<Vec<Rescued>> {
         let now = now();
-        let expired = self
-            .store
-            .reader()
-            .await?
-            .expired_leases(now, limit)
-            .await?;
+        let expired = self.store.reader().await?.expired_leases(limit).await?;
         let mut rescued = Vec::new();
         for row in expired {
             let Some(lease_token) = row.lease_token else {
@@ -242,7 +235,7 @@ impl App {
                 org_id: row.org_id,
                 id: row.id,
                 lease_token,
-                expired_before: Some(now),
+                expired: true,
             };
             let mut tx = self.store.begin().await?;
             let applied = tx

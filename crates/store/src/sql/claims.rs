@@ -109,23 +109,19 @@ impl<U: Backend> ClaimWrite for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn reap_claims(
-        &mut self,
-        cutoff: DateTime<Utc>,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<u64> {
+    async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64> {
         query(U::SANCTION_REAP).execute(self).await?;
         let sql = format!(
             "delete from effect_claims where id in (
                  select id from effect_claims
-                 where state = 'processing' and admitted_at < $1 and retain_until < $2
-                 order by admitted_at limit $3{})",
-            U::SKIP_LOCKED
+                 where state = 'processing' and admitted_at < {cutoff} and retain_until < {now}
+                 order by admitted_at limit $2{skip})",
+            cutoff = U::now_plus_ms("(-$1)"),
+            now = U::NOW,
+            skip = U::SKIP_LOCKED
         );
         let done = query(sql)
-            .bind(cutoff)
-            .bind(now)
+            .bind(super::millis(horizon))
             .bind(limit)
             .execute(self)
             .await?;
