@@ -33,6 +33,15 @@ pub struct ClaimCounts {
 #[async_trait]
 pub trait ClaimRead: Send {
     async fn claim_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<ClaimRow>>;
+    /// Whether the organisation has a `processing` claim of `kind` whose business key is
+    /// `key` or starts with `prefix` (the app names both forms of its keys).
+    async fn processing_claim_exists(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        key: &str,
+        prefix: &str,
+    ) -> StoreResult<bool>;
     /// Counts for the operators' gauges (every organisation: an operations figure, never shown
     /// to a tenant).
     async fn claim_counts(&mut self) -> StoreResult<ClaimCounts>;

@@ -148,6 +148,16 @@ pub trait JobRead: Send {
     async fn job_counts(&mut self) -> StoreResult<Vec<JobCount>>;
     /// The oldest due time among claimable jobs due by `now` (every org).
     async fn oldest_due(&mut self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
+    /// Up to `limit` jobs of `kind` in `state` that finished before `before`, every org, by
+    /// id after `after` (the retention's keyset walk over the kinds it does not prune blind).
+    async fn finished_jobs_of_kind(
+        &mut self,
+        kind: &str,
+        state: JobState,
+        before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<JobRow>>;
     /// Executions of one test job, by start time.
     async fn test_executions(
         &mut self,
@@ -179,13 +189,24 @@ pub trait JobWrite: JobRead {
     /// Applies an execution's outcome while the fence holds; false (and nothing written) for a
     /// stale worker's late result.
     async fn settle_job(&mut self, fence: Fence, update: &JobUpdate) -> StoreResult<bool>;
-    /// Deletes up to `limit` jobs in `state` that finished before `before`.
+    /// Deletes up to `limit` jobs in `state` that finished before `before`, except those of
+    /// the `keep` kinds (the app prunes those one by one, [`JobWrite::prune_job`]).
     async fn prune_jobs(
         &mut self,
         state: JobState,
         before: DateTime<Utc>,
+        keep: &[&str],
         limit: i64,
     ) -> StoreResult<u64>;
+    /// Deletes one job if it is still in `state` and finished before `before` (not retried
+    /// meanwhile); false when it was not.
+    async fn prune_job(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: JobState,
+        before: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     async fn insert_test_execution(&mut self, execution: &TestExecutionRow) -> StoreResult<()>;
     /// Cancels the org's jobs of `kind` that wait to run (`available`, `scheduled`,
     /// `retryable`: the states `domain::job::cancel` applies to) and whose submission id starts

@@ -108,6 +108,10 @@ impl Backend for PgUnit {
         now_plus_ms(param)
     }
 
+    fn json_texts(param: &str) -> String {
+        format!("select jsonb_array_elements_text({param}::jsonb)")
+    }
+
     fn map_err(err: sqlx::Error) -> StoreError {
         map_err(err)
     }

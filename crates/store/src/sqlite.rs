@@ -465,6 +465,10 @@ impl Backend for SqliteUnit {
         now_plus_ms(param)
     }
 
+    fn json_texts(param: &str) -> String {
+        format!("select value from json_each({param})")
+    }
+
     fn map_err(err: sqlx::Error) -> StoreError {
         map_err(err)
     }

@@ -411,14 +411,7 @@ impl App {
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
                     crate::jobs::enqueue(
                         &mut *tx,
-                        crate::jobs::NewJob {
-                            org_id: invoice.org_id,
-                            kind: super::ISSUE_JOB.to_owned(),
-                            args: serde_json::json!({ "invoice_id": invoice.id }),
-                            submission_id: Some(invoice.id.to_string()),
-                            max_attempts: None,
-                            run_at: None,
-                        },
+                        crate::jobs::issue_job(invoice.org_id, invoice.id),
                     )
                     .await?;
                 }

@@ -25,7 +25,7 @@ use uuid::Uuid;
 /// The job kind that issues one approved invoice (args `{"invoice_id": …}`).
 pub const ISSUE_JOB: &str = "invoice.issue.v1";
 /// The claim kind and version behind the operation key of an issue.
-const CLAIM_KIND: &str = "invoice.issue";
+pub(crate) const CLAIM_KIND: &str = "invoice.issue";
 const CLAIM_VERSION: u32 = 1;
 
 /// What the peer receives: the approved revision exactly as sealed (its canonical bytes as a

@@ -11,6 +11,7 @@ mod queries;
 mod settling;
 mod views;
 
+pub(crate) use issuing::CLAIM_KIND as ISSUE_CLAIM_KIND;
 pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
 pub use queries::InvoiceQuery;
 pub(crate) use settling::reconcile_invoice;

@@ -253,8 +253,10 @@ impl App {
         Ok(rescued)
     }
 
-    /// Deletes finished jobs older than their retention, at most `batch` per state; their
-    /// submission records stay, so a submission id keeps naming its job.
+    /// Deletes finished jobs older than their retention, at most `batch` per state (and as
+    /// many again of the kinds that hold work); their submission records stay, so a submission
+    /// id keeps naming its job. A job whose business work is unfinished (an issue job whose
+    /// invoice is still approved) is kept, whatever its age: it is the way out.
     pub async fn prune_jobs(&self, retention: &Retention, batch: i64) -> AppResult<u64> {
         let now = now();
         let mut pruned = 0;
@@ -268,8 +270,57 @@ impl App {
                 .and_then(|keep| now.checked_sub_signed(keep))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
             let mut tx = self.store.begin().await?;
-            pruned += tx.prune_jobs(state, before, batch).await?;
+            pruned += tx
+                .prune_jobs(state, before, super::held::HOLDING_KINDS, batch)
+                .await?;
             tx.commit().await?;
+            pruned += self.prune_holding(state, before, batch).await?;
+        }
+        Ok(pruned)
+    }
+
+    /// The finished jobs of the kinds that hold work, past retention in `state`: each is
+    /// deleted once its work is done (up to `batch`), kept while it is not. The walk goes by
+    /// id through every such job, a page of `batch` at a time (the kept ones are few: the
+    /// stuck invoices a human has yet to move).
+    async fn prune_holding(
+        &self,
+        state: JobState,
+        before: DateTime<Utc>,
+        batch: i64,
+    ) -> AppResult<u64> {
+        let mut pruned = 0;
+        for kind in super::held::HOLDING_KINDS {
+            let mut after = None;
+            loop {
+                let page = self
+                    .store
+                    .reader()
+                    .await?
+                    .finished_jobs_of_kind(kind, state, before, after, batch)
+                    .await?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.id);
+                let full = page.len() as i64 == batch;
+                for row in page {
+                    let mut conn = self.store.reader().await?;
+                    if super::held::work_unfinished(&mut *conn, &row).await? {
+                        continue;
+                    }
+                    drop(conn);
+                    let mut tx = self.store.begin().await?;
+                    if tx.prune_job(row.org_id, row.id, state, before).await? {
+                        pruned += 1;
+                    }
+                    tx.commit().await?;
+                    if pruned >= batch as u64 {
+                        return Ok(pruned);
+                    }
+                }
+                if !full {
+                    break;
+                }
+            }
         }
         Ok(pruned)
     }

@@ -297,8 +297,10 @@ async fn run(
     };
     // Stop the handler (and any peer call it has in flight) before anything is reported, and
     // wait until it has: nothing of this attempt runs on once the worker moves on.
-    handler.0.abort();
-    let _ = (&mut handler.0).await;
+    if !matches!(outcome, Outcome::Finished(_) | Outcome::Panicked) {
+        handler.0.abort();
+        let _ = (&mut handler.0).await;
+    }
     settle(app, registry, &job, outcome).await;
 }
 

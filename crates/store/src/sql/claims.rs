@@ -22,6 +22,30 @@ impl<U: Backend> ClaimRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn processing_claim_exists(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        key: &str,
+        prefix: &str,
+    ) -> StoreResult<bool> {
+        // A prefix compared with substr, not LIKE: no character of it is a wildcard.
+        let found: Option<(i32,)> = query_as(
+            "select 1 from effect_claims
+             where org_id = $1 and kind = $2 and state = 'processing'
+               and (business_key = $3 or substr(business_key, 1, length($4)) = $4)
+             limit 1",
+        )
+        .bind(org_id)
+        .bind(kind)
+        .bind(key)
+        .bind(prefix)
+        .fetch_optional(self)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn claim_counts(&mut self) -> StoreResult<ClaimCounts> {
         query_as(
             "select

@@ -96,6 +96,29 @@ impl<U: Backend> JobRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn finished_jobs_of_kind(
+        &mut self,
+        kind: &str,
+        state: JobState,
+        before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<JobRow>> {
+        query_as(
+            "select * from jobs
+             where kind = $1 and state = $2 and finished_at < $3 and ($4 is null or id > $4)
+             order by id limit $5",
+        )
+        .bind(kind)
+        .bind(state.as_str())
+        .bind(before)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn test_executions(
         &mut self,
         org_id: Uuid,
@@ -247,21 +270,48 @@ impl<U: Backend> JobWrite for U {
         &mut self,
         state: JobState,
         before: DateTime<Utc>,
+        keep: &[&str],
         limit: i64,
     ) -> StoreResult<u64> {
         // The outer conditions repeat the inner ones: PostgreSQL re-checks them on
         // a row an operator retried meanwhile, which then stays.
-        let done = query(
+        let keep = serde_json::to_string(keep)
+            .map_err(|e| crate::error::StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
+        let done = query(format!(
             "delete from jobs where state = $1 and finished_at < $2 and id in
                  (select id from jobs where state = $1 and finished_at < $2
+                    and kind not in ({kept})
                   order by finished_at limit $3)",
-        )
+            kept = U::json_texts("$4")
+        ))
         .bind(state.as_str())
         .bind(before)
         .bind(limit)
+        .bind(&keep)
         .execute(self)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune_job(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: JobState,
+        before: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = query(
+            "delete from jobs
+             where org_id = $1 and id = $2 and state = $3 and finished_at < $4",
+        )
+        .bind(org_id)
+        .bind(id)
+        .bind(state.as_str())
+        .bind(before)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

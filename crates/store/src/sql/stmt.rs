@@ -55,6 +55,9 @@ pub trait Backend: Send + sealed::Sealed {
     /// app passes a duration, the database adds it to its own now.
     fn now_plus_ms(param: &str) -> String;
 
+    /// A subquery of the strings of the JSON array (text) bound at `param`, for `in (…)`.
+    fn json_texts(param: &str) -> String;
+
     /// Classifies the backend's errors (constraint names, retryable codes).
     fn map_err(err: sqlx::Error) -> StoreError;
 
