@@ -1836,7 +1836,8 @@ async fn run(args: Args) -> Value {
             // workers and a short lease; the driver talks to B only. A is frozen (SIGSTOP)
             // while it holds an issue job, past its lease, so B's upkeep rescues the job and B
             // issues the invoice; then A is thawed (SIGCONT) and must stop its handler, not
-            // finish it. The peer is slow for a while, so jobs are in flight when A freezes.
+            // finish it. Before each freeze the peer is made slow for a few calls, so an issue
+            // is in flight when A freezes.
             const LEASE_S: u64 = 2;
             let peer_db = format!("{}/{}-peer.db", args.work, args.label);
             let mut peer_cmd = Command::new(&args.bin);
@@ -1881,23 +1882,16 @@ async fn run(args: Args) -> Value {
             )
             .await;
             driver.counters.0.lock().unwrap().clear();
-            let slow = http
-                .post(format!("{}/faults", peer.url))
-                .json(&json!({"mode": "slow", "millis": 600, "times": 10000}))
-                .send()
-                .await
-                .map(|r| r.status().is_success())
-                .unwrap_or(false);
-            assert!(slow, "the peer takes the slow fault");
             let pauses = if q { 3 } else { 6 };
-            let load_for = Duration::from_secs(if q { 14 } else { 40 });
+            let load_for = Duration::from_secs(if q { 20 } else { 45 });
             let caught = Arc::new(AtomicU64::new(0));
             let (ctx_ref, url, caught2) = (&ctx, args.db_url.clone(), caught.clone());
+            let (faults_url, slow_http) = (format!("{}/faults", peer.url), http.clone());
             records = with_nemesis(
                 &ctx,
                 driver.clone(),
                 f,
-                4,
+                1,
                 load_for,
                 move |stop| async move {
                     let freeze = Duration::from_secs(LEASE_S) + Duration::from_millis(2500);
@@ -1907,7 +1901,13 @@ async fn run(args: Args) -> Value {
                         if Instant::now() > end || stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        // Freeze A while it holds a job (bounded wait for one).
+                        // Freeze A while it holds a job (bounded wait for one): the next few
+                        // peer calls are slow, so issues stay in flight.
+                        let _ = slow_http
+                            .post(&faults_url)
+                            .json(&json!({"mode": "slow", "millis": 1500, "times": 6}))
+                            .send()
+                            .await;
                         let wait = Instant::now() + Duration::from_secs(3);
                         let mut holds = 0;
                         while Instant::now() < wait {
@@ -1958,6 +1958,9 @@ async fn run(args: Args) -> Value {
                 .filter(|l| l.contains("late result of a lost lease ignored"))
                 .count() as u64;
             let caught = caught.load(Ordering::Relaxed);
+            v.notes.insert(0, format!(
+                "fencing: {caught} freezes caught A holding a job, {stopped} handlers of A stopped, {late} late results ignored"
+            ));
             extra.insert(
                 "fencing".into(),
                 json!({"pauses_with_a_job": caught, "handlers_stopped": stopped, "late_results": late}),

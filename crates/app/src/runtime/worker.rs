@@ -421,3 +421,66 @@ async fn upkeep_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A handler that takes a step every few milliseconds, for ever.
+    fn stepper(steps: Arc<AtomicU32>) -> impl Future<Output = ()> {
+        async move {
+            loop {
+                steps.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_stops_at_its_next_step_once_its_lease_could_have_ended() {
+        let steps = Arc::new(AtomicU32::new(0));
+        let lease = Arc::new(LeaseWatch::new(
+            Instant::now() + Duration::from_millis(60),
+            Duration::from_millis(20),
+        ));
+        let fenced = Fenced {
+            handler: Box::pin(stepper(Arc::clone(&steps))),
+            lease,
+        };
+        assert!(fenced.await.is_none(), "stopped, not finished");
+        assert!(steps.load(Ordering::SeqCst) >= 1);
+    }
+
+    #[tokio::test]
+    async fn a_thawed_handler_takes_no_step_and_an_extended_lease_keeps_it() {
+        // Frozen past its lease: the first poll after the thaw stops it before it runs.
+        let steps = Arc::new(AtomicU32::new(0));
+        let start = Instant::now();
+        let lease = Arc::new(LeaseWatch::new(start, Duration::ZERO));
+        let fenced = Fenced {
+            handler: Box::pin(stepper(Arc::clone(&steps))),
+            lease: Arc::clone(&lease),
+        };
+        assert!(fenced.await.is_none());
+        assert_eq!(steps.load(Ordering::SeqCst), 0);
+        // A successful heartbeat moves the stop on; an older one never moves it back.
+        let lease = LeaseWatch::new(start + Duration::from_secs(30), Duration::from_secs(5));
+        assert!(lease.holds());
+        lease.extend(start + Duration::from_secs(60));
+        lease.extend(start + Duration::from_secs(40));
+        assert_eq!(lease.stop_at(), start + Duration::from_secs(55));
+    }
+
+    #[test]
+    fn the_heartbeat_is_a_third_of_the_lease_and_the_margin_half_a_beat() {
+        assert_eq!(
+            beat_and_margin(Duration::from_secs(30)),
+            (Duration::from_secs(10), Duration::from_secs(5))
+        );
+        assert_eq!(
+            beat_and_margin(Duration::from_millis(150)),
+            (Duration::from_millis(100), Duration::from_millis(50))
+        );
+    }
+}
