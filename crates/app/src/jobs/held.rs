@@ -168,7 +168,7 @@ impl App {
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(error = %e, "issuing redrive failed; the next sweep tries again")
+                        tracing::warn!(error = %e, "issuing redrive failed; the next sweep tries again");
                     }
                 }
                 let Some(every) = every else { return };

@@ -330,10 +330,10 @@ async fn settle(app: &App, registry: &Registry, job: &ClaimedJob, outcome: Outco
             metrics::counter!("tauros_job_stops_total", "kind" => kind).increment(1);
             match why {
                 Stop::LeaseLost => {
-                    tracing::warn!(job = %job.id, worker = %job.worker, "lease lost while running: handler stopped, its outcome is not reported")
+                    tracing::warn!(job = %job.id, worker = %job.worker, "lease lost while running: handler stopped, its outcome is not reported");
                 }
                 Stop::HeartbeatFailed => {
-                    tracing::warn!(job = %job.id, worker = %job.worker, "no heartbeat succeeded before the lease could run out: handler stopped, its outcome is not reported; the job runs again once its lease expires")
+                    tracing::warn!(job = %job.id, worker = %job.worker, "no heartbeat succeeded before the lease could run out: handler stopped, its outcome is not reported; the job runs again once its lease expires");
                 }
             }
             return;
@@ -428,12 +428,10 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// A handler that takes a step every few milliseconds, for ever.
-    fn stepper(steps: Arc<AtomicU32>) -> impl Future<Output = ()> {
-        async move {
-            loop {
-                steps.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+    async fn stepper(steps: Arc<AtomicU32>) {
+        loop {
+            steps.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
