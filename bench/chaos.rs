@@ -1883,7 +1883,7 @@ async fn run(args: Args) -> Value {
             .await;
             driver.counters.0.lock().unwrap().clear();
             let pauses = if q { 3 } else { 6 };
-            let load_for = Duration::from_secs(if q { 20 } else { 45 });
+            let load_for = Duration::from_secs(if q { 18 } else { 45 });
             let caught = Arc::new(AtomicU64::new(0));
             let (ctx_ref, url, caught2) = (&ctx, args.db_url.clone(), caught.clone());
             let (faults_url, slow_http) = (format!("{}/faults", peer.url), http.clone());

@@ -181,8 +181,21 @@ impl Writer {
         Ok(guard)
     }
 
-    /// Starts a unit: joins the open shared transaction, or opens one.
+    /// Starts a unit: joins the open shared transaction, or opens one. Runs on a task of its
+    /// own, so a caller dropped while it waits (a request cancelled, a job stopped by its
+    /// lease, a heartbeat bounded by it) cannot leave the writer between `BEGIN IMMEDIATE`
+    /// and its bookkeeping: the begun unit is then dropped like any abandoned one (its
+    /// savepoint rolled back, the shared transaction closed when idle). A `BEGIN` whose future
+    /// was dropped still runs on the connection's thread, and would otherwise leave a
+    /// transaction no one knows of, holding the file's write lock.
     async fn begin(&self) -> StoreResult<WriteUnit> {
+        let writer = self.clone();
+        tokio::spawn(async move { writer.begin_here().await })
+            .await
+            .map_err(|e| StoreError::Other(sqlx::Error::Protocol(format!("begin: {e}"))))?
+    }
+
+    async fn begin_here(&self) -> StoreResult<WriteUnit> {
         let mut slot = self.hold().await?;
         if slot.group.is_none() {
             sqlx::query("BEGIN IMMEDIATE")
