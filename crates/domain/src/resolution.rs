@@ -135,6 +135,7 @@ pub fn effective(mut summary: PaymentSummary, resolution: Option<Resolution>) ->
             summary.facts.amount = amount;
         }
         Some(Resolution::Voided) => {
+            summary.conflict = false;
             summary.state = PaymentState::Failed;
             summary.confirmed_at = None;
         }
@@ -508,6 +509,34 @@ mod tests {
             code(check_allocation(minor(1), eur(), &paid_off, minor(100_000), None)),
             Err(("invoice_id".to_owned(), "invoice_not_payable"))
         );
+    }
+
+    #[test]
+    fn a_voided_payment_counts_as_failed_even_in_conflict() {
+        use crate::settlement::{InvoiceRef, Observation, PaymentFacts, PaymentSummary};
+        let at = chrono::DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let facts = PaymentFacts {
+            amount: minor(100),
+            currency: eur(),
+            invoice: InvoiceRef::Id(Uuid::now_v7()),
+        };
+        let observation = Observation {
+            event_id: "e".into(),
+            state: PaymentState::Confirmed,
+            facts: facts.clone(),
+            occurred_at: at,
+        };
+        let mut summary = PaymentSummary::of(&observation);
+        summary.conflict = true;
+        let voided = effective(summary.clone(), Some(Resolution::Voided));
+        assert!(!voided.conflict);
+        assert_eq!(voided.state, PaymentState::Failed);
+        assert!(!voided.reversed());
+        let accepted = effective(summary, Some(Resolution::Accepted(minor(70))));
+        assert!(!accepted.conflict);
+        assert_eq!(accepted.facts.amount, minor(70));
     }
 
     #[test]
