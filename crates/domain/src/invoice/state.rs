@@ -503,7 +503,8 @@ mod tests {
                 "issue",
                 "issue_blocked",
                 "payment_applied",
-                "payment_reversed"
+                "payment_reversed",
+                "paid"
             ]
         );
     }
@@ -651,10 +652,10 @@ mod tests {
                 }
             }
         }
-        // 12 actions × 8 states × 3 = 288 cases; 11 legal pairs × 3, 1 submit replay × 3,
-        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves are never
-        // commands: `transition` refuses them everywhere.
-        assert_eq!(refused, 288 - 33 - 3 - 9 - 2);
+        // 13 actions × 8 states × 3 = 312 cases; 11 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves (and
+        // `paid`) are never commands: `transition` refuses them everywhere.
+        assert_eq!(refused, 312 - 33 - 3 - 9 - 2);
     }
 
     #[test]
