@@ -131,8 +131,30 @@ async fn footprint(app: &TestApp) -> Vec<i64> {
 
 /// A payment of 400.00 confirmed for `invoice`, then contradicted by an event saying 500.00.
 async fn contradicted(app: &TestApp, key: &str, invoice: &Value, payment: &str) -> Value {
-    report(app, key, event(&format!("{payment}-a"), payment, &invoice["id"], "400.00", 1)).await;
-    let p = report(app, key, event(&format!("{payment}-b"), payment, &invoice["id"], "500.00", 2)).await;
+    report(
+        app,
+        key,
+        event(
+            &format!("{payment}-a"),
+            payment,
+            &invoice["id"],
+            "400.00",
+            1,
+        ),
+    )
+    .await;
+    let p = report(
+        app,
+        key,
+        event(
+            &format!("{payment}-b"),
+            payment,
+            &invoice["id"],
+            "500.00",
+            2,
+        ),
+    )
+    .await;
     assert_eq!(p["status"], "conflict");
     p
 }
@@ -181,22 +203,39 @@ async fn a_contradicted_payment_is_accepted_at_a_stated_amount(app: TestApp) {
     assert_eq!(last["action"], "payment_applied");
     assert_eq!(last["actor_kind"], "human");
     let note = last["note"].as_str().unwrap();
-    assert!(note.contains("bank/pay-1 accepted by an approver"), "{note}");
-    assert!(note.contains("the bank confirmed 500.00 by phone"), "{note}");
+    assert!(
+        note.contains("bank/pay-1 accepted by an approver"),
+        "{note}"
+    );
+    assert!(
+        note.contains("the bank confirmed 500.00 by phone"),
+        "{note}"
+    );
     // On the payment: the resolution, and the audit trail.
     let d = detail(&app, token, &p).await;
     assert_eq!(d["resolutions"].as_array().unwrap().len(), 1);
-    assert_eq!(d["resolutions"][0]["reason"], "the bank confirmed 500.00 by phone");
+    assert_eq!(
+        d["resolutions"][0]["reason"],
+        "the bank confirmed 500.00 by phone"
+    );
     assert_eq!(
         app.audit_actions(b.org.org_id, uuid_of(&p["id"])).await,
         ["payment.resolved"]
     );
     // Out of the conflict inbox; a later contradiction does not put it back.
-    report(&app, &key, event("pay-1-c", "pay-1", &invoice["id"], "450.00", 3)).await;
+    report(
+        &app,
+        &key,
+        event("pay-1-c", "pay-1", &invoice["id"], "450.00", 3),
+    )
+    .await;
     let d = detail(&app, token, &p).await;
     assert_eq!(d["payment"]["status"], "applied");
     assert_eq!(d["payment"]["allocated"], "500.00");
-    assert_eq!(app.invoice(token, id_of(&invoice)).await["amount_paid"], "500.00");
+    assert_eq!(
+        app.invoice(token, id_of(&invoice)).await["amount_paid"],
+        "500.00"
+    );
     // Accepting again is refused: it is no longer in conflict.
     let before = footprint(&app).await;
     let res = resolve(
@@ -208,7 +247,12 @@ async fn a_contradicted_payment_is_accepted_at_a_stated_amount(app: TestApp) {
     )
     .await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "payment_not_resolvable").await;
-    assert!(problem["detail"].as_str().unwrap().contains("`action` accept"));
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`action` accept")
+    );
     assert_eq!(footprint(&app).await, before);
 }
 
@@ -217,7 +261,12 @@ async fn an_unmatched_payment_is_allocated_to_an_invoice(app: TestApp) {
     let token = &b.org.approver_token;
     let invoice = issued(&app, &b, "target").await;
     // Unknown invoice: an id no invoice has.
-    let stray = report(&app, &key, event("e-1", "pay-stray", &json!(Uuid::now_v7()), "400.00", 1)).await;
+    let stray = report(
+        &app,
+        &key,
+        event("e-1", "pay-stray", &json!(Uuid::now_v7()), "400.00", 1),
+    )
+    .await;
     assert_eq!(stray["status"], "unmatched");
     assert_eq!(stray["unmatched_reason"], "unknown_invoice");
     let res = resolve(
@@ -269,7 +318,10 @@ async fn an_unmatched_payment_is_allocated_to_an_invoice(app: TestApp) {
     );
     // The EUR invoice is untouched, and a later event of the payment keeps it where it was
     // allocated.
-    assert_eq!(app.invoice(token, id_of(&invoice)).await["amount_paid"], "400.00");
+    assert_eq!(
+        app.invoice(token, id_of(&invoice)).await["amount_paid"],
+        "400.00"
+    );
     let mut later = event("e-3", "pay-chf", &invoice["id"], "1200.00", 3);
     later["currency"] = json!("CHF");
     let p = report(&app, &key, later).await;
@@ -291,8 +343,18 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     let (b, key) = setup(&app).await;
     let token = &b.org.approver_token;
     let invoice = issued(&app, &b, "half").await;
-    report(&app, &key, event("e-0", "pay-0", &invoice["id"], "400.00", 1)).await;
-    let stray = report(&app, &key, event("e-1", "pay-1", &json!(Uuid::now_v7()), "1000.00", 2)).await;
+    report(
+        &app,
+        &key,
+        event("e-0", "pay-0", &invoice["id"], "400.00", 1),
+    )
+    .await;
+    let stray = report(
+        &app,
+        &key,
+        event("e-1", "pay-1", &json!(Uuid::now_v7()), "1000.00", 2),
+    )
+    .await;
     let before = footprint(&app).await;
     let allocate = |extra: Value| {
         let mut body = json!({"action": "allocate", "invoice_id": invoice["id"], "reason": "r"});
@@ -306,14 +368,35 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(error_fields(&problem), ["invoice_id"]);
     assert_eq!(problem["errors"][0]["code"], "over_allocation");
-    let res = resolve(&app, token, &stray, "k2", allocate(json!({"amount": "1000.01"}))).await;
+    let res = resolve(
+        &app,
+        token,
+        &stray,
+        "k2",
+        allocate(json!({"amount": "1000.01"})),
+    )
+    .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(problem["errors"][0]["code"], "exceeds_payment");
-    let res = resolve(&app, token, &stray, "k3", allocate(json!({"invoice_id": Uuid::now_v7()}))).await;
+    let res = resolve(
+        &app,
+        token,
+        &stray,
+        "k3",
+        allocate(json!({"invoice_id": Uuid::now_v7()})),
+    )
+    .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(problem["errors"][0]["code"], "unknown_invoice");
     let draft = app.draft(&b, "a-draft").await;
-    let res = resolve(&app, token, &stray, "k4", allocate(json!({"invoice_id": draft["id"]}))).await;
+    let res = resolve(
+        &app,
+        token,
+        &stray,
+        "k4",
+        allocate(json!({"invoice_id": draft["id"]})),
+    )
+    .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(problem["errors"][0]["code"], "invoice_not_payable");
     let mut francs = stray.clone();
@@ -331,7 +414,14 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     assert_eq!(footprint(&app).await, before_chf);
     assert_eq!(before[..2], before_chf[..2]);
     // The stated balance fits: the invoice is paid.
-    let res = resolve(&app, token, &stray, "k6", allocate(json!({"amount_minor": 80000}))).await;
+    let res = resolve(
+        &app,
+        token,
+        &stray,
+        "k6",
+        allocate(json!({"amount_minor": 80000})),
+    )
+    .await;
     let answer = expect_status(res, StatusCode::OK).await;
     assert_eq!(answer["invoice"]["state"], "paid");
     assert_eq!(answer["payment"]["allocated"], "800.00");
@@ -342,8 +432,18 @@ async fn a_voided_payment_moves_the_invoice_back(app: TestApp) {
     let (b, key) = setup(&app).await;
     let token = &b.org.approver_token;
     let invoice = issued(&app, &b, "voided").await;
-    report(&app, &key, event("e-1", "pay-1", &invoice["id"], "600.00", 1)).await;
-    let second = report(&app, &key, event("e-2", "pay-2", &invoice["id"], "600.00", 2)).await;
+    report(
+        &app,
+        &key,
+        event("e-1", "pay-1", &invoice["id"], "600.00", 1),
+    )
+    .await;
+    let second = report(
+        &app,
+        &key,
+        event("e-2", "pay-2", &invoice["id"], "600.00", 2),
+    )
+    .await;
     assert_eq!(app.invoice(token, id_of(&invoice)).await["state"], "paid");
     let res = resolve(
         &app,
@@ -361,11 +461,24 @@ async fn a_voided_payment_moves_the_invoice_back(app: TestApp) {
     assert_eq!(answer["invoice"]["amount_paid"], "600.00");
     assert_eq!(
         actions(&app, token, &invoice).await[4..],
-        ["payment_applied", "payment_applied", "paid", "payment_reversed"]
+        [
+            "payment_applied",
+            "payment_applied",
+            "paid",
+            "payment_reversed"
+        ]
     );
     // A voided payment stays out, whatever its events say later; voiding it again is refused.
-    report(&app, &key, event("e-3", "pay-2", &invoice["id"], "600.00", 3)).await;
-    assert_eq!(app.invoice(token, id_of(&invoice)).await["state"], "partially_paid");
+    report(
+        &app,
+        &key,
+        event("e-3", "pay-2", &invoice["id"], "600.00", 3),
+    )
+    .await;
+    assert_eq!(
+        app.invoice(token, id_of(&invoice)).await["state"],
+        "partially_paid"
+    );
     let res = resolve(
         &app,
         token,
@@ -376,8 +489,20 @@ async fn a_voided_payment_moves_the_invoice_back(app: TestApp) {
     .await;
     expect_problem(res, StatusCode::CONFLICT, "payment_not_resolvable").await;
     // An unmatched payment voided leaves the inbox.
-    let stray = report(&app, &key, event("e-4", "pay-3", &json!(Uuid::now_v7()), "5.00", 4)).await;
-    let res = resolve(&app, token, &stray, "void-3", json!({"action": "void", "reason": "test transfer"})).await;
+    let stray = report(
+        &app,
+        &key,
+        event("e-4", "pay-3", &json!(Uuid::now_v7()), "5.00", 4),
+    )
+    .await;
+    let res = resolve(
+        &app,
+        token,
+        &stray,
+        "void-3",
+        json!({"action": "void", "reason": "test transfer"}),
+    )
+    .await;
     let answer = expect_status(res, StatusCode::OK).await;
     assert_eq!(answer["payment"]["status"], "failed");
     assert!(answer["invoice"].is_null());
@@ -391,7 +516,8 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
     let invoice = issued(&app, &b, "four-eyes").await;
     let p = contradicted(&app, &key, &invoice, "pay-1").await;
     app.set_org(a1, json!({"four_eyes": true})).await;
-    let body = json!({"action": "accept", "amount": "400.00", "reason": "the first event was right"});
+    let body =
+        json!({"action": "accept", "amount": "400.00", "reason": "the first event was right"});
 
     let res = resolve(&app, a1, &p, "fe-1", body.clone()).await;
     let proposed = expect_status(res, StatusCode::ACCEPTED).await;
@@ -402,18 +528,29 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
         proposed["change"]["payment_resolution_id"],
         proposed["resolution"]["id"]
     );
-    assert_eq!(proposed["payment"]["status"], "conflict", "nothing applied yet");
+    assert_eq!(
+        proposed["payment"]["status"], "conflict",
+        "nothing applied yet"
+    );
     assert_eq!(app.invoice(a1, id_of(&invoice)).await["state"], "issued");
     let change = proposed["change"]["id"].as_str().unwrap().to_owned();
     // The proposer cannot confirm their own.
     let res = app
-        .post(&format!("/v1/organisation/changes/{change}/confirm"), a1, json!({}))
+        .post(
+            &format!("/v1/organisation/changes/{change}/confirm"),
+            a1,
+            json!({}),
+        )
         .await;
     expect_problem(res, StatusCode::FORBIDDEN, "four_eyes_required").await;
     assert_eq!(detail(&app, a1, &p).await["payment"]["status"], "conflict");
     // Another approver confirms: now it applies, as them.
     let res = app
-        .post(&format!("/v1/organisation/changes/{change}/confirm"), &a2, json!({}))
+        .post(
+            &format!("/v1/organisation/changes/{change}/confirm"),
+            &a2,
+            json!({}),
+        )
         .await;
     let done = expect_status(res, StatusCode::OK).await;
     assert_eq!(done["change"]["state"], "confirmed");
@@ -421,7 +558,10 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
     assert_eq!(d["payment"]["status"], "applied");
     assert_eq!(d["resolutions"][0]["state"], "applied");
     assert_eq!(d["resolutions"][0]["decided_by"], a2_id.to_string());
-    assert_eq!(app.invoice(a1, id_of(&invoice)).await["amount_paid"], "400.00");
+    assert_eq!(
+        app.invoice(a1, id_of(&invoice)).await["amount_paid"],
+        "400.00"
+    );
     assert_eq!(
         app.audit_actions(b.org.org_id, uuid_of(&p["id"])).await,
         ["payment.resolution_proposed", "payment.resolved"]
@@ -435,12 +575,28 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
     assert_eq!(footprint(&app).await, before);
 
     // A rejected proposal changes nothing.
-    let stray = report(&app, &key, event("e-9", "pay-9", &json!(Uuid::now_v7()), "5.00", 9)).await;
-    let res = resolve(&app, a1, &stray, "fe-2", json!({"action": "void", "reason": "noise"})).await;
+    let stray = report(
+        &app,
+        &key,
+        event("e-9", "pay-9", &json!(Uuid::now_v7()), "5.00", 9),
+    )
+    .await;
+    let res = resolve(
+        &app,
+        a1,
+        &stray,
+        "fe-2",
+        json!({"action": "void", "reason": "noise"}),
+    )
+    .await;
     let proposed = expect_status(res, StatusCode::ACCEPTED).await;
     let change = proposed["change"]["id"].as_str().unwrap().to_owned();
     let res = app
-        .post(&format!("/v1/organisation/changes/{change}/reject"), &a2, json!({}))
+        .post(
+            &format!("/v1/organisation/changes/{change}/reject"),
+            &a2,
+            json!({}),
+        )
         .await;
     expect_status(res, StatusCode::OK).await;
     let d = detail(&app, a1, &stray).await;
@@ -454,7 +610,11 @@ async fn a_replayed_resolution_writes_nothing(app: TestApp) {
     let invoice = issued(&app, &b, "replayed").await;
     let p = contradicted(&app, &key, &invoice, "pay-1").await;
     let body = json!({"action": "accept", "amount_minor": 40000, "reason": "as first reported"});
-    let first = expect_status(resolve(&app, token, &p, "same", body.clone()).await, StatusCode::OK).await;
+    let first = expect_status(
+        resolve(&app, token, &p, "same", body.clone()).await,
+        StatusCode::OK,
+    )
+    .await;
     let before = footprint(&app).await;
     // The same key and body, the amount written another way: the same answer, replayed.
     let res = resolve(
@@ -532,12 +692,21 @@ async fn parallel_duplicate_resolutions_apply_once(app: TestApp) {
         .map(|r| r.status())
         .collect();
     let ok = statuses.iter().filter(|s| **s == StatusCode::OK).count();
-    let refused = statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count();
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::CONFLICT)
+        .count();
     assert_eq!((ok, refused), (1, N - 1), "{statuses:?}");
-    let resolutions = app.sql_count("select count(*) from payment_resolutions").await;
+    let resolutions = app
+        .sql_count("select count(*) from payment_resolutions")
+        .await;
     assert_eq!(resolutions, 2);
     let events = actions(&app, token, &invoice).await;
-    assert_eq!(events.iter().filter(|a| *a == "paid").count(), 1, "{events:?}");
+    assert_eq!(
+        events.iter().filter(|a| *a == "paid").count(),
+        1,
+        "{events:?}"
+    );
     assert_eq!(app.invoice(token, id_of(&invoice)).await["state"], "paid");
     figures(
         "payments: parallel duplicate resolutions",
@@ -573,7 +742,12 @@ async fn invoice_paid_is_written_once_per_reaching_paid(app: TestApp) {
     let mut reversed = event("e-2", "pay-1", &invoice["id"], "1200.00", 2);
     reversed["status"] = json!("failed");
     report(&app, &key, reversed).await;
-    report(&app, &key, event("e-3", "pay-2", &invoice["id"], "1200.00", 3)).await;
+    report(
+        &app,
+        &key,
+        event("e-3", "pay-2", &invoice["id"], "1200.00", 3),
+    )
+    .await;
     assert_eq!(
         actions(&app, token, &invoice).await[4..],
         [
@@ -609,13 +783,34 @@ async fn refused_resolutions_name_the_field_and_write_nothing(app: TestApp) {
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(error_fields(&problem), ["Idempotency-Key"]);
     // Every broken member at once.
-    let res = resolve(&app, token, &p, "k", json!({"action": "accept", "amount": "10.005"})).await;
+    let res = resolve(
+        &app,
+        token,
+        &p,
+        "k",
+        json!({"action": "accept", "amount": "10.005"}),
+    )
+    .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(error_fields(&problem), ["reason", "amount"]);
-    let res = resolve(&app, token, &p, "k", json!({"action": "refund", "reason": "r"})).await;
+    let res = resolve(
+        &app,
+        token,
+        &p,
+        "k",
+        json!({"action": "refund", "reason": "r"}),
+    )
+    .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(error_fields(&problem), ["action"]);
-    let res = resolve(&app, token, &p, "k", json!({"action": "accept", "amount": 4.5, "reason": "r"})).await;
+    let res = resolve(
+        &app,
+        token,
+        &p,
+        "k",
+        json!({"action": "accept", "amount": 4.5, "reason": "r"}),
+    )
+    .await;
     expect_problem(res, StatusCode::BAD_REQUEST, "float_not_allowed").await;
     // The wrong action for its status.
     let res = resolve(

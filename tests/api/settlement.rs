@@ -414,7 +414,10 @@ async fn two_partial_payments_pay_the_invoice(app: TestApp) {
             .contains("paid 1200.00 of 1200.00 EUR")
     );
     assert_eq!(last["action"], "paid");
-    assert_eq!((&last["from_state"], &last["to_state"]), (&json!("paid"), &json!("paid")));
+    assert_eq!(
+        (&last["from_state"], &last["to_state"]),
+        (&json!("paid"), &json!("paid"))
+    );
     assert_eq!(last["actor_kind"], "agent");
     // The chain still verifies with the settlement events in it.
     assert_eq!(

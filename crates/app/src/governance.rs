@@ -160,7 +160,9 @@ impl App {
                 }
                 ChangeKind::PaymentResolution => {
                     let id = change.payment_resolution_id.ok_or_else(|| {
-                        AppError::Internal("payment resolution proposal without its resolution".into())
+                        AppError::Internal(
+                            "payment resolution proposal without its resolution".into(),
+                        )
                     })?;
                     crate::resolutions::confirm(&mut *tx, id, approver, now).await?;
                 }

@@ -31,6 +31,7 @@ use crate::settlement::{
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tauros_domain::error::FieldError;
 use tauros_domain::fingerprint::{KEY_FIELD, key_error, key_is_valid};
 use tauros_domain::governance::ChangeKind;
 use tauros_domain::money::MinorAmount;
@@ -107,24 +108,30 @@ impl App {
         key: Option<&str>,
     ) -> AppResult<Replayed<ResolveOutcome>> {
         let approver = actor.human()?.approver()?;
-        let key = match key {
-            None => {
-                return Err(AppError::field(
-                    KEY_FIELD,
-                    "required",
-                    "send an idempotency key (1–200 characters, a UUID makes a good one): a \
-                     retry with the same key and body is answered without resolving twice",
-                ));
+        // The payment first (unknown and invisible are one 404), then every broken member at
+        // once: the key and the body.
+        let mut conn = self.store.reader().await?;
+        let payment = visible_payment(&mut *conn, actor, payment_id).await?;
+        let mut errors = Vec::new();
+        match key {
+            None => errors.push(FieldError::plain(
+                KEY_FIELD,
+                "required",
+                "send an idempotency key (1–200 characters, a UUID makes a good one): a retry \
+                 with the same key and body is answered without resolving twice",
+            )),
+            Some(k) if !key_is_valid(k) => errors.push(key_error()),
+            Some(_) => {}
+        }
+        let valid = rules::validate_resolve(&input, payment.id, currency(&payment.currency)?);
+        let (valid, key) = match (valid, key) {
+            (Ok(valid), Some(key)) if errors.is_empty() => (valid, key),
+            (valid, _) => {
+                errors.extend(valid.err().unwrap_or_default());
+                return Err(AppError::Validation(errors));
             }
-            Some(k) if !key_is_valid(k) => return Err(AppError::Validation(vec![key_error()])),
-            Some(k) => k,
         };
-        let valid = {
-            let mut conn = self.store.reader().await?;
-            let payment = visible_payment(&mut *conn, actor, payment_id).await?;
-            rules::validate_resolve(&input, payment.id, currency(&payment.currency)?)
-                .map_err(AppError::Validation)?
-        };
+        drop(conn);
         let request = Request {
             approver,
             key,
@@ -259,11 +266,7 @@ impl App {
 }
 
 /// The payment, if the human may see it (unknown and invisible are the same 404).
-async fn visible_payment(
-    conn: &mut dyn Reader,
-    actor: &Actor,
-    id: Uuid,
-) -> AppResult<PaymentRow> {
+async fn visible_payment(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<PaymentRow> {
     let human = actor.human()?;
     let payment = conn
         .payment_by_id(human.org_id, id)
@@ -282,7 +285,11 @@ async fn visible_payment(
     Ok(payment)
 }
 
-async fn sees_invoice(conn: &mut dyn Reader, actor: &Actor, invoice: &InvoiceRow) -> AppResult<bool> {
+async fn sees_invoice(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    invoice: &InvoiceRow,
+) -> AppResult<bool> {
     let human = actor.human()?;
     let settings = org_settings(&mut *conn, human.org_id).await?;
     let Some(agent) = conn.agent_by_id(human.org_id, invoice.agent_id).await? else {
@@ -317,7 +324,11 @@ async fn lock(
         .payment_by_id(org_id, payment_id)
         .await?
         .ok_or(AppError::NotFound)?;
-    let mut ids: Vec<Uuid> = read.invoice_id.into_iter().chain(valid.invoice_id).collect();
+    let mut ids: Vec<Uuid> = read
+        .invoice_id
+        .into_iter()
+        .chain(valid.invoice_id)
+        .collect();
     ids.sort();
     ids.dedup();
     let mut invoices = Vec::with_capacity(ids.len());
@@ -418,7 +429,10 @@ async fn apply(
         },
         row.reason
     );
-    let mut touched: Vec<Uuid> = was_matched_to.into_iter().chain(payment.invoice_id).collect();
+    let mut touched: Vec<Uuid> = was_matched_to
+        .into_iter()
+        .chain(payment.invoice_id)
+        .collect();
     touched.sort();
     touched.dedup();
     for id in touched {
@@ -443,11 +457,7 @@ pub(crate) async fn confirm(
     let valid = ValidResolve {
         action: row.action,
         invoice_id: row.invoice_id,
-        amount: row
-            .amount_minor
-            .as_deref()
-            .map(stored_amount)
-            .transpose()?,
+        amount: row.amount_minor.as_deref().map(stored_amount).transpose()?,
         reason: row.reason.clone(),
         fingerprint: row.fingerprint.clone(),
     };
@@ -459,7 +469,10 @@ pub(crate) async fn confirm(
                      again"
                 .into(),
         })?;
-    if valid.invoice_id.is_some_and(|id| locked.invoice(id).is_none()) {
+    if valid
+        .invoice_id
+        .is_some_and(|id| locked.invoice(id).is_none())
+    {
         return Err(AppError::field(
             "invoice_id",
             "unknown_invoice",

@@ -577,7 +577,11 @@ pub(crate) fn standing_of(i: InvoiceView) -> InvoiceStanding {
 }
 
 /// The invoice `r` names, if the organisation has it.
-pub(crate) async fn resolve(tx: &mut dyn Tx, org_id: Uuid, r: &InvoiceRef) -> AppResult<Option<Uuid>> {
+pub(crate) async fn resolve(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    r: &InvoiceRef,
+) -> AppResult<Option<Uuid>> {
     Ok(match r {
         InvoiceRef::Id(id) => tx.invoice_exists(org_id, *id).await?.then_some(*id),
         InvoiceRef::Number(number) => tx.invoice_id_by_number(org_id, number).await?,

@@ -187,9 +187,8 @@ pub fn validate_resolve(
         }
         found
     });
-    let reason = required("reason", input.reason.as_deref(), &mut errors).map(|r| {
-        checked_multiline_text("reason", r, MAX_REASON_CHARS, &mut errors)
-    });
+    let reason = required("reason", input.reason.as_deref(), &mut errors)
+        .map(|r| checked_multiline_text("reason", r, MAX_REASON_CHARS, &mut errors));
     let amount = match (&input.amount, &input.amount_minor) {
         (Some(major), None) => positive("amount", major.0.to_minor(currency), &mut errors),
         (None, Some(minor)) => positive("amount_minor", minor.0.to_minor(), &mut errors),
@@ -363,7 +362,11 @@ pub fn check_allocation(
         ));
     }
     let amount = stated.unwrap_or(payment_amount);
-    let field = if stated.is_some() { "amount" } else { "invoice_id" };
+    let field = if stated.is_some() {
+        "amount"
+    } else {
+        "invoice_id"
+    };
     if amount > payment_amount {
         return Err(FieldError::plain(
             "amount",
@@ -488,7 +491,13 @@ mod tests {
             Err(("invoice_id".to_owned(), "over_allocation"))
         );
         assert_eq!(
-            code(check_allocation(minor(50_000), eur(), &invoice, paid, Some(minor(60_000)))),
+            code(check_allocation(
+                minor(50_000),
+                eur(),
+                &invoice,
+                paid,
+                Some(minor(60_000))
+            )),
             Err(("amount".to_owned(), "exceeds_payment"))
         );
         assert_eq!(
@@ -506,7 +515,13 @@ mod tests {
             ..invoice
         };
         assert_eq!(
-            code(check_allocation(minor(1), eur(), &paid_off, minor(100_000), None)),
+            code(check_allocation(
+                minor(1),
+                eur(),
+                &paid_off,
+                minor(100_000),
+                None
+            )),
             Err(("invoice_id".to_owned(), "invoice_not_payable"))
         );
     }

@@ -5,6 +5,7 @@
 use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
+use super::proposals::ChangeResponse;
 use crate::http::schema::{PaymentStateSchema, PaymentStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
@@ -12,7 +13,6 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use super::proposals::ChangeResponse;
 use tauros_app::{
     Actor, App, InvoiceStanding, PaymentResolutionView, PaymentView, Recorded, Replayed,
     ResolveOutcome, SettlementEventView,
@@ -348,7 +348,14 @@ async fn resolve_payment(
     IdPath(id): IdPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     StrictJson(body): StrictJson<ResolvePaymentRequest>,
-) -> Result<(StatusCode, [(HeaderName, HeaderValue); 1], Json<PaymentResolved>), ApiError> {
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<PaymentResolved>,
+    ),
+    ApiError,
+> {
     let Replayed { value, replayed } = state
         .app
         .resolve_payment(&actor, id, body.into(), key.as_deref())

@@ -109,7 +109,10 @@ pub(crate) async fn reconcile_invoice(
 }
 
 /// What settlement needs to know of the locked invoice: its currency, total and state.
-pub(crate) async fn invoice_facts(tx: &mut dyn Tx, invoice: &InvoiceRow) -> AppResult<InvoiceFacts> {
+pub(crate) async fn invoice_facts(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<InvoiceFacts> {
     let revision = current_revision(&mut *tx, invoice).await?;
     facts_of_revision(invoice, &revision)
 }

@@ -549,7 +549,11 @@ mod tests {
             .collect();
         assert_eq!(
             settlement,
-            [Action::PaymentApplied, Action::PaymentReversed, Action::Paid]
+            [
+                Action::PaymentApplied,
+                Action::PaymentReversed,
+                Action::Paid
+            ]
         );
         let authority: Vec<Action> = Action::ALL
             .into_iter()
