@@ -225,14 +225,12 @@ pub fn validate_resolve(
                 ));
             }
         }
-        Some(ResolveAction::Allocate) => {
-            if input.invoice_id.is_none() {
-                errors.push(FieldError::plain(
-                    "invoice_id",
-                    "required",
-                    "allocate needs the invoice the payment is for: send `invoice_id`",
-                ));
-            }
+        Some(ResolveAction::Allocate) if input.invoice_id.is_none() => {
+            errors.push(FieldError::plain(
+                "invoice_id",
+                "required",
+                "allocate needs the invoice the payment is for: send `invoice_id`",
+            ));
         }
         Some(ResolveAction::Void) => {
             if amount_sent {
@@ -250,7 +248,7 @@ pub fn validate_resolve(
                 ));
             }
         }
-        None => {}
+        Some(ResolveAction::Allocate) | None => {}
     }
     match (action, reason) {
         (Some(action), Some(reason)) if errors.is_empty() => {
@@ -425,7 +423,7 @@ mod tests {
         };
         let ok = validate_resolve(&accept, id, eur()).unwrap();
         assert_eq!(ok.amount, Some(minor(40000)));
-        let mut no_amount = accept.clone();
+        let mut no_amount = accept;
         no_amount.amount = None;
         assert_eq!(
             codes(validate_resolve(&no_amount, id, eur())),
@@ -540,7 +538,7 @@ mod tests {
         let observation = Observation {
             event_id: "e".into(),
             state: PaymentState::Confirmed,
-            facts: facts.clone(),
+            facts,
             occurred_at: at,
         };
         let mut summary = PaymentSummary::of(&observation);
