@@ -31,6 +31,8 @@ pub struct ChangeView {
     pub expires_at: DateTime<Utc>,
     /// `payment_resolution`: the resolution it would apply (see the payment's `resolutions`).
     pub payment_resolution_id: Option<Uuid>,
+    /// `payment_resolution`: the payment it resolves.
+    pub payment_id: Option<Uuid>,
 }
 
 impl ChangeView {
@@ -49,6 +51,7 @@ impl ChangeView {
             created_at: row.created_at,
             expires_at: row.expires_at,
             payment_resolution_id: row.payment_resolution_id,
+            payment_id: row.payment_id,
         }
     }
 }
@@ -70,6 +73,7 @@ pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) ->
         created_at: now,
         expires_at: rules::proposal_expiry(now),
         payment_resolution_id: None,
+        payment_id: None,
     }
 }
 

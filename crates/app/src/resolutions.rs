@@ -197,6 +197,7 @@ impl App {
             if org.four_eyes {
                 let proposal = tauros_store::OrgChangeRow {
                     payment_resolution_id: Some(row.id),
+                    payment_id: Some(payment_id),
                     ..pending(approver, ChangeKind::PaymentResolution, at)
                 };
                 row.state = PROPOSED.to_owned();

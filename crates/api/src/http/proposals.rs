@@ -46,6 +46,8 @@ pub struct ChangeResponse {
     /// `payment_resolution`: the resolution it would apply (`GET /v1/payments/{id}` lists it
     /// under `resolutions`, with its action, invoice, amount and reason).
     pub payment_resolution_id: Option<Uuid>,
+    /// `payment_resolution`: the payment it resolves (`/v1/payments/{id}`).
+    pub payment_id: Option<Uuid>,
 }
 
 impl From<ChangeView> for ChangeResponse {
@@ -64,6 +66,7 @@ impl From<ChangeView> for ChangeResponse {
             created_at: c.created_at,
             expires_at: c.expires_at,
             payment_resolution_id: c.payment_resolution_id,
+            payment_id: c.payment_id,
         }
     }
 }

@@ -39,8 +39,9 @@ create table payment_resolutions (
 );
 create index payment_resolutions_payment_idx on payment_resolutions (org_id, payment_id, id);
 
--- A proposal of kind payment_resolution names the resolution it would apply.
+-- A proposal of kind payment_resolution names the resolution it would apply, and its payment.
 alter table org_changes drop constraint org_changes_kind_check;
 alter table org_changes add constraint org_changes_kind_check
     check (kind in ('settings', 'approver_invitation', 'payment_resolution'));
 alter table org_changes add column payment_resolution_id uuid;
+alter table org_changes add column payment_id uuid;

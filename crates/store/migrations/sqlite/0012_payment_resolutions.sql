@@ -11,7 +11,8 @@ alter table payments add column resolution text
 alter table payments add column resolved_amount_minor text
     constraint payments_resolved_amount_check check (resolved_amount_minor <> '' and resolved_amount_minor not glob '*[^0-9]*');
 
--- A proposal of kind payment_resolution names the resolution it would apply. SQLite cannot
+-- A proposal of kind payment_resolution names the resolution it would apply, and its payment.
+-- SQLite cannot
 -- change a check constraint in place: org_changes is rebuilt (no table references it, so the
 -- copy, drop and rename keep every row and every foreign key).
 create table org_changes_new (
@@ -30,8 +31,9 @@ create table org_changes_new (
     decided_at    text,
     created_at    text not null,
     expires_at    text not null,
-    -- kind = payment_resolution: the resolution it would apply
-    payment_resolution_id blob
+    -- kind = payment_resolution: the resolution it would apply, and its payment
+    payment_resolution_id blob,
+    payment_id            blob
 );
 insert into org_changes_new (id, org_id, kind, proposed_by, state, four_eyes, shared_review,
     email, role, decided_by, decided_at, created_at, expires_at)

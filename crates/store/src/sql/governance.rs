@@ -77,8 +77,8 @@ impl<U: Backend> GovernanceWrite for U {
         query(
             "insert into org_changes (id, org_id, kind, proposed_by, state, four_eyes,
                  shared_review, email, role, decided_by, decided_at, created_at, expires_at,
-                 payment_resolution_id)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                 payment_resolution_id, payment_id)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .bind(c.id)
         .bind(c.org_id)
@@ -94,6 +94,7 @@ impl<U: Backend> GovernanceWrite for U {
         .bind(c.created_at)
         .bind(c.expires_at)
         .bind(c.payment_resolution_id)
+        .bind(c.payment_id)
         .execute(self)
         .await?;
         Ok(())
