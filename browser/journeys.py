@@ -711,7 +711,9 @@ def a_stuck_payment_is_allocated_and_a_conflict_accepted_from_its_page(j: Journe
     expect(page.locator("#payment-allocated")).to_have_text("EUR 400.00")
     expect(page.locator(".payment-resolutions tbody tr")).to_have_count(1)
     expect(page.locator(".payment-resolutions tbody tr").first).to_contain_text("Applied")
-    expect(page.get_by_role("heading", name="Resolve it")).to_have_count(0)
+    # Applied now: voiding is the only way left.
+    expect(page.get_by_label("Allocate to an invoice")).to_have_count(0)
+    expect(page.get_by_label("Void: nothing of it counts")).to_be_checked()
     detail = w.api.ok("GET", f"/v1/payments/{stray['id']}", w.approver)
     assert len(detail["resolutions"]) == 1, detail
     assert w.invoice(invoice["id"])["amount_paid"] == "400.00"
