@@ -528,6 +528,7 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
         proposed["change"]["payment_resolution_id"],
         proposed["resolution"]["id"]
     );
+    assert_eq!(proposed["change"]["payment_id"], p["id"]);
     assert_eq!(
         proposed["payment"]["status"], "conflict",
         "nothing applied yet"

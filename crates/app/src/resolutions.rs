@@ -33,7 +33,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tauros_domain::error::FieldError;
 use tauros_domain::fingerprint::{KEY_FIELD, key_error, key_is_valid};
-use tauros_domain::governance::ChangeKind;
+use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::money::MinorAmount;
 use tauros_domain::resolution::{
     self as rules, ResolveAction, ResolveInput, ValidResolve, check_allocation, check_status,
@@ -48,6 +48,8 @@ use uuid::Uuid;
 const APPLIED: &str = "applied";
 const PROPOSED: &str = "proposed";
 const REJECTED: &str = "rejected";
+/// Shown only: a proposal that lapsed before anyone confirmed it.
+const EXPIRED: &str = "expired";
 
 // One resolution as the wire shows it (`PaymentResolutionResponse` in the OpenAPI document).
 /// One resolution an approver asked for on a payment.
@@ -70,7 +72,8 @@ pub struct PaymentResolutionView {
     /// Why, in the approver's words.
     pub reason: String,
     /// `applied` (in force), `proposed` (four eyes: waiting for another approver to confirm
-    /// `change_id`) or `rejected` (the proposal was rejected; nothing changed).
+    /// `change_id`), `rejected` (the proposal was rejected or withdrawn; nothing changed) or
+    /// `expired` (the proposal lapsed; nothing changed).
     #[schema(example = "applied")]
     pub state: &'static str,
     /// The approver who asked for it.
@@ -262,7 +265,12 @@ impl App {
         let payment = visible_payment(&mut *conn, actor, payment_id).await?;
         let rows = conn.payment_resolutions(payment.org_id, payment.id).await?;
         let c = currency(&payment.currency)?;
-        rows.into_iter().map(|r| view(r, c)).collect()
+        let mut views = Vec::with_capacity(rows.len());
+        for r in rows {
+            let state = seen_state(&mut *conn, &r).await?;
+            views.push(view(r, c, state)?);
+        }
+        Ok(views)
     }
 }
 
@@ -548,17 +556,41 @@ async fn outcome(
         None => None,
     };
     let c = currency(&payment.currency)?;
+    let state = seen_state(&mut *conn, &row).await?;
     Ok(ResolveOutcome {
-        resolution: view(row, c)?,
+        resolution: view(row, c, state)?,
         payment: payment_view(payment)?,
         invoice,
         change,
     })
 }
 
+/// Where a resolution stands as a reader sees it: a proposal rejected without passing through
+/// `reject` (its proposer was deactivated) is `rejected`, one that lapsed is `expired`.
+async fn seen_state(conn: &mut dyn Reader, r: &PaymentResolutionRow) -> AppResult<&'static str> {
+    Ok(match r.state.as_str() {
+        APPLIED => APPLIED,
+        PROPOSED => match r.change_id {
+            Some(id) => match conn.change_by_id(r.org_id, id).await? {
+                Some(c) => match c.state.seen(c.expires_at, now()) {
+                    ChangeState::Pending => PROPOSED,
+                    ChangeState::Expired => EXPIRED,
+                    ChangeState::Rejected => REJECTED,
+                    // Confirmed marks the resolution applied in the same transaction.
+                    ChangeState::Confirmed => APPLIED,
+                },
+                None => PROPOSED,
+            },
+            None => PROPOSED,
+        },
+        _ => REJECTED,
+    })
+}
+
 fn view(
     r: PaymentResolutionRow,
     c: tauros_domain::currency::Currency,
+    state: &'static str,
 ) -> AppResult<PaymentResolutionView> {
     let amount_minor = r.amount_minor.as_deref().map(stored_amount).transpose()?;
     Ok(PaymentResolutionView {
@@ -569,11 +601,7 @@ fn view(
         amount: amount_minor.map(|a| a.to_major_string(c)),
         amount_minor,
         reason: r.reason,
-        state: match r.state.as_str() {
-            APPLIED => APPLIED,
-            PROPOSED => PROPOSED,
-            _ => REJECTED,
-        },
+        state,
         requested_by: r.requested_by,
         change_id: r.change_id,
         decided_by: r.decided_by,

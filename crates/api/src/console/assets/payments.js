@@ -42,6 +42,13 @@ const WAY_TEXT = {
   overpaid: "Refund the rest outside Tauros; void it if it should not count at all.",
 };
 
+const RESOLUTION_STATES = {
+  applied: "Applied",
+  proposed: "Waiting for a second approver",
+  rejected: "Rejected",
+  expired: "Expired",
+};
+
 const ACTIONS = {
   accept: "Accept at an amount",
   allocate: "Allocate to an invoice",
@@ -181,7 +188,7 @@ function page(payment, events, resolutions, form, flash) {
       { value: r.amount ? fmt.money(r.amount, payment.currency) : "", class: "num" },
       r.invoice_id ? h("a", { href: `#/invoices/${r.invoice_id}` }, "Open the invoice") : "",
       r.reason,
-      h("span", { class: `badge resolution-${r.state}` }, r.state === "proposed" ? "Waiting for a second approver" : r.state === "applied" ? "Applied" : "Rejected"),
+      h("span", { class: `badge resolution-${r.state}` }, RESOLUTION_STATES[r.state] || r.state),
       { value: fmt.dateTime(r.created_at), class: "num" },
     ],
   }));
