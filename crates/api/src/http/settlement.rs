@@ -339,7 +339,7 @@ async fn get_payment(
         (status = 202, description = "Four eyes is on: proposed; another approver confirms `change`", body = PaymentResolved),
         (status = 403, description = "`forbidden`: only approvers resolve payments", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`payment_not_resolvable`: the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: a member is missing or broken (`action`, `invoice_id`, `amount`, `reason`, the key); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resolve_payment(
@@ -360,7 +360,15 @@ async fn resolve_payment(
         .app
         .resolve_payment(&actor, id, body.into(), key.as_deref())
         .await
-        .map_err(IdempotencyKeyHeader::named)?;
+        .map_err(|e| {
+            let e = IdempotencyKeyHeader::named(e);
+            // The action does not fit the payment's status: the field to change is `action`.
+            if e.code() == "payment_not_resolvable" {
+                e.with_field("action")
+            } else {
+                e
+            }
+        })?;
     if replayed {
         metrics::counter!("tauros_replays_total", "resource" => "payment_resolution").increment(1);
     }
