@@ -603,6 +603,56 @@ async fn four_eyes_makes_a_resolution_a_proposal_another_approver_confirms(app: 
     let d = detail(&app, a1, &stray).await;
     assert_eq!(d["payment"]["status"], "unmatched");
     assert_eq!(d["resolutions"][0]["state"], "rejected");
+
+    // The confirm checks again: two proposals for one payment, the first confirmed, the second
+    // no longer fits and is refused, writing nothing; it stays pending for an approver to reject.
+    let res = resolve(
+        &app,
+        a1,
+        &stray,
+        "fe-3",
+        json!({"action": "void", "reason": "noise"}),
+    )
+    .await;
+    let void = expect_status(res, StatusCode::ACCEPTED).await["change"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let allocate = json!({"action": "allocate", "invoice_id": invoice["id"], "amount": "5.00", "reason": "ours"});
+    let res = resolve(&app, a1, &stray, "fe-4", allocate).await;
+    let alloc = expect_status(res, StatusCode::ACCEPTED).await["change"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let res = app
+        .post(
+            &format!("/v1/organisation/changes/{void}/confirm"),
+            &a2,
+            json!({}),
+        )
+        .await;
+    expect_status(res, StatusCode::OK).await;
+    let before = footprint(&app).await;
+    let res = app
+        .post(
+            &format!("/v1/organisation/changes/{alloc}/confirm"),
+            &a2,
+            json!({}),
+        )
+        .await;
+    expect_problem(res, StatusCode::CONFLICT, "payment_not_resolvable").await;
+    assert_eq!(footprint(&app).await, before);
+    let change = app
+        .get(&format!("/v1/organisation/changes/{alloc}"), a1)
+        .await;
+    assert_eq!(
+        expect_status(change, StatusCode::OK).await["state"],
+        "pending"
+    );
+    assert_eq!(
+        detail(&app, a1, &stray).await["payment"]["status"],
+        "failed"
+    );
 }
 
 async fn a_replayed_resolution_writes_nothing(app: TestApp) {
