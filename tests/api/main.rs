@@ -35,6 +35,7 @@ mod model;
 mod organisation;
 mod panics;
 mod parties;
+mod payments;
 mod peer;
 mod presented;
 mod races;

@@ -13,7 +13,7 @@ mod views;
 
 pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
 pub use queries::InvoiceQuery;
-pub(crate) use settling::reconcile_invoice;
+pub(crate) use settling::{invoice_facts, reconcile_invoice, stored_amount};
 pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
 pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
@@ -25,7 +25,7 @@ use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, 
 use tauros_store::{InvoiceJoined, Reader};
 use uuid::Uuid;
 
-pub(super) fn caller(actor: &Actor) -> Caller {
+pub(crate) fn caller(actor: &Actor) -> Caller {
     match actor {
         Actor::Agent(a) => Caller::Agent { id: a.id },
         Actor::Human(h) => Caller::Human {

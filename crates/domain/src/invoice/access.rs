@@ -148,7 +148,7 @@ pub fn authorize(
         Action::Withdraw => Ok(()),
         // Tauros records it; no caller can.
         Action::IssueBlocked => Err(AccessError::Forbidden(NOBODY_RECORDS)),
-        Action::PaymentApplied | Action::PaymentReversed => {
+        Action::PaymentApplied | Action::PaymentReversed | Action::Paid => {
             Err(AccessError::Forbidden(SETTLEMENT_RECORDS))
         }
         Action::Approve

@@ -50,7 +50,8 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         | Action::Issue
         | Action::IssueBlocked
         | Action::PaymentApplied
-        | Action::PaymentReversed => {
+        | Action::PaymentReversed
+        | Action::Paid => {
             return match reason {
                 None => Ok(None),
                 Some(_) => Err(FieldError::plain(

@@ -117,11 +117,15 @@ pub enum Action {
     /// Less of the total is covered than before (a confirmed payment failed later, a reversal):
     /// paid or partially paid → partially paid or issued (recorded by Tauros).
     PaymentReversed,
+    /// The invoice is now paid in full: written right after the `payment_applied` that took it
+    /// to `paid` (paid → paid), so that "paid" is an event of its own (the `invoice.paid`
+    /// webhook). Recorded by Tauros, never a caller's command.
+    Paid,
 }
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 13] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -134,6 +138,7 @@ impl Action {
         Action::IssueBlocked,
         Action::PaymentApplied,
         Action::PaymentReversed,
+        Action::Paid,
     ];
 
     /// The stored and serialized name (also the audit event's `action`).
@@ -151,6 +156,7 @@ impl Action {
             Action::IssueBlocked => "issue_blocked",
             Action::PaymentApplied => "payment_applied",
             Action::PaymentReversed => "payment_reversed",
+            Action::Paid => "paid",
         }
     }
 
@@ -171,7 +177,10 @@ impl Action {
 
     /// Whether settlement records it: the invoice's paid state follows the confirmed payments.
     pub fn is_settlement(self) -> bool {
-        matches!(self, Action::PaymentApplied | Action::PaymentReversed)
+        matches!(
+            self,
+            Action::PaymentApplied | Action::PaymentReversed | Action::Paid
+        )
     }
 
     /// Whether only a human approver may run it (separation of duties, docs/contract/domain.md §1).
@@ -321,7 +330,7 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
             "that state is final: create a new invoice (with a new idempotency key) instead"
                 .to_owned()
         }
-        (Action::PaymentApplied | Action::PaymentReversed, _) => {
+        (Action::PaymentApplied | Action::PaymentReversed | Action::Paid, _) => {
             "settlement moves an invoice only once it is issued, and only as far as its \
              confirmed payments reach"
                 .to_owned()
@@ -361,6 +370,7 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
         (Action::IssueBlocked, Approved) => &[Approved],
         (Action::PaymentApplied, Issued | PartiallyPaid) => &[PartiallyPaid, Paid],
         (Action::PaymentReversed, PartiallyPaid | Paid) => &[Issued, PartiallyPaid],
+        (Action::Paid, Paid) => &[Paid],
         _ => &[],
     }
 }
@@ -369,6 +379,10 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
 ///
 /// Shared by [`transition`] and the decide order so the graph is written exactly once.
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
+    // Settlement moves are never commands, even where the graph has one target (`paid`).
+    if action.is_settlement() {
+        return None;
+    }
     match targets(action, from) {
         [to] => Some(*to),
         _ => None,
@@ -489,7 +503,8 @@ mod tests {
                 "issue",
                 "issue_blocked",
                 "payment_applied",
-                "payment_reversed"
+                "payment_reversed",
+                "paid"
             ]
         );
     }
@@ -524,6 +539,7 @@ mod tests {
             Action::IssueBlocked,
             Action::PaymentApplied,
             Action::PaymentReversed,
+            Action::Paid,
         ] {
             assert_eq!(action.decision_kind(), None, "{action}");
         }
@@ -533,7 +549,11 @@ mod tests {
             .collect();
         assert_eq!(
             settlement,
-            [Action::PaymentApplied, Action::PaymentReversed]
+            [
+                Action::PaymentApplied,
+                Action::PaymentReversed,
+                Action::Paid
+            ]
         );
         let authority: Vec<Action> = Action::ALL
             .into_iter()
@@ -571,7 +591,7 @@ mod tests {
     /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
     /// cover more of the total, back when one is reversed. Nothing else, and never through
     /// `transition`.
-    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 8] = [
+    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 9] = [
         (Action::PaymentApplied, Issued, PartiallyPaid),
         (Action::PaymentApplied, Issued, Paid),
         (Action::PaymentApplied, PartiallyPaid, PartiallyPaid),
@@ -580,6 +600,7 @@ mod tests {
         (Action::PaymentReversed, Paid, Issued),
         (Action::PaymentReversed, PartiallyPaid, PartiallyPaid),
         (Action::PaymentReversed, PartiallyPaid, Issued),
+        (Action::Paid, Paid, Paid),
     ];
 
     /// The replays that the state alone decides (plus `cancelled_by`).
@@ -635,10 +656,10 @@ mod tests {
                 }
             }
         }
-        // 12 actions × 8 states × 3 = 288 cases; 11 legal pairs × 3, 1 submit replay × 3,
-        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves are never
-        // commands: `transition` refuses them everywhere.
-        assert_eq!(refused, 288 - 33 - 3 - 9 - 2);
+        // 13 actions × 8 states × 3 = 312 cases; 11 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves (and
+        // `paid`) are never commands: `transition` refuses them everywhere.
+        assert_eq!(refused, 312 - 33 - 3 - 9 - 2);
     }
 
     #[test]

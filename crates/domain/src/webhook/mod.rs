@@ -53,6 +53,7 @@ pub fn event_type(action: Action) -> &'static str {
         Action::IssueBlocked => "invoice.issue_blocked",
         Action::PaymentApplied => "invoice.payment_applied",
         Action::PaymentReversed => "invoice.payment_reversed",
+        Action::Paid => "invoice.paid",
     }
 }
 
