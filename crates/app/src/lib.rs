@@ -70,6 +70,6 @@ pub use proposals::ChangeView;
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 pub use webhooks::{
-    Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView,
-    WebhookEndpointView, WithSecret,
+    AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint,
+    WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView, WithSecret,
 };
