@@ -750,7 +750,13 @@ impl App {
             // The endpoint was deleted while the attempt ran (its attempts went with it).
             return Ok(AttemptRecorded::EndpointGone);
         };
-        tx.insert_webhook_attempt(&row).await?;
+        match tx.insert_webhook_attempt(&row).await {
+            Ok(()) => {}
+            Err(tauros_store::StoreError::ReferenceGone(_)) => {
+                return Ok(AttemptRecorded::EndpointGone);
+            }
+            Err(e) => return Err(e.into()),
+        }
         let now = now();
         if let Some(event) = tx.event_by_id(job.org_id, delivery.event_id).await? {
             ensure_delivery(&mut *tx, job, endpoint.id, &event, now).await?;
