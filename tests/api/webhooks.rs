@@ -2057,6 +2057,30 @@ async fn a_failing_endpoint_is_disabled_holds_its_deliveries_and_re_enabled_send
         |e| e["last_success_at"].is_string(),
     )
     .await;
+    // The first cycle's job (discarded when the endpoint was disabled), retried by hand, sends
+    // nothing: the re-enable's cycle carries the delivery now.
+    let old_job = items
+        .iter()
+        .map(|a| a["job_id"].as_str().unwrap().to_owned())
+        .next()
+        .unwrap();
+    let sent_before_retry = receiver.seen().len();
+    let path = format!("/v1/jobs/{old_job}/retry");
+    expect_status(app.post(&path, &token, json!({})).await, StatusCode::OK).await;
+    let superseded = until(
+        "the old cycle's job settled",
+        || async {
+            expect_status(
+                app.get(&format!("/v1/jobs/{old_job}"), &token).await,
+                StatusCode::OK,
+            )
+            .await
+        },
+        |j| j["state"] == "discarded",
+    )
+    .await;
+    assert_eq!(superseded["last_error"]["code"], "superseded");
+    assert_eq!(receiver.seen().len(), sent_before_retry);
     assert!(workers.shutdown(Duration::from_secs(10)).await);
     assert_eq!(recovered["status"], "active");
     assert!(recovered["failing_since"].is_null());
