@@ -152,6 +152,25 @@ class World:
             )
             subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", script], check=True)
 
+    def failing_for_days(self, endpoint_id):
+        """Moves an endpoint's failing_since far back behind the server's back, so that its
+        next failed attempt is past the disable window (TAUROS_WEBHOOK_DISABLE_AFTER, 3 days)."""
+        since = "2000-01-01T00:00:00+00:00"
+        if self.database_url.startswith("sqlite:"):
+            path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
+            db = sqlite3.connect(path, timeout=10)
+            try:
+                db.execute(
+                    "update webhook_endpoints set failing_since = ? where id = ?",
+                    (since, uuid.UUID(endpoint_id).bytes),
+                )
+                db.commit()
+            finally:
+                db.close()
+        else:
+            update = f"update webhook_endpoints set failing_since = '{since}' where id = '{endpoint_id}'"
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", update], check=True)
+
     def settlement_key(self):
         """A settlement agent of the approver's (created once): its API key."""
         if not hasattr(self, "_settlement_key"):
@@ -890,6 +909,88 @@ def a_webhook_endpoint_shows_its_secret_once(j: Journey):
         for e in w.api.ok("GET", "/v1/webhook-endpoints", w.approver)["items"]:
             if e["url"] == receiver.url:
                 w.api.call("DELETE", f"/v1/webhook-endpoints/{e['id']}", w.approver)
+        receiver.close()
+
+
+@journey
+def a_disabled_endpoint_is_re_enabled_and_a_failed_delivery_resent(j: Journey):
+    """No dead ends (docs/WEBHOOKS.md, "Runbook"): an endpoint failing past its window is
+    marked disabled with its held delivery and re-enabled from the page; a delivery whose job
+    was stopped is failed, and Resend sends it with the same webhook-id."""
+    w = j.world
+    receiver = Receiver(status=503)
+    endpoint = w.api.ok(
+        "POST",
+        "/v1/webhook-endpoints",
+        w.approver,
+        {"url": receiver.url, "events": ["invoice.created"], "description": "Dead ends journey"},
+    )["endpoint"]
+    try:
+        # The first attempt fails; the endpoint has been failing "for days" (its failing_since
+        # moved back behind the server's back, as the window is 3 days): the next failed
+        # attempt disables it and holds the delivery.
+        first = w.propose(submit=False)
+        receiver.wait_for(1)
+        until("failing recorded", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)["failing_since"])
+        w.failing_for_days(endpoint["id"])
+        until("the endpoint disabled", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)["status"] == "disabled", timeout=60)
+
+        page = j.page()
+        j.sign_in(page)
+        j.nav(page, "Webhooks", "Webhook endpoints")
+        row = page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]')
+        expect(row).to_contain_text("Disabled")
+        expect(row).to_contain_text("1 delivery held")
+        row.get_by_role("link", name=receiver.url).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(receiver.url)
+        expect(page.locator("#endpoint-disabled")).to_contain_text("1 delivery is held")
+        expect(page.locator(".deliveries tbody tr").first).to_contain_text("Held")
+
+        # The receiver is fixed; Re-enable sends the held delivery.
+        receiver.status = 204
+        before = len(receiver.received)
+        page.get_by_role("button", name=f"Re-enable {receiver.url}").click()
+        expect(page.locator("#webhooks-flash")).to_contain_text("is enabled again: 1 held delivery goes out again")
+        delivered = receiver.wait_for(before + 1)[-1]
+        created_event = w.api.ok("GET", f"/v1/invoices/{first['id']}/events", w.approver)["items"][0]["id"]
+        assert delivered[0]["webhook-id"] == created_event and delivered[2] == 204, delivered
+        page.reload()
+        expect(page.locator("#endpoint-disabled")).to_have_count(0)
+        expect(page.locator(".deliveries tbody tr").first).to_contain_text("Delivered")
+
+        # A delivery whose job an approver stopped is failed: Resend sends it again.
+        receiver.status = 503
+        second = w.propose(submit=False)
+        second_event = w.api.ok("GET", f"/v1/invoices/{second['id']}/events", w.approver)["items"][0]["id"]
+
+        def waiting_delivery():
+            items = w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries", w.approver)["items"]
+            attempt = next((a for a in items if a["event_id"] == second_event), None)
+            if not attempt:
+                return None
+            job = w.api.ok("GET", f"/v1/jobs/{attempt['job_id']}", w.approver)
+            return attempt if job["state"] == "retryable" else None
+
+        attempt = until("a failed attempt waiting for its retry", waiting_delivery)
+        w.api.ok("POST", f"/v1/jobs/{attempt['job_id']}/cancel", w.approver)
+        page.reload()
+        resend = page.get_by_role("button", name=f"Resend invoice.created (event {second_event})")
+        expect(resend).to_be_visible()
+        expect(page.locator(f'tr[data-delivery-id="{attempt["delivery_id"]}"]').first).to_contain_text("Failed")
+        receiver.status = 204
+        before = len(receiver.received)
+        resend.click()
+        expect(page.locator("#webhooks-flash")).to_contain_text(f"resent with the same webhook-id ({second_event})")
+        resent = receiver.wait_for(before + 1)[-1]
+        assert resent[0]["webhook-id"] == second_event and resent[2] == 204, resent
+        until("the resend recorded", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries", w.approver)["items"][0]["delivery_status"] == "delivered")
+        page.reload()
+        expect(page.get_by_role("button", name=f"Resend invoice.created (event {second_event})")).to_have_count(0)
+        # Once delivered, the API refuses to send it again (the page offers no button).
+        status, problem = w.api.call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries/{attempt['delivery_id']}/resend", w.approver)
+        assert status == 409 and problem["code"] == "already_delivered", (status, problem)
+    finally:
+        w.api.call("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)
         receiver.close()
 
 

@@ -213,6 +213,44 @@ pub struct WebhookArgs {
     /// warning says so at start. Prefer the environment variable to the flag.
     #[arg(long, env = "TAUROS_SECRET_KEY", hide_env_values = true)]
     pub secret_key: Option<Hidden>,
+    /// Counted attempts of one delivery cycle (1–1000); then the delivery is `failed` until an
+    /// approver resends it (a new cycle of as many attempts).
+    #[arg(long, env = "TAUROS_WEBHOOK_MAX_ATTEMPTS", default_value_t = tauros_domain::job::DEFAULT_MAX_ATTEMPTS)]
+    pub webhook_max_attempts: i32,
+    /// How long an endpoint may fail without a single success before it is disabled (its
+    /// deliveries then held until an approver re-enables it): a number with a unit, `s`, `m`,
+    /// `h` or `d` (`3d`, `72h`, `90m`); a bare number is seconds.
+    #[arg(long, env = "TAUROS_WEBHOOK_DISABLE_AFTER", default_value = "3d")]
+    pub webhook_disable_after: String,
+}
+
+/// A duration written as a number and a unit (`s`, `m`, `h`, `d`; none: seconds), at least one
+/// second.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit_seconds: u64 = match unit.trim() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        other => {
+            return Err(format!(
+                "{text:?}: the unit {other:?} is not one of s, m, h, d (e.g. 3d, 72h, 90m)"
+            ));
+        }
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} must be a whole number with a unit (e.g. 3d, 72h, 90m)"))?;
+    let seconds = number
+        .checked_mul(unit_seconds)
+        .filter(|s| *s >= 1)
+        .ok_or_else(|| format!("{text:?} must be at least one second"))?;
+    Ok(std::time::Duration::from_secs(seconds))
 }
 
 /// A command-line value that `Debug` never shows (the arguments derive it).
@@ -246,9 +284,16 @@ impl WebhookArgs {
             .map(tauros_domain::webhook::SecretKey::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!(e))?;
+        if !(1..=tauros_domain::job::MAX_MAX_ATTEMPTS).contains(&self.webhook_max_attempts) {
+            anyhow::bail!("TAUROS_WEBHOOK_MAX_ATTEMPTS must be from 1 to 1000");
+        }
+        let disable_after = parse_duration(&self.webhook_disable_after)
+            .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_DISABLE_AFTER: {e}"))?;
         Ok(tauros_app::WebhookConfig {
             allow_hosts,
             secret_key,
+            max_attempts: self.webhook_max_attempts,
+            disable_after,
         })
     }
 }
@@ -547,6 +592,34 @@ mod tests {
             Command::Serve(serve) => Ok(serve),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_webhook_disable_window_reads_a_number_and_a_unit() {
+        let days = |d: u64| std::time::Duration::from_secs(d * 86_400);
+        let config = serve(&[]).unwrap().webhooks.config().unwrap();
+        assert_eq!(config.disable_after, days(3));
+        assert_eq!(config.max_attempts, 25);
+        for (text, seconds) in [
+            ("72h", 259_200),
+            ("90m", 5_400),
+            ("45s", 45),
+            ("2", 2),
+            (" 1d ", 86_400),
+        ] {
+            assert_eq!(parse_duration(text).unwrap().as_secs(), seconds, "{text}");
+        }
+        for wrong in ["", "0s", "3 weeks", "-1d", "1.5h", "d"] {
+            assert!(parse_duration(wrong).is_err(), "{wrong}");
+        }
+        let args = ["--webhook-disable-after", "3w"];
+        let e = serve(&args).unwrap().webhooks.config().unwrap_err();
+        assert!(
+            e.to_string().contains("TAUROS_WEBHOOK_DISABLE_AFTER"),
+            "{e}"
+        );
+        let args = ["--webhook-max-attempts", "0"];
+        assert!(serve(&args).unwrap().webhooks.config().is_err());
     }
 
     #[test]

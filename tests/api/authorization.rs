@@ -70,6 +70,8 @@ enum Route {
     RotateWebhookSecret,
     WebhookDeliveries,
     DeleteWebhook,
+    EnableWebhook,
+    ResendDelivery,
     ReportSettlementEvent,
     ListPayments,
     GetPayment,
@@ -198,6 +200,8 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, RotateWebhookSecret,        [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, WebhookDeliveries,          [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, DeleteWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, EnableWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, ResendDelivery,             [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, ReportSettlementEvent,      [NoCap,     NoCap,     NoCap,     Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    Yes]),
     (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
     (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
@@ -386,6 +390,8 @@ impl Route {
             RotateWebhookSecret => "POST /v1/webhook-endpoints/{id}/rotate-secret",
             WebhookDeliveries => "GET /v1/webhook-endpoints/{id}/deliveries",
             DeleteWebhook => "DELETE /v1/webhook-endpoints/{id}",
+            EnableWebhook => "POST /v1/webhook-endpoints/{id}/enable",
+            ResendDelivery => "POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/resend",
             ReportSettlementEvent => "POST /v1/settlement-events",
             ListPayments => "GET /v1/payments",
             GetPayment => "GET /v1/payments/{id}",
@@ -416,6 +422,8 @@ impl Route {
                 | RotateWebhookSecret
                 | WebhookDeliveries
                 | DeleteWebhook
+                | EnableWebhook
+                | ResendDelivery
         )
     }
 
@@ -468,6 +476,7 @@ impl Route {
             | CreateWebhook
             | ReportSettlementEvent => StatusCode::CREATED,
             DeleteCustomer | DeleteWebhook => StatusCode::NO_CONTENT,
+            ResendDelivery => StatusCode::ACCEPTED,
             _ => StatusCode::OK,
         }
     }
@@ -494,6 +503,8 @@ impl Route {
             ListWebhooks | GetWebhook | RotateWebhookSecret | WebhookDeliveries | DeleteWebhook => {
                 Fixture::Webhook
             }
+            EnableWebhook => Fixture::DisabledWebhook,
+            ResendDelivery => Fixture::FailedDelivery,
             ListPayments | GetPayment | ResolvePayment => Fixture::Payment,
         }
     }
@@ -550,6 +561,11 @@ enum Fixture {
     CancelledJob,
     /// Organisation A's only webhook endpoint (registered by A1; earlier ones deleted).
     Webhook,
+    /// That endpoint, disabled (as failing past its window would).
+    DisabledWebhook,
+    /// That endpoint, subscribed to `invoice.created`, with the delivery of a new draft's
+    /// event whose job an approver cancelled: failed, for a resend.
+    FailedDelivery,
     /// A payment the settlement agent reported for a draft of the subject (unmatched: not
     /// issued), so its humans see it.
     Payment,
@@ -691,6 +707,7 @@ struct Target {
     destination_id: Option<Uuid>,
     job_id: Option<Uuid>,
     webhook_id: Option<Uuid>,
+    delivery_id: Option<Uuid>,
     payment_id: Option<Uuid>,
 }
 
@@ -739,7 +756,7 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
             }
             target.job_id = Some(id);
         }
-        Fixture::Webhook => {
+        Fixture::Webhook | Fixture::DisabledWebhook | Fixture::FailedDelivery => {
             // One at a time: an organisation holds at most 20 endpoints.
             let token = &w.x.owner_token;
             let listed = expect_status(
@@ -751,11 +768,47 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
                 let path = format!("/v1/webhook-endpoints/{}", id_of(endpoint));
                 expect_status(app.delete(&path, token).await, StatusCode::NO_CONTENT).await;
             }
-            let res = app
-                .post("/v1/webhook-endpoints", token, webhook_body(n))
-                .await;
+            let mut body = webhook_body(n);
+            if fixture == Fixture::FailedDelivery {
+                body["events"] = json!(["invoice.created"]);
+            }
+            let res = app.post("/v1/webhook-endpoints", token, body).await;
             let created = expect_status(res, StatusCode::CREATED).await;
-            target.webhook_id = Some(id_of(&created["endpoint"]).parse().unwrap());
+            let endpoint: Uuid = id_of(&created["endpoint"]).parse().unwrap();
+            target.webhook_id = Some(endpoint);
+            let sql_id = crate::helpers::sql_uuid(&app.database_url, &endpoint.to_string());
+            if fixture == Fixture::DisabledWebhook {
+                let sql = format!(
+                    "update webhook_endpoints set disabled_at = created_at where id = {sql_id}"
+                );
+                assert!(app.sql_exec(&sql).await);
+            }
+            if fixture == Fixture::FailedDelivery {
+                let res = app
+                    .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
+                    .await;
+                let invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
+                let res = app
+                    .get(&format!("/v1/invoices/{}/events", id_of(&invoice)), &p.key)
+                    .await;
+                let event: Uuid = id_of(&expect_status(res, StatusCode::OK).await["items"][0])
+                    .parse()
+                    .unwrap();
+                let delivery = tauros_domain::webhook::delivery_id(w.org_id, endpoint, event);
+                let sql =
+                    format!("select count(*) from webhook_deliveries where endpoint_id = {sql_id}");
+                assert_eq!(app.sql_count(&sql).await, 1);
+                let job = tauros_domain::job::job_id_for_submission(
+                    w.org_id,
+                    "webhook.deliver.v1",
+                    &format!("{endpoint}/{event}"),
+                );
+                let res = app
+                    .post(&format!("/v1/jobs/{job}/cancel"), token, json!({}))
+                    .await;
+                expect_status(res, StatusCode::OK).await;
+                target.delivery_id = Some(delivery);
+            }
         }
         Fixture::Payment => {
             let res = app
@@ -897,6 +950,12 @@ async fn send(
         RotateWebhookSecret => (Method::POST, webhook("/rotate-secret"), None),
         WebhookDeliveries => (Method::GET, webhook("/deliveries"), None),
         DeleteWebhook => (Method::DELETE, webhook(""), None),
+        EnableWebhook => (Method::POST, webhook("/enable"), None),
+        ResendDelivery => (
+            Method::POST,
+            webhook(&format!("/deliveries/{}/resend", t.delivery_id.unwrap())),
+            None,
+        ),
         ReportSettlementEvent => (
             Method::POST,
             "/v1/settlement-events".to_owned(),

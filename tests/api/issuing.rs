@@ -760,6 +760,7 @@ async fn issuing_app_with_webhooks(backend: Backend) -> (TestApp, Peer, PeerDir)
         webhooks: WebhookConfig {
             allow_hosts: AllowList::parse("127.0.0.1").unwrap(),
             secret_key: None,
+            ..WebhookConfig::default()
         },
         ..AppConfig::default()
     };

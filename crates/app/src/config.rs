@@ -58,10 +58,26 @@ pub fn default_password_threads() -> usize {
 }
 
 /// How this process treats webhooks.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct WebhookConfig {
     /// Hosts deliveries may go to (`TAUROS_WEBHOOK_ALLOW_HOSTS`); empty: any public host.
     pub allow_hosts: AllowList,
     /// Seals signing secrets at rest (`TAUROS_SECRET_KEY`); `None` stores them as they are.
     pub secret_key: Option<SecretKey>,
+    /// Counted attempts of one delivery cycle (`TAUROS_WEBHOOK_MAX_ATTEMPTS`, 25).
+    pub max_attempts: i32,
+    /// How long an endpoint may fail without a success before it is disabled
+    /// (`TAUROS_WEBHOOK_DISABLE_AFTER`, 3 days).
+    pub disable_after: std::time::Duration,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            allow_hosts: AllowList::default(),
+            secret_key: None,
+            max_attempts: tauros_domain::job::DEFAULT_MAX_ATTEMPTS,
+            disable_after: tauros_domain::webhook::DEFAULT_DISABLE_AFTER,
+        }
+    }
 }

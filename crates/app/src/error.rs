@@ -101,6 +101,8 @@ pub enum KeyHolder {
     SettlementEvent(uuid::Uuid),
     /// A payment resolution: the approver's key was used for another resolution request.
     PaymentResolution(uuid::Uuid),
+    /// A webhook endpoint: the approver's key was used to register another body.
+    WebhookEndpoint(uuid::Uuid),
 }
 
 /// Shorthand for use-case results.

@@ -72,6 +72,6 @@ pub use resolutions::{PaymentResolutionView, ResolveOutcome};
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 pub use webhooks::{
-    Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView,
-    WebhookEndpointView, WithSecret,
+    AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint,
+    WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView, WithSecret,
 };

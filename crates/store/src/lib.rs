@@ -62,7 +62,8 @@ pub use settlement::{
 pub use sqlite::SqliteStore;
 pub use unit::{DynStore, Reader, Store, Tx};
 pub use webhooks::{
-    WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
+    EndpointHealth, WebhookAttemptListed, WebhookAttemptRow, WebhookDeliveryListed,
+    WebhookDeliveryRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
 };
 
 /// Opens the store named by a `DATABASE_URL` (`sqlite:…` or `postgres://…`).

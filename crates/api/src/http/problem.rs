@@ -245,6 +245,7 @@ impl From<AppError> for ApiError {
                     KeyHolder::Destination(id) => ("payment_destination_id", id),
                     KeyHolder::SettlementEvent(id) => ("settlement_event_id", id),
                     KeyHolder::PaymentResolution(id) => ("payment_resolution_id", id),
+                    KeyHolder::WebhookEndpoint(id) => ("webhook_endpoint_id", id),
                 };
                 let detail = match holder {
                     KeyHolder::SettlementEvent(_) => format!(

@@ -5,9 +5,14 @@
 //! deliveries in the event's transaction; `jobs::webhooks` resolves, connects and sends.
 
 mod address;
+mod delivery;
 mod signing;
 
 pub use address::{AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url};
+pub use delivery::{
+    DEFAULT_DISABLE_AFTER, DeliveryStatus, Health, Resend, ResendRefused, SECRET_REPLAY_WINDOW,
+    cycle_submission, delivery_id, next_cycle, resend,
+};
 pub use signing::{
     SECRET_PREFIX, SealError, SecretKey, SigningSecret, open_secret, seal_secret, signature,
 };
