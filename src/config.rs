@@ -339,6 +339,11 @@ pub struct IssuerArgs {
     /// Days a completed claim (and its stored response) is kept.
     #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = tauros_domain::effect::DEFAULT_RETENTION_DAYS)]
     pub claim_retention_days: i64,
+    /// How long the issuer deduplicates an operation key: a number with a unit, `s`, `m`, `h`
+    /// or `d` (`24h`, `90m`, `2d`); a claim older than that is never executed again
+    /// automatically (issuing stops at `needs_review` when the issuer holds nothing).
+    #[arg(long, env = "TAUROS_ISSUER_KEY_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub issuer_key_retention: std::time::Duration,
     /// Days a claim may stay processing before the reaper may delete it (at least 1).
     #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = tauros_domain::effect::DEFAULT_ABANDON_DAYS)]
     pub claim_abandon_days: i64,
@@ -351,7 +356,36 @@ pub struct IssuerArgs {
     pub test_pause_at: Option<String>,
 }
 
+/// A duration with its unit: `30s`, `90m`, `24h`, `2d` (a positive whole number, at most ten
+/// years).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text.len().saturating_sub(1);
+    let (digits, unit) = text.split_at(split);
+    let seconds_per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}` needs a unit: s, m, h or d (e.g. 24h)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number with a unit (e.g. 24h)"))?;
+    let seconds = n.saturating_mul(seconds_per);
+    if n == 0 || seconds > 10 * 365 * 86_400 {
+        return Err(format!("`{text}` must be more than 0 and at most ten years"));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 impl IssuerArgs {
+    /// `TAUROS_ISSUER_KEY_RETENTION` as the app holds it.
+    pub fn key_retention(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.issuer_key_retention)
+            .unwrap_or(chrono::Duration::hours(tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS))
+    }
+
     /// The configured issuer, if any.
     pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<tauros_app::issuing::Issuer>> {
         let timeout = std::time::Duration::from_secs(self.issuer_timeout_seconds.max(1));
@@ -482,6 +516,7 @@ impl ServeArgs {
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
             issuer_configured: self.jobs.issuer.issuer.is_some(),
             claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
+            issuer_key_retention: self.jobs.issuer.key_retention(),
             webhooks: self.webhooks.config()?,
         })
     }

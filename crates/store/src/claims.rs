@@ -56,7 +56,16 @@ pub trait ClaimWrite: ClaimRead {
         completed_at: DateTime<Utc>,
         retain_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Deletes up to `limit` completed claims whose retention ended before `now`, skipping
+    /// Closes a `processing` claim as `rejected` (the peer refused definitively); `false` when
+    /// it was not processing.
+    async fn reject_claim(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        completed_at: DateTime<Utc>,
+        retain_until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Deletes up to `limit` completed (or rejected) claims whose retention ended before `now`, skipping
     /// rows another transaction holds.
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     /// Deletes up to `limit` processing claims admitted before `cutoff` and past their

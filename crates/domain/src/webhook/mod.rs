@@ -51,6 +51,9 @@ pub fn event_type(action: Action) -> &'static str {
         Action::Cancel => "invoice.cancelled",
         Action::Issue => "invoice.issued",
         Action::IssueBlocked => "invoice.issue_blocked",
+        Action::IssueRejected => "invoice.issue_rejected",
+        Action::IssueConflict => "invoice.issue_conflict",
+        Action::IssueNeedsReview => "invoice.issue_needs_review",
         Action::PaymentApplied => "invoice.payment_applied",
         Action::PaymentReversed => "invoice.payment_reversed",
     }
