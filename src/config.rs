@@ -374,7 +374,9 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("`{text}` is not a whole number with a unit (e.g. 24h)"))?;
     let seconds = n.saturating_mul(seconds_per);
     if n == 0 || seconds > 10 * 365 * 86_400 {
-        return Err(format!("`{text}` must be more than 0 and at most ten years"));
+        return Err(format!(
+            "`{text}` must be more than 0 and at most ten years"
+        ));
     }
     Ok(std::time::Duration::from_secs(seconds))
 }
@@ -382,8 +384,9 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 impl IssuerArgs {
     /// `TAUROS_ISSUER_KEY_RETENTION` as the app holds it.
     pub fn key_retention(&self) -> chrono::Duration {
-        chrono::Duration::from_std(self.issuer_key_retention)
-            .unwrap_or(chrono::Duration::hours(tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS))
+        chrono::Duration::from_std(self.issuer_key_retention).unwrap_or(chrono::Duration::hours(
+            tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS,
+        ))
     }
 
     /// The configured issuer, if any.

@@ -540,15 +540,24 @@ mod tests {
         for status in [200, 201, 408, 409, 425, 429, 500, 503] {
             assert!(!is_refusal_status(status), "{status}");
         }
-        assert_eq!(bounded_reason("  "), "the peer refused the request without a reason");
+        assert_eq!(
+            bounded_reason("  "),
+            "the peer refused the request without a reason"
+        );
         assert_eq!(bounded_reason("a\nb"), "a b");
-        assert_eq!(bounded_reason(&"x".repeat(900)).chars().count(), MAX_REASON_CHARS);
+        assert_eq!(
+            bounded_reason(&"x".repeat(900)).chars().count(),
+            MAX_REASON_CHARS
+        );
     }
 
     #[test]
     fn a_stale_claim_never_executes_on_a_bare_absence() {
         let mut stale = Attempt::on_claim(true);
-        assert_eq!(stale.after_recover::<u8>(Recovered::Absent), Step::NeedsReview);
+        assert_eq!(
+            stale.after_recover::<u8>(Recovered::Absent),
+            Step::NeedsReview
+        );
         assert_eq!(stale.after_recover(Recovered::Done(1)), Step::Finalise(1));
         let t = Utc::now();
         assert!(is_stale(t - Duration::hours(25), Duration::hours(24), t));
@@ -563,13 +572,25 @@ mod tests {
         });
         let same = serde_json::json!({ "peer_id": "p", "request": ours.clone() });
         assert_eq!(compare_held(&ours, &same), Ok(()));
-        assert_eq!(compare_held(&ours, &serde_json::json!({ "peer_id": "p" })), Ok(()));
+        assert_eq!(
+            compare_held(&ours, &serde_json::json!({ "peer_id": "p" })),
+            Ok(())
+        );
         let mut theirs = ours.clone();
         theirs["number"] = "INV-2026-000001".into();
         let conflict = compare_held(&ours, &serde_json::json!({ "request": theirs })).unwrap_err();
-        assert_eq!(conflict.ours, serde_json::json!({ "number": "INV-2026-000002" }));
-        assert_eq!(conflict.theirs, serde_json::json!({ "number": "INV-2026-000001" }));
-        assert_eq!(admit(Some((ClaimState::Rejected, "f")), "f"), Admission::Refused);
+        assert_eq!(
+            conflict.ours,
+            serde_json::json!({ "number": "INV-2026-000002" })
+        );
+        assert_eq!(
+            conflict.theirs,
+            serde_json::json!({ "number": "INV-2026-000001" })
+        );
+        assert_eq!(
+            admit(Some((ClaimState::Rejected, "f")), "f"),
+            Admission::Refused
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@ use crate::parties::Scope;
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::effect::IssuingStatus;
+use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use uuid::Uuid;
 

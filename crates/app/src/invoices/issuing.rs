@@ -13,14 +13,14 @@ use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::idempotency::Replayed;
+use crate::jobs::JobView;
 use chrono::Datelike;
 use serde::Serialize;
 use tauros_domain::destination::DestinationState;
-use crate::jobs::JobView;
 use tauros_domain::effect::{self, Admission, ClaimState, IssuingStatus};
-use tauros_domain::job::JobState;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{self as rules, Action, InvoiceState, Transition};
+use tauros_domain::job::JobState;
 use tauros_store::{ClaimRow, InvoiceRow, JobUpdate, Lock, RevisionRow, Tx};
 use uuid::Uuid;
 
@@ -94,7 +94,9 @@ pub enum IssueAnswer {
 enum Admitted {
     Claim(IssueClaim),
     /// Blocked; `first` when this admission recorded `issue_blocked` (else nothing changed).
-    Blocked { first: bool },
+    Blocked {
+        first: bool,
+    },
 }
 
 /// The claim's business key and the job's submission id for operation version `version`:
@@ -204,9 +206,9 @@ impl App {
                 .job(invoice.org_id, enqueued.id)
                 .await?
                 .ok_or(AppError::NotFound)?;
-            return Ok(IssueAnswer::Enqueued(Replayed::replay(
-                crate::jobs::view(job)?,
-            )));
+            return Ok(IssueAnswer::Enqueued(Replayed::replay(crate::jobs::view(
+                job,
+            )?)));
         }
         invoice.updated_at = now();
         tx.update_invoice(&invoice).await?;
@@ -215,7 +217,9 @@ impl App {
             .await?
             .ok_or_else(|| AppError::Internal("the issue job vanished".into()))?;
         tx.commit().await?;
-        Ok(IssueAnswer::Enqueued(Replayed::fresh(crate::jobs::view(job)?)))
+        Ok(IssueAnswer::Enqueued(Replayed::fresh(crate::jobs::view(
+            job,
+        )?)))
     }
 
     /// Whether approving enqueues an issue job (an issuer is configured).
@@ -239,10 +243,7 @@ impl App {
         if invoice.state != InvoiceState::Approved {
             return Ok(IssueStart::Settled(invoice.state));
         }
-        if let Some(status) = invoice
-            .issuing_status
-            .filter(|s| s.awaits_human())
-        {
+        if let Some(status) = invoice.issuing_status.filter(|s| s.awaits_human()) {
             return Ok(IssueStart::Stopped(status));
         }
         let revision = current_revision(&mut *tx, &invoice).await?;
@@ -372,7 +373,8 @@ impl App {
                 .await?
                 .ok_or_else(|| AppError::Internal("claim vanished during admission".into()))?;
             let state = ClaimState::parse(&existing.state).unwrap_or(ClaimState::Processing);
-            let admission = effect::admit(Some((state, existing.fingerprint.as_str())), &fingerprint);
+            let admission =
+                effect::admit(Some((state, existing.fingerprint.as_str())), &fingerprint);
             let stale = effect::is_stale(
                 existing.admitted_at,
                 self.config.issuer_key_retention,
@@ -410,8 +412,7 @@ impl App {
         let Some(row) = tx.lock_claim(claim.org_id, claim.op_key).await? else {
             return Ok(());
         };
-        if invoice.state != InvoiceState::Approved || row.state != ClaimState::Processing.as_str()
-        {
+        if invoice.state != InvoiceState::Approved || row.state != ClaimState::Processing.as_str() {
             return Ok(());
         }
         let (status, action, reason) = match stop {

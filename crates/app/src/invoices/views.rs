@@ -5,11 +5,11 @@ use crate::schema::{
     ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
     IssuingStatusSchema, LineSchema,
 };
-use tauros_domain::effect::IssuingStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::lines::LineView;

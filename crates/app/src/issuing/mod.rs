@@ -17,9 +17,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tauros_domain::effect::{
-    self, Admission, Attempt, EffectFailure, Executed, Recovered, Step,
-};
+use tauros_domain::effect::{self, Admission, Attempt, EffectFailure, Executed, Recovered, Step};
 use uuid::Uuid;
 
 /// A system approved invoices are issued to. Both operations receive the operation key

@@ -10,8 +10,8 @@ use crate::http::extract::{
     Auth, Bearer, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
 };
 use crate::http::headers::REPLAYED;
-use crate::http::problem::{ApiError, Problem};
 use crate::http::jobs::JobResponse;
+use crate::http::problem::{ApiError, Problem};
 use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema, IssuingStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
