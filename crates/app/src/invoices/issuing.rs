@@ -68,6 +68,8 @@ pub enum IssueStart {
     /// Issuing stopped for a human (rejected, conflict, needs review): nothing runs until an
     /// approver issues it again or cancels it.
     Stopped(IssuingStatus),
+    /// The job belongs to an earlier operation version: the current version's job issues.
+    Superseded,
 }
 
 /// Why an attempt stopped for a human instead of finishing.
@@ -229,10 +231,13 @@ impl App {
 
     /// The job's admission of the issue of an approved invoice, in its own transaction,
     /// committed before any peer call.
+    /// `submission`: the job's submission id; a job of an earlier operation version (an
+    /// approver issued again since) has nothing to do.
     pub(crate) async fn admit_issue(
         &self,
         org_id: Uuid,
         invoice_id: Uuid,
+        submission: Option<&str>,
         actor: AuditActor,
     ) -> AppResult<IssueStart> {
         let mut tx = self.store.begin().await?;
@@ -242,6 +247,9 @@ impl App {
             .ok_or(AppError::NotFound)?;
         if invoice.state != InvoiceState::Approved {
             return Ok(IssueStart::Settled(invoice.state));
+        }
+        if submission.is_some_and(|s| s != issue_business_key(invoice.id, invoice.issue_version)) {
+            return Ok(IssueStart::Superseded);
         }
         if let Some(status) = invoice.issuing_status.filter(|s| s.awaits_human()) {
             return Ok(IssueStart::Stopped(status));

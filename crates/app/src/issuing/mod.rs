@@ -158,10 +158,28 @@ impl Issuer {
     /// Issues one approved invoice: admit, call the peer, finalise. `Ok` when there is nothing
     /// left to do (issued, blocked, or no longer approved).
     pub async fn issue(&self, app: &App, org_id: Uuid, invoice_id: Uuid) -> Result<(), IssueError> {
+        self.issue_version(app, org_id, invoice_id, None).await
+    }
+
+    /// [`Issuer::issue`] as the job of one operation version (`submission` is the job's
+    /// submission id): a job whose version an issue-again superseded does nothing.
+    pub async fn issue_version(
+        &self,
+        app: &App,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        submission: Option<&str>,
+    ) -> Result<(), IssueError> {
         let actor = AuditActor::job();
-        let claim = match app.admit_issue(org_id, invoice_id, actor).await? {
+        let claim = match app
+            .admit_issue(org_id, invoice_id, submission, actor)
+            .await?
+        {
             IssueStart::Admitted(claim) => claim,
-            IssueStart::Settled(_) | IssueStart::Blocked | IssueStart::Stopped(_) => {
+            IssueStart::Settled(_)
+            | IssueStart::Blocked
+            | IssueStart::Stopped(_)
+            | IssueStart::Superseded => {
                 return Ok(());
             }
         };
@@ -249,7 +267,12 @@ async fn run_issue_job(issuer: &Issuer, ctx: &JobContext, args: &Value) -> JobRe
         .and_then(|s| s.parse::<Uuid>().ok())
         .ok_or_else(|| JobError::permanent("bad_args", "args must be {\"invoice_id\": UUID}"))?;
     issuer
-        .issue(&ctx.app, ctx.job.org_id, invoice_id)
+        .issue_version(
+            &ctx.app,
+            ctx.job.org_id,
+            invoice_id,
+            ctx.job.submission_id.as_deref(),
+        )
         .await
         .map_err(JobError::from)
 }
