@@ -570,7 +570,7 @@ mod tests {
             "invoice_id": "i", "number": "INV-2026-000002", "revision_id": "r",
             "payload_hash": "h", "canonical_payload": "{}"
         });
-        let same = serde_json::json!({ "peer_id": "p", "request": ours.clone() });
+        let same = serde_json::json!({ "peer_id": "p", "request": ours });
         assert_eq!(compare_held(&ours, &same), Ok(()));
         assert_eq!(
             compare_held(&ours, &serde_json::json!({ "peer_id": "p" })),

@@ -25,6 +25,8 @@ pub struct ClaimRow {
 pub struct ClaimCounts {
     pub processing: i64,
     pub complete: i64,
+    /// Closed as rejected (the peer refused definitively).
+    pub rejected: i64,
     /// When the oldest processing claim was admitted.
     pub oldest_processing: Option<DateTime<Utc>>,
 }

@@ -87,9 +87,9 @@ pub enum IssueStop {
 #[derive(Clone, Debug)]
 pub enum IssueAnswer {
     /// Without an issuer: issued within the request (or a replay of issued).
-    Issued(Replayed<InvoiceView>),
+    Issued(Box<Replayed<InvoiceView>>),
     /// With an issuer: the job that issues it (202), a replay when it was already pending.
-    Enqueued(Replayed<JobView>),
+    Enqueued(Box<Replayed<JobView>>),
 }
 
 /// What admission inside a transaction found.
@@ -139,7 +139,9 @@ impl App {
             .map_err(invalid)?
         {
             Transition::Replay => {
-                return unchanged(&mut *tx, &invoice).await.map(IssueAnswer::Issued);
+                return unchanged(&mut *tx, &invoice)
+                    .await
+                    .map(|v| IssueAnswer::Issued(Box::new(v)));
             }
             Transition::Apply { .. } => {}
         }
@@ -172,7 +174,7 @@ impl App {
             return self
                 .finalise_issue(&claim, &response, audit)
                 .await
-                .map(IssueAnswer::Issued);
+                .map(|v| IssueAnswer::Issued(Box::new(v)));
         }
         // With an issuer: the job of this operation version, enqueued or re-driven.
         let submission = issue_business_key(invoice.id, invoice.issue_version);
@@ -208,9 +210,8 @@ impl App {
                 .job(invoice.org_id, enqueued.id)
                 .await?
                 .ok_or(AppError::NotFound)?;
-            return Ok(IssueAnswer::Enqueued(Replayed::replay(crate::jobs::view(
-                job,
-            )?)));
+            let view = crate::jobs::view(job)?;
+            return Ok(IssueAnswer::Enqueued(Box::new(Replayed::replay(view))));
         }
         invoice.updated_at = now();
         tx.update_invoice(&invoice).await?;
@@ -219,9 +220,8 @@ impl App {
             .await?
             .ok_or_else(|| AppError::Internal("the issue job vanished".into()))?;
         tx.commit().await?;
-        Ok(IssueAnswer::Enqueued(Replayed::fresh(crate::jobs::view(
-            job,
-        )?)))
+        let view = crate::jobs::view(job)?;
+        Ok(IssueAnswer::Enqueued(Box::new(Replayed::fresh(view))))
     }
 
     /// Whether approving enqueues an issue job (an issuer is configured).

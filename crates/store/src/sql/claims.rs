@@ -27,6 +27,7 @@ impl<U: Backend> ClaimRead for U {
             "select
                  (select count(*) from effect_claims where state = 'processing') as processing,
                  (select count(*) from effect_claims where state = 'complete') as complete,
+                 (select count(*) from effect_claims where state = 'rejected') as rejected,
                  (select min(admitted_at) from effect_claims where state = 'processing')
                      as oldest_processing",
         )

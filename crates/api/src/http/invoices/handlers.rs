@@ -389,7 +389,7 @@ pub(super) async fn issue(
 ) -> Result<Response, ApiError> {
     match state.app.issue(&actor, id).await? {
         IssueAnswer::Issued(issued) => {
-            Ok(answer(use_cases::command(Ok(issued))?, StatusCode::OK).into_response())
+            Ok(answer(use_cases::command(Ok(*issued))?, StatusCode::OK).into_response())
         }
         IssueAnswer::Enqueued(job) => {
             let header = HeaderValue::from_static(if job.replayed { "true" } else { "false" });
