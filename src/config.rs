@@ -588,6 +588,30 @@ mod tests {
     }
 
     #[test]
+    fn the_issuer_key_retention_is_a_duration_with_a_unit_24_hours_by_default() {
+        let config = serve(&[]).unwrap().app_config().unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::hours(24));
+        let config = serve(&["--issuer-key-retention", "90m"])
+            .unwrap()
+            .app_config()
+            .unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::minutes(90));
+        assert_eq!(
+            parse_duration("2d"),
+            Ok(std::time::Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        for wrong in ["24", "0h", "h", "1.5h", "-1h", "24 hours", "99999d"] {
+            assert!(parse_duration(wrong).is_err(), "{wrong}");
+        }
+        let wrong = serve(&["--issuer-key-retention", "soon"]).unwrap_err();
+        assert_eq!(wrong.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
     fn mcp_is_on_by_default_turned_off_with_off_and_nothing_else() {
         assert!(serve(&[]).unwrap().mcp().enabled);
         assert!(serve(&["--mcp", "on"]).unwrap().mcp().enabled);
