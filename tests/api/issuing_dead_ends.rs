@@ -144,6 +144,11 @@ async fn a_refusal_is_rejected_once_and_issued_again_under_a_new_version(backend
     )
     .await;
     assert_eq!(again["submission_id"], format!("{id}/v2"));
+    assert_eq!(
+        app.audit_actions(org, uuid_of(&invoice["id"])).await,
+        ["invoice.issue_requested"],
+        "who issued again is in the audit trail"
+    );
     let issued = until_state(&app, token, id, "issued").await;
     assert_eq!(issued["number"], number.as_str());
     assert!(issued["issuing"].is_null());
@@ -441,6 +446,12 @@ async fn pending_issuing_shows_its_job_and_a_repeated_issue_writes_nothing(backe
     assert_eq!(
         app.invoice(token, id).await["updated_at"],
         numbered["updated_at"]
+    );
+    assert_eq!(
+        app.audit_actions(b.org.org_id, uuid_of(&invoice["id"]))
+            .await,
+        ["invoice.issue_requested"],
+        "the replay wrote no audit entry"
     );
     // While the claim is processing, cancel is refused and says where to look.
     let refused = expect_problem(

@@ -194,8 +194,10 @@ impl App {
             || again
             || claim.admission == Admission::Execute
             || before != (invoice.number.clone(), invoice.issuing_status);
+        let mut redriven = false;
         if enqueued.replayed {
-            wrote |= redrive(&mut *tx, invoice.org_id, enqueued.id).await?;
+            redriven = redrive(&mut *tx, invoice.org_id, enqueued.id).await?;
+            wrote |= redriven;
         }
         if invoice.issuing_status != Some(IssuingStatus::Pending)
             || invoice.issuing_job_id != Some(enqueued.id)
@@ -215,6 +217,22 @@ impl App {
         }
         invoice.updated_at = now();
         tx.update_invoice(&invoice).await?;
+        // Who asked, in the organisation's audit trail (the invoice's own chain records what
+        // issuing then does: `issue`, or where it stopped).
+        crate::audit::audit(
+            &mut *tx,
+            invoice.org_id,
+            audit,
+            "invoice.issue_requested",
+            ("invoice", invoice.id),
+            serde_json::json!({
+                "job_id": enqueued.id,
+                "operation_version": invoice.issue_version,
+                "issue_again": again,
+                "redriven": redriven,
+            }),
+        )
+        .await?;
         let job = tx
             .job(invoice.org_id, enqueued.id)
             .await?
