@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// One effect's claim. `id` is the operation key; `state` is `processing` or `complete`.
+/// One effect's claim. `id` is the operation key; `state` is `processing`, `complete` or `rejected`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ClaimRow {
     pub id: Uuid,
