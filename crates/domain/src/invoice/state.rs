@@ -298,8 +298,10 @@ impl Coded for InvalidTransition {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 #[error(
     "issuing of this invoice has started (it has its number, and the issuer may already hold \
-     it), so it can no longer be cancelled; follow it in GET /v1/jobs, and once issued settle \
-     or credit it with the customer"
+     it), so it cannot be cancelled while it runs: wait for its issue job (the invoice's \
+     `issuing.job_id`, GET /v1/jobs/{{id}}). If issuing stops for a human (`issuing.status` \
+     rejected, conflict or needs_review) it can be cancelled then; once issued, settle or \
+     credit it with the customer"
 )]
 pub struct IssuingStarted;
 
