@@ -681,8 +681,10 @@ def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: 
     amount = row.locator("td.num").first
     expect(amount).to_have_text("EUR 1,234.50")
     right_aligned_tabular(amount)
-    # Read-only, and it says so: no button on the page but the nav's sign-out.
-    expect(page.locator("#payments-read-only")).to_contain_text("the API has no route to resolve one")
+    # Its way out, and a link to resolve it on its page (the list itself has no button).
+    expect(row).to_contain_text("Allocate it to an invoice, or void it.")
+    expect(row.get_by_role("link", name="Resolve…")).to_be_visible()
+    expect(page.locator("#payments-how")).to_contain_text("An approver resolves what settlement cannot")
     expect(page.locator("main").get_by_role("button")).to_have_count(0)
 
     # The source reports the same payment again, later, with another amount: a conflict.
@@ -705,6 +707,70 @@ def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: 
     # On a phone the amount stays right-aligned in tabular figures on its card.
     page.set_viewport_size({"width": 375, "height": 740})
     right_aligned_tabular(page.locator(f'tr[data-payment-id="{payment["id"]}"] td.num').first)
+
+
+@journey
+def a_stuck_payment_is_allocated_and_a_conflict_accepted_from_its_page(j: Journey):
+    w = j.world
+    invoice = w.approve_and_issue(w.propose())
+    number = invoice["number"]
+    stray_id = f"pay-{uuid.uuid4().hex[:12]}"
+    stray = w.report_payment(stray_id, "400.00", f"INV-NOPE-{uuid.uuid4().hex[:6].upper()}")["payment"]
+    assert stray["unmatched_reason"] == "unknown_invoice", stray
+    page = j.page()
+    j.sign_in(page)
+    j.nav(page, "Payments", "Payments")
+    row = page.locator(f'tr[data-payment-id="{stray["id"]}"]')
+    row.get_by_role("link", name="Resolve…").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Payment {stray_id}")
+    expect(page.get_by_role("heading", name="Resolve it")).to_be_visible()
+    expect(page.get_by_label("Allocate to an invoice")).to_be_checked()
+    page.locator("#resolve-invoice").select_option(invoice["id"])
+    # Without a reason nothing is written, and the field says why.
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-reason-error")).to_be_visible()
+    assert w.api.ok("GET", f"/v1/payments/{stray['id']}", w.approver)["resolutions"] == []
+    page.locator("#resolve-reason").fill("The customer mistyped the invoice number.")
+    # A double click resolves once (one key per form, and the button waits).
+    page.locator("#resolve-submit").dblclick()
+    expect(page.locator("#resolve-flash")).to_contain_text("Allocate to an invoice: done")
+    expect(page.locator("#payment-status")).to_have_text("Applied")
+    expect(page.locator("#payment-allocated")).to_have_text("EUR 400.00")
+    expect(page.locator(".payment-resolutions tbody tr")).to_have_count(1)
+    expect(page.locator(".payment-resolutions tbody tr").first).to_contain_text("Applied")
+    # Applied now: voiding is the only way left.
+    expect(page.get_by_label("Allocate to an invoice")).to_have_count(0)
+    expect(page.get_by_label("Void: nothing of it counts")).to_be_checked()
+    detail = w.api.ok("GET", f"/v1/payments/{stray['id']}", w.approver)
+    assert len(detail["resolutions"]) == 1, detail
+    assert w.invoice(invoice["id"])["amount_paid"] == "400.00"
+
+    # A payment whose events disagree is accepted at the amount the approver knows.
+    pid = f"pay-{uuid.uuid4().hex[:12]}"
+    w.report_payment(pid, "500.00", number, minutes_ago=5)
+    conflict = w.report_payment(pid, "600.00", number)["payment"]
+    assert conflict["status"] == "conflict", conflict
+    page.goto(f"{w.console}#/payments/{conflict['id']}")
+    expect(page.locator("#payment-status")).to_have_text("Conflict")
+    expect(page.get_by_label("Accept at an amount")).to_be_checked()
+    page.locator("#resolve-amount").fill("600.005")
+    page.locator("#resolve-reason").fill("The bank confirmed 600.00 by phone.")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-amount-error")).to_be_visible()
+    page.locator("#resolve-amount").fill("600.00")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-flash")).to_contain_text("Accept at an amount: done")
+    expect(page.locator("#payment-status")).to_have_text("Applied")
+    expect(page.locator("#payment-resolution")).to_contain_text("EUR 600.00")
+    assert w.invoice(invoice["id"])["amount_paid"] == "1000.00"
+    # Voiding it takes it back out, and the invoice with it.
+    page.get_by_label("Void: nothing of it counts").check()
+    expect(page.locator("#resolve-amount")).to_be_hidden()
+    page.locator("#resolve-reason").fill("Recalled by the bank.")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-flash")).to_contain_text("Void: nothing of it counts: done")
+    expect(page.locator("#payment-status")).to_have_text("Failed")
+    assert w.invoice(invoice["id"])["amount_paid"] == "400.00"
 
 
 @journey

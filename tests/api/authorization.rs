@@ -73,6 +73,7 @@ enum Route {
     ReportSettlementEvent,
     ListPayments,
     GetPayment,
+    ResolvePayment,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -150,9 +151,11 @@ enum Expect {
     /// 403 `missing_capability`: the key lacks the route's capability (`invoicing`, or
     /// `settlement` for reporting a settlement event), whatever the record.
     NoCap,
+    /// 202: four eyes made the command a proposal another approver confirms.
+    Proposed,
 }
 
-use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NoCap, NotFound, Yes};
+use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NoCap, NotFound, Proposed, Yes};
 use Route::*;
 use Settings::{Defaults, FourEyesSharedReview, SharedReview};
 
@@ -198,6 +201,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, ReportSettlementEvent,      [NoCap,     NoCap,     NoCap,     Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    Yes]),
     (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
     (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
+    (Defaults, ResolvePayment,             [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -205,6 +209,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Settings::FourEyes, Reject,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, ResolvePayment,   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
     (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    NoCap]),
@@ -226,6 +231,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (SharedReview, ListPayments,           [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
     (SharedReview, GetPayment,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (SharedReview, ResolvePayment,         [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
@@ -233,6 +239,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (FourEyesSharedReview, Reject,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, RequestChanges, [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Cancel,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, ResolvePayment, [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  Proposed,  NotFound,  NoAuth,    Forbid]),
 ];
 
 async fn default_settings_on_invoices(app: TestApp) {
@@ -339,6 +346,7 @@ fn cell(route: Route, expect: Expect) -> String {
         Invalid => "422 validation_failed".into(),
         NoAuth => "401 unauthorized".into(),
         NoCap => "403 missing_capability".into(),
+        Proposed => "202".into(),
     }
 }
 
@@ -381,12 +389,16 @@ impl Route {
             ReportSettlementEvent => "POST /v1/settlement-events",
             ListPayments => "GET /v1/payments",
             GetPayment => "GET /v1/payments/{id}",
+            ResolvePayment => "POST /v1/payments/{id}/resolve",
         }
     }
 
     /// A settlement route: reported by settlement agents, read by humans.
     fn is_settlement(self) -> bool {
-        matches!(self, ReportSettlementEvent | ListPayments | GetPayment)
+        matches!(
+            self,
+            ReportSettlementEvent | ListPayments | GetPayment | ResolvePayment
+        )
     }
 
     /// A route of the job queue: organisation-wide, for approvers only.
@@ -443,9 +455,9 @@ impl Route {
         self.label().starts_with("GET ")
     }
 
-    /// An invoice command, answered with the `{invoice, replayed}` envelope.
+    /// A command answered with a `replayed` member (an invoice command, a payment resolution).
     fn is_command(self) -> bool {
-        self.is_invoice() && !self.is_read()
+        (self.is_invoice() && !self.is_read()) || self == ResolvePayment
     }
 
     fn success(self) -> StatusCode {
@@ -482,7 +494,7 @@ impl Route {
             ListWebhooks | GetWebhook | RotateWebhookSecret | WebhookDeliveries | DeleteWebhook => {
                 Fixture::Webhook
             }
-            ListPayments | GetPayment => Fixture::Payment,
+            ListPayments | GetPayment | ResolvePayment => Fixture::Payment,
         }
     }
 }
@@ -896,12 +908,18 @@ async fn send(
             format!("/v1/payments/{}", t.payment_id.unwrap()),
             None,
         ),
+        // The payment names a draft (`unmatched`): void is its way out.
+        ResolvePayment => (
+            Method::POST,
+            format!("/v1/payments/{}/resolve", t.payment_id.unwrap()),
+            Some(json!({"action": "void", "reason": "matrix"})),
+        ),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
         req = req.bearer_auth(token);
     }
-    if route == CreateInvoice {
+    if route == CreateInvoice || route == ResolvePayment {
         req = req.header("idempotency-key", format!("matrix-{n}"));
     }
     if let Some(body) = body {
@@ -978,6 +996,8 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from webhook_endpoints",
         "select count(*) from payments",
         "select count(*) from settlement_events",
+        "select count(*) from payment_resolutions",
+        "select count(*) from org_changes",
     ];
     let sql = format!(
         "select {}",
@@ -1012,7 +1032,7 @@ async fn run(app: &TestApp, pick: impl Fn(Settings, Route) -> bool) {
             if got != wanted {
                 failures.push(format!("{row}: expected {wanted}, got {got}"));
             }
-            let writes = *expect == Yes && !route.is_read();
+            let writes = matches!(*expect, Yes | Proposed) && !route.is_read();
             if writes && before == after {
                 failures.push(format!("{row}: succeeded but changed nothing"));
             }

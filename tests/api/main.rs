@@ -36,6 +36,7 @@ mod model;
 mod organisation;
 mod panics;
 mod parties;
+mod payments;
 mod peer;
 mod presented;
 mod races;

@@ -33,6 +33,7 @@ mod password;
 mod payments;
 mod proposals;
 mod random;
+mod resolutions;
 pub mod runtime;
 pub mod schema;
 mod settlement;
@@ -68,6 +69,7 @@ pub use jobs::{
 pub use lists::PageRequest;
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use proposals::ChangeView;
+pub use resolutions::{PaymentResolutionView, ResolveOutcome};
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 pub use webhooks::{

@@ -165,6 +165,10 @@ domain_schema!(
                  later (a reversal) or its events contradict each other; paid or partially paid \
                  → partially paid or issued"
             }
+            Action::Paid => {
+                "the invoice is now paid in full (paid → paid), written right after the \
+                 `payment_applied` that took it there; delivered as `invoice.paid`"
+            }
         },
     )
 );
@@ -321,6 +325,10 @@ domain_schema!(
                 "inviting a human while `four_eyes` is on, as an approver or an operator (`email`, \
                  `role`; the name dates from when only approvers were proposals)"
             }
+            ChangeKind::PaymentResolution => {
+                "resolving a payment by hand while `four_eyes` is on (`payment_id`, \
+                 `payment_resolution_id`: accept, allocate or void, with its reason)"
+            }
         },
     )
 );
@@ -403,6 +411,7 @@ schema_enum!(
             Action::PaymentReversed => {
                 "a payment stopped counting (failed after confirmation, or contested)"
             }
+            Action::Paid => "it is paid in full",
         },
     )
 );

@@ -56,7 +56,8 @@ pub use postgres::PgStore;
 pub use presented::{Presented, PresentedRead, Presenter};
 pub use query::{Lock, Page};
 pub use settlement::{
-    PaymentFilter, PaymentRow, SettlementEventRow, SettlementRead, SettlementWrite,
+    PaymentFilter, PaymentResolutionRow, PaymentRow, SettlementEventRow, SettlementRead,
+    SettlementWrite,
 };
 pub use sqlite::SqliteStore;
 pub use unit::{DynStore, Reader, Store, Tx};

@@ -15,7 +15,7 @@ pub use issuing::{
     ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
 };
 pub use queries::InvoiceQuery;
-pub(crate) use settling::reconcile_invoice;
+pub(crate) use settling::{invoice_facts, reconcile_invoice, stored_amount};
 pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
 pub use views::{
@@ -29,7 +29,7 @@ use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, 
 use tauros_store::{InvoiceJoined, Reader};
 use uuid::Uuid;
 
-pub(super) fn caller(actor: &Actor) -> Caller {
+pub(crate) fn caller(actor: &Actor) -> Caller {
     match actor {
         Actor::Agent(a) => Caller::Agent { id: a.id },
         Actor::Human(h) => Caller::Human {

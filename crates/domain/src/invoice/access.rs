@@ -152,7 +152,7 @@ pub fn authorize(
         | Action::IssueRejected
         | Action::IssueConflict
         | Action::IssueNeedsReview => Err(AccessError::Forbidden(NOBODY_RECORDS)),
-        Action::PaymentApplied | Action::PaymentReversed => {
+        Action::PaymentApplied | Action::PaymentReversed | Action::Paid => {
             Err(AccessError::Forbidden(SETTLEMENT_RECORDS))
         }
         Action::Approve

@@ -53,7 +53,8 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         | Action::IssueConflict
         | Action::IssueNeedsReview
         | Action::PaymentApplied
-        | Action::PaymentReversed => {
+        | Action::PaymentReversed
+        | Action::Paid => {
             return match reason {
                 None => Ok(None),
                 Some(_) => Err(FieldError::plain(

@@ -126,11 +126,15 @@ pub enum Action {
     /// Less of the total is covered than before (a confirmed payment failed later, a reversal):
     /// paid or partially paid → partially paid or issued (recorded by Tauros).
     PaymentReversed,
+    /// The invoice is now paid in full: written right after the `payment_applied` that took it
+    /// to `paid` (paid → paid), so that "paid" is an event of its own (the `invoice.paid`
+    /// webhook). Recorded by Tauros, never a caller's command.
+    Paid,
 }
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 15] = [
+    pub const ALL: [Action; 16] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -146,6 +150,7 @@ impl Action {
         Action::IssueNeedsReview,
         Action::PaymentApplied,
         Action::PaymentReversed,
+        Action::Paid,
     ];
 
     /// The stored and serialized name (also the audit event's `action`).
@@ -166,6 +171,7 @@ impl Action {
             Action::IssueNeedsReview => "issue_needs_review",
             Action::PaymentApplied => "payment_applied",
             Action::PaymentReversed => "payment_reversed",
+            Action::Paid => "paid",
         }
     }
 
@@ -186,7 +192,10 @@ impl Action {
 
     /// Whether settlement records it: the invoice's paid state follows the confirmed payments.
     pub fn is_settlement(self) -> bool {
-        matches!(self, Action::PaymentApplied | Action::PaymentReversed)
+        matches!(
+            self,
+            Action::PaymentApplied | Action::PaymentReversed | Action::Paid
+        )
     }
 
     /// Whether only a human approver may run it (separation of duties, docs/contract/domain.md §1).
@@ -347,7 +356,7 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
             "that state is final: create a new invoice (with a new idempotency key) instead"
                 .to_owned()
         }
-        (Action::PaymentApplied | Action::PaymentReversed, _) => {
+        (Action::PaymentApplied | Action::PaymentReversed | Action::Paid, _) => {
             "settlement moves an invoice only once it is issued, and only as far as its \
              confirmed payments reach"
                 .to_owned()
@@ -393,6 +402,7 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
         ) => &[Approved],
         (Action::PaymentApplied, Issued | PartiallyPaid) => &[PartiallyPaid, Paid],
         (Action::PaymentReversed, PartiallyPaid | Paid) => &[Issued, PartiallyPaid],
+        (Action::Paid, Paid) => &[Paid],
         _ => &[],
     }
 }
@@ -401,6 +411,10 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
 ///
 /// Shared by [`transition`] and the decide order so the graph is written exactly once.
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
+    // Settlement moves are never commands, even where the graph has one target (`paid`).
+    if action.is_settlement() {
+        return None;
+    }
     match targets(action, from) {
         [to] => Some(*to),
         _ => None,
@@ -524,7 +538,8 @@ mod tests {
                 "issue_conflict",
                 "issue_needs_review",
                 "payment_applied",
-                "payment_reversed"
+                "payment_reversed",
+                "paid"
             ]
         );
     }
@@ -562,6 +577,7 @@ mod tests {
             Action::IssueNeedsReview,
             Action::PaymentApplied,
             Action::PaymentReversed,
+            Action::Paid,
         ] {
             assert_eq!(action.decision_kind(), None, "{action}");
         }
@@ -571,7 +587,11 @@ mod tests {
             .collect();
         assert_eq!(
             settlement,
-            [Action::PaymentApplied, Action::PaymentReversed]
+            [
+                Action::PaymentApplied,
+                Action::PaymentReversed,
+                Action::Paid
+            ]
         );
         let authority: Vec<Action> = Action::ALL
             .into_iter()
@@ -615,7 +635,7 @@ mod tests {
     /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
     /// cover more of the total, back when one is reversed. Nothing else, and never through
     /// `transition`.
-    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 8] = [
+    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 9] = [
         (Action::PaymentApplied, Issued, PartiallyPaid),
         (Action::PaymentApplied, Issued, Paid),
         (Action::PaymentApplied, PartiallyPaid, PartiallyPaid),
@@ -624,6 +644,7 @@ mod tests {
         (Action::PaymentReversed, Paid, Issued),
         (Action::PaymentReversed, PartiallyPaid, PartiallyPaid),
         (Action::PaymentReversed, PartiallyPaid, Issued),
+        (Action::Paid, Paid, Paid),
     ];
 
     /// The replays that the state alone decides (plus `cancelled_by`).
@@ -679,10 +700,10 @@ mod tests {
                 }
             }
         }
-        // 15 actions × 8 states × 3 = 360 cases; 14 legal pairs × 3, 1 submit replay × 3,
-        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves are never
-        // commands: `transition` refuses them everywhere.
-        assert_eq!(refused, 360 - 42 - 3 - 9 - 2);
+        // 16 actions × 8 states × 3 = 384 cases; 14 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves (and
+        // `paid`) are never commands: `transition` refuses them everywhere.
+        assert_eq!(refused, 384 - 42 - 3 - 9 - 2);
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub fn event_type(action: Action) -> &'static str {
         Action::IssueNeedsReview => "invoice.issue_needs_review",
         Action::PaymentApplied => "invoice.payment_applied",
         Action::PaymentReversed => "invoice.payment_reversed",
+        Action::Paid => "invoice.paid",
     }
 }
 

@@ -41,6 +41,7 @@ use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::identity::{ActorKind, Interface, Role};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
+use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 
 /// A unit of work: a real transaction, or a plain pooled connection for reads.
@@ -201,6 +202,7 @@ stored_as_text!(
     PaymentState,
     PaymentStatus,
     Unmatched,
+    ResolveAction,
     ActorKind,
     Interface
 );
