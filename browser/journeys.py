@@ -171,6 +171,33 @@ class World:
             update = f"update webhook_endpoints set failing_since = '{since}' where id = '{endpoint_id}'"
             subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", update], check=True)
 
+    def stop_issuing(self, invoice_id, number, status, reason):
+        """Puts an approved invoice where an issuer would have stopped it for a human (the demo
+        runs no issuer): numbered, `issuing_status` `status` with `reason`, as the API suite
+        reaches these states against the reference peer (tests/api/issuing_dead_ends.rs)."""
+        if self.database_url.startswith("sqlite:"):
+            path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
+            db = sqlite3.connect(path, timeout=10)
+            try:
+                db.execute(
+                    "update invoices set number = ?, issuing_status = ?, issuing_reason = ? where id = ?",
+                    (number, status, reason, uuid.UUID(invoice_id).bytes),
+                )
+                db.commit()
+            finally:
+                db.close()
+        else:
+            script = (
+                f"update invoices set number = '{number}', issuing_status = '{status}', "
+                f"issuing_reason = '{reason}' where id = '{invoice_id}'"
+            )
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", script], check=True)
+
+    def approve(self, invoice):
+        rev = invoice["current_revision"]
+        body = {"revision_id": rev["id"], "payload_hash": rev["payload_hash"]}
+        return self.api.ok("POST", f"/v1/invoices/{invoice['id']}/approve", self.approver, body)["invoice"]
+
     def settlement_key(self):
         """A settlement agent of the approver's (created once): its API key."""
         if not hasattr(self, "_settlement_key"):
@@ -1024,6 +1051,37 @@ def the_overdue_filter_lists_an_issued_invoice_past_its_due_date(j: Journey):
     states.get_by_role("link", name="Issued").click()
     expect(page.locator(f'tr[data-invoice-id="{late["id"]}"]')).to_contain_text("Overdue")
     expect(page.locator(f'tr[data-invoice-id="{on_time["id"]}"]')).not_to_contain_text("Overdue")
+
+
+@journey
+def a_rejected_invoice_is_issued_again_or_cancelled_from_its_page(j: Journey):
+    w = j.world
+    again = w.approve(w.propose())
+    cancelled = w.approve(w.propose(customer="Globex GmbH"))
+    suffix = uuid.uuid4().hex[:8].upper()
+    w.stop_issuing(again["id"], f"INV-REJ-{suffix}", "rejected", "the issuer refused the invoice: customer tax id missing")
+    w.stop_issuing(cancelled["id"], f"INV-CON-{suffix}", "conflict", "the issuer holds another request under this operation key")
+    listed = [i["id"] for i in w.api.ok("GET", "/v1/invoices?issuing=rejected&limit=100", w.approver)["items"]]
+    assert again["id"] in listed and cancelled["id"] not in listed, listed
+    page = j.page()
+    j.sign_in(page)
+    j.open_invoice(page, again["id"])
+    expect(page.locator("#issuing-status")).to_have_text("Rejected by the issuer")
+    expect(page.locator("#issuing-reason")).to_contain_text("customer tax id missing")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-REJ-{suffix}")
+    page.locator("#issue-again").click()
+    expect(page.locator("#flash")).to_have_text("The invoice is issued.")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-REJ-{suffix}")
+    expect(page.locator("#issuing-status")).to_have_count(0)
+    assert w.invoice(again["id"])["state"] == "issued"
+    # The other waits on a conflict: cancel it; its number stays, void.
+    j.open_invoice(page, cancelled["id"])
+    expect(page.locator("#issuing-status")).to_have_text("Conflict with the issuer")
+    page.locator("#cancel-reason").fill("Issued elsewhere.")
+    page.locator("#cancel").click()
+    expect(page.locator("#flash")).to_have_text("The invoice is cancelled.")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-CON-{suffix} (void)")
+    assert w.invoice(cancelled["id"])["number_void"] is True
 
 
 @journey

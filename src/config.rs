@@ -219,38 +219,9 @@ pub struct WebhookArgs {
     pub webhook_max_attempts: i32,
     /// How long an endpoint may fail without a single success before it is disabled (its
     /// deliveries then held until an approver re-enables it): a number with a unit, `s`, `m`,
-    /// `h` or `d` (`3d`, `72h`, `90m`); a bare number is seconds.
+    /// `h` or `d` (`3d`, `72h`, `90m`).
     #[arg(long, env = "TAUROS_WEBHOOK_DISABLE_AFTER", default_value = "3d")]
     pub webhook_disable_after: String,
-}
-
-/// A duration written as a number and a unit (`s`, `m`, `h`, `d`; none: seconds), at least one
-/// second.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let unit_seconds: u64 = match unit.trim() {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        other => {
-            return Err(format!(
-                "{text:?}: the unit {other:?} is not one of s, m, h, d (e.g. 3d, 72h, 90m)"
-            ));
-        }
-    };
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} must be a whole number with a unit (e.g. 3d, 72h, 90m)"))?;
-    let seconds = number
-        .checked_mul(unit_seconds)
-        .filter(|s| *s >= 1)
-        .ok_or_else(|| format!("{text:?} must be at least one second"))?;
-    Ok(std::time::Duration::from_secs(seconds))
 }
 
 /// A command-line value that `Debug` never shows (the arguments derive it).
@@ -384,6 +355,11 @@ pub struct IssuerArgs {
     /// Days a completed claim (and its stored response) is kept.
     #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = tauros_domain::effect::DEFAULT_RETENTION_DAYS)]
     pub claim_retention_days: i64,
+    /// How long the issuer deduplicates an operation key: a number with a unit, `s`, `m`, `h`
+    /// or `d` (`24h`, `90m`, `2d`); a claim older than that is never executed again
+    /// automatically (issuing stops at `needs_review` when the issuer holds nothing).
+    #[arg(long, env = "TAUROS_ISSUER_KEY_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub issuer_key_retention: std::time::Duration,
     /// Days a claim may stay processing before the reaper may delete it (at least 1).
     #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = tauros_domain::effect::DEFAULT_ABANDON_DAYS)]
     pub claim_abandon_days: i64,
@@ -396,7 +372,39 @@ pub struct IssuerArgs {
     pub test_pause_at: Option<String>,
 }
 
+/// A duration with its unit: `30s`, `90m`, `24h`, `2d` (a positive whole number, at most ten
+/// years).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text.len().saturating_sub(1);
+    let (digits, unit) = text.split_at(split);
+    let seconds_per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}` needs a unit: s, m, h or d (e.g. 24h)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number with a unit (e.g. 24h)"))?;
+    let seconds = n.saturating_mul(seconds_per);
+    if n == 0 || seconds > 10 * 365 * 86_400 {
+        return Err(format!(
+            "`{text}` must be more than 0 and at most ten years"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 impl IssuerArgs {
+    /// `TAUROS_ISSUER_KEY_RETENTION` as the app holds it.
+    pub fn key_retention(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.issuer_key_retention).unwrap_or(chrono::Duration::hours(
+            tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS,
+        ))
+    }
+
     /// The configured issuer, if any.
     pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<tauros_app::issuing::Issuer>> {
         let timeout = std::time::Duration::from_secs(self.issuer_timeout_seconds.max(1));
@@ -527,6 +535,7 @@ impl ServeArgs {
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
             issuer_configured: self.jobs.issuer.issuer.is_some(),
             claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
+            issuer_key_retention: self.jobs.issuer.key_retention(),
             webhooks: self.webhooks.config()?,
         })
     }
@@ -604,12 +613,11 @@ mod tests {
             ("72h", 259_200),
             ("90m", 5_400),
             ("45s", 45),
-            ("2", 2),
             (" 1d ", 86_400),
         ] {
             assert_eq!(parse_duration(text).unwrap().as_secs(), seconds, "{text}");
         }
-        for wrong in ["", "0s", "3 weeks", "-1d", "1.5h", "d"] {
+        for wrong in ["", "0s", "2", "3 weeks", "-1d", "1.5h", "d"] {
             assert!(parse_duration(wrong).is_err(), "{wrong}");
         }
         let args = ["--webhook-disable-after", "3w"];
@@ -620,6 +628,30 @@ mod tests {
         );
         let args = ["--webhook-max-attempts", "0"];
         assert!(serve(&args).unwrap().webhooks.config().is_err());
+    }
+
+    #[test]
+    fn the_issuer_key_retention_is_a_duration_with_a_unit_24_hours_by_default() {
+        let config = serve(&[]).unwrap().app_config().unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::hours(24));
+        let config = serve(&["--issuer-key-retention", "90m"])
+            .unwrap()
+            .app_config()
+            .unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::minutes(90));
+        assert_eq!(
+            parse_duration("2d"),
+            Ok(std::time::Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        for wrong in ["24", "0h", "h", "1.5h", "-1h", "24 hours", "99999d"] {
+            assert!(parse_duration(wrong).is_err(), "{wrong}");
+        }
+        let wrong = serve(&["--issuer-key-retention", "soon"]).unwrap_err();
+        assert_eq!(wrong.kind(), clap::error::ErrorKind::ValueValidation);
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod failpoints;
 mod governance;
 mod invoices;
 mod issuing;
+mod issuing_dead_ends;
 mod jobs;
 mod mcp;
 mod model;

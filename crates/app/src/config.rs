@@ -26,6 +26,10 @@ pub struct AppConfig {
     pub issuer_configured: bool,
     /// How long a completed effect claim is kept (with the peer's stored response, for operators).
     pub claim_retention: Duration,
+    /// How long the issuer is assumed to deduplicate an operation key
+    /// (`TAUROS_ISSUER_KEY_RETENTION`): a claim older than that is never executed again
+    /// automatically.
+    pub issuer_key_retention: Duration,
     /// Where deliveries may go, and the key that seals signing secrets.
     pub webhooks: WebhookConfig,
 }
@@ -44,6 +48,9 @@ impl Default for AppConfig {
             sign_in_window: std::time::Duration::from_secs(15 * 60),
             issuer_configured: false,
             claim_retention: Duration::days(tauros_domain::effect::DEFAULT_RETENTION_DAYS),
+            issuer_key_retention: Duration::hours(
+                tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS,
+            ),
             webhooks: WebhookConfig::default(),
         }
     }

@@ -58,8 +58,9 @@ pub use error::{AppError, AppResult, FieldError, KeyHolder};
 pub use governance::Resolved;
 pub use idempotency::Replayed;
 pub use invoices::{
-    DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueClaim,
-    IssueRequest, IssueStart, LatestDecision, RevisionView, VerifyReport,
+    DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueAnswer,
+    IssueClaim, IssueRequest, IssueStart, IssueStop, IssuingView, LatestDecision, RevisionView,
+    VerifyReport, issue_business_key,
 };
 pub use jobs::{
     ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Rescued, Retention,

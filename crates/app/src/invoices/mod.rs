@@ -11,12 +11,16 @@ mod queries;
 mod settling;
 mod views;
 
-pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
+pub use issuing::{
+    ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
+};
 pub use queries::InvoiceQuery;
 pub(crate) use settling::{invoice_facts, reconcile_invoice, stored_amount};
 pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
-pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
+pub use views::{
+    DecisionView, EventView, InvoiceView, IssuingView, LatestDecision, RevisionView, VerifyReport,
+};
 
 use crate::actor::Actor;
 use crate::error::{AppError, AppResult};

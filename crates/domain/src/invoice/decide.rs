@@ -49,6 +49,9 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         | Action::Withdraw
         | Action::Issue
         | Action::IssueBlocked
+        | Action::IssueRejected
+        | Action::IssueConflict
+        | Action::IssueNeedsReview
         | Action::PaymentApplied
         | Action::PaymentReversed
         | Action::Paid => {

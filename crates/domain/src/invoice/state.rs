@@ -111,6 +111,15 @@ pub enum Action {
     /// Issuing found the destination no longer active: the invoice stays approved, and this
     /// event tells a human (recorded by Tauros, never a caller's command).
     IssueBlocked,
+    /// The issuer refused the invoice definitively: it stays approved with its number, for an
+    /// approver to issue again or cancel (recorded by Tauros).
+    IssueRejected,
+    /// The issuer holds another request under the invoice's operation key (e.g. after a
+    /// restore): never finalised; an approver issues again or cancels (recorded by Tauros).
+    IssueConflict,
+    /// The claim is older than the issuer remembers keys and the issuer holds nothing: an
+    /// approver checks the issuer and issues again or cancels (recorded by Tauros).
+    IssueNeedsReview,
     /// Confirmed payments now cover more of the total: issued or partially paid → partially
     /// paid or paid (recorded by Tauros from settlement events, never a caller's command).
     PaymentApplied,
@@ -125,7 +134,7 @@ pub enum Action {
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 13] = [
+    pub const ALL: [Action; 16] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -136,6 +145,9 @@ impl Action {
         Action::Cancel,
         Action::Issue,
         Action::IssueBlocked,
+        Action::IssueRejected,
+        Action::IssueConflict,
+        Action::IssueNeedsReview,
         Action::PaymentApplied,
         Action::PaymentReversed,
         Action::Paid,
@@ -154,6 +166,9 @@ impl Action {
             Action::Cancel => "cancel",
             Action::Issue => "issue",
             Action::IssueBlocked => "issue_blocked",
+            Action::IssueRejected => "issue_rejected",
+            Action::IssueConflict => "issue_conflict",
+            Action::IssueNeedsReview => "issue_needs_review",
             Action::PaymentApplied => "payment_applied",
             Action::PaymentReversed => "payment_reversed",
             Action::Paid => "paid",
@@ -193,6 +208,9 @@ impl Action {
                 | Action::Cancel
                 | Action::Issue
                 | Action::IssueBlocked
+                | Action::IssueRejected
+                | Action::IssueConflict
+                | Action::IssueNeedsReview
         )
     }
 }
@@ -289,8 +307,10 @@ impl Coded for InvalidTransition {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 #[error(
     "issuing of this invoice has started (it has its number, and the issuer may already hold \
-     it), so it can no longer be cancelled; follow it in GET /v1/jobs, and once issued settle \
-     or credit it with the customer"
+     it), so it cannot be cancelled while it runs: wait for its issue job (the invoice's \
+     `issuing.job_id`, GET /v1/jobs/{{id}}). If issuing stops for a human (`issuing.status` \
+     rejected, conflict or needs_review) it can be cancelled then; once issued, settle or \
+     credit it with the customer"
 )]
 pub struct IssuingStarted;
 
@@ -300,9 +320,15 @@ impl Coded for IssuingStarted {
     }
 }
 
-/// Whether `action` may still apply to an approved invoice given whether it is numbered.
-pub fn check_issuing(action: Action, numbered: bool) -> Result<(), IssuingStarted> {
-    if action == Action::Cancel && numbered {
+/// Whether `action` may still apply to an approved invoice given whether it is numbered and
+/// whether its issuing stopped for a human (rejected, conflict, needs review: then an approver
+/// may cancel it, and the number stays on the cancelled invoice, void).
+pub fn check_issuing(
+    action: Action,
+    numbered: bool,
+    awaits_human: bool,
+) -> Result<(), IssuingStarted> {
+    if action == Action::Cancel && numbered && !awaits_human {
         Err(IssuingStarted)
     } else {
         Ok(())
@@ -367,7 +393,13 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
         (Action::RequestChanges, PendingApproval) => &[Draft],
         (Action::Cancel, Approved) => &[Cancelled],
         (Action::Issue, Approved) => &[Issued],
-        (Action::IssueBlocked, Approved) => &[Approved],
+        (
+            Action::IssueBlocked
+            | Action::IssueRejected
+            | Action::IssueConflict
+            | Action::IssueNeedsReview,
+            Approved,
+        ) => &[Approved],
         (Action::PaymentApplied, Issued | PartiallyPaid) => &[PartiallyPaid, Paid],
         (Action::PaymentReversed, PartiallyPaid | Paid) => &[Issued, PartiallyPaid],
         (Action::Paid, Paid) => &[Paid],
@@ -502,6 +534,9 @@ mod tests {
                 "cancel",
                 "issue",
                 "issue_blocked",
+                "issue_rejected",
+                "issue_conflict",
+                "issue_needs_review",
                 "payment_applied",
                 "payment_reversed",
                 "paid"
@@ -537,6 +572,9 @@ mod tests {
             Action::Cancel,
             Action::Issue,
             Action::IssueBlocked,
+            Action::IssueRejected,
+            Action::IssueConflict,
+            Action::IssueNeedsReview,
             Action::PaymentApplied,
             Action::PaymentReversed,
             Action::Paid,
@@ -567,14 +605,17 @@ mod tests {
                 Action::RequestChanges,
                 Action::Cancel,
                 Action::Issue,
-                Action::IssueBlocked
+                Action::IssueBlocked,
+                Action::IssueRejected,
+                Action::IssueConflict,
+                Action::IssueNeedsReview
             ]
         );
     }
 
     /// Every (action, state) pair that moves, as docs/contract/domain.md §5 and
     /// docs/contract/effects.md §3 list it; everything else (replays aside) must be refused.
-    const LEGAL: [(Action, InvoiceState, InvoiceState); 11] = [
+    const LEGAL: [(Action, InvoiceState, InvoiceState); 14] = [
         (Action::Revise, Draft, Draft),
         (Action::Revise, PendingApproval, Draft),
         (Action::Submit, Draft, PendingApproval),
@@ -586,6 +627,9 @@ mod tests {
         (Action::Cancel, Approved, Cancelled),
         (Action::Issue, Approved, Issued),
         (Action::IssueBlocked, Approved, Approved),
+        (Action::IssueRejected, Approved, Approved),
+        (Action::IssueConflict, Approved, Approved),
+        (Action::IssueNeedsReview, Approved, Approved),
     ];
 
     /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
@@ -656,10 +700,10 @@ mod tests {
                 }
             }
         }
-        // 13 actions × 8 states × 3 = 312 cases; 11 legal pairs × 3, 1 submit replay × 3,
+        // 16 actions × 8 states × 3 = 384 cases; 14 legal pairs × 3, 1 submit replay × 3,
         // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves (and
         // `paid`) are never commands: `transition` refuses them everywhere.
-        assert_eq!(refused, 312 - 33 - 3 - 9 - 2);
+        assert_eq!(refused, 384 - 42 - 3 - 9 - 2);
     }
 
     #[test]

@@ -36,6 +36,7 @@ use crate::error::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 use tauros_domain::destination::DestinationState;
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::identity::{ActorKind, Interface, Role};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
@@ -189,6 +190,7 @@ macro_rules! stored_as_text {
 }
 
 stored_as_text!(
+    IssuingStatus,
     InvoiceState,
     Action,
     DecisionKind,
