@@ -322,6 +322,30 @@ pub(crate) async fn enqueue_cycle(
     Ok(enqueued.id)
 }
 
+/// Starts a delivery's next job cycle (a fresh attempt budget, the same `webhook-id`) and
+/// records it as the delivery's current one: a resend, or a held delivery released by a
+/// re-enable. Answers the cycle and its job.
+async fn next_cycle(
+    tx: &mut dyn Tx,
+    delivery: &WebhookDeliveryRow,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+) -> AppResult<(i32, Uuid)> {
+    let cycle = rules::next_cycle(delivery.cycle, delivery.job_id.is_some());
+    let job_id = enqueue_cycle(
+        tx,
+        delivery.org_id,
+        delivery.endpoint_id,
+        delivery.event_id,
+        cycle,
+        Some(max_attempts),
+    )
+    .await?;
+    tx.set_webhook_delivery_job(delivery.org_id, delivery.id, job_id, cycle, now)
+        .await?;
+    Ok((cycle, job_id))
+}
+
 /// A registration with its key: the endpoint an approver's `Idempotency-Key` already names
 /// answers a repeat of the same body (its secret shown again only within a day of the creation
 /// and while it was not rotated), another body is a conflict.
@@ -991,19 +1015,13 @@ impl App {
             }
             Ok(rules::Resend::NewCycle) => {}
         }
-        let now = now();
-        let cycle = rules::next_cycle(delivery.cycle, delivery.job_id.is_some());
-        let job_id = enqueue_cycle(
+        let (cycle, job_id) = next_cycle(
             &mut *tx,
-            human.org_id,
-            endpoint_id,
-            delivery.event_id,
-            cycle,
-            Some(self.config.webhooks.max_attempts),
+            &delivery,
+            self.config.webhooks.max_attempts,
+            now(),
         )
         .await?;
-        tx.set_webhook_delivery_job(human.org_id, delivery.id, job_id, cycle, now)
-            .await?;
         audit(
             &mut *tx,
             human.org_id,
@@ -1068,18 +1086,7 @@ impl App {
         .await?;
         let held = tx.held_webhook_deliveries(human.org_id, id).await?;
         for delivery in &held {
-            let cycle = rules::next_cycle(delivery.cycle, delivery.job_id.is_some());
-            let job_id = enqueue_cycle(
-                &mut *tx,
-                human.org_id,
-                id,
-                delivery.event_id,
-                cycle,
-                Some(self.config.webhooks.max_attempts),
-            )
-            .await?;
-            tx.set_webhook_delivery_job(human.org_id, delivery.id, job_id, cycle, now)
-                .await?;
+            next_cycle(&mut *tx, delivery, self.config.webhooks.max_attempts, now).await?;
         }
         audit(
             &mut *tx,
