@@ -152,6 +152,52 @@ class World:
             )
             subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", script], check=True)
 
+    def failing_for_days(self, endpoint_id):
+        """Moves an endpoint's failing_since far back behind the server's back, so that its
+        next failed attempt is past the disable window (TAUROS_WEBHOOK_DISABLE_AFTER, 3 days)."""
+        since = "2000-01-01T00:00:00+00:00"
+        if self.database_url.startswith("sqlite:"):
+            path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
+            db = sqlite3.connect(path, timeout=10)
+            try:
+                db.execute(
+                    "update webhook_endpoints set failing_since = ? where id = ?",
+                    (since, uuid.UUID(endpoint_id).bytes),
+                )
+                db.commit()
+            finally:
+                db.close()
+        else:
+            update = f"update webhook_endpoints set failing_since = '{since}' where id = '{endpoint_id}'"
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", update], check=True)
+
+    def stop_issuing(self, invoice_id, number, status, reason):
+        """Puts an approved invoice where an issuer would have stopped it for a human (the demo
+        runs no issuer): numbered, `issuing_status` `status` with `reason`, as the API suite
+        reaches these states against the reference peer (tests/api/issuing_dead_ends.rs)."""
+        if self.database_url.startswith("sqlite:"):
+            path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
+            db = sqlite3.connect(path, timeout=10)
+            try:
+                db.execute(
+                    "update invoices set number = ?, issuing_status = ?, issuing_reason = ? where id = ?",
+                    (number, status, reason, uuid.UUID(invoice_id).bytes),
+                )
+                db.commit()
+            finally:
+                db.close()
+        else:
+            script = (
+                f"update invoices set number = '{number}', issuing_status = '{status}', "
+                f"issuing_reason = '{reason}' where id = '{invoice_id}'"
+            )
+            subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", self.database_url, "-c", script], check=True)
+
+    def approve(self, invoice):
+        rev = invoice["current_revision"]
+        body = {"revision_id": rev["id"], "payload_hash": rev["payload_hash"]}
+        return self.api.ok("POST", f"/v1/invoices/{invoice['id']}/approve", self.approver, body)["invoice"]
+
     def settlement_key(self):
         """A settlement agent of the approver's (created once): its API key."""
         if not hasattr(self, "_settlement_key"):
@@ -654,8 +700,10 @@ def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: 
     amount = row.locator("td.num").first
     expect(amount).to_have_text("EUR 1,234.50")
     right_aligned_tabular(amount)
-    # Read-only, and it says so: no button on the page but the nav's sign-out.
-    expect(page.locator("#payments-read-only")).to_contain_text("the API has no route to resolve one")
+    # Its way out, and a link to resolve it on its page (the list itself has no button).
+    expect(row).to_contain_text("Allocate it to an invoice, or void it.")
+    expect(row.get_by_role("link", name="Resolve…")).to_be_visible()
+    expect(page.locator("#payments-how")).to_contain_text("An approver resolves what settlement cannot")
     expect(page.locator("main").get_by_role("button")).to_have_count(0)
 
     # The source reports the same payment again, later, with another amount: a conflict.
@@ -678,6 +726,70 @@ def the_payments_inbox_shows_what_a_settlement_agent_reported_for_no_invoice(j: 
     # On a phone the amount stays right-aligned in tabular figures on its card.
     page.set_viewport_size({"width": 375, "height": 740})
     right_aligned_tabular(page.locator(f'tr[data-payment-id="{payment["id"]}"] td.num').first)
+
+
+@journey
+def a_stuck_payment_is_allocated_and_a_conflict_accepted_from_its_page(j: Journey):
+    w = j.world
+    invoice = w.approve_and_issue(w.propose())
+    number = invoice["number"]
+    stray_id = f"pay-{uuid.uuid4().hex[:12]}"
+    stray = w.report_payment(stray_id, "400.00", f"INV-NOPE-{uuid.uuid4().hex[:6].upper()}")["payment"]
+    assert stray["unmatched_reason"] == "unknown_invoice", stray
+    page = j.page()
+    j.sign_in(page)
+    j.nav(page, "Payments", "Payments")
+    row = page.locator(f'tr[data-payment-id="{stray["id"]}"]')
+    row.get_by_role("link", name="Resolve…").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Payment {stray_id}")
+    expect(page.get_by_role("heading", name="Resolve it")).to_be_visible()
+    expect(page.get_by_label("Allocate to an invoice")).to_be_checked()
+    page.locator("#resolve-invoice").select_option(invoice["id"])
+    # Without a reason nothing is written, and the field says why.
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-reason-error")).to_be_visible()
+    assert w.api.ok("GET", f"/v1/payments/{stray['id']}", w.approver)["resolutions"] == []
+    page.locator("#resolve-reason").fill("The customer mistyped the invoice number.")
+    # A double click resolves once (one key per form, and the button waits).
+    page.locator("#resolve-submit").dblclick()
+    expect(page.locator("#resolve-flash")).to_contain_text("Allocate to an invoice: done")
+    expect(page.locator("#payment-status")).to_have_text("Applied")
+    expect(page.locator("#payment-allocated")).to_have_text("EUR 400.00")
+    expect(page.locator(".payment-resolutions tbody tr")).to_have_count(1)
+    expect(page.locator(".payment-resolutions tbody tr").first).to_contain_text("Applied")
+    # Applied now: voiding is the only way left.
+    expect(page.get_by_label("Allocate to an invoice")).to_have_count(0)
+    expect(page.get_by_label("Void: nothing of it counts")).to_be_checked()
+    detail = w.api.ok("GET", f"/v1/payments/{stray['id']}", w.approver)
+    assert len(detail["resolutions"]) == 1, detail
+    assert w.invoice(invoice["id"])["amount_paid"] == "400.00"
+
+    # A payment whose events disagree is accepted at the amount the approver knows.
+    pid = f"pay-{uuid.uuid4().hex[:12]}"
+    w.report_payment(pid, "500.00", number, minutes_ago=5)
+    conflict = w.report_payment(pid, "600.00", number)["payment"]
+    assert conflict["status"] == "conflict", conflict
+    page.goto(f"{w.console}#/payments/{conflict['id']}")
+    expect(page.locator("#payment-status")).to_have_text("Conflict")
+    expect(page.get_by_label("Accept at an amount")).to_be_checked()
+    page.locator("#resolve-amount").fill("600.005")
+    page.locator("#resolve-reason").fill("The bank confirmed 600.00 by phone.")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-amount-error")).to_be_visible()
+    page.locator("#resolve-amount").fill("600.00")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-flash")).to_contain_text("Accept at an amount: done")
+    expect(page.locator("#payment-status")).to_have_text("Applied")
+    expect(page.locator("#payment-resolution")).to_contain_text("EUR 600.00")
+    assert w.invoice(invoice["id"])["amount_paid"] == "1000.00"
+    # Voiding it takes it back out, and the invoice with it.
+    page.get_by_label("Void: nothing of it counts").check()
+    expect(page.locator("#resolve-amount")).to_be_hidden()
+    page.locator("#resolve-reason").fill("Recalled by the bank.")
+    page.locator("#resolve-submit").click()
+    expect(page.locator("#resolve-flash")).to_contain_text("Void: nothing of it counts: done")
+    expect(page.locator("#payment-status")).to_have_text("Failed")
+    assert w.invoice(invoice["id"])["amount_paid"] == "400.00"
 
 
 @journey
@@ -828,6 +940,88 @@ def a_webhook_endpoint_shows_its_secret_once(j: Journey):
 
 
 @journey
+def a_disabled_endpoint_is_re_enabled_and_a_failed_delivery_resent(j: Journey):
+    """No dead ends (docs/WEBHOOKS.md, "Runbook"): an endpoint failing past its window is
+    marked disabled with its held delivery and re-enabled from the page; a delivery whose job
+    was stopped is failed, and Resend sends it with the same webhook-id."""
+    w = j.world
+    receiver = Receiver(status=503)
+    endpoint = w.api.ok(
+        "POST",
+        "/v1/webhook-endpoints",
+        w.approver,
+        {"url": receiver.url, "events": ["invoice.created"], "description": "Dead ends journey"},
+    )["endpoint"]
+    try:
+        # The first attempt fails; the endpoint has been failing "for days" (its failing_since
+        # moved back behind the server's back, as the window is 3 days): the next failed
+        # attempt disables it and holds the delivery.
+        first = w.propose(submit=False)
+        receiver.wait_for(1)
+        until("failing recorded", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)["failing_since"])
+        w.failing_for_days(endpoint["id"])
+        until("the endpoint disabled", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)["status"] == "disabled", timeout=60)
+
+        page = j.page()
+        j.sign_in(page)
+        j.nav(page, "Webhooks", "Webhook endpoints")
+        row = page.locator(f'tr[data-endpoint-id="{endpoint["id"]}"]')
+        expect(row).to_contain_text("Disabled")
+        expect(row).to_contain_text("1 delivery held")
+        row.get_by_role("link", name=receiver.url).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(receiver.url)
+        expect(page.locator("#endpoint-disabled")).to_contain_text("1 delivery is held")
+        expect(page.locator(".deliveries tbody tr").first).to_contain_text("Held")
+
+        # The receiver is fixed; Re-enable sends the held delivery.
+        receiver.status = 204
+        before = len(receiver.received)
+        page.get_by_role("button", name=f"Re-enable {receiver.url}").click()
+        expect(page.locator("#webhooks-flash")).to_contain_text("is enabled again: 1 held delivery goes out again")
+        delivered = receiver.wait_for(before + 1)[-1]
+        created_event = w.api.ok("GET", f"/v1/invoices/{first['id']}/events", w.approver)["items"][0]["id"]
+        assert delivered[0]["webhook-id"] == created_event and delivered[2] == 204, delivered
+        page.reload()
+        expect(page.locator("#endpoint-disabled")).to_have_count(0)
+        expect(page.locator(".deliveries tbody tr").first).to_contain_text("Delivered")
+
+        # A delivery whose job an approver stopped is failed: Resend sends it again.
+        receiver.status = 503
+        second = w.propose(submit=False)
+        second_event = w.api.ok("GET", f"/v1/invoices/{second['id']}/events", w.approver)["items"][0]["id"]
+
+        def waiting_delivery():
+            items = w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries", w.approver)["items"]
+            attempt = next((a for a in items if a["event_id"] == second_event), None)
+            if not attempt:
+                return None
+            job = w.api.ok("GET", f"/v1/jobs/{attempt['job_id']}", w.approver)
+            return attempt if job["state"] == "retryable" else None
+
+        attempt = until("a failed attempt waiting for its retry", waiting_delivery)
+        w.api.ok("POST", f"/v1/jobs/{attempt['job_id']}/cancel", w.approver)
+        page.reload()
+        resend = page.get_by_role("button", name=f"Resend invoice.created (event {second_event})")
+        expect(resend).to_be_visible()
+        expect(page.locator(f'tr[data-delivery-id="{attempt["delivery_id"]}"]').first).to_contain_text("Failed")
+        receiver.status = 204
+        before = len(receiver.received)
+        resend.click()
+        expect(page.locator("#webhooks-flash")).to_contain_text(f"resent with the same webhook-id ({second_event})")
+        resent = receiver.wait_for(before + 1)[-1]
+        assert resent[0]["webhook-id"] == second_event and resent[2] == 204, resent
+        until("the resend recorded", lambda: w.api.ok("GET", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries", w.approver)["items"][0]["delivery_status"] == "delivered")
+        page.reload()
+        expect(page.get_by_role("button", name=f"Resend invoice.created (event {second_event})")).to_have_count(0)
+        # Once delivered, the API refuses to send it again (the page offers no button).
+        status, problem = w.api.call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/deliveries/{attempt['delivery_id']}/resend", w.approver)
+        assert status == 409 and problem["code"] == "already_delivered", (status, problem)
+    finally:
+        w.api.call("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}", w.approver)
+        receiver.close()
+
+
+@journey
 def the_overdue_filter_lists_an_issued_invoice_past_its_due_date(j: Journey):
     w = j.world
     late = w.approve_and_issue(w.propose(customer="Globex GmbH"))
@@ -857,6 +1051,37 @@ def the_overdue_filter_lists_an_issued_invoice_past_its_due_date(j: Journey):
     states.get_by_role("link", name="Issued").click()
     expect(page.locator(f'tr[data-invoice-id="{late["id"]}"]')).to_contain_text("Overdue")
     expect(page.locator(f'tr[data-invoice-id="{on_time["id"]}"]')).not_to_contain_text("Overdue")
+
+
+@journey
+def a_rejected_invoice_is_issued_again_or_cancelled_from_its_page(j: Journey):
+    w = j.world
+    again = w.approve(w.propose())
+    cancelled = w.approve(w.propose(customer="Globex GmbH"))
+    suffix = uuid.uuid4().hex[:8].upper()
+    w.stop_issuing(again["id"], f"INV-REJ-{suffix}", "rejected", "the issuer refused the invoice: customer tax id missing")
+    w.stop_issuing(cancelled["id"], f"INV-CON-{suffix}", "conflict", "the issuer holds another request under this operation key")
+    listed = [i["id"] for i in w.api.ok("GET", "/v1/invoices?issuing=rejected&limit=100", w.approver)["items"]]
+    assert again["id"] in listed and cancelled["id"] not in listed, listed
+    page = j.page()
+    j.sign_in(page)
+    j.open_invoice(page, again["id"])
+    expect(page.locator("#issuing-status")).to_have_text("Rejected by the issuer")
+    expect(page.locator("#issuing-reason")).to_contain_text("customer tax id missing")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-REJ-{suffix}")
+    page.locator("#issue-again").click()
+    expect(page.locator("#flash")).to_have_text("The invoice is issued.")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-REJ-{suffix}")
+    expect(page.locator("#issuing-status")).to_have_count(0)
+    assert w.invoice(again["id"])["state"] == "issued"
+    # The other waits on a conflict: cancel it; its number stays, void.
+    j.open_invoice(page, cancelled["id"])
+    expect(page.locator("#issuing-status")).to_have_text("Conflict with the issuer")
+    page.locator("#cancel-reason").fill("Issued elsewhere.")
+    page.locator("#cancel").click()
+    expect(page.locator("#flash")).to_have_text("The invoice is cancelled.")
+    expect(page.locator("#invoice-number")).to_have_text(f"INV-CON-{suffix} (void)")
+    assert w.invoice(cancelled["id"])["number_void"] is True
 
 
 @journey

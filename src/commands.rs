@@ -185,6 +185,7 @@ pub(crate) async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
         password_queue: 1,
         issuer_configured: args.jobs.issuer.issuer.is_some(),
         claim_retention: chrono::Duration::days(args.jobs.issuer.claim_retention_days.max(1)),
+        issuer_key_retention: args.jobs.issuer.key_retention(),
         webhooks: args.webhooks.config()?,
         ..AppConfig::default()
     };

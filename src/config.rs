@@ -217,6 +217,15 @@ pub struct WebhookArgs {
     /// warning says so at start. Prefer the environment variable to the flag.
     #[arg(long, env = "TAUROS_SECRET_KEY", hide_env_values = true)]
     pub secret_key: Option<Hidden>,
+    /// Counted attempts of one delivery cycle (1–1000); then the delivery is `failed` until an
+    /// approver resends it (a new cycle of as many attempts).
+    #[arg(long, env = "TAUROS_WEBHOOK_MAX_ATTEMPTS", default_value_t = tauros_domain::job::DEFAULT_MAX_ATTEMPTS)]
+    pub webhook_max_attempts: i32,
+    /// How long an endpoint may fail without a single success before it is disabled (its
+    /// deliveries then held until an approver re-enables it): a number with a unit, `s`, `m`,
+    /// `h` or `d` (`3d`, `72h`, `90m`).
+    #[arg(long, env = "TAUROS_WEBHOOK_DISABLE_AFTER", default_value = "3d")]
+    pub webhook_disable_after: String,
 }
 
 /// A command-line value that `Debug` never shows (the arguments derive it).
@@ -250,9 +259,16 @@ impl WebhookArgs {
             .map(tauros_domain::webhook::SecretKey::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!(e))?;
+        if !(1..=tauros_domain::job::MAX_MAX_ATTEMPTS).contains(&self.webhook_max_attempts) {
+            anyhow::bail!("TAUROS_WEBHOOK_MAX_ATTEMPTS must be from 1 to 1000");
+        }
+        let disable_after = parse_duration(&self.webhook_disable_after)
+            .map_err(|e| anyhow::anyhow!("TAUROS_WEBHOOK_DISABLE_AFTER: {e}"))?;
         Ok(tauros_app::WebhookConfig {
             allow_hosts,
             secret_key,
+            max_attempts: self.webhook_max_attempts,
+            disable_after,
         })
     }
 }
@@ -343,6 +359,11 @@ pub struct IssuerArgs {
     /// Days a completed claim (and its stored response) is kept.
     #[arg(long, env = "TAUROS_CLAIM_RETENTION_DAYS", default_value_t = tauros_domain::effect::DEFAULT_RETENTION_DAYS)]
     pub claim_retention_days: i64,
+    /// How long the issuer deduplicates an operation key: a number with a unit, `s`, `m`, `h`
+    /// or `d` (`24h`, `90m`, `2d`); a claim older than that is never executed again
+    /// automatically (issuing stops at `needs_review` when the issuer holds nothing).
+    #[arg(long, env = "TAUROS_ISSUER_KEY_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub issuer_key_retention: std::time::Duration,
     /// Days a claim may stay processing before the reaper may delete it (at least 1).
     #[arg(long, env = "TAUROS_CLAIM_ABANDON_DAYS", default_value_t = tauros_domain::effect::DEFAULT_ABANDON_DAYS)]
     pub claim_abandon_days: i64,
@@ -355,7 +376,39 @@ pub struct IssuerArgs {
     pub test_pause_at: Option<String>,
 }
 
+/// A duration with its unit: `30s`, `90m`, `24h`, `2d` (a positive whole number, at most ten
+/// years).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text.len().saturating_sub(1);
+    let (digits, unit) = text.split_at(split);
+    let seconds_per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}` needs a unit: s, m, h or d (e.g. 24h)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number with a unit (e.g. 24h)"))?;
+    let seconds = n.saturating_mul(seconds_per);
+    if n == 0 || seconds > 10 * 365 * 86_400 {
+        return Err(format!(
+            "`{text}` must be more than 0 and at most ten years"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 impl IssuerArgs {
+    /// `TAUROS_ISSUER_KEY_RETENTION` as the app holds it.
+    pub fn key_retention(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.issuer_key_retention).unwrap_or(chrono::Duration::hours(
+            tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS,
+        ))
+    }
+
     /// The configured issuer, if any.
     pub fn issuer(&self, test_seams: bool) -> anyhow::Result<Option<tauros_app::issuing::Issuer>> {
         let timeout = std::time::Duration::from_secs(self.issuer_timeout_seconds.max(1));
@@ -486,6 +539,7 @@ impl ServeArgs {
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
             issuer_configured: self.jobs.issuer.issuer.is_some(),
             claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
+            issuer_key_retention: self.jobs.issuer.key_retention(),
             webhooks: self.webhooks.config()?,
         })
     }
@@ -551,6 +605,57 @@ mod tests {
             Command::Serve(serve) => Ok(serve),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_webhook_disable_window_reads_a_number_and_a_unit() {
+        let days = |d: u64| std::time::Duration::from_secs(d * 86_400);
+        let config = serve(&[]).unwrap().webhooks.config().unwrap();
+        assert_eq!(config.disable_after, days(3));
+        assert_eq!(config.max_attempts, 25);
+        for (text, seconds) in [
+            ("72h", 259_200),
+            ("90m", 5_400),
+            ("45s", 45),
+            (" 1d ", 86_400),
+        ] {
+            assert_eq!(parse_duration(text).unwrap().as_secs(), seconds, "{text}");
+        }
+        for wrong in ["", "0s", "2", "3 weeks", "-1d", "1.5h", "d"] {
+            assert!(parse_duration(wrong).is_err(), "{wrong}");
+        }
+        let args = ["--webhook-disable-after", "3w"];
+        let e = serve(&args).unwrap().webhooks.config().unwrap_err();
+        assert!(
+            e.to_string().contains("TAUROS_WEBHOOK_DISABLE_AFTER"),
+            "{e}"
+        );
+        let args = ["--webhook-max-attempts", "0"];
+        assert!(serve(&args).unwrap().webhooks.config().is_err());
+    }
+
+    #[test]
+    fn the_issuer_key_retention_is_a_duration_with_a_unit_24_hours_by_default() {
+        let config = serve(&[]).unwrap().app_config().unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::hours(24));
+        let config = serve(&["--issuer-key-retention", "90m"])
+            .unwrap()
+            .app_config()
+            .unwrap();
+        assert_eq!(config.issuer_key_retention, chrono::Duration::minutes(90));
+        assert_eq!(
+            parse_duration("2d"),
+            Ok(std::time::Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        for wrong in ["24", "0h", "h", "1.5h", "-1h", "24 hours", "99999d"] {
+            assert!(parse_duration(wrong).is_err(), "{wrong}");
+        }
+        let wrong = serve(&["--issuer-key-retention", "soon"]).unwrap_err();
+        assert_eq!(wrong.kind(), clap::error::ErrorKind::ValueValidation);
     }
 
     #[test]

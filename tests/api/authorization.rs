@@ -70,9 +70,12 @@ enum Route {
     RotateWebhookSecret,
     WebhookDeliveries,
     DeleteWebhook,
+    EnableWebhook,
+    ResendDelivery,
     ReportSettlementEvent,
     ListPayments,
     GetPayment,
+    ResolvePayment,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -150,9 +153,11 @@ enum Expect {
     /// 403 `missing_capability`: the key lacks the route's capability (`invoicing`, or
     /// `settlement` for reporting a settlement event), whatever the record.
     NoCap,
+    /// 202: four eyes made the command a proposal another approver confirms.
+    Proposed,
 }
 
-use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NoCap, NotFound, Yes};
+use Expect::{Forbid, FourEyes, Hidden, Invalid, Listed, NoAuth, NoCap, NotFound, Proposed, Yes};
 use Route::*;
 use Settings::{Defaults, FourEyesSharedReview, SharedReview};
 
@@ -195,9 +200,12 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, RotateWebhookSecret,        [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, WebhookDeliveries,          [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, DeleteWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, EnableWebhook,              [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (Defaults, ResendDelivery,             [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
     (Defaults, ReportSettlementEvent,      [NoCap,     NoCap,     NoCap,     Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    Yes]),
     (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
     (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
+    (Defaults, ResolvePayment,             [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -205,6 +213,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Settings::FourEyes, Reject,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
+    (Settings::FourEyes, ResolvePayment,   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  NotFound,  NotFound,  NoAuth,    Forbid]),
 
     (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
     (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    NoCap]),
@@ -226,6 +235,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (SharedReview, GetDestination,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (SharedReview, ListPayments,           [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    Forbid]),
     (SharedReview, GetPayment,             [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
+    (SharedReview, ResolvePayment,         [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (FourEyesSharedReview, GetInvoice,     [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Withdraw,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
@@ -233,6 +243,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (FourEyesSharedReview, Reject,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, RequestChanges, [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
     (FourEyesSharedReview, Cancel,         [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  Yes,       NotFound,  NoAuth,    NoCap]),
+    (FourEyesSharedReview, ResolvePayment, [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  Proposed,  NotFound,  NoAuth,    Forbid]),
 ];
 
 async fn default_settings_on_invoices(app: TestApp) {
@@ -339,6 +350,7 @@ fn cell(route: Route, expect: Expect) -> String {
         Invalid => "422 validation_failed".into(),
         NoAuth => "401 unauthorized".into(),
         NoCap => "403 missing_capability".into(),
+        Proposed => "202".into(),
     }
 }
 
@@ -378,15 +390,21 @@ impl Route {
             RotateWebhookSecret => "POST /v1/webhook-endpoints/{id}/rotate-secret",
             WebhookDeliveries => "GET /v1/webhook-endpoints/{id}/deliveries",
             DeleteWebhook => "DELETE /v1/webhook-endpoints/{id}",
+            EnableWebhook => "POST /v1/webhook-endpoints/{id}/enable",
+            ResendDelivery => "POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/resend",
             ReportSettlementEvent => "POST /v1/settlement-events",
             ListPayments => "GET /v1/payments",
             GetPayment => "GET /v1/payments/{id}",
+            ResolvePayment => "POST /v1/payments/{id}/resolve",
         }
     }
 
     /// A settlement route: reported by settlement agents, read by humans.
     fn is_settlement(self) -> bool {
-        matches!(self, ReportSettlementEvent | ListPayments | GetPayment)
+        matches!(
+            self,
+            ReportSettlementEvent | ListPayments | GetPayment | ResolvePayment
+        )
     }
 
     /// A route of the job queue: organisation-wide, for approvers only.
@@ -404,6 +422,8 @@ impl Route {
                 | RotateWebhookSecret
                 | WebhookDeliveries
                 | DeleteWebhook
+                | EnableWebhook
+                | ResendDelivery
         )
     }
 
@@ -443,9 +463,9 @@ impl Route {
         self.label().starts_with("GET ")
     }
 
-    /// An invoice command, answered with the `{invoice, replayed}` envelope.
+    /// A command answered with a `replayed` member (an invoice command, a payment resolution).
     fn is_command(self) -> bool {
-        self.is_invoice() && !self.is_read()
+        (self.is_invoice() && !self.is_read()) || self == ResolvePayment
     }
 
     fn success(self) -> StatusCode {
@@ -456,6 +476,7 @@ impl Route {
             | CreateWebhook
             | ReportSettlementEvent => StatusCode::CREATED,
             DeleteCustomer | DeleteWebhook => StatusCode::NO_CONTENT,
+            ResendDelivery => StatusCode::ACCEPTED,
             _ => StatusCode::OK,
         }
     }
@@ -482,7 +503,9 @@ impl Route {
             ListWebhooks | GetWebhook | RotateWebhookSecret | WebhookDeliveries | DeleteWebhook => {
                 Fixture::Webhook
             }
-            ListPayments | GetPayment => Fixture::Payment,
+            EnableWebhook => Fixture::DisabledWebhook,
+            ResendDelivery => Fixture::FailedDelivery,
+            ListPayments | GetPayment | ResolvePayment => Fixture::Payment,
         }
     }
 }
@@ -538,6 +561,11 @@ enum Fixture {
     CancelledJob,
     /// Organisation A's only webhook endpoint (registered by A1; earlier ones deleted).
     Webhook,
+    /// That endpoint, disabled (as failing past its window would).
+    DisabledWebhook,
+    /// That endpoint, subscribed to `invoice.created`, with the delivery of a new draft's
+    /// event whose job an approver cancelled: failed, for a resend.
+    FailedDelivery,
     /// A payment the settlement agent reported for a draft of the subject (unmatched: not
     /// issued), so its humans see it.
     Payment,
@@ -679,6 +707,7 @@ struct Target {
     destination_id: Option<Uuid>,
     job_id: Option<Uuid>,
     webhook_id: Option<Uuid>,
+    delivery_id: Option<Uuid>,
     payment_id: Option<Uuid>,
 }
 
@@ -727,7 +756,7 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
             }
             target.job_id = Some(id);
         }
-        Fixture::Webhook => {
+        Fixture::Webhook | Fixture::DisabledWebhook | Fixture::FailedDelivery => {
             // One at a time: an organisation holds at most 20 endpoints.
             let token = &w.x.owner_token;
             let listed = expect_status(
@@ -739,11 +768,47 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
                 let path = format!("/v1/webhook-endpoints/{}", id_of(endpoint));
                 expect_status(app.delete(&path, token).await, StatusCode::NO_CONTENT).await;
             }
-            let res = app
-                .post("/v1/webhook-endpoints", token, webhook_body(n))
-                .await;
+            let mut body = webhook_body(n);
+            if fixture == Fixture::FailedDelivery {
+                body["events"] = json!(["invoice.created"]);
+            }
+            let res = app.post("/v1/webhook-endpoints", token, body).await;
             let created = expect_status(res, StatusCode::CREATED).await;
-            target.webhook_id = Some(id_of(&created["endpoint"]).parse().unwrap());
+            let endpoint: Uuid = id_of(&created["endpoint"]).parse().unwrap();
+            target.webhook_id = Some(endpoint);
+            let sql_id = crate::helpers::sql_uuid(&app.database_url, &endpoint.to_string());
+            if fixture == Fixture::DisabledWebhook {
+                let sql = format!(
+                    "update webhook_endpoints set disabled_at = created_at where id = {sql_id}"
+                );
+                assert!(app.sql_exec(&sql).await);
+            }
+            if fixture == Fixture::FailedDelivery {
+                let res = app
+                    .create_invoice(&p.key, &format!("row-{n}"), &invoice_body(p))
+                    .await;
+                let invoice = expect_status(res, StatusCode::CREATED).await["invoice"].clone();
+                let res = app
+                    .get(&format!("/v1/invoices/{}/events", id_of(&invoice)), &p.key)
+                    .await;
+                let event: Uuid = id_of(&expect_status(res, StatusCode::OK).await["items"][0])
+                    .parse()
+                    .unwrap();
+                let delivery = tauros_domain::webhook::delivery_id(w.org_id, endpoint, event);
+                let sql =
+                    format!("select count(*) from webhook_deliveries where endpoint_id = {sql_id}");
+                assert_eq!(app.sql_count(&sql).await, 1);
+                let job = tauros_domain::job::job_id_for_submission(
+                    w.org_id,
+                    "webhook.deliver.v1",
+                    &format!("{endpoint}/{event}"),
+                );
+                let res = app
+                    .post(&format!("/v1/jobs/{job}/cancel"), token, json!({}))
+                    .await;
+                expect_status(res, StatusCode::OK).await;
+                target.delivery_id = Some(delivery);
+            }
         }
         Fixture::Payment => {
             let res = app
@@ -885,6 +950,12 @@ async fn send(
         RotateWebhookSecret => (Method::POST, webhook("/rotate-secret"), None),
         WebhookDeliveries => (Method::GET, webhook("/deliveries"), None),
         DeleteWebhook => (Method::DELETE, webhook(""), None),
+        EnableWebhook => (Method::POST, webhook("/enable"), None),
+        ResendDelivery => (
+            Method::POST,
+            webhook(&format!("/deliveries/{}/resend", t.delivery_id.unwrap())),
+            None,
+        ),
         ReportSettlementEvent => (
             Method::POST,
             "/v1/settlement-events".to_owned(),
@@ -896,12 +967,18 @@ async fn send(
             format!("/v1/payments/{}", t.payment_id.unwrap()),
             None,
         ),
+        // The payment names a draft (`unmatched`): void is its way out.
+        ResolvePayment => (
+            Method::POST,
+            format!("/v1/payments/{}/resolve", t.payment_id.unwrap()),
+            Some(json!({"action": "void", "reason": "matrix"})),
+        ),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
         req = req.bearer_auth(token);
     }
-    if route == CreateInvoice {
+    if route == CreateInvoice || route == ResolvePayment {
         req = req.header("idempotency-key", format!("matrix-{n}"));
     }
     if let Some(body) = body {
@@ -978,6 +1055,8 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from webhook_endpoints",
         "select count(*) from payments",
         "select count(*) from settlement_events",
+        "select count(*) from payment_resolutions",
+        "select count(*) from org_changes",
     ];
     let sql = format!(
         "select {}",
@@ -1012,7 +1091,7 @@ async fn run(app: &TestApp, pick: impl Fn(Settings, Route) -> bool) {
             if got != wanted {
                 failures.push(format!("{row}: expected {wanted}, got {got}"));
             }
-            let writes = *expect == Yes && !route.is_read();
+            let writes = matches!(*expect, Yes | Proposed) && !route.is_read();
             if writes && before == after {
                 failures.push(format!("{row}: succeeded but changed nothing"));
             }

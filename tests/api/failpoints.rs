@@ -175,6 +175,7 @@ async fn run(backend: Backend, scenario: Scenario) {
         webhooks: WebhookConfig {
             allow_hosts: AllowList::parse("127.0.0.1").unwrap(),
             secret_key: None,
+            ..WebhookConfig::default()
         },
         ..AppConfig::default()
     };

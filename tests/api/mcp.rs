@@ -722,9 +722,13 @@ async fn a_settlement_key_reports_payments_and_only_it(app: TestApp) {
         StatusCode::OK,
     )
     .await;
-    let last = events["items"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["action"], "payment_applied");
-    assert_eq!(last["interface"], "mcp");
+    // Paid in full: the move, then `paid` (invoice.paid), both over MCP.
+    let items = events["items"].as_array().unwrap();
+    let (applied, paid) = (&items[items.len() - 2], &items[items.len() - 1]);
+    assert_eq!(applied["action"], "payment_applied");
+    assert_eq!(applied["interface"], "mcp");
+    assert_eq!(paid["action"], "paid");
+    assert_eq!(paid["interface"], "mcp");
     client.cancel().await.expect("closes");
 }
 

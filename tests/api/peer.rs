@@ -64,6 +64,11 @@ impl Peer {
     /// Starts `tauros peer` on a free port over `dir`'s database and reads the address it
     /// prints. `TEST_LOG=1` shows its log.
     pub(crate) async fn start(dir: &PeerDir) -> Peer {
+        Peer::start_with(dir, &[]).await
+    }
+
+    /// [`Peer::start`] with extra command-line arguments (e.g. `--key-retention-seconds`).
+    pub(crate) async fn start_with(dir: &PeerDir, args: &[&str]) -> Peer {
         let logs = std::env::var_os("TEST_LOG").is_some_and(|v| !v.is_empty() && v != "0");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tauros"))
             .arg("peer")
@@ -73,6 +78,8 @@ impl Peer {
             .arg(dir.0.join("peer.db"))
             .env_remove("TAUROS_PEER_BIND")
             .env_remove("TAUROS_PEER_DATABASE")
+            .env_remove("TAUROS_PEER_KEY_RETENTION_SECONDS")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(if logs {
@@ -161,12 +168,25 @@ impl Peer {
         status(res, StatusCode::OK).await
     }
 
+    /// Makes the peer hold `body` under `key` (`PUT /records/{key}`), as a restored backup on
+    /// the other side would.
+    pub(crate) async fn plant(&self, key: &str, body: &Value) -> Value {
+        let res = self
+            .client
+            .put(self.url(&format!("/records/{key}")))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        status(res, StatusCode::OK).await
+    }
+
     pub(crate) async fn stats(&self) -> Value {
         self.control(reqwest::Method::GET, "/stats").await
     }
 
     /// SIGTERM, then the exit status (within the deadline).
-    async fn stop(mut self) -> ExitStatus {
+    pub(crate) async fn stop(mut self) -> ExitStatus {
         let child = self.child.take().unwrap();
         let pid = child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -230,7 +250,12 @@ async fn a_known_key_with_the_same_body_replays_and_with_another_body_is_refused
     Uuid::parse_str(answer["peer_id"].as_str().unwrap()).unwrap();
     assert_eq!(answer["op_key"], "inv-1:issue:v1");
     assert!(answer["received_at"].as_str().unwrap().ends_with('Z'));
-    assert_eq!(answer.as_object().unwrap().len(), 3);
+    assert_eq!(
+        answer["request"],
+        invoice(1),
+        "the request it holds under the key"
+    );
+    assert_eq!(answer.as_object().unwrap().len(), 4);
 
     // The same object, members in another order and spaced differently: a replay.
     let reordered = r#"{ "total_minor": 12500, "number": "INV-2026-000001",
@@ -779,4 +804,116 @@ async fn faults_are_validated_listed_replaced_and_cleared() {
         peer.control(reqwest::Method::GET, "/faults").await,
         json!({"armed": [], "paused": []})
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuse_422_refuses_with_its_reason_and_records_nothing() {
+    let dir = PeerDir::new();
+    let peer = Peer::start(&dir).await;
+    peer.arm(json!({"mode": "refuse_422", "reason": "customer tax id missing"}))
+        .await;
+    let refused = peer.post("k", &invoice(1)).await.unwrap();
+    assert_eq!(
+        status(refused, StatusCode::UNPROCESSABLE_ENTITY).await,
+        json!({"error": "refused", "reason": "customer tax id missing"})
+    );
+    let absent = peer.recover("k").await.unwrap();
+    assert_eq!(
+        status(absent, StatusCode::NOT_FOUND).await,
+        json!({"error": "absent"}),
+        "a refusal records nothing"
+    );
+    // Used up: the next one commits. Without a reason, the peer gives its own.
+    status(
+        peer.post("k", &invoice(1)).await.unwrap(),
+        StatusCode::CREATED,
+    )
+    .await;
+    peer.arm(json!({"mode": "refuse_422", "op_key": "other"}))
+        .await;
+    let refused = peer.post("other", &invoice(2)).await.unwrap();
+    assert_eq!(
+        status(refused, StatusCode::UNPROCESSABLE_ENTITY).await["reason"],
+        "the peer refused the invoice"
+    );
+    for bad in [
+        json!({"mode": "refuse_422", "reason": ""}),
+        json!({"mode": "lie_absent", "reason": "no"}),
+        json!({"mode": "refuse_422", "reason": "x".repeat(501)}),
+    ] {
+        let res = peer
+            .client
+            .post(peer.url("/faults"))
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            status(res, StatusCode::UNPROCESSABLE_ENTITY).await["error"],
+            "invalid_fault",
+            "{bad}"
+        );
+    }
+    let stats = peer.stats().await;
+    assert_eq!(stats["executes"], 3);
+    assert_eq!(stats["effects"], 1);
+    assert_eq!(operations(&stats), ops(&[("k", 1)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_past_the_retention_window_is_forgotten_even_after_a_restart() {
+    let dir = PeerDir::new();
+    // A window of zero: every key is forgotten as soon as it is committed.
+    let peer = Peer::start_with(&dir, &["--key-retention-seconds", "0"]).await;
+    status(
+        peer.post("k", &invoice(1)).await.unwrap(),
+        StatusCode::CREATED,
+    )
+    .await;
+    let forgotten = peer.recover("k").await.unwrap();
+    assert_eq!(
+        status(forgotten, StatusCode::NOT_FOUND).await,
+        json!({"error": "absent"})
+    );
+    // An execute under the forgotten key is a new effect (even with another body).
+    status(
+        peer.post("k", &invoice(2)).await.unwrap(),
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(peer.stats().await["effects"], 2);
+    assert!(peer.stop().await.success());
+    // The same file with the default (long) window: the last record is remembered again.
+    let peer = Peer::start(&dir).await;
+    let held = status(peer.recover("k").await.unwrap(), StatusCode::OK).await;
+    assert_eq!(held["request"], invoice(2));
+    let stats = peer.stats().await;
+    assert_eq!(stats["effects"], 2);
+    assert_eq!(operations(&stats), ops(&[("k", 2)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_record_replaces_what_the_peer_holds_under_the_key() {
+    let dir = PeerDir::new();
+    let peer = Peer::start(&dir).await;
+    status(
+        peer.post("k", &invoice(1)).await.unwrap(),
+        StatusCode::CREATED,
+    )
+    .await;
+    let planted = peer.plant("k", &invoice(7)).await;
+    assert_eq!(planted["request"], invoice(7));
+    let held = status(peer.recover("k").await.unwrap(), StatusCode::OK).await;
+    assert_eq!(held, planted);
+    // The original request under the key is now another body.
+    status(
+        peer.post("k", &invoice(1)).await.unwrap(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    // A planted new key counts its effect.
+    peer.plant("new", &invoice(8)).await;
+    let stats = peer.stats().await;
+    assert_eq!(stats["effects"], 2);
+    assert_eq!(stats["executes"], 2, "planting is not an execute");
 }

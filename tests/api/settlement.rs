@@ -325,7 +325,8 @@ async fn confirmed_before_observed_never_moves_back(app: TestApp) {
     let actions = app
         .event_actions(&b.org.approver_token, id_of(&invoice))
         .await;
-    assert_eq!(actions.last().unwrap(), "payment_applied");
+    // Paid in full: the move, then `paid` (invoice.paid), once.
+    assert_eq!(actions[actions.len() - 2..], ["payment_applied", "paid"]);
     assert_eq!(
         actions.iter().filter(|a| a.starts_with("payment_")).count(),
         1
@@ -401,15 +402,23 @@ async fn two_partial_payments_pay_the_invoice(app: TestApp) {
             ("payment_applied", "partially_paid", "paid")
         ]
     );
-    let last = events.last().unwrap();
-    assert_eq!(last["actor_kind"], "agent");
-    assert_eq!(last["interface"], "api");
+    // Reaching paid is an event of its own right after the move (`invoice.paid`).
+    let (last, applied) = (&events[events.len() - 1], &events[events.len() - 2]);
+    assert_eq!(applied["action"], "payment_applied");
+    assert_eq!(applied["actor_kind"], "agent");
+    assert_eq!(applied["interface"], "api");
     assert!(
-        last["note"]
+        applied["note"]
             .as_str()
             .unwrap()
             .contains("paid 1200.00 of 1200.00 EUR")
     );
+    assert_eq!(last["action"], "paid");
+    assert_eq!(
+        (&last["from_state"], &last["to_state"]),
+        (&json!("paid"), &json!("paid"))
+    );
+    assert_eq!(last["actor_kind"], "agent");
     // The chain still verifies with the settlement events in it.
     assert_eq!(
         app.verify(&b.org.approver_token, id_of(&invoice)).await["ok"],
@@ -760,7 +769,10 @@ async fn payments_before_issue_are_matched_at_issue(app: TestApp) {
     let actions = app
         .event_actions(&b.org.approver_token, id_of(&by_id))
         .await;
-    assert_eq!(actions[actions.len() - 2..], ["issue", "payment_applied"]);
+    assert_eq!(
+        actions[actions.len() - 3..],
+        ["issue", "payment_applied", "paid"]
+    );
     let second = issue(&app, &b, &by_number).await;
     assert_eq!(second["number"], format!("INV-{year}-000002"));
     assert_eq!(second["state"], "partially_paid");

@@ -9,8 +9,8 @@
 //! point): without that, the outbound policy refuses every loopback address.
 
 use crate::helpers::{
-    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, spawn_app,
-    spawn_app_with, uuid_of,
+    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, parallel,
+    spawn_app, spawn_app_with, uuid_of,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -44,6 +44,9 @@ both_backends!(
     the_address_is_vetted_again_at_delivery,
     secrets_are_sealed_at_rest_with_the_operators_key,
     every_payment_move_is_one_delivery,
+    a_delivery_past_its_retry_budget_is_resent_once_with_the_same_webhook_id,
+    a_failing_endpoint_is_disabled_holds_its_deliveries_and_re_enabled_sends_them,
+    a_keyed_registration_retried_in_parallel_makes_one_endpoint,
 );
 
 const ALL_EVENTS: [&str; 8] = [
@@ -61,6 +64,7 @@ fn webhook_config(allow: &str, key: Option<&SecretKey>) -> WebhookConfig {
     WebhookConfig {
         allow_hosts: AllowList::parse(allow).unwrap(),
         secret_key: key.cloned(),
+        ..WebhookConfig::default()
     }
 }
 
@@ -354,6 +358,11 @@ impl Receiver {
             .unwrap()
             .failing
             .insert(path.to_owned());
+    }
+
+    /// Stops [`Receiver::fail_always`] on `path`.
+    fn recover(&self, path: &str) {
+        self.state.inbox.lock().unwrap().failing.remove(path);
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -729,7 +738,7 @@ async fn registrations_are_validated(backend: Backend) {
     assert_eq!(problem["errors"][0]["code"], "host_not_allowed");
     let res = post(json!({
         "url": "http://192.168.1.10/",
-        "events": ["invoice.approved", "invoice.paid", "invoice.created", "approve"],
+        "events": ["invoice.approved", "invoice.settled", "invoice.created", "approve"],
         "description": "",
         "timeout_seconds": 31,
     }))
@@ -1661,7 +1670,13 @@ async fn every_payment_move_is_one_delivery(backend: Backend) {
             .await
             .split_off(before);
         if moved {
-            assert_eq!(new.len(), 1, "{event_id}: one invoice event");
+            // One move; reaching paid adds `paid` (invoice.paid, not subscribed here).
+            let reached_paid = state == "paid" && new.len() == 2 && new[1].1 == "paid";
+            assert_eq!(
+                new.len(),
+                if reached_paid { 2 } else { 1 },
+                "{event_id}: {new:?}"
+            );
             let (id, action) = new.remove(0);
             assert!(action.starts_with("payment_"), "{event_id}: {action}");
             moves.push((id, action, state));
@@ -1708,4 +1723,504 @@ async fn every_payment_move_is_one_delivery(backend: Backend) {
         assert_eq!(at["state"], *state);
         assert_eq!(at["previous_state"], before);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// No dead ends (docs/contract/effects.md §6): resend, disable and re-enable, keyed creation.
+
+/// A server whose deliveries get `max_attempts` per cycle and whose endpoints are disabled after
+/// failing for `disable_after`.
+async fn spawn_with_budget(
+    backend: Backend,
+    max_attempts: i32,
+    disable_after: Duration,
+) -> TestApp {
+    let config = AppConfig {
+        webhooks: WebhookConfig {
+            max_attempts,
+            disable_after,
+            ..webhook_config("127.0.0.1", None)
+        },
+        ..AppConfig::default()
+    };
+    spawn_app_with(backend, config, HttpConfig::default()).await
+}
+
+/// The endpoint as `GET /v1/webhook-endpoints` lists it.
+async fn listed_endpoint(app: &TestApp, token: &str, id: Uuid) -> Value {
+    let page = expect_status(
+        app.get("/v1/webhook-endpoints?limit=100", token).await,
+        StatusCode::OK,
+    )
+    .await;
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id.to_string())
+        .cloned()
+        .expect("the endpoint is listed")
+}
+
+async fn audit_count(app: &TestApp, action: &str) -> i64 {
+    app.sql_count(&format!(
+        "select count(*) from audit_events where action = '{action}'"
+    ))
+    .await
+}
+
+async fn a_delivery_past_its_retry_budget_is_resent_once_with_the_same_webhook_id(
+    backend: Backend,
+) {
+    const BUDGET: i32 = 3;
+    let app = spawn_with_budget(backend, BUDGET, Duration::from_secs(3 * 24 * 3600)).await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let mut receiver = Receiver::start().await;
+    let (down, secret) =
+        register(&app, &token, &receiver.url("down"), &["invoice.created"], 2).await;
+    receiver.accept("down", &secret);
+
+    // The receiver is down for the whole budget: every attempt is refused at connect.
+    receiver.stop().await;
+    let workers = start_workers(&app.app);
+    let draft = app.draft(&b, "resend-me").await;
+    let event = events(&app, &token, id_of(&draft)).await[0].0.clone();
+    let items = until(
+        "the budget used up",
+        || deliveries(&app, &token, down),
+        |i| i.first().is_some_and(|a| a["delivery_status"] == "failed"),
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    assert_eq!(items.len(), BUDGET as usize, "{items:#?}");
+    assert!(items.iter().all(|a| a["event_id"] == event.as_str()));
+    assert!(items.iter().all(|a| a["error_kind"] == "network"));
+    assert!(items.iter().all(|a| a["next_retry_at"].is_null()));
+    let delivery = items[0]["delivery_id"].as_str().unwrap().to_owned();
+    assert!(items.iter().all(|a| a["delivery_id"] == delivery.as_str()));
+    let first_job = items[0]["job_id"].as_str().unwrap().to_owned();
+    let job = expect_status(
+        app.get(&format!("/v1/jobs/{first_job}"), &token).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(job["state"], "discarded");
+    assert_eq!(job["last_error"]["code"], "attempts_exhausted");
+
+    // The discarded job is pruned; the delivery stays listed, failed, and can be resent.
+    let retention = Retention {
+        completed: Duration::ZERO,
+        discarded: Duration::ZERO,
+        cancelled: Duration::ZERO,
+    };
+    let pruned = app.app.prune_jobs(&retention, 100).await.unwrap();
+    assert!(pruned >= 1);
+    expect_problem(
+        app.get(&format!("/v1/jobs/{first_job}"), &token).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    let items = deliveries(&app, &token, down).await;
+    assert_eq!(items.len(), BUDGET as usize);
+    assert!(items.iter().all(|a| a["delivery_status"] == "failed"));
+
+    // Resends fired at once: one starts a new cycle, the others find it pending.
+    receiver.restart().await;
+    let resend = format!("/v1/webhook-endpoints/{down}/deliveries/{delivery}/resend");
+    let requests = (0..6)
+        .map(|_| app.post_request(&resend, &token, &json!({})))
+        .collect();
+    let mut answers = Vec::new();
+    for res in parallel(requests).await {
+        let status = res.status();
+        answers.push((status, res.json::<Value>().await.unwrap()));
+    }
+    let accepted: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::ACCEPTED)
+        .map(|(_, v)| v)
+        .collect();
+    let replayed = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    assert_eq!(accepted.len(), 1, "{answers:#?}");
+    assert_eq!(replayed, answers.len() - 1, "{answers:#?}");
+    let resent = accepted[0];
+    assert_eq!(resent["id"], delivery.as_str());
+    assert_eq!(resent["event_id"], event.as_str());
+    assert_eq!(resent["status"], "pending");
+    assert_eq!(resent["cycle"], 2);
+    assert_ne!(resent["job_id"], first_job.as_str());
+    assert!(answers.iter().all(|(_, v)| v["job_id"] == resent["job_id"]));
+    assert_eq!(
+        delivery_jobs(&app).await,
+        BTreeMap::from([("available".to_owned(), 1)])
+    );
+    assert_eq!(audit_count(&app, "webhook_delivery.resent").await, 1);
+
+    // Delivered once, with the same webhook-id as every earlier attempt.
+    let workers = start_workers(&app.app);
+    until(
+        "the resent delivery",
+        || async { receiver.processed("down") },
+        |p| p.contains(&event),
+    )
+    .await;
+    let items = until(
+        "the delivery recorded",
+        || deliveries(&app, &token, down),
+        |i| {
+            i.first()
+                .is_some_and(|a| a["delivery_status"] == "delivered")
+        },
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1, "one request after the receiver came back");
+    assert_eq!(seen[0].id, event);
+    assert_eq!(seen[0].signed_with, Some(0));
+    assert_eq!(items.len(), BUDGET as usize + 1);
+    assert_eq!(items[0]["attempt"], 1, "a fresh budget");
+    assert_eq!(items[0]["delivered"], true);
+    assert_eq!(items[0]["job_id"], resent["job_id"]);
+
+    // A delivered delivery is not sent again.
+    let refused = expect_problem(
+        app.post(&resend, &token, json!({})).await,
+        StatusCode::CONFLICT,
+        "already_delivered",
+    )
+    .await;
+    assert!(refused["detail"].as_str().unwrap().contains("webhook-id"));
+    // Unknown and malformed ids.
+    let unknown = format!(
+        "/v1/webhook-endpoints/{down}/deliveries/{}/resend",
+        Uuid::now_v7()
+    );
+    expect_problem(
+        app.post(&unknown, &token, json!({})).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    let malformed = format!("/v1/webhook-endpoints/{down}/deliveries/nope/resend");
+    let problem = expect_problem(
+        app.post(&malformed, &token, json!({})).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    assert!(problem["detail"].as_str().unwrap().contains("delivery_id"));
+    // Agents may not resend.
+    expect_problem(
+        app.post(&resend, &b.org.agent_key, json!({})).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
+    figures(
+        "webhooks: receiver down past its retry budget, then resent",
+        backend,
+        &[
+            ("attempts in the first cycle", BUDGET.to_string()),
+            ("first job pruned", (pruned >= 1).to_string()),
+            ("resends sent at once", answers.len().to_string()),
+            ("answered 202 (new cycle)", accepted.len().to_string()),
+            ("answered 200 (already pending)", replayed.to_string()),
+            (
+                "requests after the receiver came back",
+                seen.len().to_string(),
+            ),
+            (
+                "processed after dedup",
+                receiver.processed("down").len().to_string(),
+            ),
+            ("same webhook-id", (seen[0].id == event).to_string()),
+            (
+                "resend of the delivered one",
+                "409 already_delivered".to_owned(),
+            ),
+        ],
+    );
+}
+
+async fn a_failing_endpoint_is_disabled_holds_its_deliveries_and_re_enabled_sends_them(
+    backend: Backend,
+) {
+    let app = spawn_with_budget(backend, 25, Duration::from_millis(600)).await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let receiver = Receiver::start().await;
+    receiver.fail_always("flaky");
+    let (flaky, secret) = register(
+        &app,
+        &token,
+        &receiver.url("flaky"),
+        &["invoice.created", "invoice.submitted"],
+        2,
+    )
+    .await;
+    receiver.accept("flaky", &secret);
+    let fresh = listed_endpoint(&app, &token, flaky).await;
+    assert_eq!(fresh["status"], "active");
+    assert!(fresh["failing_since"].is_null());
+
+    // It fails for longer than the window (600 ms here; 3 days by default): disabled.
+    let workers = start_workers(&app.app);
+    let draft = app.draft(&b, "held").await;
+    let disabled = until(
+        "the endpoint disabled",
+        || listed_endpoint(&app, &token, flaky),
+        |e| e["status"] == "disabled",
+    )
+    .await;
+    let attempts_before = receiver.seen().len();
+    assert!(attempts_before >= 2, "{attempts_before}");
+    assert!(disabled["disabled_at"].is_string());
+    assert!(disabled["failing_since"].is_string());
+    assert!(disabled["last_success_at"].is_null());
+    assert_eq!(disabled["held_deliveries"], 1);
+    assert_eq!(audit_count(&app, "webhook_endpoint.disabled").await, 1);
+    let detail: String = app
+        .sql_scalar("select detail from audit_events where action = 'webhook_endpoint.disabled'")
+        .await;
+    let detail: Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(detail["held_deliveries"], 1);
+    assert_eq!(detail["disable_after_ms"], 600);
+    let items = until(
+        "the delivery held",
+        || deliveries(&app, &token, flaky),
+        |i| i.first().is_some_and(|a| a["delivery_status"] == "held"),
+    )
+    .await;
+    let created = items[0]["delivery_id"].as_str().unwrap().to_owned();
+
+    // While disabled: a new event is held without a job, nothing is attempted, and a resend
+    // says to re-enable first.
+    command(&app, &b.org.agent_key, &draft, "submit", json!({})).await;
+    let held = listed_endpoint(&app, &token, flaky).await;
+    assert_eq!(held["held_deliveries"], 2);
+    let waiting = app
+        .sql_count(
+            "select count(*) from jobs where kind = 'webhook.deliver.v1' \
+             and state in ('available', 'scheduled', 'retryable', 'running')",
+        )
+        .await;
+    assert_eq!(
+        waiting, 0,
+        "a disabled endpoint's deliveries wait for nothing"
+    );
+    let resend = format!("/v1/webhook-endpoints/{flaky}/deliveries/{created}/resend");
+    expect_problem(
+        app.post(&resend, &token, json!({})).await,
+        StatusCode::CONFLICT,
+        "endpoint_disabled",
+    )
+    .await;
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    assert_eq!(
+        receiver.seen().len(),
+        attempts_before,
+        "nothing sent while disabled"
+    );
+
+    // The receiver is fixed; an approver re-enables the endpoint: both held events go out.
+    receiver.recover("flaky");
+    let enable = format!("/v1/webhook-endpoints/{flaky}/enable");
+    expect_problem(
+        app.post(&enable, &b.org.agent_key, json!({})).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
+    let enabled = expect_status(app.post(&enable, &token, json!({})).await, StatusCode::OK).await;
+    assert_eq!(enabled["status"], "active");
+    assert!(enabled["disabled_at"].is_null());
+    assert!(enabled["failing_since"].is_null());
+    assert_eq!(enabled["held_deliveries"], 0);
+    assert_eq!(audit_count(&app, "webhook_endpoint.enabled").await, 1);
+    // Again: answered as it is, nothing written.
+    let again = expect_status(app.post(&enable, &token, json!({})).await, StatusCode::OK).await;
+    assert_eq!(again["status"], "active");
+    assert_eq!(audit_count(&app, "webhook_endpoint.enabled").await, 1);
+    let workers = start_workers(&app.app);
+    let ids: BTreeSet<String> = events(&app, &token, id_of(&draft))
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(ids.len(), 2);
+    until(
+        "the held deliveries",
+        || async { receiver.processed("flaky") },
+        |p| *p == ids,
+    )
+    .await;
+    let recovered = until(
+        "the success recorded",
+        || listed_endpoint(&app, &token, flaky),
+        |e| e["last_success_at"].is_string(),
+    )
+    .await;
+    // The first cycle's job (discarded when the endpoint was disabled), retried by hand, sends
+    // nothing: the re-enable's cycle carries the delivery now.
+    let old_job = items
+        .iter()
+        .map(|a| a["job_id"].as_str().unwrap().to_owned())
+        .next()
+        .unwrap();
+    let sent_before_retry = receiver.seen().len();
+    let path = format!("/v1/jobs/{old_job}/retry");
+    expect_status(app.post(&path, &token, json!({})).await, StatusCode::OK).await;
+    let superseded = until(
+        "the old cycle's job settled",
+        || async {
+            expect_status(
+                app.get(&format!("/v1/jobs/{old_job}"), &token).await,
+                StatusCode::OK,
+            )
+            .await
+        },
+        |j| j["state"] == "discarded",
+    )
+    .await;
+    assert_eq!(superseded["last_error"]["code"], "superseded");
+    assert_eq!(receiver.seen().len(), sent_before_retry);
+    assert!(workers.shutdown(Duration::from_secs(10)).await);
+    assert_eq!(recovered["status"], "active");
+    assert!(recovered["failing_since"].is_null());
+    let items = deliveries(&app, &token, flaky).await;
+    let delivered: BTreeSet<&str> = items
+        .iter()
+        .filter(|a| a["delivered"] == true)
+        .map(|a| a["event_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(delivered.len(), 2);
+    assert!(items.iter().all(|a| a["delivery_status"] == "delivered"));
+    let seen = receiver.seen();
+    figures(
+        "webhooks: an endpoint failing past its disable window, then re-enabled",
+        backend,
+        &[
+            ("disable window", "600 ms".to_owned()),
+            (
+                "failed attempts before disabled",
+                attempts_before.to_string(),
+            ),
+            ("deliveries held", "2".to_owned()),
+            ("attempts while disabled", "0".to_owned()),
+            ("disabled events", "1".to_owned()),
+            ("enabled events (after two enables)", "1".to_owned()),
+            (
+                "requests after re-enable",
+                (seen.len() - attempts_before).to_string(),
+            ),
+            ("processed", receiver.processed("flaky").len().to_string()),
+        ],
+    );
+    assert_eq!(seen.len() - attempts_before, 2, "each held event sent once");
+}
+
+async fn a_keyed_registration_retried_in_parallel_makes_one_endpoint(backend: Backend) {
+    let app = spawn_allowing(backend, "127.0.0.1").await;
+    let b = app.billing().await;
+    let token = b.org.approver_token.clone();
+    let body = json!({"url": "http://127.0.0.1:9/keyed", "events": ["invoice.approved"]});
+    let keyed = |key: &str, body: &Value| {
+        app.client
+            .post(format!("{}/v1/webhook-endpoints", app.base))
+            .bearer_auth(&token)
+            .header("idempotency-key", key)
+            .json(body)
+    };
+
+    // The same key and body, eight times at once: one endpoint.
+    let requests = (0..8).map(|_| keyed("register-once", &body)).collect();
+    let mut answers = Vec::new();
+    for res in parallel(requests).await {
+        let status = res.status();
+        let replayed = res.headers()["idempotent-replayed"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        answers.push((status, replayed, res.json::<Value>().await.unwrap()));
+    }
+    let created = answers
+        .iter()
+        .filter(|(s, r, _)| *s == StatusCode::CREATED && r == "false")
+        .count();
+    let replays = answers
+        .iter()
+        .filter(|(s, r, _)| *s == StatusCode::OK && r == "true")
+        .count();
+    assert_eq!((created, replays), (1, 7), "{answers:#?}");
+    let ids: BTreeSet<&str> = answers
+        .iter()
+        .map(|(_, _, v)| v["endpoint"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1);
+    let id: Uuid = ids.iter().next().unwrap().parse().unwrap();
+    // Within a day and before any rotation, a replay shows the secret the creation made.
+    let secrets: BTreeSet<&str> = answers
+        .iter()
+        .map(|(_, _, v)| v["secret"].as_str().unwrap())
+        .collect();
+    assert_eq!(secrets.len(), 1);
+    let endpoints = app
+        .sql_count("select count(*) from webhook_endpoints")
+        .await;
+    let audited = audit_count(&app, "webhook_endpoint.created").await;
+    assert_eq!((endpoints, audited), (1, 1));
+
+    // The same key with another body: refused, nothing written.
+    let other = json!({"url": "http://127.0.0.1:9/other", "events": ["invoice.approved"]});
+    let res = keyed("register-once", &other).send().await.unwrap();
+    let problem = expect_problem(res, StatusCode::CONFLICT, "idempotency_conflict").await;
+    assert_eq!(problem["webhook_endpoint_id"], id.to_string());
+    // A malformed key (over 200 characters) names the header.
+    let res = keyed(&"k".repeat(201), &body).send().await.unwrap();
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "Idempotency-Key");
+    assert_eq!(
+        app.sql_count("select count(*) from webhook_endpoints")
+            .await,
+        1
+    );
+
+    // After a rotation a replay answers the endpoint without a secret: the rotation's is the
+    // one in force, and it was shown once.
+    let path = format!("/v1/webhook-endpoints/{id}/rotate-secret");
+    expect_status(app.post(&path, &token, json!({})).await, StatusCode::OK).await;
+    let res = keyed("register-once", &body).send().await.unwrap();
+    let replay = expect_status(res, StatusCode::OK).await;
+    assert_eq!(replay["endpoint"]["id"], id.to_string());
+    assert!(replay["secret"].is_null());
+
+    // Without a key, each request registers an endpoint (as before keys existed).
+    for _ in 0..2 {
+        let res = app
+            .post("/v1/webhook-endpoints", &token, body.clone())
+            .await;
+        expect_status(res, StatusCode::CREATED).await;
+    }
+    let total = app
+        .sql_count("select count(*) from webhook_endpoints")
+        .await;
+    assert_eq!(total, 3);
+    figures(
+        "webhooks: a keyed registration retried in parallel",
+        backend,
+        &[
+            ("requests at once", answers.len().to_string()),
+            ("answered 201", created.to_string()),
+            ("answered 200 replayed", replays.to_string()),
+            ("endpoints made", "1".to_owned()),
+            ("secrets shown (all the same)", secrets.len().to_string()),
+            (
+                "same key, other body",
+                "409 idempotency_conflict".to_owned(),
+            ),
+        ],
+    );
 }

@@ -26,6 +26,10 @@ pub struct AppConfig {
     pub issuer_configured: bool,
     /// How long a completed effect claim is kept (with the peer's stored response, for operators).
     pub claim_retention: Duration,
+    /// How long the issuer is assumed to deduplicate an operation key
+    /// (`TAUROS_ISSUER_KEY_RETENTION`): a claim older than that is never executed again
+    /// automatically.
+    pub issuer_key_retention: Duration,
     /// Where deliveries may go, and the key that seals signing secrets.
     pub webhooks: WebhookConfig,
 }
@@ -44,6 +48,9 @@ impl Default for AppConfig {
             sign_in_window: std::time::Duration::from_secs(15 * 60),
             issuer_configured: false,
             claim_retention: Duration::days(tauros_domain::effect::DEFAULT_RETENTION_DAYS),
+            issuer_key_retention: Duration::hours(
+                tauros_domain::effect::DEFAULT_KEY_RETENTION_HOURS,
+            ),
             webhooks: WebhookConfig::default(),
         }
     }
@@ -58,10 +65,26 @@ pub fn default_password_threads() -> usize {
 }
 
 /// How this process treats webhooks.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct WebhookConfig {
     /// Hosts deliveries may go to (`TAUROS_WEBHOOK_ALLOW_HOSTS`); empty: any public host.
     pub allow_hosts: AllowList,
     /// Seals signing secrets at rest (`TAUROS_SECRET_KEY`); `None` stores them as they are.
     pub secret_key: Option<SecretKey>,
+    /// Counted attempts of one delivery cycle (`TAUROS_WEBHOOK_MAX_ATTEMPTS`, 25).
+    pub max_attempts: i32,
+    /// How long an endpoint may fail without a success before it is disabled
+    /// (`TAUROS_WEBHOOK_DISABLE_AFTER`, 3 days).
+    pub disable_after: std::time::Duration,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            allow_hosts: AllowList::default(),
+            secret_key: None,
+            max_attempts: tauros_domain::job::DEFAULT_MAX_ATTEMPTS,
+            disable_after: tauros_domain::webhook::DEFAULT_DISABLE_AFTER,
+        }
+    }
 }

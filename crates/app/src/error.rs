@@ -99,6 +99,10 @@ pub enum KeyHolder {
     Destination(uuid::Uuid),
     /// A settlement event: its source's event id was reported before with another body.
     SettlementEvent(uuid::Uuid),
+    /// A payment resolution: the approver's key was used for another resolution request.
+    PaymentResolution(uuid::Uuid),
+    /// A webhook endpoint: the approver's key was used to register another body.
+    WebhookEndpoint(uuid::Uuid),
 }
 
 /// Shorthand for use-case results.

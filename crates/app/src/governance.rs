@@ -158,7 +158,19 @@ impl App {
                         .await?,
                     );
                 }
+                ChangeKind::PaymentResolution => {
+                    let id = change.payment_resolution_id.ok_or_else(|| {
+                        AppError::Internal(
+                            "payment resolution proposal without its resolution".into(),
+                        )
+                    })?;
+                    crate::resolutions::confirm(&mut *tx, id, approver, now).await?;
+                }
             }
+        } else if let (ChangeKind::PaymentResolution, Some(id)) =
+            (change.kind, change.payment_resolution_id)
+        {
+            crate::resolutions::reject(&mut *tx, id, approver, now).await?;
         }
         change.state = to;
         change.decided_by = Some(approver.id);

@@ -33,6 +33,7 @@ mod password;
 mod payments;
 mod proposals;
 mod random;
+mod resolutions;
 pub mod runtime;
 pub mod schema;
 mod settlement;
@@ -57,8 +58,9 @@ pub use error::{AppError, AppResult, FieldError, KeyHolder};
 pub use governance::Resolved;
 pub use idempotency::Replayed;
 pub use invoices::{
-    DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueClaim,
-    IssueRequest, IssueStart, LatestDecision, RevisionView, VerifyReport,
+    DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueAnswer,
+    IssueClaim, IssueRequest, IssueStart, IssueStop, IssuingView, LatestDecision, RevisionView,
+    VerifyReport, issue_business_key,
 };
 pub use jobs::{
     ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Redriven, Rescued,
@@ -67,9 +69,10 @@ pub use jobs::{
 pub use lists::PageRequest;
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use proposals::ChangeView;
+pub use resolutions::{PaymentResolutionView, ResolveOutcome};
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Invitation, Invited, UserView};
 pub use webhooks::{
-    Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint, WebhookAttemptView,
-    WebhookEndpointView, WithSecret,
+    AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint,
+    WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView, WithSecret,
 };

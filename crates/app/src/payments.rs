@@ -6,6 +6,7 @@ use crate::error::{AppError, AppResult};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
 use tauros_domain::money::MinorAmount;
+use tauros_domain::resolution::{Resolution, effective};
 use tauros_domain::settlement::{InvoiceRef, PaymentFacts, PaymentSummary, Standing};
 use tauros_store::PaymentRow;
 use uuid::Uuid;
@@ -28,6 +29,28 @@ pub(crate) fn set_standing(row: &mut PaymentRow, standing: Standing, agent_id: U
     row.unmatched_reason = standing.unmatched;
     row.allocated_minor = standing.allocated.to_string();
     row.agent_id = agent_id;
+}
+
+/// The payment as reconciliation counts it: its events folded, with the resolution an
+/// approver put in force (`domain::resolution::effective`).
+pub(crate) fn effective_summary(row: &PaymentRow) -> AppResult<PaymentSummary> {
+    Ok(effective(summary_of(row)?, resolution_of(row)?))
+}
+
+/// The resolution in force on the payment, as stored.
+pub(crate) fn resolution_of(row: &PaymentRow) -> AppResult<Option<Resolution>> {
+    let amount = row
+        .resolved_amount_minor
+        .as_deref()
+        .map(MinorAmount::parse_minor)
+        .transpose()
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    match row.resolution {
+        None => Ok(None),
+        Some(action) => Resolution::of(action, amount)
+            .map(Some)
+            .ok_or_else(|| AppError::Internal("stored resolution without its amount".into())),
+    }
 }
 
 /// The payment's events folded, as stored.

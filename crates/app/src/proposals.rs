@@ -29,6 +29,10 @@ pub struct ChangeView {
     pub decided_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// `payment_resolution`: the resolution it would apply (see the payment's `resolutions`).
+    pub payment_resolution_id: Option<Uuid>,
+    /// `payment_resolution`: the payment it resolves.
+    pub payment_id: Option<Uuid>,
 }
 
 impl ChangeView {
@@ -46,6 +50,8 @@ impl ChangeView {
             decided_at: row.decided_at,
             created_at: row.created_at,
             expires_at: row.expires_at,
+            payment_resolution_id: row.payment_resolution_id,
+            payment_id: row.payment_id,
         }
     }
 }
@@ -66,6 +72,8 @@ pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) ->
         decided_at: None,
         created_at: now,
         expires_at: rules::proposal_expiry(now),
+        payment_resolution_id: None,
+        payment_id: None,
     }
 }
 

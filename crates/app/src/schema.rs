@@ -11,6 +11,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 use tauros_domain::address::Network;
 use tauros_domain::destination::DestinationState;
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::identity::{ActorKind, Capability, Interface, Role, UserState};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
@@ -91,6 +92,35 @@ domain_schema!(
 );
 
 domain_schema!(
+    IssuingStatus,
+    IssuingStatusSchema,
+    "IssuingStatus",
+    string_enum(
+        "Where issuing an approved invoice stands (docs/EFFECTS.md, the runbook).",
+        &IssuingStatus::ALL,
+        IssuingStatus::as_str,
+        |s| match s {
+            IssuingStatus::Pending => "an issue job will run, is running or retrying",
+            IssuingStatus::Blocked => {
+                "the payment destination is no longer active (`issue_blocked`): cancel"
+            }
+            IssuingStatus::Rejected => {
+                "the issuer refused it (`issue_rejected`): fix the cause and issue again, or \
+                 cancel"
+            }
+            IssuingStatus::Conflict => {
+                "the issuer holds another request under its key (`issue_conflict`): issue \
+                 again or cancel"
+            }
+            IssuingStatus::NeedsReview => {
+                "its claim outlived the issuer's memory of keys (`issue_needs_review`): check \
+                 the issuer, then issue again or cancel"
+            }
+        },
+    )
+);
+
+domain_schema!(
     Action,
     ActionSchema,
     "InvoiceAction",
@@ -114,6 +144,18 @@ domain_schema!(
                 "issuing found the destination no longer active; the invoice stays approved \
                  for a human to cancel"
             }
+            Action::IssueRejected => {
+                "the issuer refused the invoice definitively (its reason is the note); it stays \
+                 approved with its number for an approver to issue again or cancel"
+            }
+            Action::IssueConflict => {
+                "the issuer holds another request under the invoice's operation key (both are in \
+                 the note); never finalised: an approver issues again or cancels"
+            }
+            Action::IssueNeedsReview => {
+                "the claim is older than the issuer remembers keys and the issuer holds nothing: \
+                 an approver checks the issuer, then issues again or cancels"
+            }
             Action::PaymentApplied => {
                 "confirmed payments now cover more of the total (issued or partially paid → \
                  partially paid or paid); the note names the payment"
@@ -122,6 +164,10 @@ domain_schema!(
                 "less of the total is covered than before, because a confirmed payment failed \
                  later (a reversal) or its events contradict each other; paid or partially paid \
                  → partially paid or issued"
+            }
+            Action::Paid => {
+                "the invoice is now paid in full (paid → paid), written right after the \
+                 `payment_applied` that took it there; delivered as `invoice.paid`"
             }
         },
     )
@@ -279,6 +325,10 @@ domain_schema!(
                 "inviting a human while `four_eyes` is on, as an approver or an operator (`email`, \
                  `role`; the name dates from when only approvers were proposals)"
             }
+            ChangeKind::PaymentResolution => {
+                "resolving a payment by hand while `four_eyes` is on (`payment_id`, \
+                 `payment_resolution_id`: accept, allocate or void, with its reason)"
+            }
         },
     )
 );
@@ -350,10 +400,18 @@ schema_enum!(
             Action::IssueBlocked => {
                 "issuing found its destination no longer active; it stays approved for a human"
             }
+            Action::IssueRejected => "the issuer refused it definitively; it waits for a human",
+            Action::IssueConflict => {
+                "the issuer holds another request under its operation key; it waits for a human"
+            }
+            Action::IssueNeedsReview => {
+                "its claim outlived the issuer's memory of keys; it waits for a human"
+            }
             Action::PaymentApplied => "confirmed payments added to what it has been paid",
             Action::PaymentReversed => {
                 "a payment stopped counting (failed after confirmation, or contested)"
             }
+            Action::Paid => "it is paid in full",
         },
     )
 );

@@ -19,8 +19,8 @@ use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
 use crate::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
 use crate::lists::{PageRequest, list_filter};
 use crate::payments::{
-    currency, facts_of, invoice_ref_id, invoice_ref_number, set_standing, set_summary, stored_ref,
-    summary_of,
+    currency, effective_summary, facts_of, invoice_ref_id, invoice_ref_number, set_standing,
+    set_summary, stored_ref, summary_of,
 };
 use crate::schema::{InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema, UnmatchedSchema};
 use async_trait::async_trait;
@@ -30,6 +30,7 @@ use tauros_domain::currency::Currency;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
 use tauros_domain::money::MinorAmount;
+use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{
     self as rules, EventInput, InvoiceRef, PaymentFacts, PaymentState, PaymentStatus,
     PaymentSummary, Unmatched, ValidEvent,
@@ -41,7 +42,7 @@ use uuid::Uuid;
 
 /// How often an event's transaction starts again when the invoices it must lock changed under
 /// it (each retry follows a concurrent commit, so this is never reached in practice).
-const LOCK_ATTEMPTS: usize = 8;
+pub(crate) const LOCK_ATTEMPTS: usize = 8;
 
 // One payment, as humans and the reporting source see it, exactly as the wire shows it
 // (`PaymentResponse` in the OpenAPI document).
@@ -90,8 +91,19 @@ pub struct PaymentView {
     pub event_count: i32,
     /// When its first event arrived (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
-    /// When an event or a reconciliation last changed it (RFC 3339, UTC).
+    /// When an event, a reconciliation or a resolution last changed it (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
+    /// What an approver resolved it with (`POST /v1/payments/{id}/resolve`): `accept` (it
+    /// counts at `resolved_amount`), `allocate` (it counts at `resolved_amount` toward
+    /// `matched_invoice_id`) or `void` (nothing of it counts; its status is `failed`). `null`:
+    /// not resolved.
+    #[schema(value_type = Option<String>, example = "accept")]
+    pub resolution: Option<&'static str>,
+    /// The amount an `accept` or `allocate` counts it at, with exactly the currency's decimals.
+    pub resolved_amount: Option<String>,
+    /// `resolved_amount` in minor units.
+    #[schema(value_type = Option<u128>)]
+    pub resolved_amount_minor: Option<MinorAmount>,
 }
 
 // One event as the source sent it, exactly as the wire shows it (`SettlementEventResponse` in
@@ -295,7 +307,7 @@ impl App {
     }
 }
 
-async fn org_settings(conn: &mut dyn Reader, org_id: Uuid) -> AppResult<OrgSettings> {
+pub(crate) async fn org_settings(conn: &mut dyn Reader, org_id: Uuid) -> AppResult<OrgSettings> {
     let org = conn.org_by_id(org_id).await?.ok_or(AppError::NotFound)?;
     Ok(OrgSettings {
         four_eyes: org.four_eyes,
@@ -408,7 +420,10 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     };
     let was_matched_to = payment.invoice_id;
     set_summary(&mut payment, &summary);
-    payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
+    // A payment an approver allocated stays on the invoice it was allocated to.
+    if payment.resolution != Some(ResolveAction::Allocate) {
+        payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
+    }
     payment.agent_id = match payment.invoice_id {
         Some(id) => invoice_in(&invoices, id)?.agent_id,
         None => payment.agent_id,
@@ -419,11 +434,8 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     payment.updated_at = at;
     if payment.invoice_id.is_none() {
         let agent_id = payment.agent_id;
-        set_standing(
-            &mut payment,
-            rules::standing_without_invoice(&summary),
-            agent_id,
-        );
+        let standing = rules::standing_without_invoice(&effective_summary(&payment)?);
+        set_standing(&mut payment, standing, agent_id);
     }
     tx.update_payment(&payment).await?;
 
@@ -529,7 +541,7 @@ impl KeyedCreate for Delivery<'_> {
     }
 }
 
-async fn recorded(
+pub(crate) async fn recorded(
     conn: &mut dyn Reader,
     event: SettlementEventRow,
     payment: PaymentRow,
@@ -551,7 +563,7 @@ async fn recorded(
     })
 }
 
-fn standing_of(i: InvoiceView) -> InvoiceStanding {
+pub(crate) fn standing_of(i: InvoiceView) -> InvoiceStanding {
     InvoiceStanding {
         id: i.id,
         number: i.number,
@@ -565,7 +577,11 @@ fn standing_of(i: InvoiceView) -> InvoiceStanding {
 }
 
 /// The invoice `r` names, if the organisation has it.
-async fn resolve(tx: &mut dyn Tx, org_id: Uuid, r: &InvoiceRef) -> AppResult<Option<Uuid>> {
+pub(crate) async fn resolve(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    r: &InvoiceRef,
+) -> AppResult<Option<Uuid>> {
     Ok(match r {
         InvoiceRef::Id(id) => tx.invoice_exists(org_id, *id).await?.then_some(*id),
         InvoiceRef::Number(number) => tx.invoice_id_by_number(org_id, number).await?,
@@ -579,7 +595,7 @@ fn invoice_in(invoices: &[InvoiceRow], id: Uuid) -> AppResult<&InvoiceRow> {
         .ok_or_else(|| AppError::Internal("a payment's invoice was not locked".into()))
 }
 
-fn invoice_mut(invoices: &mut [InvoiceRow], id: Uuid) -> AppResult<&mut InvoiceRow> {
+pub(crate) fn invoice_mut(invoices: &mut [InvoiceRow], id: Uuid) -> AppResult<&mut InvoiceRow> {
     invoices
         .iter_mut()
         .find(|i| i.id == id)
@@ -611,6 +627,8 @@ fn new_payment(agent: &Agent, v: &ValidEvent, at: DateTime<Utc>) -> PaymentRow {
         event_count: 1,
         created_at: at,
         updated_at: at,
+        resolution: None,
+        resolved_amount_minor: None,
     };
     set_summary(&mut row, &summary);
     row
@@ -621,11 +639,21 @@ fn both_forms(digits: &str, currency: Currency) -> AppResult<(String, MinorAmoun
     Ok((minor.to_major_string(currency), minor))
 }
 
-fn payment_view(p: PaymentRow) -> AppResult<PaymentView> {
+pub(crate) fn payment_view(p: PaymentRow) -> AppResult<PaymentView> {
     let c = currency(&p.currency)?;
     let (amount, amount_minor) = both_forms(&p.amount_minor, c)?;
     let (allocated, allocated_minor) = both_forms(&p.allocated_minor, c)?;
+    let (resolved_amount, resolved_amount_minor) = match p.resolved_amount_minor.as_deref() {
+        Some(digits) => {
+            let (major, minor) = both_forms(digits, c)?;
+            (Some(major), Some(minor))
+        }
+        None => (None, None),
+    };
     Ok(PaymentView {
+        resolution: p.resolution.map(ResolveAction::as_str),
+        resolved_amount,
+        resolved_amount_minor,
         id: p.id,
         source: p.source,
         payment_id: p.source_payment_id,

@@ -10,21 +10,26 @@ use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, KeyHolder};
+use crate::idempotency::{self, Keyed, Replayed};
 use crate::jobs::{ClaimedJob, NewJob, enqueue};
 
 use crate::lists::PageRequest;
 use crate::random::random_32;
 use crate::schema::WebhookEventType;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::time::Duration;
+use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid};
+use tauros_domain::job::JobState;
 use tauros_domain::webhook::{
-    self as rules, AllowList, EndpointInput, EventFacts, Outcome, SealError, SigningSecret,
-    Subscription,
+    self as rules, AllowList, DeliveryStatus, EndpointInput, EventFacts, Health, Outcome,
+    SealError, SecretKey, SigningSecret, Subscription,
 };
 use tauros_store::{
-    EventRow, Lock, Tx, WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow,
+    EndpointHealth, EventRow, Lock, Reader, Tx, WebhookAttemptListed, WebhookAttemptRow,
+    WebhookDeliveryRow, WebhookEndpointRow,
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -61,11 +66,34 @@ pub struct WebhookEndpointView {
     pub updated_at: DateTime<Utc>,
     /// When its secret was last rotated.
     pub secret_rotated_at: Option<DateTime<Utc>>,
+    /// `active`, or `disabled`: it failed without a success for `TAUROS_WEBHOOK_DISABLE_AFTER`;
+    /// its deliveries are held until an approver re-enables it
+    /// (`POST /v1/webhook-endpoints/{id}/enable`).
+    #[schema(example = "active", pattern = "^(active|disabled)$")]
+    pub status: &'static str,
+    /// When it was disabled; `null` while active.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The first failed attempt since its last success; `null` while the latest answer was a
+    /// success (or before any attempt).
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Its latest 2xx answer.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Deliveries kept, not attempted, while it is disabled; they go out when it is re-enabled.
+    pub held_deliveries: i64,
 }
 
 impl From<WebhookEndpointRow> for WebhookEndpointView {
     fn from(r: WebhookEndpointRow) -> Self {
         WebhookEndpointView {
+            status: if r.disabled_at.is_some() {
+                "disabled"
+            } else {
+                "active"
+            },
+            disabled_at: r.disabled_at,
+            failing_since: r.failing_since,
+            last_success_at: r.last_success_at,
+            held_deliveries: 0,
             id: r.id,
             url: r.url,
             events: Subscription::from_stored(&r.events).names(),
@@ -80,11 +108,12 @@ impl From<WebhookEndpointRow> for WebhookEndpointView {
 }
 
 /// An endpoint with its signing secret: the answer of a creation or a rotation, the only two
-/// times the secret is shown.
+/// times the secret is shown (and of a replayed keyed creation within a day, while the secret
+/// was not rotated: `None` otherwise).
 #[derive(Clone, Debug)]
 pub struct WithSecret {
     pub endpoint: WebhookEndpointView,
-    pub secret: SigningSecret,
+    pub secret: Option<SigningSecret>,
 }
 
 // One delivery attempt, with what its job will do next, as the wire shows it
@@ -117,6 +146,14 @@ pub struct WebhookAttemptView {
     /// When the delivery is tried again: on the latest failed attempt of a delivery that will
     /// be retried; `null` otherwise.
     pub next_retry_at: Option<DateTime<Utc>>,
+    /// The delivery (this event to this endpoint) the attempt belongs to:
+    /// `POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/resend` sends it again.
+    pub delivery_id: Uuid,
+    /// Where the delivery stands now: `pending` (it will be attempted), `held` (the endpoint
+    /// is disabled), `delivered`, or `failed` (its attempts are used up, or its job was
+    /// cancelled: nothing sends it unless an approver resends it).
+    #[schema(example = "failed", pattern = "^(pending|held|delivered|failed)$")]
+    pub delivery_status: &'static str,
 }
 
 impl From<WebhookAttemptListed> for WebhookAttemptView {
@@ -132,7 +169,25 @@ impl From<WebhookAttemptListed> for WebhookAttemptView {
             }
             _ => None,
         };
+        let delivery_id = l
+            .delivery_id
+            .unwrap_or_else(|| rules::delivery_id(a.org_id, a.endpoint_id, a.event_id));
+        // An attempt made before deliveries had a record stands on its own job.
+        let delivery_status = match l.delivery_id {
+            Some(_) => DeliveryStatus::of(
+                l.delivery_delivered_at.is_some(),
+                l.delivery_held.unwrap_or(false),
+                l.delivery_job_state,
+            ),
+            None => DeliveryStatus::of(
+                a.delivered || l.job_state == Some(JobState::Completed),
+                false,
+                l.job_state,
+            ),
+        };
         WebhookAttemptView {
+            delivery_id,
+            delivery_status: delivery_status.as_str(),
             id: a.id,
             event_id: a.event_id,
             event_type: a.event_type,
@@ -173,6 +228,10 @@ pub enum DeliveryRefused {
     EndpointGone,
     #[error("the invoice event does not exist")]
     EventGone,
+    #[error("the endpoint is disabled: the delivery is held until an approver re-enables it")]
+    EndpointDisabled,
+    #[error("a newer cycle of this delivery (a resend or a re-enable) has its own job")]
+    Superseded,
     #[error("{0}")]
     Secret(SealError),
 }
@@ -198,7 +257,9 @@ fn nonce() -> [u8; 12] {
 
 /// Enqueues one delivery per endpoint of the event's organisation that subscribes to it,
 /// inside the event's transaction: a command that rolls back leaves no delivery. The submission
-/// id (endpoint, event) makes each delivery one job however often this runs.
+/// id (endpoint, event) makes each delivery one job however often this runs. A disabled
+/// endpoint's delivery is recorded held, without a job: it goes out when the endpoint is
+/// re-enabled.
 pub(crate) async fn enqueue_deliveries(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     let endpoints = tx.all_webhook_endpoints(event.org_id).await?;
     failpoint!(event.org_id, EndpointsRead);
@@ -206,37 +267,168 @@ pub(crate) async fn enqueue_deliveries(tx: &mut dyn Tx, event: &EventRow) -> App
         if !Subscription::from_stored(&endpoint.events).includes(event.action) {
             continue;
         }
-        let args = DeliveryArgs {
+        let held = endpoint.disabled_at.is_some();
+        let job_id = if held {
+            None
+        } else {
+            Some(enqueue_cycle(tx, event.org_id, endpoint.id, event.id, 1, None).await?)
+        };
+        let now = now();
+        tx.insert_webhook_delivery(&WebhookDeliveryRow {
+            id: rules::delivery_id(event.org_id, endpoint.id, event.id),
+            org_id: event.org_id,
             endpoint_id: endpoint.id,
             event_id: event.id,
-        };
-        let args = serde_json::to_value(&args)
-            .map_err(|e| AppError::Internal(format!("delivery args: {e}")))?;
-        enqueue(
-            tx,
-            NewJob {
-                org_id: event.org_id,
-                kind: rules::DELIVERY_KIND.to_owned(),
-                args,
-                submission_id: Some(rules::delivery_submission(endpoint.id, event.id)),
-                max_attempts: None,
-                run_at: None,
-            },
-        )
+            event_type: rules::event_type(event.action).to_owned(),
+            job_id,
+            cycle: 1,
+            held,
+            delivered_at: None,
+            created_at: now,
+            updated_at: now,
+        })
         .await?;
     }
     Ok(())
 }
 
+/// Enqueues the job of one cycle of a delivery; its id.
+pub(crate) async fn enqueue_cycle(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    endpoint_id: Uuid,
+    event_id: Uuid,
+    cycle: i32,
+    max_attempts: Option<i32>,
+) -> AppResult<Uuid> {
+    let args = DeliveryArgs {
+        endpoint_id,
+        event_id,
+    };
+    let args = serde_json::to_value(&args)
+        .map_err(|e| AppError::Internal(format!("delivery args: {e}")))?;
+    let enqueued = enqueue(
+        tx,
+        NewJob {
+            org_id,
+            kind: rules::DELIVERY_KIND.to_owned(),
+            args,
+            submission_id: Some(rules::cycle_submission(endpoint_id, event_id, cycle)),
+            max_attempts,
+            run_at: None,
+        },
+    )
+    .await?;
+    Ok(enqueued.id)
+}
+
+/// Starts a delivery's next job cycle (a fresh attempt budget, the same `webhook-id`) and
+/// records it as the delivery's current one: a resend, or a held delivery released by a
+/// re-enable. Answers the cycle and its job.
+async fn next_cycle(
+    tx: &mut dyn Tx,
+    delivery: &WebhookDeliveryRow,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+) -> AppResult<(i32, Uuid)> {
+    let cycle = rules::next_cycle(delivery.cycle, delivery.job_id.is_some());
+    let job_id = enqueue_cycle(
+        tx,
+        delivery.org_id,
+        delivery.endpoint_id,
+        delivery.event_id,
+        cycle,
+        Some(max_attempts),
+    )
+    .await?;
+    tx.set_webhook_delivery_job(delivery.org_id, delivery.id, job_id, cycle, now)
+        .await?;
+    Ok((cycle, job_id))
+}
+
+/// A registration with its key: the endpoint an approver's `Idempotency-Key` already names
+/// answers a repeat of the same body (its secret shown again only within a day of the creation
+/// and while it was not rotated), another body is a conflict.
+struct KeyedEndpoint<'a> {
+    org_id: Uuid,
+    created_by: Uuid,
+    key: &'a str,
+    request_hash: String,
+    secret_key: Option<&'a SecretKey>,
+}
+
+#[async_trait]
+impl Keyed for KeyedEndpoint<'_> {
+    type Stored = WebhookEndpointRow;
+    type Answer = WithSecret;
+
+    async fn find(&self, conn: &mut dyn Reader) -> AppResult<Option<WebhookEndpointRow>> {
+        Ok(conn
+            .webhook_endpoint_by_key(self.org_id, self.created_by, self.key)
+            .await?)
+    }
+
+    fn stored_fingerprint<'s>(&self, stored: &'s WebhookEndpointRow) -> Option<&'s str> {
+        stored.request_hash.as_deref()
+    }
+
+    async fn fingerprint(
+        &self,
+        _: &mut dyn Reader,
+        _: &WebhookEndpointRow,
+    ) -> AppResult<Option<String>> {
+        Ok(Some(self.request_hash.clone()))
+    }
+
+    fn conflict(&self, stored: &WebhookEndpointRow) -> AppError {
+        AppError::IdempotencyConflict(KeyHolder::WebhookEndpoint(stored.id))
+    }
+
+    async fn replay(
+        &self,
+        conn: &mut dyn Reader,
+        stored: WebhookEndpointRow,
+    ) -> AppResult<WithSecret> {
+        let window = chrono::Duration::from_std(rules::SECRET_REPLAY_WINDOW)
+            .unwrap_or_else(|_| chrono::Duration::days(1));
+        let secret = if stored.secret_rotated_at.is_none() && now() - stored.created_at <= window {
+            rules::open_secret(
+                &stored.secret,
+                self.secret_key,
+                &seal_context(stored.org_id, stored.id),
+            )
+            .ok()
+        } else {
+            None
+        };
+        let held = conn
+            .count_held_webhook_deliveries(stored.org_id, stored.id)
+            .await?;
+        let mut endpoint = WebhookEndpointView::from(stored);
+        endpoint.held_deliveries = held;
+        Ok(WithSecret { endpoint, secret })
+    }
+
+    fn vanished(&self) -> AppError {
+        AppError::Internal("lost webhook endpoint".into())
+    }
+}
+
 impl App {
     /// An approver registers an endpoint for the organisation; the answer carries its signing
-    /// secret, shown this once.
+    /// secret, shown this once. With an idempotency key (scoped to the approver), a repeat of
+    /// the same body answers the same endpoint (`replayed`), writing nothing; another body is a
+    /// conflict.
     pub async fn create_webhook_endpoint(
         &self,
         actor: &Actor,
         input: NewWebhookEndpoint,
-    ) -> AppResult<WithSecret> {
+        idempotency_key: Option<&str>,
+    ) -> AppResult<Replayed<WithSecret>> {
         let human = actor.human()?.approver()?;
+        if idempotency_key.is_some_and(|key| !key_is_valid(key)) {
+            return Err(AppError::Validation(vec![key_error()]));
+        }
         let checked = rules::check_endpoint(
             EndpointInput {
                 url: input.url.as_deref(),
@@ -247,11 +439,40 @@ impl App {
             &self.config.webhooks.allow_hosts,
         )
         .map_err(AppError::Validation)?;
+        let timeout = checked.timeout_seconds.to_string();
+        let events = checked.subscription.to_stored();
+        let request_hash = fingerprint(&[
+            &checked.url,
+            &events,
+            checked.description.as_deref().unwrap_or(""),
+            &timeout,
+        ]);
+        let keyed = idempotency_key.map(|key| KeyedEndpoint {
+            org_id: human.org_id,
+            created_by: human.id,
+            key,
+            request_hash: request_hash.clone(),
+            secret_key: self.config.webhooks.secret_key.as_ref(),
+        });
+        if let Some(keyed) = &keyed {
+            let mut conn = self.store.reader().await?;
+            if let Some(replayed) = idempotency::lookup(keyed, &mut *conn).await? {
+                return Ok(replayed);
+            }
+        }
         let mut tx = self.store.begin().await?;
-        // The organisation's row lock makes concurrent registrations count one after another.
+        // The organisation's row lock makes concurrent registrations count one after another,
+        // and a concurrent one with the same key that won is visible under it.
         tx.lock_org(human.org_id, Lock::Update)
             .await?
             .ok_or(AppError::Unauthorized)?;
+        if let Some(keyed) = &keyed
+            && let Some(stored) = keyed.find(&mut *tx).await?
+        {
+            let answer = idempotency::answer(keyed, &mut *tx, stored).await;
+            tx.commit().await?;
+            return answer;
+        }
         if tx.count_webhook_endpoints(human.org_id).await? >= rules::MAX_ENDPOINTS_PER_ORG {
             return Err(AppError::Conflict {
                 code: "too_many_endpoints",
@@ -282,6 +503,11 @@ impl App {
             created_at: now,
             updated_at: now,
             secret_rotated_at: None,
+            disabled_at: None,
+            failing_since: None,
+            last_success_at: None,
+            idempotency_key: idempotency_key.map(str::to_owned),
+            request_hash: idempotency_key.map(|_| request_hash),
         };
         tx.insert_webhook_endpoint(&row).await?;
         audit(
@@ -294,14 +520,15 @@ impl App {
                 "url": row.url,
                 "events": checked.subscription.names(),
                 "timeout_seconds": row.timeout_seconds,
+                "keyed": row.idempotency_key.is_some(),
             }),
         )
         .await?;
         tx.commit().await?;
-        Ok(WithSecret {
+        Ok(Replayed::fresh(WithSecret {
             endpoint: row.into(),
-            secret,
-        })
+            secret: Some(secret),
+        }))
     }
 
     /// The organisation's endpoints by id, descending (approvers).
@@ -313,7 +540,11 @@ impl App {
         let human = actor.human()?.approver()?;
         let mut conn = self.store.reader().await?;
         let rows = conn.webhook_endpoints(human.org_id, page.into()).await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        let mut views = Vec::with_capacity(rows.len());
+        for row in rows {
+            views.push(with_held(&mut *conn, row).await?);
+        }
+        Ok(views)
     }
 
     /// One endpoint of the organisation (approvers).
@@ -324,8 +555,11 @@ impl App {
     ) -> AppResult<WebhookEndpointView> {
         let human = actor.human()?.approver()?;
         let mut conn = self.store.reader().await?;
-        let row = conn.webhook_endpoint(human.org_id, id).await?;
-        Ok(row.ok_or(AppError::NotFound)?.into())
+        let row = conn
+            .webhook_endpoint(human.org_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        with_held(&mut *conn, row).await
     }
 
     /// Deletes an endpoint and its attempts (approvers). Its deliveries that wait to run are
@@ -390,10 +624,11 @@ impl App {
             serde_json::json!({ "url": row.url }),
         )
         .await?;
+        let endpoint = with_held(&mut *tx, row).await?;
         tx.commit().await?;
         Ok(WithSecret {
-            endpoint: row.into(),
-            secret,
+            endpoint,
+            secret: Some(secret),
         })
     }
 
@@ -413,13 +648,16 @@ impl App {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    /// What the delivery of `args` sends now: the endpoint as it is (its current secret, URL
-    /// and timeout, and this process's outbound policy) and the event's body.
+    /// What the delivery of `args` sends now, by `job`: the endpoint as it is (its current
+    /// secret, URL and timeout, and this process's outbound policy) and the event's body. A
+    /// disabled endpoint's delivery is held instead (kept for its re-enable), and a job that is
+    /// no longer its delivery's current cycle sends nothing.
     pub async fn webhook_delivery(
         &self,
-        org_id: Uuid,
+        job: &ClaimedJob,
         args: &DeliveryArgs,
     ) -> AppResult<Result<Delivery, DeliveryRefused>> {
+        let org_id = job.org_id;
         let mut conn = self.store.reader().await?;
         let Some(endpoint) = conn.webhook_endpoint(org_id, args.endpoint_id).await? else {
             return Ok(Err(DeliveryRefused::EndpointGone));
@@ -427,6 +665,17 @@ impl App {
         let Some(event) = conn.event_by_id(org_id, args.event_id).await? else {
             return Ok(Err(DeliveryRefused::EventGone));
         };
+        if let Some(delivery) = conn
+            .webhook_delivery_of_event(org_id, endpoint.id, event.id)
+            .await?
+            && delivery.job_id.is_some_and(|current| current != job.id)
+        {
+            return Ok(Err(DeliveryRefused::Superseded));
+        }
+        drop(conn);
+        if endpoint.disabled_at.is_some() && self.hold_delivery(job, args).await? {
+            return Ok(Err(DeliveryRefused::EndpointDisabled));
+        }
         let secret = match rules::open_secret(
             &endpoint.secret,
             self.config.webhooks.secret_key.as_ref(),
@@ -461,8 +710,33 @@ impl App {
         }))
     }
 
-    /// Records one attempt of `job`; false when its endpoint was deleted meanwhile (nothing is
-    /// recorded then).
+    /// Holds the delivery `job` carries while its endpoint is disabled (under the endpoint's
+    /// lock: a re-enable is before or after, never between); false when the endpoint was
+    /// re-enabled meanwhile (the delivery goes ahead).
+    async fn hold_delivery(&self, job: &ClaimedJob, args: &DeliveryArgs) -> AppResult<bool> {
+        let mut tx = self.store.begin().await?;
+        let Some(endpoint) = tx
+            .lock_webhook_endpoint(job.org_id, args.endpoint_id)
+            .await?
+        else {
+            return Ok(false);
+        };
+        if endpoint.disabled_at.is_none() {
+            return Ok(false);
+        }
+        let Some(event) = tx.event_by_id(job.org_id, args.event_id).await? else {
+            return Ok(false);
+        };
+        let now = now();
+        ensure_delivery(&mut *tx, job, endpoint.id, &event, now).await?;
+        tx.hold_webhook_delivery(job.org_id, endpoint.id, event.id, job.id, now)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Records one attempt of `job`, its delivery's outcome and the endpoint's health, which
+    /// may disable the endpoint (its waiting deliveries then held, with an audit event).
     pub async fn record_webhook_attempt(
         &self,
         job: &ClaimedJob,
@@ -471,7 +745,7 @@ impl App {
         error: Option<&str>,
         duration: Duration,
         attempted_at: DateTime<Utc>,
-    ) -> AppResult<bool> {
+    ) -> AppResult<AttemptRecorded> {
         let row = WebhookAttemptRow {
             id: Uuid::now_v7(),
             org_id: job.org_id,
@@ -491,31 +765,348 @@ impl App {
             attempted_at,
         };
         let mut tx = self.store.begin().await?;
+        // The endpoint's lock orders this attempt's health with the others' and with an
+        // approver's re-enable.
+        let Some(endpoint) = tx
+            .lock_webhook_endpoint(job.org_id, delivery.endpoint_id)
+            .await?
+        else {
+            // The endpoint was deleted while the attempt ran (its attempts went with it).
+            return Ok(AttemptRecorded::EndpointGone);
+        };
         match tx.insert_webhook_attempt(&row).await {
             Ok(()) => {}
-            // The endpoint was deleted while the attempt ran (its attempts went with it).
-            Err(tauros_store::StoreError::ReferenceGone(_)) => return Ok(false),
+            Err(tauros_store::StoreError::ReferenceGone(_)) => {
+                return Ok(AttemptRecorded::EndpointGone);
+            }
             Err(e) => return Err(e.into()),
         }
+        let now = now();
+        if let Some(event) = tx.event_by_id(job.org_id, delivery.event_id).await? {
+            ensure_delivery(&mut *tx, job, endpoint.id, &event, now).await?;
+        }
+        if row.delivered {
+            tx.set_webhook_delivered(job.org_id, endpoint.id, delivery.event_id, now)
+                .await?;
+        }
+        let health = Health {
+            failing_since: endpoint.failing_since,
+            last_success_at: endpoint.last_success_at,
+            disabled_at: endpoint.disabled_at,
+        };
+        let (after, disable) = health.after_attempt(
+            row.delivered,
+            attempted_at,
+            self.config.webhooks.disable_after,
+        );
+        if after != health {
+            tx.update_webhook_health(
+                job.org_id,
+                endpoint.id,
+                &EndpointHealth {
+                    disabled_at: after.disabled_at,
+                    failing_since: after.failing_since,
+                    last_success_at: after.last_success_at,
+                    updated_at: if disable { now } else { endpoint.updated_at },
+                },
+            )
+            .await?;
+        }
+        if disable {
+            let held = tx
+                .hold_waiting_webhook_deliveries(job.org_id, endpoint.id, now)
+                .await?;
+            tx.cancel_waiting_jobs(
+                job.org_id,
+                rules::DELIVERY_KIND,
+                &rules::endpoint_submissions(endpoint.id),
+                now,
+            )
+            .await?;
+            metrics::counter!("tauros_webhook_endpoints_disabled_total").increment(1);
+            audit(
+                &mut *tx,
+                job.org_id,
+                AuditActor::job(),
+                "webhook_endpoint.disabled",
+                ("webhook_endpoint", endpoint.id),
+                serde_json::json!({
+                    "url": endpoint.url,
+                    "failing_since": after.failing_since,
+                    "last_success_at": after.last_success_at,
+                    "disable_after_ms": u64::try_from(self.config.webhooks.disable_after.as_millis()).unwrap_or(u64::MAX),
+                    "held_deliveries": held + u64::from(!row.delivered),
+                }),
+            )
+            .await?;
+        }
+        let held = after.disabled_at.is_some()
+            && !row.delivered
+            && tx
+                .hold_webhook_delivery(job.org_id, endpoint.id, delivery.event_id, job.id, now)
+                .await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(if held {
+            AttemptRecorded::Held
+        } else {
+            AttemptRecorded::Recorded
+        })
     }
 
     /// Deletes delivery attempts older than their retention (30 days), `batch` at a time, until
-    /// none is left; how many.
+    /// none is left, then the deliveries (not held) unchanged for as long; how many attempts.
     pub async fn prune_webhook_attempts(&self, batch: i64) -> AppResult<u64> {
         let before = now()
             - chrono::Duration::from_std(rules::ATTEMPT_RETENTION)
                 .unwrap_or_else(|_| chrono::Duration::days(30));
+        let full = u64::try_from(batch).unwrap_or(0);
         let mut pruned = 0;
         loop {
             let mut tx = self.store.begin().await?;
             let n = tx.prune_webhook_attempts(before, batch).await?;
             tx.commit().await?;
             pruned += n;
-            if n < u64::try_from(batch).unwrap_or(0) {
+            if n < full {
+                break;
+            }
+        }
+        loop {
+            let mut tx = self.store.begin().await?;
+            let n = tx.prune_webhook_deliveries(before, batch).await?;
+            tx.commit().await?;
+            if n < full {
                 return Ok(pruned);
             }
         }
+    }
+}
+
+/// What recording an attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptRecorded {
+    Recorded,
+    /// The endpoint is disabled (by this attempt or before): the delivery is held.
+    Held,
+    /// The endpoint was deleted while the attempt ran: nothing was recorded.
+    EndpointGone,
+}
+
+/// The endpoint as approvers see it, with how many deliveries it holds.
+pub(crate) async fn with_held(
+    conn: &mut dyn Reader,
+    row: WebhookEndpointRow,
+) -> AppResult<WebhookEndpointView> {
+    let held = conn
+        .count_held_webhook_deliveries(row.org_id, row.id)
+        .await?;
+    let mut view = WebhookEndpointView::from(row);
+    view.held_deliveries = held;
+    Ok(view)
+}
+
+/// Records the delivery `job` carries when it has no record yet (a job enqueued before
+/// deliveries had one, or submitted by hand), with `job` as its current cycle.
+async fn ensure_delivery(
+    tx: &mut dyn Tx,
+    job: &ClaimedJob,
+    endpoint_id: Uuid,
+    event: &EventRow,
+    now: DateTime<Utc>,
+) -> AppResult<()> {
+    tx.insert_webhook_delivery(&WebhookDeliveryRow {
+        id: rules::delivery_id(job.org_id, endpoint_id, event.id),
+        org_id: job.org_id,
+        endpoint_id,
+        event_id: event.id,
+        event_type: rules::event_type(event.action).to_owned(),
+        job_id: Some(job.id),
+        cycle: 1,
+        held: false,
+        delivered_at: None,
+        created_at: now,
+        updated_at: now,
+    })
+    .await?;
+    Ok(())
+}
+
+// One delivery as the wire shows it (`WebhookDeliveryResponse` in the OpenAPI document).
+/// One delivery: one event to one endpoint, across its job cycles.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[schema(as = WebhookDeliveryResponse)]
+pub struct WebhookDeliveryView {
+    pub id: Uuid,
+    pub endpoint_id: Uuid,
+    /// The invoice event: the `webhook-id` header of every attempt of every cycle.
+    pub event_id: Uuid,
+    #[schema(value_type = WebhookEventType)]
+    pub event_type: String,
+    /// `pending`, `held`, `delivered` or `failed` (as on the deliveries list).
+    #[schema(example = "pending", pattern = "^(pending|held|delivered|failed)$")]
+    pub status: &'static str,
+    /// The job of the current cycle (`GET /v1/jobs/{id}`); `null` while held since before its
+    /// first job.
+    pub job_id: Option<Uuid>,
+    /// 1, then one more for each resend or re-enable: each cycle has a fresh attempt budget.
+    pub cycle: i32,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn delivery_view(row: WebhookDeliveryRow, job: Option<JobState>) -> WebhookDeliveryView {
+    WebhookDeliveryView {
+        status: DeliveryStatus::of(row.delivered_at.is_some(), row.held, job).as_str(),
+        id: row.id,
+        endpoint_id: row.endpoint_id,
+        event_id: row.event_id,
+        event_type: row.event_type,
+        job_id: row.job_id,
+        cycle: row.cycle,
+        delivered_at: row.delivered_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+impl App {
+    /// Counted attempts of one delivery cycle, as the operator configured them.
+    pub fn webhook_max_attempts(&self) -> i32 {
+        self.config.webhooks.max_attempts
+    }
+
+    /// Sends a delivery that is not going to be attempted (its attempts used up, its job
+    /// cancelled or pruned) again (approvers): a new job cycle with a fresh attempt budget and
+    /// the same `webhook-id`. A delivery that is pending already is answered as it is
+    /// (replayed, nothing written); a delivered one, or one to a disabled endpoint, is refused.
+    pub async fn resend_webhook_delivery(
+        &self,
+        actor: &Actor,
+        endpoint_id: Uuid,
+        id: Uuid,
+    ) -> AppResult<Replayed<WebhookDeliveryView>> {
+        let human = actor.human()?.approver()?;
+        let mut tx = self.store.begin().await?;
+        // The endpoint's lock orders concurrent resends, re-enables and the attempts' records:
+        // the second of two resends sees the first's job pending.
+        let endpoint = tx
+            .lock_webhook_endpoint(human.org_id, endpoint_id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let listed = tx
+            .webhook_delivery(human.org_id, endpoint_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let delivery = listed.delivery;
+        let status = DeliveryStatus::of(
+            delivery.delivered_at.is_some(),
+            delivery.held,
+            listed.job_state,
+        );
+        match rules::resend(status, endpoint.disabled_at.is_some()) {
+            Err(refused) => {
+                return Err(AppError::Conflict {
+                    code: refused.code(),
+                    detail: refused.to_string(),
+                });
+            }
+            Ok(rules::Resend::AlreadyPending) => {
+                return Ok(Replayed::replay(delivery_view(delivery, listed.job_state)));
+            }
+            Ok(rules::Resend::NewCycle) => {}
+        }
+        let (cycle, job_id) = next_cycle(
+            &mut *tx,
+            &delivery,
+            self.config.webhooks.max_attempts,
+            now(),
+        )
+        .await?;
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "webhook_delivery.resent",
+            ("webhook_endpoint", endpoint_id),
+            serde_json::json!({
+                "delivery_id": delivery.id,
+                "event_id": delivery.event_id,
+                "cycle": cycle,
+                "job_id": job_id,
+                "previous_job_id": delivery.job_id,
+            }),
+        )
+        .await?;
+        let listed = tx
+            .webhook_delivery(human.org_id, endpoint_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        tx.commit().await?;
+        Ok(Replayed::fresh(delivery_view(
+            listed.delivery,
+            listed.job_state,
+        )))
+    }
+
+    /// Re-enables a disabled endpoint (approvers): a fresh failure window, and each held
+    /// delivery goes out in a new job cycle. An endpoint that is enabled already is answered as
+    /// it is (replayed, nothing written).
+    pub async fn enable_webhook_endpoint(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+    ) -> AppResult<Replayed<WebhookEndpointView>> {
+        let human = actor.human()?.approver()?;
+        let mut tx = self.store.begin().await?;
+        let row = tx
+            .lock_webhook_endpoint(human.org_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        if row.disabled_at.is_none() {
+            let view = with_held(&mut *tx, row).await?;
+            return Ok(Replayed::replay(view));
+        }
+        let now = now();
+        let health = Health {
+            failing_since: row.failing_since,
+            last_success_at: row.last_success_at,
+            disabled_at: row.disabled_at,
+        }
+        .enabled();
+        tx.update_webhook_health(
+            human.org_id,
+            id,
+            &EndpointHealth {
+                disabled_at: health.disabled_at,
+                failing_since: health.failing_since,
+                last_success_at: health.last_success_at,
+                updated_at: now,
+            },
+        )
+        .await?;
+        let held = tx.held_webhook_deliveries(human.org_id, id).await?;
+        for delivery in &held {
+            next_cycle(&mut *tx, delivery, self.config.webhooks.max_attempts, now).await?;
+        }
+        audit(
+            &mut *tx,
+            human.org_id,
+            AuditActor::human(human),
+            "webhook_endpoint.enabled",
+            ("webhook_endpoint", id),
+            serde_json::json!({
+                "url": row.url,
+                "disabled_at": row.disabled_at,
+                "released_deliveries": held.len(),
+            }),
+        )
+        .await?;
+        let row = tx
+            .webhook_endpoint(human.org_id, id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let view = with_held(&mut *tx, row).await?;
+        tx.commit().await?;
+        Ok(Replayed::fresh(view))
     }
 }

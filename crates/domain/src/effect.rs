@@ -24,22 +24,30 @@ pub const DEFAULT_ABANDON_DAYS: i64 = 7;
 /// No horizon below this: a live recovery point is never reaped by a misconfiguration.
 pub const ABANDON_FLOOR_DAYS: i64 = 1;
 
-/// Where a claim stands. Only two states.
+/// Where a claim stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClaimState {
     /// Admitted; the peer may or may not have the effect. The recovery point.
     Processing,
     /// Finalised with the local change; the response is stored.
     Complete,
+    /// The peer refused the request definitively (and holds no record of it): closed, never
+    /// executed again. Another try is a new operation version (a new claim).
+    Rejected,
 }
 
 impl ClaimState {
-    pub const ALL: [ClaimState; 2] = [ClaimState::Processing, ClaimState::Complete];
+    pub const ALL: [ClaimState; 3] = [
+        ClaimState::Processing,
+        ClaimState::Complete,
+        ClaimState::Rejected,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ClaimState::Processing => "processing",
             ClaimState::Complete => "complete",
+            ClaimState::Rejected => "rejected",
         }
     }
 
@@ -88,6 +96,8 @@ pub enum Admission {
     Replay,
     /// The key already stands for another request: terminal, never executes.
     KeyReused,
+    /// The claim under the key was closed as rejected: nothing to do under this version.
+    Refused,
 }
 
 /// Decides admission: `existing` is the claim found under the key (`None`: this attempt
@@ -100,6 +110,7 @@ pub fn admit(existing: Option<(ClaimState, &str)>, fingerprint: &str) -> Admissi
         }
         Some((ClaimState::Processing, _)) => Admission::Recover,
         Some((ClaimState::Complete, _)) => Admission::Replay,
+        Some((ClaimState::Rejected, _)) => Admission::Refused,
     }
 }
 
@@ -117,7 +128,39 @@ pub fn local_issue_response(op_key: Uuid) -> serde_json::Value {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Executed<T> {
     Done(T),
+    /// The peer answered with a refusal that says nothing was done (a 4xx other than 408,
+    /// 409, 425, 429), with its reason. Only a `recover` that finds no record confirms it.
+    Rejected(String),
     Unknown,
+}
+
+/// The longest reason from a peer Tauros keeps (in characters).
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// A peer's reason as Tauros records it: trimmed, control characters as spaces, at most
+/// [`MAX_REASON_CHARS`] characters (an ellipsis marks a cut), never empty.
+pub fn bounded_reason(reason: &str) -> String {
+    let cleaned: String = reason
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if cleaned.is_empty() {
+        return "the peer refused the request without a reason".to_owned();
+    }
+    if cleaned.chars().count() <= MAX_REASON_CHARS {
+        return cleaned;
+    }
+    let mut cut: String = cleaned.chars().take(MAX_REASON_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Whether an HTTP status from `execute` is a definitive refusal (before `recover` confirms
+/// it): a 4xx other than 408 (timeout), 409 (conflict: in flight), 425 (too early) and 429
+/// (too many requests), each of which may mean "try again".
+pub fn is_refusal_status(status: u16) -> bool {
+    (400..500).contains(&status) && !matches!(status, 408 | 409 | 425 | 429)
 }
 
 /// What `recover` answered. `Absent` must come from a real query of the peer.
@@ -137,6 +180,12 @@ pub enum Step<T> {
     Finalise(T),
     /// End the attempt; the claim stays `processing` and a later attempt recovers.
     Fail(EffectFailure),
+    /// The peer refused definitively and holds no record: close the claim as rejected, with
+    /// the peer's reason. No retry.
+    Reject(String),
+    /// The claim is older than the peer remembers keys, and the peer holds no record: it may
+    /// have forgotten an effect it made, so nothing is executed automatically. A human decides.
+    NeedsReview,
 }
 
 /// Why an attempt ended without finalising. All are retryable except `KeyReused`.
@@ -172,19 +221,36 @@ impl EffectFailure {
     }
 }
 
-/// One attempt's progress: remembers whether it has executed, so that it executes at most once.
-#[derive(Clone, Copy, Debug, Default)]
+/// One attempt's progress: remembers whether it has executed, so that it executes at most
+/// once, the refusal `execute` answered (confirmed or not by `recover`), and whether the claim
+/// is older than the peer's memory of keys.
+#[derive(Clone, Debug, Default)]
 pub struct Attempt {
     executed: bool,
+    refused: Option<String>,
+    stale: bool,
 }
 
 impl Attempt {
-    /// The first step after admission (`Replay` and `KeyReused` never reach the peer).
+    /// An attempt on a claim; `stale` when the claim is older than the peer remembers keys
+    /// ([`is_stale`]), or was re-admitted after a reap: then an `Absent` proves nothing and
+    /// stops at [`Step::NeedsReview`] instead of executing.
+    pub fn on_claim(stale: bool) -> Attempt {
+        Attempt {
+            stale,
+            ..Attempt::default()
+        }
+    }
+
+    /// The first step after admission (`Replay`, `KeyReused` and `Refused` never reach the
+    /// peer).
     pub fn start<T>(admission: Admission) -> Step<T> {
         match admission {
             Admission::Execute => Step::Execute,
             Admission::Recover => Step::Recover,
-            Admission::Replay | Admission::KeyReused => Step::Fail(EffectFailure::KeyReused),
+            Admission::Replay | Admission::KeyReused | Admission::Refused => {
+                Step::Fail(EffectFailure::KeyReused)
+            }
         }
     }
 
@@ -194,23 +260,134 @@ impl Attempt {
         !std::mem::replace(&mut self.executed, true)
     }
 
-    /// After `execute`: done → finalise; unknown → exactly one recover.
+    /// After `execute`: done → finalise; unknown → exactly one recover; a refusal → exactly
+    /// one recover, which must find no record to confirm it.
     pub fn after_execute<T>(&mut self, answer: Executed<T>) -> Step<T> {
         match answer {
             Executed::Done(response) => Step::Finalise(response),
+            Executed::Rejected(reason) => {
+                self.refused = Some(bounded_reason(&reason));
+                Step::Recover
+            }
             Executed::Unknown => Step::Recover,
         }
     }
 
-    /// After `recover`: done → finalise; absent → execute under the same key, unless this
-    /// attempt already executed; unknown → fail, never execute, never finalise.
+    /// After `recover`: done → finalise (the caller compares the record with its request);
+    /// absent after a refusal → rejected; absent on a stale claim → needs review; absent →
+    /// execute under the same key, unless this attempt already executed; unknown → fail, never
+    /// execute, never finalise.
     pub fn after_recover<T>(&mut self, answer: Recovered<T>) -> Step<T> {
         match answer {
             Recovered::Done(response) => Step::Finalise(response),
-            Recovered::Absent if !self.executed => Step::Execute,
-            Recovered::Absent => Step::Fail(EffectFailure::Unavailable),
+            Recovered::Absent => match self.refused.take() {
+                Some(reason) => Step::Reject(reason),
+                None if self.stale => Step::NeedsReview,
+                None if !self.executed => Step::Execute,
+                None => Step::Fail(EffectFailure::Unavailable),
+            },
             Recovered::Unknown => Step::Fail(EffectFailure::OutcomeUnknown),
         }
+    }
+}
+
+/// Whether a claim admitted at `admitted_at` is older than the peer remembers keys
+/// (`TAUROS_ISSUER_KEY_RETENTION`) at `now`: the peer's `Absent` no longer proves it never
+/// made the effect.
+pub fn is_stale(admitted_at: DateTime<Utc>, key_retention: Duration, now: DateTime<Utc>) -> bool {
+    now - admitted_at > key_retention
+}
+
+/// The default of `TAUROS_ISSUER_KEY_RETENTION`: how long the peer is assumed to deduplicate
+/// a key.
+pub const DEFAULT_KEY_RETENTION_HOURS: i64 = 24;
+
+/// Where issuing an approved invoice stands when it is not simply done (the invoice view's
+/// `issuing.status`, and `?issuing=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssuingStatus {
+    /// An issue job will run (or is running, or retrying).
+    Pending,
+    /// The destination is no longer active (`issue_blocked`).
+    Blocked,
+    /// The peer refused definitively (`issue_rejected`).
+    Rejected,
+    /// The peer holds another request under the key (`issue_conflict`).
+    Conflict,
+    /// The claim is older than the peer's memory and the peer holds nothing
+    /// (`issue_needs_review`).
+    NeedsReview,
+}
+
+impl IssuingStatus {
+    pub const ALL: [IssuingStatus; 5] = [
+        IssuingStatus::Pending,
+        IssuingStatus::Blocked,
+        IssuingStatus::Rejected,
+        IssuingStatus::Conflict,
+        IssuingStatus::NeedsReview,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssuingStatus::Pending => "pending",
+            IssuingStatus::Blocked => "blocked",
+            IssuingStatus::Rejected => "rejected",
+            IssuingStatus::Conflict => "conflict",
+            IssuingStatus::NeedsReview => "needs_review",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<IssuingStatus> {
+        IssuingStatus::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Stopped for a human after the invoice got its number: nothing runs until an approver
+    /// issues it again (a new operation version) or cancels it.
+    pub fn awaits_human(self) -> bool {
+        matches!(
+            self,
+            IssuingStatus::Rejected | IssuingStatus::Conflict | IssuingStatus::NeedsReview
+        )
+    }
+}
+
+/// The fields of an issue request the peer's record must agree on.
+pub const COMPARED_FIELDS: [&str; 4] = ["invoice_id", "number", "revision_id", "payload_hash"];
+
+/// What the peer holds under a key when it differs from the local request: each compared field
+/// that differs, with our value and the peer's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    pub ours: serde_json::Value,
+    pub theirs: serde_json::Value,
+}
+
+/// Compares the peer's answer for a key with the local request: the answer's `request` (the
+/// body the peer holds) must agree on [`COMPARED_FIELDS`]. An answer that carries no request
+/// cannot be compared and is accepted (the `local` issuer's, or a peer that does not echo).
+pub fn compare_held(ours: &serde_json::Value, answer: &serde_json::Value) -> Result<(), Conflict> {
+    let Some(held) = answer.get("request").filter(|r| r.is_object()) else {
+        return Ok(());
+    };
+    let mut mine = serde_json::Map::new();
+    let mut theirs = serde_json::Map::new();
+    for field in COMPARED_FIELDS {
+        let a = ours.get(field).unwrap_or(&serde_json::Value::Null);
+        let b = held.get(field).unwrap_or(&serde_json::Value::Null);
+        if a != b {
+            mine.insert(field.to_owned(), a.clone());
+            theirs.insert(field.to_owned(), b.clone());
+        }
+    }
+    if mine.is_empty() {
+        Ok(())
+    } else {
+        Err(Conflict {
+            ours: mine.into(),
+            theirs: theirs.into(),
+        })
     }
 }
 
@@ -331,6 +508,89 @@ mod tests {
         );
         assert!(!attempt.begin_execute());
         assert_eq!(attempt.after_recover(Recovered::Done(7)), Step::Finalise(7));
+    }
+
+    #[test]
+    fn a_refusal_counts_only_when_recovery_finds_no_record() {
+        let mut attempt = Attempt::default();
+        assert!(attempt.begin_execute());
+        assert_eq!(
+            attempt.after_execute::<u8>(Executed::Rejected("tax id missing".into())),
+            Step::Recover
+        );
+        assert_eq!(
+            attempt.after_recover::<u8>(Recovered::Absent),
+            Step::Reject("tax id missing".into())
+        );
+        // A record after a refusal is the answer (compared by the caller); unknown fails.
+        let mut held = Attempt::default();
+        held.begin_execute();
+        held.after_execute::<u8>(Executed::Rejected("no".into()));
+        assert_eq!(held.after_recover(Recovered::Done(3)), Step::Finalise(3));
+        let mut unknown = Attempt::default();
+        unknown.begin_execute();
+        unknown.after_execute::<u8>(Executed::Rejected("no".into()));
+        assert_eq!(
+            unknown.after_recover::<u8>(Recovered::Unknown),
+            Step::Fail(EffectFailure::OutcomeUnknown)
+        );
+        for status in [400, 401, 403, 404, 410, 413, 422, 451] {
+            assert!(is_refusal_status(status), "{status}");
+        }
+        for status in [200, 201, 408, 409, 425, 429, 500, 503] {
+            assert!(!is_refusal_status(status), "{status}");
+        }
+        assert_eq!(
+            bounded_reason("  "),
+            "the peer refused the request without a reason"
+        );
+        assert_eq!(bounded_reason("a\nb"), "a b");
+        assert_eq!(
+            bounded_reason(&"x".repeat(900)).chars().count(),
+            MAX_REASON_CHARS
+        );
+    }
+
+    #[test]
+    fn a_stale_claim_never_executes_on_a_bare_absence() {
+        let mut stale = Attempt::on_claim(true);
+        assert_eq!(
+            stale.after_recover::<u8>(Recovered::Absent),
+            Step::NeedsReview
+        );
+        assert_eq!(stale.after_recover(Recovered::Done(1)), Step::Finalise(1));
+        let t = Utc::now();
+        assert!(is_stale(t - Duration::hours(25), Duration::hours(24), t));
+        assert!(!is_stale(t - Duration::hours(23), Duration::hours(24), t));
+    }
+
+    #[test]
+    fn the_record_the_peer_holds_must_agree_with_the_request() {
+        let ours = serde_json::json!({
+            "invoice_id": "i", "number": "INV-2026-000002", "revision_id": "r",
+            "payload_hash": "h", "canonical_payload": "{}"
+        });
+        let same = serde_json::json!({ "peer_id": "p", "request": ours });
+        assert_eq!(compare_held(&ours, &same), Ok(()));
+        assert_eq!(
+            compare_held(&ours, &serde_json::json!({ "peer_id": "p" })),
+            Ok(())
+        );
+        let mut theirs = ours.clone();
+        theirs["number"] = "INV-2026-000001".into();
+        let conflict = compare_held(&ours, &serde_json::json!({ "request": theirs })).unwrap_err();
+        assert_eq!(
+            conflict.ours,
+            serde_json::json!({ "number": "INV-2026-000002" })
+        );
+        assert_eq!(
+            conflict.theirs,
+            serde_json::json!({ "number": "INV-2026-000001" })
+        );
+        assert_eq!(
+            admit(Some((ClaimState::Rejected, "f")), "f"),
+            Admission::Refused
+        );
     }
 
     #[test]

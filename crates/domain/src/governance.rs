@@ -30,6 +30,9 @@ pub enum ChangeKind {
     /// Inviting a human (either role) while `four_eyes` is on. The stored and answered name
     /// `approver_invitation` dates from when only approvers were proposals; `role` says which.
     ApproverInvitation,
+    /// Resolving a payment by hand (`POST /v1/payments/{id}/resolve`) while `four_eyes` is on:
+    /// accepting, allocating or voiding money is confirmed by a second approver.
+    PaymentResolution,
 }
 
 /// Where a proposal stands. A pending proposal past its expiry is shown as `expired` and can
@@ -44,12 +47,17 @@ pub enum ChangeState {
 }
 
 impl ChangeKind {
-    pub const ALL: [ChangeKind; 2] = [ChangeKind::Settings, ChangeKind::ApproverInvitation];
+    pub const ALL: [ChangeKind; 3] = [
+        ChangeKind::Settings,
+        ChangeKind::ApproverInvitation,
+        ChangeKind::PaymentResolution,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Settings => "settings",
             ChangeKind::ApproverInvitation => "approver_invitation",
+            ChangeKind::PaymentResolution => "payment_resolution",
         }
     }
 

@@ -17,6 +17,7 @@ pub mod lines;
 pub mod money;
 pub mod payload;
 pub mod quantity;
+pub mod resolution;
 pub mod settlement;
 pub mod text;
 pub mod visibility;

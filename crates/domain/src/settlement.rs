@@ -451,6 +451,12 @@ pub fn invoice_move(
     Ok(Some(InvoiceMove { action, from, to }))
 }
 
+/// The `paid` event written when an invoice reaches `paid` (paid → paid), checked against the
+/// graph like every settlement move.
+pub fn settle_paid(state: InvoiceState) -> Result<(), InvalidTransition> {
+    settle(Action::Paid, state, InvoiceState::Paid).map(|_| ())
+}
+
 /// Overdue is computed, never stored: issued or partially paid, due before `today` (UTC), and
 /// a balance still open. (An issued or partially paid invoice always has one; the balance is
 /// named so that the rule reads as docs/contract/effects.md §4 states it.)

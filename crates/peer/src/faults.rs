@@ -21,7 +21,16 @@ pub enum Mode {
     Slow,
     RefuseConnections,
     NoDedupe,
+    /// Answers a `POST /invoices` 422 `{"error": "refused", "reason"}` before the commit:
+    /// a definitive refusal, nothing recorded.
+    #[serde(rename = "refuse_422")]
+    Refuse422,
 }
+
+/// The reason `refuse_422` gives when the fault names none.
+pub const DEFAULT_REFUSAL: &str = "the peer refused the invoice";
+/// The longest reason a `refuse_422` fault may give.
+pub const MAX_REASON_CHARS: usize = 500;
 
 /// `POST /faults`.
 #[derive(Debug, Deserialize)]
@@ -32,6 +41,7 @@ pub struct ArmRequest {
     pub times: u32,
     pub millis: Option<u64>,
     pub op_key: Option<String>,
+    pub reason: Option<String>,
 }
 
 fn one() -> u32 {
@@ -47,6 +57,8 @@ pub struct Armed {
     pub millis: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub op_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl ArmRequest {
@@ -63,6 +75,15 @@ impl ArmRequest {
             (Mode::Slow, Some(_)) | (_, None) => {}
             (_, Some(_)) => return Err("only slow takes millis".into()),
         }
+        match (&self.mode, &self.reason) {
+            (Mode::Refuse422, Some(r))
+                if r.trim().is_empty() || r.chars().count() > MAX_REASON_CHARS =>
+            {
+                return Err(format!("reason must be 1-{MAX_REASON_CHARS} characters"));
+            }
+            (Mode::Refuse422, _) | (_, None) => {}
+            (_, Some(_)) => return Err("only refuse_422 takes a reason".into()),
+        }
         if let Some(key) = &self.op_key {
             if self.mode == Mode::RefuseConnections {
                 // The connection is closed before the request's key is looked at.
@@ -77,6 +98,7 @@ impl ArmRequest {
             times: self.times,
             millis: self.millis,
             op_key: self.op_key,
+            reason: self.reason,
         })
     }
 }
@@ -165,6 +187,7 @@ mod tests {
             times,
             millis: None,
             op_key: op_key.map(str::to_owned),
+            reason: None,
         }
     }
 
@@ -207,6 +230,7 @@ mod tests {
             times: 1,
             millis,
             op_key: None,
+            reason: None,
         };
         assert!(arm(Mode::Slow, None).validate().is_err());
         assert!(

@@ -23,6 +23,10 @@ use std::time::Duration;
 /// How long open connections get to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the peer remembers a key by default: thirty days, longer than Tauros' default
+/// `TAUROS_ISSUER_KEY_RETENTION` (24 h) promises.
+pub const DEFAULT_KEY_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
+
 /// `peer` options.
 #[derive(Debug, clap::Args, Clone)]
 pub struct PeerArgs {
@@ -32,6 +36,10 @@ pub struct PeerArgs {
     /// The peer's SQLite file (created if missing); its operations survive a restart.
     #[arg(long, env = "TAUROS_PEER_DATABASE", default_value = "tauros-peer.db")]
     pub database: PathBuf,
+    /// How long the peer remembers an operation key, in seconds: after that, recovery answers
+    /// 404 `absent` and an execute under the key makes a new effect (default: 30 days).
+    #[arg(long, env = "TAUROS_PEER_KEY_RETENTION_SECONDS", default_value_t = DEFAULT_KEY_RETENTION_SECONDS)]
+    pub key_retention_seconds: u64,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `debug`.
     #[arg(long, env = "TAUROS_LOG", default_value = "info")]
     pub log: String,
@@ -40,7 +48,11 @@ pub struct PeerArgs {
 /// Runs the peer until `shutdown` resolves (the binary passes SIGINT/SIGTERM, installed
 /// before the peer says it listens). Logging is the caller's to set up.
 pub async fn run(args: PeerArgs, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let store = store::Store::open(&args.database).await?;
+    let store = store::Store::open(
+        &args.database,
+        Duration::from_secs(args.key_retention_seconds),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;

@@ -40,6 +40,7 @@ pub fn router(store: Store, faults: Arc<Faults>) -> Router {
             get(list_faults).post(arm_fault).delete(clear_faults),
         )
         .route("/faults/release", post(release))
+        .route("/records/{op_key}", axum::routing::put(plant))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no_route") })
         .method_not_allowed_fallback(|| async {
             error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
@@ -101,14 +102,22 @@ fn canonical(value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
 }
 
 /// SHA-256 of the canonical bytes of a JSON object body.
+#[cfg(test)]
 fn body_digest(body: &[u8]) -> Result<[u8; 32], &'static str> {
+    canonical_body(body).map(|(digest, _)| digest)
+}
+
+/// The canonical text of a JSON object body and its SHA-256.
+fn canonical_body(body: &[u8]) -> Result<([u8; 32], String), &'static str> {
     let value: Value = serde_json::from_slice(body).map_err(|_| "body_not_json")?;
     if !value.is_object() {
         return Err("body_not_an_object");
     }
     let mut bytes = Vec::with_capacity(body.len());
     canonical(&value, &mut bytes).map_err(|_| "body_not_json")?;
-    Ok(Sha256::digest(&bytes).into())
+    let digest = Sha256::digest(&bytes).into();
+    let text = String::from_utf8(bytes).map_err(|_| "body_not_json")?;
+    Ok((digest, text))
 }
 
 /// `POST /invoices`: commit the operation under its key, exactly once.
@@ -137,13 +146,25 @@ async fn execute(
         }
         Err(_) => return error(StatusCode::BAD_REQUEST, "body_unreadable"),
     };
-    let digest = match body_digest(&body) {
-        Ok(digest) => digest,
+    let (digest, text) = match canonical_body(&body) {
+        Ok(done) => done,
         Err(code) => return error(StatusCode::BAD_REQUEST, code),
     };
+    // A definitive refusal: answered before anything is stored.
+    if let Some(fault) = peer.faults.take(Mode::Refuse422, Some(&key)) {
+        tracing::info!("refused an invoice (refuse_422)");
+        let reason = fault
+            .reason
+            .unwrap_or_else(|| super::faults::DEFAULT_REFUSAL.to_owned());
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({ "error": "refused", "reason": reason })),
+        )
+            .into_response();
+    }
     // The work is its own task: like a real peer's, it goes on to its commit when the client
     // leaves (a client that disconnects while the request is slow or paused).
-    let work = tokio::spawn(commit(peer, key, digest));
+    let work = tokio::spawn(commit(peer, key, digest, text));
     let (outcome, after) = match work.await {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return storage_error(&e),
@@ -207,6 +228,7 @@ async fn commit(
     peer: Peer,
     key: String,
     digest: [u8; 32],
+    text: String,
 ) -> sqlx::Result<(Outcome, Option<AfterCommit>)> {
     let faults = &peer.faults;
     if let Some(slow) = faults.take(Mode::Slow, Some(&key)) {
@@ -220,7 +242,7 @@ async fn commit(
     }
     let outcome = peer
         .store
-        .commit(&key, &digest, || {
+        .commit(&key, &digest, &text, || {
             faults.take(Mode::NoDedupe, Some(&key)).is_some()
         })
         .await?;
@@ -270,6 +292,30 @@ async fn recover(State(peer): State<Peer>, key: Result<Path<String>, PathRejecti
     match peer.store.find(&key).await {
         Ok(Some(answer)) => (StatusCode::OK, Json(answer)).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "absent"),
+        Err(e) => storage_error(&e),
+    }
+}
+
+/// `PUT /records/{op_key}`: a drill that makes the peer hold the body under the key (e.g. the
+/// record a restored backup of Tauros no longer knows about). Not counted as a call.
+async fn plant(
+    State(peer): State<Peer>,
+    key: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response {
+    let Some(key) = key
+        .ok()
+        .map(|Path(key)| key)
+        .filter(|key| is_op_key(key.as_bytes()))
+    else {
+        return error(StatusCode::BAD_REQUEST, "malformed_op_key");
+    };
+    let (digest, text) = match canonical_body(&body) {
+        Ok(done) => done,
+        Err(code) => return error(StatusCode::BAD_REQUEST, code),
+    };
+    match peer.store.plant(&key, &digest, &text).await {
+        Ok(answer) => (StatusCode::OK, Json(answer)).into_response(),
         Err(e) => storage_error(&e),
     }
 }

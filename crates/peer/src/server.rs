@@ -35,9 +35,13 @@ impl Hangup {
     }
 }
 
-/// The routes `refuse_connections` never refuses, so a test can still see and clear faults.
+/// The routes `refuse_connections` never refuses, so a test can still see and clear faults
+/// (and plant records).
 fn is_control(path: &str) -> bool {
-    path == "/stats" || path == "/faults" || path.starts_with("/faults/")
+    path == "/stats"
+        || path == "/faults"
+        || path.starts_with("/faults/")
+        || path.starts_with("/records/")
 }
 
 /// Serves `router` until `shutdown` resolves, then lets open connections finish their

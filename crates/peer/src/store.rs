@@ -34,12 +34,20 @@ create table if not exists calls (
 );
 ";
 
-/// What the peer answers for a committed operation (201, a replay's 200, recovery's 200).
+/// What the peer answers for a committed operation (201, a replay's 200, recovery's 200):
+/// with the request it holds under the key, so a caller can compare it with its own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Answer {
     pub peer_id: String,
     pub op_key: String,
     pub received_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
+}
+
+/// The stored request body (canonical JSON text), parsed back for an answer.
+fn request_of(body: Option<String>) -> Option<serde_json::Value> {
+    body.and_then(|b| serde_json::from_str(&b).ok())
 }
 
 /// What a `POST /invoices` did to the store.
@@ -87,15 +95,22 @@ pub struct Store {
     /// One connection writes, so concurrent commits queue here rather than on SQLITE_BUSY.
     writer: SqlitePool,
     reader: SqlitePool,
+    /// How long a key is remembered after it was committed: older operations are forgotten
+    /// (recovery answers absent, an execute under the key makes a new effect).
+    retention: chrono::Duration,
+}
+
+fn stamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    stamp(chrono::Utc::now())
 }
 
 impl Store {
     /// Opens (creating if missing) the database file and its tables.
-    pub async fn open(path: &Path) -> anyhow::Result<Store> {
+    pub async fn open(path: &Path, retention: Duration) -> anyhow::Result<Store> {
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -114,12 +129,37 @@ impl Store {
             .execute(&writer)
             .await
             .context("cannot create the peer's tables")?;
+        // Files written before the peer kept request bodies gain the column (empty for them).
+        let columns = sqlx::query("select name from pragma_table_info('operations')")
+            .fetch_all(&writer)
+            .await?;
+        if !columns
+            .iter()
+            .any(|c| c.try_get::<String, _>("name").is_ok_and(|n| n == "body"))
+        {
+            sqlx::query("alter table operations add column body text")
+                .execute(&writer)
+                .await
+                .context("cannot add the body column")?;
+        }
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await?;
-        Ok(Store { writer, reader })
+        let retention = chrono::Duration::from_std(retention)
+            .unwrap_or(chrono::Duration::MAX)
+            .min(chrono::Duration::days(365 * 100));
+        Ok(Store {
+            writer,
+            reader,
+            retention,
+        })
+    }
+
+    /// Operations received before this are forgotten.
+    fn forgotten_before(&self) -> String {
+        stamp(chrono::Utc::now() - self.retention)
     }
 
     /// Closes both pools (the last connection checkpoints the WAL).
@@ -151,6 +191,7 @@ impl Store {
         &self,
         op_key: &str,
         body_sha256: &[u8; 32],
+        body: &str,
         forget_known: impl FnOnce() -> bool,
     ) -> sqlx::Result<Outcome> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
@@ -158,15 +199,22 @@ impl Store {
             peer_id: Uuid::new_v4().to_string(),
             op_key: op_key.to_owned(),
             received_at: now(),
+            request: serde_json::from_str(body).ok(),
         };
+        // A key past the retention window is forgotten: its row is taken over as if new.
         let inserted = sqlx::query(
-            "insert into operations (op_key, body_sha256, peer_id, received_at)
-             values (?, ?, ?, ?) on conflict (op_key) do nothing",
+            "insert into operations (op_key, body_sha256, peer_id, received_at, body)
+             values (?, ?, ?, ?, ?) on conflict (op_key) do update set
+                 body_sha256 = excluded.body_sha256, peer_id = excluded.peer_id,
+                 received_at = excluded.received_at, body = excluded.body
+             where operations.received_at < ?",
         )
         .bind(op_key)
         .bind(&body_sha256[..])
         .bind(&fresh.peer_id)
         .bind(&fresh.received_at)
+        .bind(body)
+        .bind(self.forgotten_before())
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -176,7 +224,7 @@ impl Store {
         // deduplication would).
         if !inserted && !forget_known() {
             let row = sqlx::query(
-                "select body_sha256, peer_id, received_at from operations where op_key = ?",
+                "select body_sha256, peer_id, received_at, body from operations where op_key = ?",
             )
             .bind(op_key)
             .fetch_one(&mut *tx)
@@ -190,6 +238,7 @@ impl Store {
                 peer_id: row.try_get("peer_id")?,
                 op_key: op_key.to_owned(),
                 received_at: row.try_get("received_at")?,
+                request: request_of(row.try_get("body")?),
             }));
         }
         sqlx::query("insert into effects (peer_id, op_key, made_at) values (?, ?, ?)")
@@ -202,20 +251,71 @@ impl Store {
         Ok(Outcome::Created(fresh))
     }
 
-    /// The stored answer for `op_key`, if the peer ever committed it.
+    /// The stored answer for `op_key`, if the peer committed it within its retention window.
     pub async fn find(&self, op_key: &str) -> sqlx::Result<Option<Answer>> {
-        let row = sqlx::query("select peer_id, received_at from operations where op_key = ?")
-            .bind(op_key)
-            .fetch_optional(&self.reader)
-            .await?;
+        let row = sqlx::query(
+            "select peer_id, received_at, body from operations
+             where op_key = ? and received_at >= ?",
+        )
+        .bind(op_key)
+        .bind(self.forgotten_before())
+        .fetch_optional(&self.reader)
+        .await?;
         row.map(|row| {
             Ok(Answer {
                 peer_id: row.try_get("peer_id")?,
                 op_key: op_key.to_owned(),
                 received_at: row.try_get("received_at")?,
+                request: request_of(row.try_get("body")?),
             })
         })
         .transpose()
+    }
+
+    /// `PUT /records/{op_key}` (a drill, e.g. a restored backup on the other side): makes the
+    /// peer hold `body` under `op_key` as if it had committed it now, replacing what it held.
+    /// A key it did not hold counts one effect.
+    pub async fn plant(
+        &self,
+        op_key: &str,
+        body_sha256: &[u8; 32],
+        body: &str,
+    ) -> sqlx::Result<Answer> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let answer = Answer {
+            peer_id: Uuid::new_v4().to_string(),
+            op_key: op_key.to_owned(),
+            received_at: now(),
+            request: serde_json::from_str(body).ok(),
+        };
+        let known = sqlx::query("select 1 from operations where op_key = ?")
+            .bind(op_key)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        sqlx::query(
+            "insert into operations (op_key, body_sha256, peer_id, received_at, body)
+             values (?, ?, ?, ?, ?) on conflict (op_key) do update set
+                 body_sha256 = excluded.body_sha256, peer_id = excluded.peer_id,
+                 received_at = excluded.received_at, body = excluded.body",
+        )
+        .bind(op_key)
+        .bind(&body_sha256[..])
+        .bind(&answer.peer_id)
+        .bind(&answer.received_at)
+        .bind(body)
+        .execute(&mut *tx)
+        .await?;
+        if !known {
+            sqlx::query("insert into effects (peer_id, op_key, made_at) values (?, ?, ?)")
+                .bind(&answer.peer_id)
+                .bind(op_key)
+                .bind(&answer.received_at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(answer)
     }
 
     /// Counts of calls and effects, every operation with its effects, every call in order.

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// One effect's claim. `id` is the operation key; `state` is `processing` or `complete`.
+/// One effect's claim. `id` is the operation key; `state` is `processing`, `complete` or `rejected`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ClaimRow {
     pub id: Uuid,
@@ -25,6 +25,8 @@ pub struct ClaimRow {
 pub struct ClaimCounts {
     pub processing: i64,
     pub complete: i64,
+    /// Closed as rejected (the peer refused definitively).
+    pub rejected: i64,
     /// When the oldest processing claim was admitted.
     pub oldest_processing: Option<DateTime<Utc>>,
 }
@@ -65,7 +67,16 @@ pub trait ClaimWrite: ClaimRead {
         completed_at: DateTime<Utc>,
         retain_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Deletes up to `limit` completed claims whose retention ended before `now`, skipping
+    /// Closes a `processing` claim as `rejected` (the peer refused definitively); `false` when
+    /// it was not processing.
+    async fn reject_claim(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        completed_at: DateTime<Utc>,
+        retain_until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Deletes up to `limit` completed (or rejected) claims whose retention ended before `now`, skipping
     /// rows another transaction holds.
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     /// Deletes up to `limit` processing claims admitted longer than `horizon` ago and past

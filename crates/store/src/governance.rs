@@ -30,6 +30,10 @@ pub struct OrgChangeRow {
     pub decided_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// `payment_resolution`: the resolution (`payment_resolutions`) it would apply.
+    pub payment_resolution_id: Option<Uuid>,
+    /// `payment_resolution`: the payment it resolves.
+    pub payment_id: Option<Uuid>,
 }
 
 /// Reads of proposals, scoped by org.

@@ -6,6 +6,7 @@ use crate::parties::Scope;
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use uuid::Uuid;
@@ -34,6 +35,15 @@ pub struct InvoiceRow {
     pub last_decision_id: Option<Uuid>,
     /// Digits of how much of the total confirmed payments cover (settlement writes it).
     pub amount_paid_minor: String,
+    /// Where issuing stands while it is not simply done (`null`: not issuing).
+    #[sqlx(try_from = "crate::sql::StoredOpt<IssuingStatus>")]
+    pub issuing_status: Option<IssuingStatus>,
+    /// Why issuing stopped (the peer's reason, both values of a conflict, …).
+    pub issuing_reason: Option<String>,
+    /// The issue job of the current operation version, once one was enqueued.
+    pub issuing_job_id: Option<Uuid>,
+    /// The operation version issuing runs under (1, then 2, … after each issue-again).
+    pub issue_version: i32,
 }
 
 /// One immutable revision: the financial content and its seal.
@@ -79,6 +89,13 @@ pub struct InvoiceJoined {
     pub invoice_updated_at: DateTime<Utc>,
     /// Digits of how much of the total confirmed payments cover.
     pub amount_paid_minor: String,
+    /// Where issuing stands (see [`InvoiceRow::issuing_status`]).
+    #[sqlx(try_from = "crate::sql::StoredOpt<IssuingStatus>")]
+    pub issuing_status: Option<IssuingStatus>,
+    pub issuing_reason: Option<String>,
+    pub issuing_job_id: Option<Uuid>,
+    /// The issue job's current attempt, when the job exists.
+    pub issuing_attempts: Option<i32>,
     /// The human who owns the proposing agent.
     pub agent_owner_id: Uuid,
     /// The org's `four_eyes` setting.
@@ -155,6 +172,8 @@ pub struct InvoiceFilter {
     pub overdue: Option<bool>,
     /// Today (UTC), for `overdue`.
     pub today: NaiveDate,
+    /// Only invoices whose issuing stands here.
+    pub issuing: Option<IssuingStatus>,
 }
 
 /// Reads of invoices' records, scoped by org.
@@ -181,14 +200,15 @@ pub trait InvoiceRead: Send {
     async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
     /// The invoice's state, if the organisation has it (a plain indexed read, no join).
     async fn invoice_state(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceState>>;
-    /// Up to `limit` invoices in `state`, every organisation, as (org, id) by id after
-    /// `after`: the upkeep's keyset walk (the issuing redrive), never shown to a tenant.
+    /// Up to `limit` invoices in `state`, every organisation, as (org, id, issue version) by
+    /// id after `after`: the upkeep's keyset walk (the issuing redrive), never shown to a
+    /// tenant.
     async fn invoices_in_state(
         &mut self,
         state: InvoiceState,
         after: Option<Uuid>,
         limit: i64,
-    ) -> StoreResult<Vec<(Uuid, Uuid)>>;
+    ) -> StoreResult<Vec<(Uuid, Uuid, i32)>>;
     /// The invoice issued under `number`, if any.
     async fn invoice_id_by_number(
         &mut self,

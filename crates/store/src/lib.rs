@@ -56,12 +56,14 @@ pub use postgres::PgStore;
 pub use presented::{Presented, PresentedRead, Presenter};
 pub use query::{Lock, Page};
 pub use settlement::{
-    PaymentFilter, PaymentRow, SettlementEventRow, SettlementRead, SettlementWrite,
+    PaymentFilter, PaymentResolutionRow, PaymentRow, SettlementEventRow, SettlementRead,
+    SettlementWrite,
 };
 pub use sqlite::SqliteStore;
 pub use unit::{DynStore, Reader, Store, Tx};
 pub use webhooks::{
-    WebhookAttemptListed, WebhookAttemptRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
+    EndpointHealth, WebhookAttemptListed, WebhookAttemptRow, WebhookDeliveryListed,
+    WebhookDeliveryRow, WebhookEndpointRow, WebhookRead, WebhookWrite,
 };
 
 /// Opens the store named by a `DATABASE_URL` (`sqlite:…` or `postgres://…`).

@@ -7,6 +7,7 @@ use crate::parties::Scope;
 use crate::query::Page;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 use uuid::Uuid;
 
@@ -45,6 +46,37 @@ pub struct PaymentRow {
     pub event_count: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The resolution in force, if an approver resolved it (`payment_resolutions` keeps each).
+    #[sqlx(try_from = "crate::sql::StoredOpt<ResolveAction>")]
+    pub resolution: Option<ResolveAction>,
+    /// Digits of the amount an `accept` or `allocate` counts it at.
+    pub resolved_amount_minor: Option<String>,
+}
+
+/// One resolution an approver asked for (append-only but for its decision): applied at once,
+/// or proposed while four eyes is on until another approver confirms or rejects it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct PaymentResolutionRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub payment_id: Uuid,
+    #[sqlx(try_from = "crate::sql::Stored<ResolveAction>")]
+    pub action: ResolveAction,
+    /// `allocate`: the invoice.
+    pub invoice_id: Option<Uuid>,
+    /// `accept`, `allocate`: digits of the amount that counts.
+    pub amount_minor: Option<String>,
+    pub reason: String,
+    pub requested_by: Uuid,
+    pub idempotency_key: String,
+    pub fingerprint: String,
+    /// `applied`, `proposed` or `rejected`.
+    pub state: String,
+    /// The proposal, when four eyes was on.
+    pub change_id: Option<Uuid>,
+    pub decided_by: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
 }
 
 /// One event as a source sent it (append-only).
@@ -113,6 +145,24 @@ pub trait SettlementRead: Send {
         org_id: Uuid,
         payment_id: Uuid,
     ) -> StoreResult<Vec<SettlementEventRow>>;
+    /// The resolution that holds a human's idempotency key.
+    async fn payment_resolution_by_key(
+        &mut self,
+        org_id: Uuid,
+        requested_by: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<PaymentResolutionRow>>;
+    async fn payment_resolution_by_id(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<PaymentResolutionRow>>;
+    /// Every resolution asked for on the payment, oldest first.
+    async fn payment_resolutions(
+        &mut self,
+        org_id: Uuid,
+        payment_id: Uuid,
+    ) -> StoreResult<Vec<PaymentResolutionRow>>;
 }
 
 /// Writes and locking reads; only in a write unit of work.
@@ -133,4 +183,9 @@ pub trait SettlementWrite: SettlementRead {
     /// Inserts the event unless (org, source, source event id) exists; false when it did (the
     /// unique key, not a read, decides).
     async fn insert_settlement_event(&mut self, event: &SettlementEventRow) -> StoreResult<bool>;
+    /// Inserts the resolution unless (org, requester, key) exists; false when it did (the
+    /// unique key decides between parallel requests with one key).
+    async fn insert_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<bool>;
+    /// Records the decision on a proposed resolution (`state`, `decided_by`, `decided_at`).
+    async fn decide_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<()>;
 }

@@ -24,6 +24,49 @@ pub struct WebhookEndpointRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub secret_rotated_at: Option<DateTime<Utc>>,
+    /// Disabled (after failing for the whole window); `None`: enabled.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The first failed attempt since the last success.
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// The creating approver's `Idempotency-Key`, and the fingerprint of the body it came with.
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+}
+
+/// What an endpoint's health and switch write.
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointHealth {
+    pub disabled_at: Option<DateTime<Utc>>,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One delivery: one event to one endpoint, across the job cycles that carry it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct WebhookDeliveryRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub endpoint_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    /// The job of the current cycle (`None` while held since before its first job).
+    pub job_id: Option<Uuid>,
+    pub cycle: i32,
+    pub held: bool,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A delivery with its current job's state (`None` once pruned).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct WebhookDeliveryListed {
+    #[sqlx(flatten)]
+    pub delivery: WebhookDeliveryRow,
+    #[sqlx(try_from = "crate::sql::StoredOpt<JobState>")]
+    pub job_state: Option<JobState>,
 }
 
 /// One delivery attempt.
@@ -54,6 +97,13 @@ pub struct WebhookAttemptListed {
     /// The job's next counted attempt and when it is due.
     pub job_attempt: Option<i32>,
     pub job_run_at: Option<DateTime<Utc>>,
+    /// The attempt's delivery, when it has a record (attempts made before 0013 may not).
+    pub delivery_id: Option<Uuid>,
+    pub delivery_held: Option<bool>,
+    pub delivery_delivered_at: Option<DateTime<Utc>>,
+    /// The state of the delivery's current job (`None` once pruned).
+    #[sqlx(try_from = "crate::sql::StoredOpt<JobState>")]
+    pub delivery_job_state: Option<JobState>,
 }
 
 /// Reads of endpoints and attempts.
@@ -82,6 +132,33 @@ pub trait WebhookRead: Send {
         endpoint_id: Uuid,
         page: Page,
     ) -> StoreResult<Vec<WebhookAttemptListed>>;
+    /// The endpoint whose creation carried `key` (scoped to the approver who sent it).
+    async fn webhook_endpoint_by_key(
+        &mut self,
+        org_id: Uuid,
+        created_by: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<WebhookEndpointRow>>;
+    /// One delivery of an endpoint, with its current job's state.
+    async fn webhook_delivery(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<WebhookDeliveryListed>>;
+    /// The delivery of `event_id` to `endpoint_id`.
+    async fn webhook_delivery_of_event(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+        event_id: Uuid,
+    ) -> StoreResult<Option<WebhookDeliveryRow>>;
+    /// How many deliveries of the endpoint are held.
+    async fn count_held_webhook_deliveries(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> StoreResult<i64>;
 }
 
 /// Writes and locking reads of endpoints and attempts; only in a write unit of work.
@@ -106,6 +183,62 @@ pub trait WebhookWrite: WebhookRead {
     async fn delete_webhook_endpoint(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
     /// Records an attempt; `ReferenceGone` when its endpoint was deleted meanwhile.
     async fn insert_webhook_attempt(&mut self, row: &WebhookAttemptRow) -> StoreResult<()>;
+    /// Writes an endpoint's health and switch.
+    async fn update_webhook_health(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        health: &EndpointHealth,
+    ) -> StoreResult<()>;
+    /// Records a delivery unless its (endpoint, event) has one; false when it had.
+    async fn insert_webhook_delivery(&mut self, row: &WebhookDeliveryRow) -> StoreResult<bool>;
+    /// A new job cycle for a delivery: its job, cycle, no longer held.
+    async fn set_webhook_delivery_job(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        job_id: Uuid,
+        cycle: i32,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Marks the delivery whose current job is `job_id` delivered.
+    async fn set_webhook_delivered(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+        event_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Holds the delivery of (endpoint, event) if `job_id` is its current job; false otherwise.
+    async fn hold_webhook_delivery(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+        event_id: Uuid,
+        job_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Holds every undelivered delivery of the endpoint whose current job waits to run
+    /// (available, scheduled or retryable: the jobs `cancel_waiting_jobs` cancels); how many.
+    /// The caller then cancels those jobs.
+    async fn hold_waiting_webhook_deliveries(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+    /// The endpoint's held deliveries, oldest first, locked.
+    async fn held_webhook_deliveries(
+        &mut self,
+        org_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> StoreResult<Vec<WebhookDeliveryRow>>;
+    /// Deletes up to `limit` deliveries not held whose last change was before `before`.
+    async fn prune_webhook_deliveries(
+        &mut self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<u64>;
     /// Deletes up to `limit` attempts made before `before` (every org).
     async fn prune_webhook_attempts(
         &mut self,

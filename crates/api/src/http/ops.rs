@@ -105,6 +105,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 fn claim_gauges(counts: &tauros_app::ClaimCounts) {
     metrics::gauge!("tauros_effect_claims", "state" => "processing").set(counts.processing as f64);
     metrics::gauge!("tauros_effect_claims", "state" => "complete").set(counts.complete as f64);
+    metrics::gauge!("tauros_effect_claims", "state" => "rejected").set(counts.rejected as f64);
     let age = counts.oldest_processing.map_or(0.0, |at| {
         (chrono::Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0
     });

@@ -244,6 +244,8 @@ impl From<AppError> for ApiError {
                     KeyHolder::Invoice(id) => ("invoice_id", id),
                     KeyHolder::Destination(id) => ("payment_destination_id", id),
                     KeyHolder::SettlementEvent(id) => ("settlement_event_id", id),
+                    KeyHolder::PaymentResolution(id) => ("payment_resolution_id", id),
+                    KeyHolder::WebhookEndpoint(id) => ("webhook_endpoint_id", id),
                 };
                 let detail = match holder {
                     KeyHolder::SettlementEvent(_) => format!(

@@ -43,6 +43,11 @@ pub struct ChangeResponse {
     pub created_at: DateTime<Utc>,
     /// After this it can no longer be confirmed.
     pub expires_at: DateTime<Utc>,
+    /// `payment_resolution`: the resolution it would apply (`GET /v1/payments/{id}` lists it
+    /// under `resolutions`, with its action, invoice, amount and reason).
+    pub payment_resolution_id: Option<Uuid>,
+    /// `payment_resolution`: the payment it resolves (`/v1/payments/{id}`).
+    pub payment_id: Option<Uuid>,
 }
 
 impl From<ChangeView> for ChangeResponse {
@@ -60,6 +65,8 @@ impl From<ChangeView> for ChangeResponse {
             decided_at: c.decided_at,
             created_at: c.created_at,
             expires_at: c.expires_at,
+            payment_resolution_id: c.payment_resolution_id,
+            payment_id: c.payment_id,
         }
     }
 }

@@ -2,9 +2,10 @@
 //! capability, and the payments humans read (`/v1/payments`), with what could not be applied
 //! listed by `?status=`.
 
-use super::extract::{Auth, IdPath, ListParams, QueryParams, StrictJson};
+use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
+use super::proposals::ChangeResponse;
 use crate::http::schema::{PaymentStateSchema, PaymentStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
@@ -13,9 +14,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tauros_app::{
-    Actor, App, InvoiceStanding, PaymentView, Recorded, Replayed, SettlementEventView,
+    Actor, App, InvoiceStanding, PaymentResolutionView, PaymentView, Recorded, Replayed,
+    ResolveOutcome, SettlementEventView,
 };
 use tauros_domain::input::{AmountInput, AmountMinorInput};
+use tauros_domain::resolution::ResolveInput;
 use tauros_domain::settlement::EventInput;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -26,6 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(record_settlement_event))
         .routes(routes!(list_payments))
         .routes(routes!(get_payment))
+        .routes(routes!(resolve_payment))
 }
 
 /// One event about one payment, as a settlement source (a bank feed, a chain watcher) reports
@@ -138,6 +142,72 @@ pub struct PaymentDetail {
     pub payment: PaymentView,
     /// Its events, in the order they arrived.
     pub events: Vec<SettlementEventView>,
+    /// Every resolution an approver asked for on it (`POST /v1/payments/{id}/resolve`),
+    /// oldest first: applied, proposed (four eyes) or rejected.
+    pub resolutions: Vec<PaymentResolutionView>,
+}
+
+/// How an approver resolves a payment settlement could not. The Rust fields are optional only
+/// so that every missing member is reported at once (422).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvePaymentRequest {
+    /// `accept`: count a payment in `conflict` at `amount`. `allocate`: count an `unmatched`
+    /// payment toward `invoice_id` (an issued or partially paid invoice in the payment's
+    /// currency), at `amount` or the payment's own amount, never more than the invoice's open
+    /// balance. `void`: count nothing of it from now on.
+    #[schema(value_type = String, required = true, example = "accept")]
+    pub action: Option<String>,
+    /// `allocate` only: the invoice the payment is for.
+    #[schema(value_type = Uuid, required = false)]
+    pub invoice_id: Option<Uuid>,
+    /// `accept` (required) and `allocate` (optional): the amount that counts, in major units of
+    /// the payment's currency as a decimal string. Send this or `amount_minor`, not both.
+    #[schema(value_type = String, required = false, example = "400.00", pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub amount: Option<AmountInput>,
+    /// `amount` in minor units. Send this or `amount`, not both.
+    #[schema(value_type = crate::http::schema::MinorUnitsInput, required = false)]
+    pub amount_minor: Option<AmountMinorInput>,
+    /// Why, for the audit trail and the second approver: 1–1000 characters.
+    #[schema(value_type = String, required = true, example = "the bank confirmed 400.00 by phone")]
+    pub reason: Option<String>,
+}
+
+impl From<ResolvePaymentRequest> for ResolveInput {
+    fn from(b: ResolvePaymentRequest) -> Self {
+        // Destructured so that a field added to either type fails to compile here.
+        let ResolvePaymentRequest {
+            action,
+            invoice_id,
+            amount,
+            amount_minor,
+            reason,
+        } = b;
+        ResolveInput {
+            action,
+            invoice_id,
+            amount,
+            amount_minor,
+            reason,
+        }
+    }
+}
+
+/// What resolving a payment answers.
+#[derive(Serialize, ToSchema)]
+pub struct PaymentResolved {
+    /// The resolution: `applied`, or `proposed` while four eyes is on.
+    pub resolution: PaymentResolutionView,
+    /// The payment, as it is now.
+    pub payment: PaymentView,
+    /// The invoice the payment is matched to, as it is now; `null` when none.
+    pub invoice: Option<InvoiceStanding>,
+    /// The proposal another approver confirms at `/v1/organisation/changes/{id}/confirm`
+    /// (four eyes); `null` when the resolution applied at once.
+    pub change: Option<ChangeResponse>,
+    /// `true` when this repeated an earlier request with the same key and body: nothing was
+    /// written.
+    pub replayed: bool,
 }
 
 /// Report one settlement event (agents whose key has the `settlement` capability). A new event
@@ -241,5 +311,88 @@ async fn get_payment(
     IdPath(id): IdPath,
 ) -> Result<Json<PaymentDetail>, ApiError> {
     let (p, events) = state.app.get_payment(&actor, id).await?;
-    Ok(Json(PaymentDetail { payment: p, events }))
+    let resolutions = state.app.payment_resolutions(&actor, id).await?;
+    Ok(Json(PaymentDetail {
+        payment: p,
+        events,
+        resolutions,
+    }))
+}
+
+/// Resolve what settlement cannot (approvers, with an `Idempotency-Key`): `accept` a payment
+/// whose events contradict each other at the amount you state, `allocate` an unmatched payment
+/// to an invoice, or `void` a payment so nothing of it counts. Each is recorded on the payment
+/// (`resolutions`, and the audit trail) and, where it moves money, as an invoice event
+/// (`payment_applied` or `payment_reversed`, and `paid` when the invoice is now paid). While
+/// `four_eyes` is on it becomes a proposal (202) that another approver confirms. The same key
+/// and body again answers the resolution as it is now and writes nothing; the same key with
+/// another body is 409 `idempotency_conflict`.
+#[utoipa::path(post, path = "/v1/payments/{id}/resolve", tag = "settlement", security(("bearer" = [])),
+    params(
+        ("id" = Uuid, Path, description = "Payment id (Tauros's)"),
+        ("Idempotency-Key" = String, Header, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+            description = "Required: makes retries safe. The same key and body again answers the same resolution (`Idempotent-Replayed: true`); the same key with another body is 409 `idempotency_conflict`. Keys are yours: another approver's key never collides."),
+    ),
+    request_body = ResolvePaymentRequest,
+    responses(
+        (status = 200, description = "Applied (or a replay of an applied resolution)", body = PaymentResolved),
+        (status = 202, description = "Four eyes is on: proposed; another approver confirms `change`", body = PaymentResolved),
+        (status = 403, description = "`forbidden`: only approvers resolve payments", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: a member is missing or broken (`action`, `invoice_id`, `amount`, `reason`, the key); nothing written", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn resolve_payment(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    StrictJson(body): StrictJson<ResolvePaymentRequest>,
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<PaymentResolved>,
+    ),
+    ApiError,
+> {
+    let Replayed { value, replayed } = state
+        .app
+        .resolve_payment(&actor, id, body.into(), key.as_deref())
+        .await
+        .map_err(|e| {
+            let e = IdempotencyKeyHeader::named(e);
+            // The action does not fit the payment's status: the field to change is `action`.
+            if e.code() == "payment_not_resolvable" {
+                e.with_field("action")
+            } else {
+                e
+            }
+        })?;
+    if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "payment_resolution").increment(1);
+    }
+    let ResolveOutcome {
+        resolution,
+        payment,
+        invoice,
+        change,
+    } = value;
+    let status = if resolution.state == "proposed" {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
+    Ok((
+        status,
+        [(REPLAYED, header)],
+        Json(PaymentResolved {
+            resolution,
+            payment,
+            invoice,
+            change: change.map(Into::into),
+            replayed,
+        }),
+    ))
 }

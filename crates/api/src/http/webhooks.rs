@@ -1,24 +1,73 @@
 //! `/v1/webhook-endpoints`: the organisation's webhook endpoints and their delivery attempts,
-//! for approvers. The signing secret appears in two answers only: the creation and a rotation.
+//! for approvers. The signing secret appears in two answers only: the creation (and its keyed
+//! replay within a day) and a rotation. Deliveries without dead ends (docs/WEBHOOKS.md): a
+//! failed delivery is resent, a disabled endpoint re-enabled.
 
-use super::extract::{Auth, IdPath, ListParams, StrictJson};
+use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, StrictJson};
+use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
 use super::schema::WebhookEventType;
 use crate::http::state::AppState;
 use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
-use tauros_app::{NewWebhookEndpoint, WebhookAttemptView, WebhookEndpointView, WithSecret};
+use tauros_app::{
+    NewWebhookEndpoint, Replayed, WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView,
+    WithSecret,
+};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_webhook_endpoint, list_webhook_endpoints))
         .routes(routes!(get_webhook_endpoint, delete_webhook_endpoint))
         .routes(routes!(rotate_webhook_secret))
+        .routes(routes!(enable_webhook_endpoint))
         .routes(routes!(list_webhook_deliveries))
+        .routes(routes!(resend_webhook_delivery))
+}
+
+/// `/{id}/deliveries/{delivery_id}`: both UUIDs.
+struct DeliveryPath {
+    endpoint_id: Uuid,
+    delivery_id: Uuid,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for DeliveryPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path((endpoint, delivery)) =
+            axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| {
+                    ApiError::bad_request("invalid_type", "the path needs `id` and `delivery_id`")
+                })?;
+        let parse = |raw: &str, field: &'static str| {
+            Uuid::parse_str(raw).map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_type",
+                    format!("`{field}` in the path must be a UUID (e.g. 0192f6c4-…)"),
+                )
+                .with_field(field)
+            })
+        };
+        Ok(DeliveryPath {
+            endpoint_id: parse(&endpoint, "id")?,
+            delivery_id: parse(&delivery, "delivery_id")?,
+        })
+    }
+}
+
+fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
+    [(
+        REPLAYED,
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
+    )]
 }
 
 /// A new webhook endpoint.
@@ -50,16 +99,17 @@ pub struct CreateWebhookEndpointRequest {
 pub struct WebhookEndpointWithSecret {
     pub endpoint: WebhookEndpointView,
     /// `whsec_` + the base64 of 32 random bytes; the HMAC-SHA256 key is the decoded bytes
-    /// (Standard Webhooks). Store it now: it cannot be read again, only rotated.
+    /// (Standard Webhooks). Store it now: it cannot be read again, only rotated. `null` only on
+    /// a replayed keyed creation more than 24 hours after it, or after a rotation: rotate then.
     #[schema(example = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")]
-    pub secret: String,
+    pub secret: Option<String>,
 }
 
 impl From<WithSecret> for WebhookEndpointWithSecret {
     fn from(w: WithSecret) -> Self {
         WebhookEndpointWithSecret {
             endpoint: w.endpoint,
-            secret: w.secret.expose().to_owned(),
+            secret: w.secret.map(|s| s.expose().to_owned()),
         }
     }
 }
@@ -82,27 +132,49 @@ pub struct WebhookAttemptList {
 
 /// Register a webhook endpoint (approvers). The answer carries its signing secret, shown
 /// this once. From now on every invoice event of the organisation whose type it lists is
-/// delivered to it.
+/// delivered to it. With `Idempotency-Key`, a repeat of the same body answers 200 with the
+/// same endpoint and `Idempotent-Replayed: true`, creating nothing.
 #[utoipa::path(post, path = "/v1/webhook-endpoints", tag = "webhooks", security(("bearer" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 200, pattern = r"^[!-~](?:[ -~]{0,198}[!-~])?$",
+        description = "Optional; makes retries safe: the same key and body again (from the same approver) answers the same endpoint (200, `Idempotent-Replayed: true`), with its secret while the creation is less than 24 hours old and the secret was not rotated (else `secret` is null); the same key with another body is 409 `idempotency_conflict`. Without a key every request registers an endpoint. 1–200 visible ASCII characters, no leading or trailing space (a UUID makes a good key).")),
     request_body = CreateWebhookEndpointRequest,
     responses(
         (status = 201, description = "Registered; `secret` is shown this once", body = WebhookEndpointWithSecret),
+        (status = 200, description = "Replay of an earlier request with the same key and body: the same endpoint, nothing created", body = WebhookEndpointWithSecret),
         (status = 403, description = "`forbidden`: only approvers manage webhook endpoints", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`too_many_endpoints`: the organisation has 20 already", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`too_many_endpoints`: the organisation has 20 already; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_webhook_endpoint(
     State(state): State<AppState>,
     Auth(actor): Auth,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     StrictJson(body): StrictJson<CreateWebhookEndpointRequest>,
-) -> Result<(StatusCode, Json<WebhookEndpointWithSecret>), ApiError> {
+) -> Result<
+    (
+        StatusCode,
+        [(HeaderName, HeaderValue); 1],
+        Json<WebhookEndpointWithSecret>,
+    ),
+    ApiError,
+> {
     let input = NewWebhookEndpoint {
         url: body.url,
         events: body.events,
         description: body.description,
         timeout_seconds: body.timeout_seconds,
     };
-    let created = state.app.create_webhook_endpoint(&actor, input).await?;
-    Ok((StatusCode::CREATED, Json(created.into())))
+    let Replayed { value, replayed } = state
+        .app
+        .create_webhook_endpoint(&actor, input, key.as_deref())
+        .await
+        .map_err(IdempotencyKeyHeader::named)?;
+    let status = if replayed {
+        metrics::counter!("tauros_replays_total", "resource" => "webhook_endpoint").increment(1);
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, replayed_header(replayed), Json(value.into())))
 }
 
 /// The organisation's webhook endpoints, newest first (approvers).
@@ -200,4 +272,56 @@ async fn list_webhook_deliveries(
         .await?;
     let (items, next_cursor) = params.split(rows, |a| a.id);
     Ok(Json(WebhookAttemptList { items, next_cursor }))
+}
+
+/// Re-enable a disabled webhook endpoint (approvers): its failure window starts afresh and every
+/// delivery it held goes out, each in a new cycle with a fresh attempt budget. An endpoint that
+/// is enabled already is answered as it is, nothing written.
+#[utoipa::path(post, path = "/v1/webhook-endpoints/{id}/enable", tag = "webhooks", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Endpoint id")),
+    responses(
+        (status = 200, description = "The endpoint, active (`held_deliveries` 0: they are pending again)", body = WebhookEndpointView),
+        (status = 403, description = "`forbidden`: only approvers manage webhook endpoints", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn enable_webhook_endpoint(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<WebhookEndpointView>, ApiError> {
+    Ok(Json(
+        state.app.enable_webhook_endpoint(&actor, id).await?.value,
+    ))
+}
+
+/// Send a delivery again (approvers): one whose attempts are used up (`delivery_status`
+/// `failed`, also after its job was pruned) goes out in a new job cycle with a fresh attempt
+/// budget and the same `webhook-id`, so a receiver that got it after all deduplicates it. A
+/// delivery that is pending already is answered as it is (200), nothing written: repeating a
+/// resend never sends twice at once.
+#[utoipa::path(post, path = "/v1/webhook-endpoints/{id}/deliveries/{delivery_id}/resend", tag = "webhooks", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Endpoint id"),
+        ("delivery_id" = Uuid, Path, description = "The delivery (`delivery_id` on the deliveries list)")),
+    responses(
+        (status = 202, description = "Resent: the delivery, `pending` in its new cycle", body = WebhookDeliveryView),
+        (status = 200, description = "Already pending (a repeated resend, or its attempts are not used up yet): the delivery as it is, nothing written", body = WebhookDeliveryView),
+        (status = 403, description = "`forbidden`: only approvers resend deliveries", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: unknown endpoint or delivery, or another organisation's", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`already_delivered`: the endpoint answered 2xx for it; `endpoint_disabled`: re-enable the endpoint first (that sends its held deliveries)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn resend_webhook_delivery(
+    State(state): State<AppState>,
+    Auth(actor): Auth,
+    path: DeliveryPath,
+) -> Result<(StatusCode, Json<WebhookDeliveryView>), ApiError> {
+    let Replayed { value, replayed } = state
+        .app
+        .resend_webhook_delivery(&actor, path.endpoint_id, path.delivery_id)
+        .await?;
+    let status = if replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(value)))
 }

@@ -346,6 +346,10 @@ struct ListInvoicesArgs {
     decision: Option<String>,
     /// Only the invoice you created with this key.
     idempotency_key: Option<String>,
+    /// Only approved invoices whose issuing stands here (`rejected`, `conflict` and
+    /// `needs_review` wait for an approver).
+    #[schema(value_type = Option<crate::http::schema::IssuingStatusSchema>)]
+    issuing: Option<String>,
     /// How many to answer, 1-100 (default 50).
     #[schema(minimum = 1, maximum = 100)]
     limit: Option<i64>,
@@ -430,6 +434,7 @@ pub(super) async fn call(
                 decision: a.decision,
                 idempotency_key: a.idempotency_key,
                 overdue: None,
+                issuing: a.issuing,
             };
             answer(invoices::list(app, actor.into(), query, page).await?)
         }

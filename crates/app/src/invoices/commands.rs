@@ -292,9 +292,19 @@ impl App {
         match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
             Transition::Replay => unchanged(&mut *tx, &invoice).await,
             Transition::Apply { to } => {
-                rules::check_issuing(action, invoice.number.is_some()).map_err(|e| conflict(&e))?;
+                rules::check_issuing(
+                    action,
+                    invoice.number.is_some(),
+                    invoice
+                        .issuing_status
+                        .is_some_and(tauros_domain::effect::IssuingStatus::awaits_human),
+                )
+                .map_err(|e| conflict(&e))?;
                 if to == InvoiceState::Cancelled {
                     invoice.cancelled_by = Some(action);
+                    // Not issuing any more; a number it had stays on it, void.
+                    invoice.issuing_status = None;
+                    invoice.issuing_reason = None;
                 }
                 let current = current_revision(&mut *tx, &invoice).await?;
                 let change = Change {
@@ -409,11 +419,13 @@ impl App {
                 failpoint!(invoice.org_id, DecisionInserted);
                 // With an issuer, the approval and the job that issues it commit together.
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
-                    crate::jobs::enqueue(
+                    let enqueued = crate::jobs::enqueue(
                         &mut *tx,
-                        crate::jobs::issue_job(invoice.org_id, invoice.id),
+                        crate::jobs::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
                     )
                     .await?;
+                    invoice.issuing_status = Some(tauros_domain::effect::IssuingStatus::Pending);
+                    invoice.issuing_job_id = Some(enqueued.id);
                 }
                 let change = Change {
                     action,
@@ -546,6 +558,10 @@ impl KeyedCreate for NewDraft<'_> {
             updated_at: now,
             last_decision_id: None,
             amount_paid_minor: "0".to_owned(),
+            issuing_status: None,
+            issuing_reason: None,
+            issuing_job_id: None,
+            issue_version: 1,
         };
         let event = next_event(
             &mut invoice,

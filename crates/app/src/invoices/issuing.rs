@@ -13,20 +13,21 @@ use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::idempotency::Replayed;
+use crate::jobs::JobView;
 use chrono::Datelike;
 use serde::Serialize;
 use tauros_domain::destination::DestinationState;
-use tauros_domain::effect::{self, Admission, ClaimState};
+use tauros_domain::effect::{self, Admission, ClaimState, IssuingStatus};
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{self as rules, Action, InvoiceState, Transition};
-use tauros_store::{ClaimRow, InvoiceRow, Lock, RevisionRow, Tx};
+use tauros_domain::job::JobState;
+use tauros_store::{ClaimRow, InvoiceRow, JobUpdate, Lock, RevisionRow, Tx};
 use uuid::Uuid;
 
 /// The job kind that issues one approved invoice (args `{"invoice_id": …}`).
 pub const ISSUE_JOB: &str = "invoice.issue.v1";
 /// The claim kind and version behind the operation key of an issue.
 pub(crate) const CLAIM_KIND: &str = "invoice.issue";
-const CLAIM_VERSION: u32 = 1;
 
 /// What the peer receives: the approved revision exactly as sealed (its canonical bytes as a
 /// string, so nothing is re-encoded), and the number it is issued under.
@@ -49,6 +50,9 @@ pub struct IssueClaim {
     /// The request as sent: the bytes the fingerprint covers.
     pub body: serde_json::Value,
     pub admission: Admission,
+    /// The claim is older than the issuer remembers keys, or was re-admitted after a reap:
+    /// an `Absent` then stops at needs review instead of executing.
+    pub stale: bool,
 }
 
 /// Where admitting an issue left the invoice.
@@ -58,60 +62,184 @@ pub enum IssueStart {
     Admitted(IssueClaim),
     /// Nothing to do: the invoice is already issued (or further), or no longer approved.
     Settled(InvoiceState),
-    /// The destination is no longer active: `issue_blocked` was recorded, the invoice stays
-    /// approved for a human to cancel.
+    /// The destination is no longer active: `issue_blocked` was recorded (once), the invoice
+    /// stays approved for a human to cancel.
     Blocked,
+    /// Issuing stopped for a human (rejected, conflict, needs review): nothing runs until an
+    /// approver issues it again or cancels it.
+    Stopped(IssuingStatus),
+    /// The job belongs to an earlier operation version: the current version's job issues.
+    Superseded,
+}
+
+/// Why an attempt stopped for a human instead of finishing.
+#[derive(Clone, Debug)]
+pub enum IssueStop {
+    /// The peer refused definitively (its reason) and holds no record.
+    Rejected(String),
+    /// The peer holds another request under the key.
+    Conflict(effect::Conflict),
+    /// The claim is older than the peer remembers keys and the peer holds nothing.
+    NeedsReview,
+}
+
+/// What `POST /v1/invoices/{id}/issue` did.
+#[derive(Clone, Debug)]
+pub enum IssueAnswer {
+    /// Without an issuer: issued within the request (or a replay of issued).
+    Issued(Box<Replayed<InvoiceView>>),
+    /// With an issuer: the job that issues it (202), a replay when it was already pending.
+    Enqueued(Box<Replayed<JobView>>),
+}
+
+/// What admission inside a transaction found.
+enum Admitted {
+    Claim(IssueClaim),
+    /// Blocked; `first` when this admission recorded `issue_blocked` (else nothing changed).
+    Blocked {
+        first: bool,
+    },
+}
+
+/// The claim's business key and the job's submission id for operation version `version`:
+/// the invoice id for version 1, `{invoice_id}/v{n}` after each issue-again.
+pub fn issue_business_key(invoice_id: Uuid, version: i32) -> String {
+    if version <= 1 {
+        invoice_id.to_string()
+    } else {
+        format!("{invoice_id}/v{version}")
+    }
+}
+
+const BLOCKED_NOTE: &str = "the payment destination is no longer active: cancel this invoice, and \
+     have the agent propose a new one with an active destination";
+
+fn destination_inactive() -> AppError {
+    AppError::Conflict {
+        code: "destination_inactive",
+        detail: "the invoice's payment destination is no longer active, so it cannot be issued \
+                 (an `issue_blocked` event records it): cancel it, and have the agent propose a \
+                 new invoice with an active destination"
+            .into(),
+    }
 }
 
 impl App {
-    /// An approver issues an approved invoice within the request, when no issuer is
-    /// configured (issuing is then local: numbered and `issued`, one event). Repeating it on an
-    /// issued invoice is a replay. With an issuer configured, issuing is the job's (409
-    /// `issuer_configured`).
-    pub async fn issue(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
+    /// An approver issues an approved invoice. Without an issuer, within the request (issuing
+    /// is then local: numbered and `issued`, one event); repeating it on an issued invoice is a
+    /// replay. With an issuer, the claim is admitted (the invoice numbered) within the request
+    /// and the issue job enqueued or re-driven (202 with the job); on an invoice whose issuing
+    /// stopped for a human (rejected, conflict, needs review) this is "issue again": the same
+    /// number under a new operation version. docs/EFFECTS.md, "Issue again".
+    pub async fn issue(&self, actor: &Actor, id: Uuid) -> AppResult<IssueAnswer> {
         actor.require(Capability::Invoicing)?;
+        let mut tx = self.store.begin().await?;
+        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Issue).await?;
+        match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
+            .map_err(invalid)?
         {
-            let mut tx = self.store.begin().await?;
-            let (invoice, _) = locked(&mut *tx, actor, id, Action::Issue).await?;
-            match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
-                .map_err(invalid)?
-            {
-                Transition::Replay => return unchanged(&mut *tx, &invoice).await,
-                Transition::Apply { .. } => {}
-            }
-        }
-        if self.issuing_is_automatic() {
-            return Err(AppError::Conflict {
-                code: "issuer_configured",
-                detail: "an issuer is configured, so approved invoices are issued by the \
-                         `invoice.issue.v1` job; see GET /v1/jobs?kind=invoice.issue.v1 (and retry \
-                         a discarded one there)"
-                    .into(),
-            });
-        }
-        let org_id = actor.org_id();
-        match self.admit_issue(org_id, id, AuditActor::of(actor)).await? {
-            IssueStart::Admitted(claim) => {
-                let response = effect::local_issue_response(claim.op_key);
-                self.finalise_issue(&claim, &response, AuditActor::of(actor))
+            Transition::Replay => {
+                return unchanged(&mut *tx, &invoice)
                     .await
+                    .map(|v| IssueAnswer::Issued(Box::new(v)));
             }
-            IssueStart::Settled(_) => {
-                let mut tx = self.store.begin().await?;
-                let invoice = tx
-                    .lock_invoice(org_id, id)
-                    .await?
-                    .ok_or(AppError::NotFound)?;
-                unchanged(&mut *tx, &invoice).await
-            }
-            IssueStart::Blocked => Err(AppError::Conflict {
-                code: "destination_inactive",
-                detail: "the invoice's payment destination is no longer active, so it cannot be \
-                         issued (an `issue_blocked` event records it): cancel it, and have the \
-                         agent propose a new invoice with an active destination"
-                    .into(),
-            }),
+            Transition::Apply { .. } => {}
         }
+        let audit = AuditActor::of(actor);
+        let again = invoice
+            .issuing_status
+            .is_some_and(IssuingStatus::awaits_human);
+        if again {
+            invoice.issue_version += 1;
+            invoice.issuing_status = None;
+            invoice.issuing_reason = None;
+        }
+        let revision = current_revision(&mut *tx, &invoice).await?;
+        let before = (invoice.number.clone(), invoice.issuing_status);
+        let claim = match self
+            .admit_in(&mut *tx, &mut invoice, &revision, audit, again)
+            .await?
+        {
+            Admitted::Claim(claim) => claim,
+            Admitted::Blocked { first } => {
+                if first {
+                    tx.commit().await?;
+                }
+                return Err(destination_inactive());
+            }
+        };
+        if !self.issuing_is_automatic() {
+            tx.commit().await?;
+            let response = effect::local_issue_response(claim.op_key);
+            return self
+                .finalise_issue(&claim, &response, audit)
+                .await
+                .map(|v| IssueAnswer::Issued(Box::new(v)));
+        }
+        // With an issuer: the job of this operation version, enqueued or re-driven.
+        let submission = issue_business_key(invoice.id, invoice.issue_version);
+        let enqueued = crate::jobs::enqueue(
+            &mut *tx,
+            crate::jobs::NewJob {
+                org_id: invoice.org_id,
+                kind: ISSUE_JOB.to_owned(),
+                args: serde_json::json!({ "invoice_id": invoice.id }),
+                submission_id: Some(submission),
+                max_attempts: None,
+                run_at: None,
+            },
+        )
+        .await?;
+        let mut wrote = !enqueued.replayed
+            || again
+            || claim.admission == Admission::Execute
+            || before != (invoice.number.clone(), invoice.issuing_status);
+        let mut redriven = false;
+        if enqueued.replayed {
+            redriven = redrive(&mut *tx, invoice.org_id, enqueued.id).await?;
+            wrote |= redriven;
+        }
+        if invoice.issuing_status != Some(IssuingStatus::Pending)
+            || invoice.issuing_job_id != Some(enqueued.id)
+        {
+            invoice.issuing_status = Some(IssuingStatus::Pending);
+            invoice.issuing_job_id = Some(enqueued.id);
+            wrote = true;
+        }
+        if !wrote {
+            // A replay while the job is pending: nothing is written.
+            let job = tx
+                .job(invoice.org_id, enqueued.id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let view = crate::jobs::view(job)?;
+            return Ok(IssueAnswer::Enqueued(Box::new(Replayed::replay(view))));
+        }
+        invoice.updated_at = now();
+        tx.update_invoice(&invoice).await?;
+        // Who asked, in the organisation's audit trail (the invoice's own chain records what
+        // issuing then does: `issue`, or where it stopped).
+        crate::audit::audit(
+            &mut *tx,
+            invoice.org_id,
+            audit,
+            "invoice.issue_requested",
+            ("invoice", invoice.id),
+            serde_json::json!({
+                "job_id": enqueued.id,
+                "operation_version": invoice.issue_version,
+                "issue_again": again,
+                "redriven": redriven,
+            }),
+        )
+        .await?;
+        let job = tx
+            .job(invoice.org_id, enqueued.id)
+            .await?
+            .ok_or_else(|| AppError::Internal("the issue job vanished".into()))?;
+        tx.commit().await?;
+        let view = crate::jobs::view(job)?;
+        Ok(IssueAnswer::Enqueued(Box::new(Replayed::fresh(view))))
     }
 
     /// Whether approving enqueues an issue job (an issuer is configured).
@@ -119,13 +247,15 @@ impl App {
         self.config.issuer_configured
     }
 
-    /// Admits the issue of an approved invoice in its own transaction, committed before any
-    /// peer call: re-checks the destination (first admission only), gives the invoice its
-    /// number (once; a rollback gives it back), and inserts the claim or finds the existing one.
+    /// The job's admission of the issue of an approved invoice, in its own transaction,
+    /// committed before any peer call.
+    /// `submission`: the job's submission id; a job of an earlier operation version (an
+    /// approver issued again since) has nothing to do.
     pub(crate) async fn admit_issue(
         &self,
         org_id: Uuid,
         invoice_id: Uuid,
+        submission: Option<&str>,
         actor: AuditActor,
     ) -> AppResult<IssueStart> {
         let mut tx = self.store.begin().await?;
@@ -136,33 +266,81 @@ impl App {
         if invoice.state != InvoiceState::Approved {
             return Ok(IssueStart::Settled(invoice.state));
         }
+        if submission.is_some_and(|s| s != issue_business_key(invoice.id, invoice.issue_version)) {
+            return Ok(IssueStart::Superseded);
+        }
+        if let Some(status) = invoice.issuing_status.filter(|s| s.awaits_human()) {
+            return Ok(IssueStart::Stopped(status));
+        }
         let revision = current_revision(&mut *tx, &invoice).await?;
+        match self
+            .admit_in(&mut *tx, &mut invoice, &revision, actor, false)
+            .await?
+        {
+            Admitted::Claim(claim) => {
+                tx.commit().await?;
+                Ok(IssueStart::Admitted(claim))
+            }
+            Admitted::Blocked { first } => {
+                if first {
+                    tx.commit().await?;
+                }
+                Ok(IssueStart::Blocked)
+            }
+        }
+    }
+
+    /// Admits the issue of the locked approved `invoice` inside `tx`: re-checks the
+    /// destination (before the number only), gives the invoice its number (once; a rollback
+    /// gives it back), and inserts the claim of its operation version or finds the existing
+    /// one. `again`: an approver's issue-again just opened this version (the number exists,
+    /// the claim is new, and that is not a reap). The caller commits.
+    async fn admit_in(
+        &self,
+        tx: &mut dyn Tx,
+        invoice: &mut InvoiceRow,
+        revision: &RevisionRow,
+        actor: AuditActor,
+        again: bool,
+    ) -> AppResult<Admitted> {
+        let org_id = invoice.org_id;
+        let invoice_id = invoice.id;
         // The destination is re-checked only before the first admission. Once the invoice has
         // its number, a claim was committed and the peer may hold the invoice: blocking then
-        // would strand it (it could be neither issued nor cancelled), so every later attempt
-        // goes on recovering and finalising under that claim.
-        if invoice.number.is_none() && !destination_active(&mut *tx, org_id, &revision).await? {
+        // would strand it, so every later attempt goes on recovering and finalising.
+        if invoice.number.is_none() && !destination_active(&mut *tx, org_id, revision).await? {
+            // Written once, when the state is first reached; a repeat writes nothing.
+            if invoice.issuing_status == Some(IssuingStatus::Blocked) {
+                return Ok(Admitted::Blocked { first: false });
+            }
             let event = next_event(
-                &mut invoice,
+                invoice,
                 &EventInput {
                     action: Action::IssueBlocked,
                     from: Some(InvoiceState::Approved),
                     actor,
-                    revision: Some(&revision),
+                    revision: Some(revision),
                     idempotency_key: None,
-                    note: Some(
-                        "the payment destination is no longer active: cancel this invoice, and \
-                         have the agent propose a new one with an active destination",
-                    ),
+                    note: Some(BLOCKED_NOTE),
                     settings: None,
                 },
             );
             invoice.updated_at = event.occurred_at;
-            tx.update_invoice(&invoice).await?;
+            invoice.issuing_status = Some(IssuingStatus::Blocked);
+            invoice.issuing_reason = Some(BLOCKED_NOTE.to_owned());
+            tx.update_invoice(invoice).await?;
             record_event(&mut *tx, &event).await?;
-            tx.commit().await?;
-            return Ok(IssueStart::Blocked);
+            return Ok(Admitted::Blocked { first: true });
         }
+        if invoice.issuing_status == Some(IssuingStatus::Blocked) {
+            // The destination is active again: issuing goes on.
+            invoice.issuing_status = self
+                .issuing_is_automatic()
+                .then_some(IssuingStatus::Pending);
+            invoice.issuing_reason = None;
+            tx.update_invoice(invoice).await?;
+        }
+        let numbered_before = invoice.number.is_some();
         let number = match invoice.number.clone() {
             Some(number) => number,
             None => {
@@ -170,7 +348,7 @@ impl App {
                 let sequence = tx.next_invoice_number(org_id, at.year()).await?;
                 let number = effect::invoice_number(at, sequence);
                 invoice.number = Some(number.clone());
-                tx.update_invoice(&invoice).await?;
+                tx.update_invoice(invoice).await?;
                 number
             }
         };
@@ -186,14 +364,19 @@ impl App {
         let body = serde_json::to_value(&request)
             .map_err(|e| AppError::Internal(format!("issue request: {e}")))?;
         let fingerprint = effect::fingerprint(&bytes);
-        let op_key =
-            effect::operation_key(org_id, CLAIM_KIND, &invoice_id.to_string(), CLAIM_VERSION);
+        let version = invoice.issue_version.max(1);
+        let op_key = effect::operation_key(
+            org_id,
+            CLAIM_KIND,
+            &invoice_id.to_string(),
+            u32::try_from(version).unwrap_or(1),
+        );
         let admitted_at = now();
         let claim = ClaimRow {
             id: op_key,
             org_id,
             kind: CLAIM_KIND.to_owned(),
-            business_key: invoice_id.to_string(),
+            business_key: issue_business_key(invoice_id, version),
             fingerprint: fingerprint.clone(),
             state: ClaimState::Processing.as_str().to_owned(),
             response: None,
@@ -201,34 +384,126 @@ impl App {
             completed_at: None,
             retain_until: admitted_at + self.config.claim_retention,
         };
-        let existing = if tx.insert_claim(&claim).await? {
-            None
+        let (admission, stale) = if tx.insert_claim(&claim).await? {
+            // A new claim for an invoice numbered earlier, not opened by an issue-again: the
+            // claim was reaped (it was at least a day old, past the peer's memory by default),
+            // so recover first and never execute on a bare absence.
+            if numbered_before && !again {
+                (Admission::Recover, true)
+            } else {
+                (Admission::Execute, false)
+            }
         } else {
-            Some(
-                tx.lock_claim(org_id, op_key)
-                    .await?
-                    .ok_or_else(|| AppError::Internal("claim vanished during admission".into()))?,
-            )
+            let existing = tx
+                .lock_claim(org_id, op_key)
+                .await?
+                .ok_or_else(|| AppError::Internal("claim vanished during admission".into()))?;
+            let state = ClaimState::parse(&existing.state).unwrap_or(ClaimState::Processing);
+            let admission =
+                effect::admit(Some((state, existing.fingerprint.as_str())), &fingerprint);
+            let stale = effect::is_stale(
+                existing.admitted_at,
+                self.config.issuer_key_retention,
+                admitted_at,
+            );
+            (admission, stale)
         };
-        let state = existing
-            .as_ref()
-            .map(|c| ClaimState::parse(&c.state).unwrap_or(ClaimState::Processing));
-        let admission = effect::admit(
-            existing
-                .as_ref()
-                .zip(state)
-                .map(|(c, s)| (s, c.fingerprint.as_str())),
-            &fingerprint,
-        );
-        tx.commit().await?;
-        Ok(IssueStart::Admitted(IssueClaim {
+        Ok(Admitted::Claim(IssueClaim {
             org_id,
             invoice_id,
             op_key,
             request,
             body,
             admission,
+            stale,
         }))
+    }
+
+    /// Stops issuing for a human, in one transaction: only while the invoice is approved and
+    /// its claim processing. A refusal closes the claim as `rejected`; a conflict or a needs
+    /// review leaves it processing (the peer may hold something: it stays a recovery point).
+    /// The event (`issue_rejected`, `issue_conflict`, `issue_needs_review`) is written once,
+    /// when the state is first reached.
+    pub(crate) async fn stop_issue(
+        &self,
+        claim: &IssueClaim,
+        stop: &IssueStop,
+        actor: AuditActor,
+    ) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        let mut invoice = tx
+            .lock_invoice(claim.org_id, claim.invoice_id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let Some(row) = tx.lock_claim(claim.org_id, claim.op_key).await? else {
+            return Ok(());
+        };
+        if invoice.state != InvoiceState::Approved || row.state != ClaimState::Processing.as_str() {
+            return Ok(());
+        }
+        let (status, action, reason) = match stop {
+            IssueStop::Rejected(reason) => {
+                let at = now();
+                if !tx
+                    .reject_claim(
+                        claim.org_id,
+                        claim.op_key,
+                        at,
+                        effect::retain_until(at, self.config.claim_retention),
+                    )
+                    .await?
+                {
+                    return Ok(());
+                }
+                (
+                    IssuingStatus::Rejected,
+                    Action::IssueRejected,
+                    format!("the issuer refused the invoice: {reason}"),
+                )
+            }
+            IssueStop::Conflict(c) => (
+                IssuingStatus::Conflict,
+                Action::IssueConflict,
+                format!(
+                    "the issuer holds another request under this operation key: it holds {}, \
+                     Tauros sent {}",
+                    c.theirs, c.ours
+                ),
+            ),
+            IssueStop::NeedsReview => (
+                IssuingStatus::NeedsReview,
+                Action::IssueNeedsReview,
+                format!(
+                    "the claim was admitted longer ago than the issuer remembers keys ({} h) and \
+                     the issuer holds nothing under it: check the issuer for invoice {}, then \
+                     issue it again or cancel it",
+                    self.config.issuer_key_retention.num_hours(),
+                    invoice.number.as_deref().unwrap_or("(unnumbered)")
+                ),
+            ),
+        };
+        if invoice.issuing_status != Some(status) {
+            let revision = current_revision(&mut *tx, &invoice).await?;
+            let event = next_event(
+                &mut invoice,
+                &EventInput {
+                    action,
+                    from: Some(InvoiceState::Approved),
+                    actor,
+                    revision: Some(&revision),
+                    idempotency_key: None,
+                    note: Some(&reason),
+                    settings: None,
+                },
+            );
+            invoice.updated_at = event.occurred_at;
+            invoice.issuing_status = Some(status);
+            invoice.issuing_reason = Some(reason);
+            tx.update_invoice(&invoice).await?;
+            record_event(&mut *tx, &event).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Finalises an issue with the peer's `response`, in one transaction: the invoice moves to
@@ -252,6 +527,11 @@ impl App {
             .ok_or_else(|| AppError::Internal("the claim was reaped before finalisation".into()))?;
         if row.state == ClaimState::Complete.as_str() {
             return unchanged(&mut *tx, &invoice).await;
+        }
+        if row.state != ClaimState::Processing.as_str() {
+            return Err(AppError::Internal(
+                "the claim was closed as rejected before finalisation".into(),
+            ));
         }
         let to = match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
             .map_err(invalid)?
@@ -324,6 +604,33 @@ impl App {
     }
 }
 
+/// Re-drives the issue job `id` when it ended without issuing (discarded, cancelled, or
+/// completed while the invoice still waits): available again, a new cycle of attempts. A job
+/// still pending is left as it is. Answers whether it wrote.
+async fn redrive(tx: &mut dyn Tx, org_id: Uuid, id: Uuid) -> AppResult<bool> {
+    let Some(job) = tx.lock_job(org_id, id).await? else {
+        return Ok(false);
+    };
+    if !matches!(
+        job.state,
+        JobState::Discarded | JobState::Cancelled | JobState::Completed
+    ) {
+        return Ok(false);
+    }
+    let at = now();
+    let update = JobUpdate {
+        state: JobState::Available,
+        attempt: 1,
+        interruptions: 0,
+        run_at: at,
+        finished_at: None,
+        last_error: None,
+        now: at,
+    };
+    tx.update_job(org_id, id, &update).await?;
+    Ok(true)
+}
+
 /// Whether the revision's payment destination is still active (share-locked, so it cannot be
 /// deactivated before this transaction ends).
 async fn destination_active(
@@ -349,6 +656,8 @@ async fn issue_to(
     let from = invoice.state;
     invoice.state = to;
     invoice.updated_at = now();
+    invoice.issuing_status = None;
+    invoice.issuing_reason = None;
     let event = next_event(
         invoice,
         &EventInput {

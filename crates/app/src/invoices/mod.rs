@@ -12,12 +12,16 @@ mod settling;
 mod views;
 
 pub(crate) use issuing::CLAIM_KIND as ISSUE_CLAIM_KIND;
-pub use issuing::{ISSUE_JOB, IssueClaim, IssueRequest, IssueStart};
+pub use issuing::{
+    ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
+};
 pub use queries::InvoiceQuery;
-pub(crate) use settling::reconcile_invoice;
+pub(crate) use settling::{invoice_facts, reconcile_invoice, stored_amount};
 pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
-pub use views::{DecisionView, EventView, InvoiceView, LatestDecision, RevisionView, VerifyReport};
+pub use views::{
+    DecisionView, EventView, InvoiceView, IssuingView, LatestDecision, RevisionView, VerifyReport,
+};
 
 use crate::actor::Actor;
 use crate::error::{AppError, AppResult};
@@ -26,7 +30,7 @@ use tauros_domain::invoice::{self as rules, AccessError, Caller, InvoiceAccess, 
 use tauros_store::{InvoiceJoined, Reader};
 use uuid::Uuid;
 
-pub(super) fn caller(actor: &Actor) -> Caller {
+pub(crate) fn caller(actor: &Actor) -> Caller {
     match actor {
         Actor::Agent(a) => Caller::Agent { id: a.id },
         Actor::Human(h) => Caller::Human {

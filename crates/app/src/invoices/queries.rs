@@ -37,6 +37,9 @@ pub struct InvoiceQuery {
     /// `true`: only overdue invoices (issued or partially paid, due before today, a balance
     /// open); `false`: only the others.
     pub overdue: Option<String>,
+    /// Only approved invoices whose issuing stands here (`pending`, `blocked`, `rejected`,
+    /// `conflict`, `needs_review`).
+    pub issuing: Option<String>,
 }
 
 impl App {
@@ -229,6 +232,13 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
         DecisionKind::as_str,
         &mut errors,
     );
+    let issuing = list_filter(
+        "issuing",
+        query.issuing.as_deref(),
+        &tauros_domain::effect::IssuingStatus::ALL,
+        tauros_domain::effect::IssuingStatus::as_str,
+        &mut errors,
+    );
     if query
         .idempotency_key
         .as_deref()
@@ -262,6 +272,7 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
         idempotency_key: query.idempotency_key,
         overdue,
         today: crate::clock::now().date_naive(),
+        issuing,
     })
 }
 

@@ -9,12 +9,13 @@ use super::invalid;
 use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
-use crate::payments::{set_standing, summary_of};
+use crate::payments::{effective_summary, set_standing};
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
+use tauros_domain::invoice::{Action, InvoiceState};
 use tauros_domain::money::MinorAmount;
 use tauros_domain::settlement::{self as rules, Candidate, InvoiceFacts};
-use tauros_store::{InvoiceRow, PaymentRow, Tx};
+use tauros_store::{InvoiceRow, PaymentRow, RevisionRow, Tx};
 
 /// Allocates the locked invoice's payments and records the move their sum makes, if any:
 /// `payment_applied` or `payment_reversed`, by `actor`, with a note saying what is paid now and
@@ -26,17 +27,13 @@ pub(crate) async fn reconcile_invoice(
     cause: &str,
 ) -> AppResult<()> {
     let revision = current_revision(&mut *tx, invoice).await?;
-    let currency = Currency::from_str(&revision.currency)
-        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
-    let facts = InvoiceFacts {
-        currency,
-        total: stored_amount(&revision.total_minor)?,
-        state: invoice.state,
-    };
+    let facts = facts_of_revision(invoice, &revision)?;
+    let currency = facts.currency;
     let mut payments = tx.payments_of_invoice(invoice.org_id, invoice.id).await?;
+    // Each payment as a human's resolution, if any, says it counts.
     let summaries = payments
         .iter()
-        .map(summary_of)
+        .map(effective_summary)
         .collect::<AppResult<Vec<_>>>()?;
     let candidates: Vec<Candidate<'_>> = payments
         .iter()
@@ -86,7 +83,47 @@ pub(crate) async fn reconcile_invoice(
     );
     tx.update_invoice(invoice).await?;
     record_event(&mut *tx, &event).await?;
+    // Reaching `paid` is an event of its own (`invoice.paid`), once per time it is reached.
+    if step.to == InvoiceState::Paid && step.from != InvoiceState::Paid {
+        rules::settle_paid(step.to).map_err(invalid)?;
+        let note = format!(
+            "paid in full: {} {currency}",
+            facts.total.to_major_string(currency)
+        );
+        let paid = next_event(
+            invoice,
+            &EventInput {
+                action: Action::Paid,
+                from: Some(InvoiceState::Paid),
+                actor,
+                revision: Some(&revision),
+                idempotency_key: None,
+                note: Some(&note),
+                settings: None,
+            },
+        );
+        tx.update_invoice(invoice).await?;
+        record_event(&mut *tx, &paid).await?;
+    }
     Ok(())
+}
+
+/// What settlement needs to know of the locked invoice: its currency, total and state.
+pub(crate) async fn invoice_facts(
+    tx: &mut dyn Tx,
+    invoice: &InvoiceRow,
+) -> AppResult<InvoiceFacts> {
+    let revision = current_revision(&mut *tx, invoice).await?;
+    facts_of_revision(invoice, &revision)
+}
+
+fn facts_of_revision(invoice: &InvoiceRow, revision: &RevisionRow) -> AppResult<InvoiceFacts> {
+    Ok(InvoiceFacts {
+        currency: Currency::from_str(&revision.currency)
+            .map_err(|_| AppError::Internal("stored currency unreadable".into()))?,
+        total: stored_amount(&revision.total_minor)?,
+        state: invoice.state,
+    })
 }
 
 /// In the issue's transaction, right after the invoice became `issued`: payments that named it
@@ -114,7 +151,7 @@ pub(super) async fn match_at_issue(
     .await
 }
 
-fn stored_amount(digits: &str) -> AppResult<MinorAmount> {
+pub(crate) fn stored_amount(digits: &str) -> AppResult<MinorAmount> {
     MinorAmount::parse_minor(digits).map_err(|e| AppError::Internal(e.to_string()))
 }
 

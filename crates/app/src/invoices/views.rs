@@ -3,12 +3,13 @@
 use crate::error::{AppError, AppResult};
 use crate::schema::{
     ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
-    LineSchema,
+    IssuingStatusSchema, LineSchema,
 };
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::lines::LineView;
@@ -68,8 +69,16 @@ pub struct InvoiceView {
     /// Where the invoice is in its lifecycle.
     #[schema(value_type = InvoiceStateSchema)]
     pub state: InvoiceState,
-    /// Assigned at issue; `null` until then.
+    /// Assigned when issuing admits the invoice; `null` until then. A cancelled invoice keeps
+    /// the number it had, void (`number_void`).
     pub number: Option<String>,
+    /// `true` when the invoice was cancelled after it got its number: the number is void (it
+    /// was never issued under it, and it is never given to another invoice).
+    pub number_void: bool,
+    /// Where issuing stands while it is not simply done: `null` when not issuing (draft,
+    /// pending approval, issued or later, cancelled, or approved with no issuer and nothing
+    /// tried).
+    pub issuing: Option<IssuingView>,
     /// The current revision.
     pub current_revision: RevisionView,
     /// How many revisions exist.
@@ -95,6 +104,21 @@ pub struct InvoiceView {
     pub created_at: DateTime<Utc>,
     /// When its latest event happened (RFC 3339, UTC).
     pub updated_at: DateTime<Utc>,
+}
+
+/// Where issuing an approved invoice stands (docs/EFFECTS.md, the runbook of each status).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = IssuingResponse)]
+pub struct IssuingView {
+    #[schema(value_type = IssuingStatusSchema)]
+    pub status: IssuingStatus,
+    /// Why it stopped (the issuer's reason, both values of a conflict, …); `null` while
+    /// pending.
+    pub reason: Option<String>,
+    /// The issue job of the current operation version (`GET /v1/jobs/{id}`), once enqueued.
+    pub job_id: Option<Uuid>,
+    /// The job's current attempt (`null` when there is no job, or it was pruned).
+    pub attempts: Option<i32>,
 }
 
 // The latest decision on an invoice, as every read of the invoice carries it and the wire
@@ -257,6 +281,8 @@ pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppRe
         idempotency_key: invoice.idempotency_key.clone(),
         state: invoice.state,
         number: invoice.number.clone(),
+        number_void: false,
+        issuing: None,
         current_revision,
         revision_count: invoice.revision_count,
         decision: None,
@@ -280,7 +306,14 @@ pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
         agent_id: j.agent_id,
         idempotency_key: j.idempotency_key,
         state: j.state,
+        number_void: j.state == InvoiceState::Cancelled && j.invoice_number.is_some(),
         number: j.invoice_number,
+        issuing: j.issuing_status.map(|status| IssuingView {
+            status,
+            reason: j.issuing_reason,
+            job_id: j.issuing_job_id,
+            attempts: j.issuing_attempts,
+        }),
         revision_count: j.revision_count,
         decision: match (
             j.last_decision,

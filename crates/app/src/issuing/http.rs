@@ -1,12 +1,14 @@
 //! The `http` issuer adapter (docs/EFFECTS.md, the wire format of docs/PEER.md): `POST {url}`
 //! with the operation key in the [`OP_KEY_HEADER`]; recovery is `GET {url}/{op key}`: 200 → the
-//! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown.
+//! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown. A 4xx from
+//! `POST` other than 408, 409, 425 and 429 is a refusal (`Executed::Rejected` with the peer's
+//! reason), which the attempt confirms with one recovery before it counts.
 
 use super::IssuerAdapter;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::time::Duration;
-use tauros_domain::effect::{Executed, Recovered};
+use tauros_domain::effect::{self, Executed, Recovered};
 use uuid::Uuid;
 
 /// The header that carries the operation key to the peer: the peer's wire format, not ours.
@@ -53,6 +55,20 @@ impl IssuerAdapter for HttpIssuer {
                 Some(answer) => Executed::Done(answer),
                 None => Executed::Unknown,
             },
+            Ok(r) if effect::is_refusal_status(r.status().as_u16()) => {
+                let status = r.status();
+                let body = object(r).await;
+                let said = |field: &str| {
+                    body.as_ref()
+                        .and_then(|b| b.get(field))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                };
+                let reason = said("reason")
+                    .or_else(|| said("error"))
+                    .unwrap_or_else(|| format!("the issuer answered {status}"));
+                Executed::Rejected(effect::bounded_reason(&reason))
+            }
             _ => Executed::Unknown,
         }
     }

@@ -11,13 +11,13 @@ pub use http::HttpIssuer;
 use crate::app::App;
 use crate::audit::AuditActor;
 use crate::error::AppError;
-use crate::invoices::{ISSUE_JOB, IssueClaim, IssueStart};
+use crate::invoices::{ISSUE_JOB, IssueClaim, IssueStart, IssueStop};
 use crate::runtime::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tauros_domain::effect::{Attempt, EffectFailure, Executed, Recovered, Step};
+use tauros_domain::effect::{self, Admission, Attempt, EffectFailure, Executed, Recovered, Step};
 use uuid::Uuid;
 
 /// A system approved invoices are issued to. Both operations receive the operation key
@@ -125,9 +125,10 @@ impl Issuer {
     }
 
     /// One attempt on an admitted claim: at most one execute, `Unknown` authorising nothing.
-    /// Answers the peer's response to finalise with.
-    pub async fn attempt(&self, claim: &IssueClaim) -> Result<Value, EffectFailure> {
-        let mut attempt = Attempt::default();
+    /// Answers the peer's response to finalise with (after comparing the record the peer
+    /// holds with the request), or why issuing stops for a human.
+    pub async fn attempt(&self, claim: &IssueClaim) -> Result<Outcome, EffectFailure> {
+        let mut attempt = Attempt::on_claim(claim.stale);
         let mut step = Attempt::start(claim.admission);
         loop {
             step = match step {
@@ -141,7 +142,14 @@ impl Issuer {
                     attempt.after_execute(answer)
                 }
                 Step::Recover => attempt.after_recover(self.recover(claim.op_key).await),
-                Step::Finalise(response) => return Ok(response),
+                Step::Finalise(response) => {
+                    return Ok(match effect::compare_held(&claim.body, &response) {
+                        Ok(()) => Outcome::Done(response),
+                        Err(conflict) => Outcome::Stop(IssueStop::Conflict(conflict)),
+                    });
+                }
+                Step::Reject(reason) => return Ok(Outcome::Stop(IssueStop::Rejected(reason))),
+                Step::NeedsReview => return Ok(Outcome::Stop(IssueStop::NeedsReview)),
                 Step::Fail(failure) => return Err(failure),
             };
         }
@@ -150,17 +158,46 @@ impl Issuer {
     /// Issues one approved invoice: admit, call the peer, finalise. `Ok` when there is nothing
     /// left to do (issued, blocked, or no longer approved).
     pub async fn issue(&self, app: &App, org_id: Uuid, invoice_id: Uuid) -> Result<(), IssueError> {
+        self.issue_version(app, org_id, invoice_id, None).await
+    }
+
+    /// [`Issuer::issue`] as the job of one operation version (`submission` is the job's
+    /// submission id): a job whose version an issue-again superseded does nothing.
+    pub async fn issue_version(
+        &self,
+        app: &App,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        submission: Option<&str>,
+    ) -> Result<(), IssueError> {
         let actor = AuditActor::job();
-        let claim = match app.admit_issue(org_id, invoice_id, actor).await? {
+        let claim = match app
+            .admit_issue(org_id, invoice_id, submission, actor)
+            .await?
+        {
             IssueStart::Admitted(claim) => claim,
-            IssueStart::Settled(_) | IssueStart::Blocked => return Ok(()),
+            IssueStart::Settled(_)
+            | IssueStart::Blocked
+            | IssueStart::Stopped(_)
+            | IssueStart::Superseded => {
+                return Ok(());
+            }
         };
         let response = match claim.admission {
-            tauros_domain::effect::Admission::Replay => Value::Null,
-            tauros_domain::effect::Admission::KeyReused => {
+            Admission::Replay => Value::Null,
+            Admission::KeyReused => {
                 return Err(IssueError::Effect(EffectFailure::KeyReused));
             }
-            _ => self.attempt(&claim).await?,
+            // Closed as rejected: this version is over; an approver issues again.
+            Admission::Refused => return Ok(()),
+            Admission::Execute | Admission::Recover => match self.attempt(&claim).await? {
+                Outcome::Done(response) => response,
+                Outcome::Stop(stop) => {
+                    // The job ends here, not retried: a human decides.
+                    app.stop_issue(&claim, &stop, actor).await?;
+                    return Ok(());
+                }
+            },
         };
         self.pause_at(PausePoint::BeforeFinalise, claim.op_key)
             .await;
@@ -189,6 +226,15 @@ impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
             Err(_) => std::task::Poll::Ready(None),
         }
     }
+}
+
+/// How an attempt ended when it did not fail.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The peer's response: finalise with it.
+    Done(Value),
+    /// Issuing stops for a human (rejected, conflict, needs review).
+    Stop(IssueStop),
 }
 
 /// Why an issue attempt did not finish.
@@ -243,7 +289,12 @@ async fn run_issue_job(issuer: &Issuer, ctx: &JobContext, args: &Value) -> JobRe
         .and_then(|s| s.parse::<Uuid>().ok())
         .ok_or_else(|| JobError::permanent("bad_args", "args must be {\"invoice_id\": UUID}"))?;
     issuer
-        .issue(&ctx.app, ctx.job.org_id, invoice_id)
+        .issue_version(
+            &ctx.app,
+            ctx.job.org_id,
+            invoice_id,
+            ctx.job.submission_id.as_deref(),
+        )
         .await
         .map_err(JobError::from)
 }

@@ -8,20 +8,22 @@ use super::NewJob;
 use crate::app::App;
 use crate::error::{AppError, AppResult};
 use crate::invoices::{ISSUE_CLAIM_KIND, ISSUE_JOB};
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::invoice::InvoiceState;
 use tauros_domain::job as rules;
 use tauros_store::{JobRow, Reader};
 use uuid::Uuid;
 
-/// The job that issues one approved invoice: its submission id is the invoice id, so every
-/// enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is a
-/// replay that writes nothing.
-pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid) -> NewJob {
+/// The job that issues one approved invoice under its operation version: its submission id
+/// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
+/// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
+/// a replay that writes nothing.
+pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> NewJob {
     NewJob {
         org_id,
         kind: ISSUE_JOB.to_owned(),
         args: serde_json::json!({ "invoice_id": invoice_id }),
-        submission_id: Some(invoice_id.to_string()),
+        submission_id: Some(crate::invoices::issue_business_key(invoice_id, version)),
         max_attempts: None,
         run_at: None,
     }
@@ -112,13 +114,15 @@ impl App {
                 .await?
                 .invoices_in_state(InvoiceState::Approved, after, batch)
                 .await?;
-            let Some(&(_, last)) = page.last() else { break };
+            let Some(&(_, last, _)) = page.last() else {
+                break;
+            };
             after = Some(last);
             let full = page.len() as i64 == batch;
-            for (org_id, invoice_id) in page {
+            for (org_id, invoice_id, version) in page {
                 done.approved += 1;
-                let job_id =
-                    rules::job_id_for_submission(org_id, ISSUE_JOB, &invoice_id.to_string());
+                let key = crate::invoices::issue_business_key(invoice_id, version);
+                let job_id = rules::job_id_for_submission(org_id, ISSUE_JOB, &key);
                 if self
                     .store
                     .reader()
@@ -129,12 +133,12 @@ impl App {
                 {
                     continue;
                 }
-                match self.submit_job(issue_job(org_id, invoice_id)).await {
-                    Ok(enqueued) if !enqueued.replayed => {
+                match self.redrive_one(org_id, invoice_id).await {
+                    Ok(Some(job)) => {
                         done.enqueued += 1;
-                        tracing::info!(invoice = %invoice_id, job = %enqueued.id, "issue job enqueued for an approved invoice that had none");
+                        tracing::info!(invoice = %invoice_id, job = %job, "issue job enqueued for an approved invoice that had none");
                     }
-                    Ok(_) => {}
+                    Ok(None) => {}
                     Err(e) => {
                         done.failed += 1;
                         tracing::warn!(error = %e, invoice = %invoice_id, "enqueueing the issue job of an approved invoice failed; the next sweep tries again");
@@ -146,6 +150,30 @@ impl App {
             }
         }
         Ok(done)
+    }
+
+    /// Enqueues the issue job of one invoice if it is still approved, with the invoice's
+    /// issuing shown pending under that job, as an approval does; the job's id when this
+    /// enqueue made it.
+    async fn redrive_one(&self, org_id: Uuid, invoice_id: Uuid) -> AppResult<Option<Uuid>> {
+        let mut tx = self.store.begin().await?;
+        let Some(mut invoice) = tx.lock_invoice(org_id, invoice_id).await? else {
+            return Ok(None);
+        };
+        if invoice.state != InvoiceState::Approved {
+            return Ok(None);
+        }
+        let job = issue_job(org_id, invoice_id, invoice.issue_version);
+        let enqueued = super::enqueue(&mut *tx, job).await?;
+        if enqueued.replayed {
+            return Ok(None);
+        }
+        invoice.issuing_status = Some(IssuingStatus::Pending);
+        invoice.issuing_job_id = Some(enqueued.id);
+        invoice.updated_at = crate::clock::now();
+        tx.update_invoice(&invoice).await?;
+        tx.commit().await?;
+        Ok(Some(enqueued.id))
     }
 
     /// Runs [`App::redrive_issuing`] now and then every `every` (never again when `None`), on

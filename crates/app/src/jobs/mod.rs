@@ -255,7 +255,7 @@ pub struct JobView {
 }
 
 /// The job as operators see it; its args are the stored canonical JSON.
-fn view(row: JobRow) -> AppResult<JobView> {
+pub(crate) fn view(row: JobRow) -> AppResult<JobView> {
     let args = serde_json::from_str(&row.args).map_err(|e| {
         AppError::Internal(format!("stored args of job {} are not JSON: {e}", row.id))
     })?;

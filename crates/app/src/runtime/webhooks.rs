@@ -9,7 +9,7 @@
 //! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list.
 
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
-use crate::webhooks::{Delivery, DeliveryArgs, DeliveryRefused};
+use crate::webhooks::{AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused};
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub fn register(registry: &mut Registry, policy: DeliveryPolicy) {
 async fn deliver(ctx: JobContext, args: Value) -> JobResult {
     let args: DeliveryArgs = serde_json::from_value(args)
         .map_err(|e| JobError::permanent("invalid_args", format!("{KIND} args: {e}")))?;
-    let delivery = match ctx.app.webhook_delivery(ctx.job.org_id, &args).await {
+    let delivery = match ctx.app.webhook_delivery(&ctx.job, &args).await {
         Ok(Ok(delivery)) => delivery,
         Ok(Err(refused)) => return Err(refused_error(refused)),
         Err(e) => return Err(JobError::retryable("storage", e.to_string())),
@@ -81,24 +81,37 @@ async fn deliver(ctx: JobContext, args: Value) -> JobResult {
             attempted_at,
         )
         .await;
-    let endpoint_gone = match recorded {
-        Ok(recorded) => !recorded,
+    let recorded = match recorded {
+        Ok(recorded) => recorded,
         Err(e) => {
             tracing::warn!(error = %e, job = %ctx.job.id, "recording a webhook attempt failed");
-            false
+            AttemptRecorded::Recorded
         }
     };
     if outcome.delivered() {
         return Ok(());
     }
-    if endpoint_gone {
-        return Err(refused_error(DeliveryRefused::EndpointGone));
+    match recorded {
+        AttemptRecorded::EndpointGone => return Err(refused_error(DeliveryRefused::EndpointGone)),
+        AttemptRecorded::Held => return Err(refused_error(DeliveryRefused::EndpointDisabled)),
+        AttemptRecorded::Recorded => {}
     }
     let message = match (outcome, error) {
         (Outcome::Answered(status), _) => format!("the endpoint answered {status}"),
         (_, Some(error)) => error,
         (_, None) => "the attempt failed".to_owned(),
     };
+    // A cycle ends at the operator's budget (`TAUROS_WEBHOOK_MAX_ATTEMPTS`) even when its job
+    // was enqueued with more: the delivery is then `failed`, for an approver to resend.
+    let budget = ctx.app.webhook_max_attempts();
+    if ctx.job.attempt >= budget && ctx.job.attempt < ctx.job.max_attempts {
+        return Err(JobError::permanent(
+            "attempts_exhausted",
+            format!(
+                "{message}; that was attempt {budget} of {budget} (TAUROS_WEBHOOK_MAX_ATTEMPTS)"
+            ),
+        ));
+    }
     Err(JobError::retryable(&outcome.job_error_code(), message))
 }
 
@@ -108,6 +121,8 @@ fn refused_error(refused: DeliveryRefused) -> JobError {
     match refused {
         DeliveryRefused::EndpointGone => JobError::permanent("endpoint_deleted", message),
         DeliveryRefused::EventGone => JobError::permanent("event_missing", message),
+        DeliveryRefused::EndpointDisabled => JobError::permanent("endpoint_disabled", message),
+        DeliveryRefused::Superseded => JobError::permanent("superseded", message),
         DeliveryRefused::Secret(SealError::Malformed) => {
             JobError::permanent("secret_malformed", message)
         }

@@ -77,8 +77,9 @@ impl Coded for AccessError {
 
 const AGENT_DECIDES: &str = "an agent can never approve, reject, request changes on or cancel an \
      invoice: a human approver decides. An agent may revise, submit or withdraw its own invoices";
-const NOBODY_RECORDS: &str = "`issue_blocked` is recorded by Tauros when issuing finds the \
-     destination inactive; no caller can record it";
+const NOBODY_RECORDS: &str = "`issue_blocked`, `issue_rejected`, `issue_conflict` and \
+     `issue_needs_review` are recorded by Tauros when issuing stops for a human; no caller can \
+     record them";
 const SETTLEMENT_RECORDS: &str = "`payment_applied` and `payment_reversed` are recorded by Tauros \
      from settlement events (POST /v1/settlement-events); no caller can record them";
 const OPERATOR_DECIDES: &str = "only a human with role `approver` may approve, reject, request \
@@ -147,8 +148,11 @@ pub fn authorize(
         // The proposer, or any human who sees it: withdrawing is not a decision.
         Action::Withdraw => Ok(()),
         // Tauros records it; no caller can.
-        Action::IssueBlocked => Err(AccessError::Forbidden(NOBODY_RECORDS)),
-        Action::PaymentApplied | Action::PaymentReversed => {
+        Action::IssueBlocked
+        | Action::IssueRejected
+        | Action::IssueConflict
+        | Action::IssueNeedsReview => Err(AccessError::Forbidden(NOBODY_RECORDS)),
+        Action::PaymentApplied | Action::PaymentReversed | Action::Paid => {
             Err(AccessError::Forbidden(SETTLEMENT_RECORDS))
         }
         Action::Approve

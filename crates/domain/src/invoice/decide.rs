@@ -49,8 +49,12 @@ pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<St
         | Action::Withdraw
         | Action::Issue
         | Action::IssueBlocked
+        | Action::IssueRejected
+        | Action::IssueConflict
+        | Action::IssueNeedsReview
         | Action::PaymentApplied
-        | Action::PaymentReversed => {
+        | Action::PaymentReversed
+        | Action::Paid => {
             return match reason {
                 None => Ok(None),
                 Some(_) => Err(FieldError::plain(

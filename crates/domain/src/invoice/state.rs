@@ -111,17 +111,30 @@ pub enum Action {
     /// Issuing found the destination no longer active: the invoice stays approved, and this
     /// event tells a human (recorded by Tauros, never a caller's command).
     IssueBlocked,
+    /// The issuer refused the invoice definitively: it stays approved with its number, for an
+    /// approver to issue again or cancel (recorded by Tauros).
+    IssueRejected,
+    /// The issuer holds another request under the invoice's operation key (e.g. after a
+    /// restore): never finalised; an approver issues again or cancels (recorded by Tauros).
+    IssueConflict,
+    /// The claim is older than the issuer remembers keys and the issuer holds nothing: an
+    /// approver checks the issuer and issues again or cancels (recorded by Tauros).
+    IssueNeedsReview,
     /// Confirmed payments now cover more of the total: issued or partially paid → partially
     /// paid or paid (recorded by Tauros from settlement events, never a caller's command).
     PaymentApplied,
     /// Less of the total is covered than before (a confirmed payment failed later, a reversal):
     /// paid or partially paid → partially paid or issued (recorded by Tauros).
     PaymentReversed,
+    /// The invoice is now paid in full: written right after the `payment_applied` that took it
+    /// to `paid` (paid → paid), so that "paid" is an event of its own (the `invoice.paid`
+    /// webhook). Recorded by Tauros, never a caller's command.
+    Paid,
 }
 
 impl Action {
     /// Every command.
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 16] = [
         Action::CreateDraft,
         Action::Revise,
         Action::Submit,
@@ -132,8 +145,12 @@ impl Action {
         Action::Cancel,
         Action::Issue,
         Action::IssueBlocked,
+        Action::IssueRejected,
+        Action::IssueConflict,
+        Action::IssueNeedsReview,
         Action::PaymentApplied,
         Action::PaymentReversed,
+        Action::Paid,
     ];
 
     /// The stored and serialized name (also the audit event's `action`).
@@ -149,8 +166,12 @@ impl Action {
             Action::Cancel => "cancel",
             Action::Issue => "issue",
             Action::IssueBlocked => "issue_blocked",
+            Action::IssueRejected => "issue_rejected",
+            Action::IssueConflict => "issue_conflict",
+            Action::IssueNeedsReview => "issue_needs_review",
             Action::PaymentApplied => "payment_applied",
             Action::PaymentReversed => "payment_reversed",
+            Action::Paid => "paid",
         }
     }
 
@@ -171,7 +192,10 @@ impl Action {
 
     /// Whether settlement records it: the invoice's paid state follows the confirmed payments.
     pub fn is_settlement(self) -> bool {
-        matches!(self, Action::PaymentApplied | Action::PaymentReversed)
+        matches!(
+            self,
+            Action::PaymentApplied | Action::PaymentReversed | Action::Paid
+        )
     }
 
     /// Whether only a human approver may run it (separation of duties, docs/contract/domain.md §1).
@@ -184,6 +208,9 @@ impl Action {
                 | Action::Cancel
                 | Action::Issue
                 | Action::IssueBlocked
+                | Action::IssueRejected
+                | Action::IssueConflict
+                | Action::IssueNeedsReview
         )
     }
 }
@@ -280,8 +307,10 @@ impl Coded for InvalidTransition {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 #[error(
     "issuing of this invoice has started (it has its number, and the issuer may already hold \
-     it), so it can no longer be cancelled; follow it in GET /v1/jobs, and once issued settle \
-     or credit it with the customer"
+     it), so it cannot be cancelled while it runs: wait for its issue job (the invoice's \
+     `issuing.job_id`, GET /v1/jobs/{{id}}). If issuing stops for a human (`issuing.status` \
+     rejected, conflict or needs_review) it can be cancelled then; once issued, settle or \
+     credit it with the customer"
 )]
 pub struct IssuingStarted;
 
@@ -291,9 +320,15 @@ impl Coded for IssuingStarted {
     }
 }
 
-/// Whether `action` may still apply to an approved invoice given whether it is numbered.
-pub fn check_issuing(action: Action, numbered: bool) -> Result<(), IssuingStarted> {
-    if action == Action::Cancel && numbered {
+/// Whether `action` may still apply to an approved invoice given whether it is numbered and
+/// whether its issuing stopped for a human (rejected, conflict, needs review: then an approver
+/// may cancel it, and the number stays on the cancelled invoice, void).
+pub fn check_issuing(
+    action: Action,
+    numbered: bool,
+    awaits_human: bool,
+) -> Result<(), IssuingStarted> {
+    if action == Action::Cancel && numbered && !awaits_human {
         Err(IssuingStarted)
     } else {
         Ok(())
@@ -321,7 +356,7 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
             "that state is final: create a new invoice (with a new idempotency key) instead"
                 .to_owned()
         }
-        (Action::PaymentApplied | Action::PaymentReversed, _) => {
+        (Action::PaymentApplied | Action::PaymentReversed | Action::Paid, _) => {
             "settlement moves an invoice only once it is issued, and only as far as its \
              confirmed payments reach"
                 .to_owned()
@@ -358,9 +393,16 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
         (Action::RequestChanges, PendingApproval) => &[Draft],
         (Action::Cancel, Approved) => &[Cancelled],
         (Action::Issue, Approved) => &[Issued],
-        (Action::IssueBlocked, Approved) => &[Approved],
+        (
+            Action::IssueBlocked
+            | Action::IssueRejected
+            | Action::IssueConflict
+            | Action::IssueNeedsReview,
+            Approved,
+        ) => &[Approved],
         (Action::PaymentApplied, Issued | PartiallyPaid) => &[PartiallyPaid, Paid],
         (Action::PaymentReversed, PartiallyPaid | Paid) => &[Issued, PartiallyPaid],
+        (Action::Paid, Paid) => &[Paid],
         _ => &[],
     }
 }
@@ -369,6 +411,10 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
 ///
 /// Shared by [`transition`] and the decide order so the graph is written exactly once.
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
+    // Settlement moves are never commands, even where the graph has one target (`paid`).
+    if action.is_settlement() {
+        return None;
+    }
     match targets(action, from) {
         [to] => Some(*to),
         _ => None,
@@ -488,8 +534,12 @@ mod tests {
                 "cancel",
                 "issue",
                 "issue_blocked",
+                "issue_rejected",
+                "issue_conflict",
+                "issue_needs_review",
                 "payment_applied",
-                "payment_reversed"
+                "payment_reversed",
+                "paid"
             ]
         );
     }
@@ -522,8 +572,12 @@ mod tests {
             Action::Cancel,
             Action::Issue,
             Action::IssueBlocked,
+            Action::IssueRejected,
+            Action::IssueConflict,
+            Action::IssueNeedsReview,
             Action::PaymentApplied,
             Action::PaymentReversed,
+            Action::Paid,
         ] {
             assert_eq!(action.decision_kind(), None, "{action}");
         }
@@ -533,7 +587,11 @@ mod tests {
             .collect();
         assert_eq!(
             settlement,
-            [Action::PaymentApplied, Action::PaymentReversed]
+            [
+                Action::PaymentApplied,
+                Action::PaymentReversed,
+                Action::Paid
+            ]
         );
         let authority: Vec<Action> = Action::ALL
             .into_iter()
@@ -547,14 +605,17 @@ mod tests {
                 Action::RequestChanges,
                 Action::Cancel,
                 Action::Issue,
-                Action::IssueBlocked
+                Action::IssueBlocked,
+                Action::IssueRejected,
+                Action::IssueConflict,
+                Action::IssueNeedsReview
             ]
         );
     }
 
     /// Every (action, state) pair that moves, as docs/contract/domain.md §5 and
     /// docs/contract/effects.md §3 list it; everything else (replays aside) must be refused.
-    const LEGAL: [(Action, InvoiceState, InvoiceState); 11] = [
+    const LEGAL: [(Action, InvoiceState, InvoiceState); 14] = [
         (Action::Revise, Draft, Draft),
         (Action::Revise, PendingApproval, Draft),
         (Action::Submit, Draft, PendingApproval),
@@ -566,12 +627,15 @@ mod tests {
         (Action::Cancel, Approved, Cancelled),
         (Action::Issue, Approved, Issued),
         (Action::IssueBlocked, Approved, Approved),
+        (Action::IssueRejected, Approved, Approved),
+        (Action::IssueConflict, Approved, Approved),
+        (Action::IssueNeedsReview, Approved, Approved),
     ];
 
     /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
     /// cover more of the total, back when one is reversed. Nothing else, and never through
     /// `transition`.
-    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 8] = [
+    const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 9] = [
         (Action::PaymentApplied, Issued, PartiallyPaid),
         (Action::PaymentApplied, Issued, Paid),
         (Action::PaymentApplied, PartiallyPaid, PartiallyPaid),
@@ -580,6 +644,7 @@ mod tests {
         (Action::PaymentReversed, Paid, Issued),
         (Action::PaymentReversed, PartiallyPaid, PartiallyPaid),
         (Action::PaymentReversed, PartiallyPaid, Issued),
+        (Action::Paid, Paid, Paid),
     ];
 
     /// The replays that the state alone decides (plus `cancelled_by`).
@@ -635,10 +700,10 @@ mod tests {
                 }
             }
         }
-        // 12 actions × 8 states × 3 = 288 cases; 11 legal pairs × 3, 1 submit replay × 3,
-        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves are never
-        // commands: `transition` refuses them everywhere.
-        assert_eq!(refused, 288 - 33 - 3 - 9 - 2);
+        // 16 actions × 8 states × 3 = 384 cases; 14 legal pairs × 3, 1 submit replay × 3,
+        // 3 issue replays × 3, withdraw and cancel replay once each. Settlement moves (and
+        // `paid`) are never commands: `transition` refuses them everywhere.
+        assert_eq!(refused, 384 - 42 - 3 - 9 - 2);
     }
 
     #[test]

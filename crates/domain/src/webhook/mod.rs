@@ -5,9 +5,14 @@
 //! deliveries in the event's transaction; `jobs::webhooks` resolves, connects and sends.
 
 mod address;
+mod delivery;
 mod signing;
 
 pub use address::{AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url};
+pub use delivery::{
+    DEFAULT_DISABLE_AFTER, DeliveryStatus, Health, Resend, ResendRefused, SECRET_REPLAY_WINDOW,
+    cycle_submission, delivery_id, next_cycle, resend,
+};
 pub use signing::{
     SECRET_PREFIX, SealError, SecretKey, SigningSecret, open_secret, seal_secret, signature,
 };
@@ -51,8 +56,12 @@ pub fn event_type(action: Action) -> &'static str {
         Action::Cancel => "invoice.cancelled",
         Action::Issue => "invoice.issued",
         Action::IssueBlocked => "invoice.issue_blocked",
+        Action::IssueRejected => "invoice.issue_rejected",
+        Action::IssueConflict => "invoice.issue_conflict",
+        Action::IssueNeedsReview => "invoice.issue_needs_review",
         Action::PaymentApplied => "invoice.payment_applied",
         Action::PaymentReversed => "invoice.payment_reversed",
+        Action::Paid => "invoice.paid",
     }
 }
 

@@ -51,6 +51,7 @@ impl<U: Backend> ClaimRead for U {
             "select
                  (select count(*) from effect_claims where state = 'processing') as processing,
                  (select count(*) from effect_claims where state = 'complete') as complete,
+                 (select count(*) from effect_claims where state = 'rejected') as rejected,
                  (select min(admitted_at) from effect_claims where state = 'processing')
                      as oldest_processing",
         )
@@ -120,11 +121,33 @@ impl<U: Backend> ClaimWrite for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn reject_claim(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        completed_at: DateTime<Utc>,
+        retain_until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = query(
+            "update effect_claims
+             set state = 'rejected', completed_at = $3, retain_until = $4
+             where org_id = $1 and id = $2 and state = 'processing'",
+        )
+        .bind(org_id)
+        .bind(id)
+        .bind(completed_at)
+        .bind(retain_until)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
         let sql = format!(
             "delete from effect_claims where id in (
                  select id from effect_claims
-                 where state = 'complete' and retain_until < $1
+                 where state in ('complete', 'rejected') and retain_until < $1
                  order by retain_until limit $2{})",
             U::SKIP_LOCKED
         );

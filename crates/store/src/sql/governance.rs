@@ -76,8 +76,9 @@ impl<U: Backend> GovernanceWrite for U {
     async fn insert_change(&mut self, c: &OrgChangeRow) -> StoreResult<()> {
         query(
             "insert into org_changes (id, org_id, kind, proposed_by, state, four_eyes,
-                 shared_review, email, role, decided_by, decided_at, created_at, expires_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                 shared_review, email, role, decided_by, decided_at, created_at, expires_at,
+                 payment_resolution_id, payment_id)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .bind(c.id)
         .bind(c.org_id)
@@ -92,6 +93,8 @@ impl<U: Backend> GovernanceWrite for U {
         .bind(c.decided_at)
         .bind(c.created_at)
         .bind(c.expires_at)
+        .bind(c.payment_resolution_id)
+        .bind(c.payment_id)
         .execute(self)
         .await?;
         Ok(())

@@ -92,9 +92,9 @@ impl<U: Backend> InvoiceRead for U {
         state: InvoiceState,
         after: Option<Uuid>,
         limit: i64,
-    ) -> StoreResult<Vec<(Uuid, Uuid)>> {
+    ) -> StoreResult<Vec<(Uuid, Uuid, i32)>> {
         query_as(
-            "select org_id, id from invoices
+            "select org_id, id, issue_version from invoices
              where state = $1 and ($2 is null or id > $2)
              order by id limit $3",
         )
@@ -191,8 +191,10 @@ impl<U: Backend> InvoiceWrite for U {
             "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
                  number, current_revision_id, revision_count, first_payload_hash,
                  event_count, last_event_hash, created_at, updated_at,
-                 last_decision_id, amount_paid_minor)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                 last_decision_id, amount_paid_minor, issuing_status, issuing_reason,
+                 issuing_job_id, issue_version)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                 $17, $18, $19, $20)
              on conflict (org_id, agent_id, idempotency_key) do nothing",
         )
         .bind(i.id)
@@ -211,6 +213,10 @@ impl<U: Backend> InvoiceWrite for U {
         .bind(i.updated_at)
         .bind(i.last_decision_id)
         .bind(&i.amount_paid_minor)
+        .bind(i.issuing_status.map(|s| s.as_str()))
+        .bind(&i.issuing_reason)
+        .bind(i.issuing_job_id)
+        .bind(i.issue_version)
         .execute(self)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -222,7 +228,8 @@ impl<U: Backend> InvoiceWrite for U {
             "update invoices set state = $3, cancelled_by = $4, number = $5,
                  current_revision_id = $6, revision_count = $7, event_count = $8,
                  last_event_hash = $9, updated_at = $10, last_decision_id = $11,
-                 amount_paid_minor = $12
+                 amount_paid_minor = $12, issuing_status = $13, issuing_reason = $14,
+                 issuing_job_id = $15, issue_version = $16
              where org_id = $1 and id = $2",
         )
         .bind(i.org_id)
@@ -237,6 +244,10 @@ impl<U: Backend> InvoiceWrite for U {
         .bind(i.updated_at)
         .bind(i.last_decision_id)
         .bind(&i.amount_paid_minor)
+        .bind(i.issuing_status.map(|s| s.as_str()))
+        .bind(&i.issuing_reason)
+        .bind(i.issuing_job_id)
+        .bind(i.issue_version)
         .execute(self)
         .await?;
         Ok(())
@@ -344,14 +355,16 @@ pub(crate) const JOINED_INVOICE: &str =
     "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
      i.number as invoice_number, i.revision_count, i.first_payload_hash,
      i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-     i.amount_paid_minor,
+     i.amount_paid_minor, i.issuing_status, i.issuing_reason, i.issuing_job_id,
+     ij.attempt as issuing_attempts,
      a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
      d.decision as last_decision, d.reason as last_decision_reason,
      d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
  from invoices i join invoice_revisions r on r.id = i.current_revision_id
  join agents a on a.org_id = i.org_id and a.id = i.agent_id
  join orgs o on o.id = i.org_id
- left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id";
+ left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id
+ left join jobs ij on ij.org_id = i.org_id and ij.id = i.issuing_job_id";
 
 /// One joined invoice by id.
 static INVOICE_JOINED: LazyLock<String> =
@@ -380,7 +393,8 @@ static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
 
 /// The filters of an invoice list: the organisation (`org`) and scope (`agent` one agent,
 /// `owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
-/// latest decision (`$9`), idempotency key (`$10`) and overdue (`$11`, as of the date `$12`);
+/// latest decision (`$9`), idempotency key (`$10`), overdue (`$11`, as of the date `$12`) and
+/// issuing status (`$13`);
 /// `$7` and `$8` are the page's.
 ///
 /// Overdue is `domain::settlement::is_overdue` read in SQL: issued or partially paid and due
@@ -397,7 +411,8 @@ pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> Strin
    and ($6 is null or i.agent_id = $6)
    and ($9 is null or d.decision = $9)
    and ($10 is null or i.idempotency_key = $10)
-   and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))"
+   and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))
+   and ($13 is null or i.issuing_status = $13)"
     )
 }
 
@@ -417,4 +432,5 @@ pub(crate) fn bind_list_filter<'a, O>(
         .bind(&f.idempotency_key)
         .bind(f.overdue)
         .bind(f.today)
+        .bind(f.issuing.map(|s| s.as_str()))
 }

@@ -36,10 +36,12 @@ use crate::error::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Transaction};
 use tauros_domain::destination::DestinationState;
+use tauros_domain::effect::IssuingStatus;
 use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::identity::{ActorKind, Interface, Role};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
+use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 
 /// A unit of work: a real transaction, or a plain pooled connection for reads.
@@ -194,6 +196,7 @@ macro_rules! stored_as_text {
 }
 
 stored_as_text!(
+    IssuingStatus,
     InvoiceState,
     Action,
     DecisionKind,
@@ -205,6 +208,7 @@ stored_as_text!(
     PaymentState,
     PaymentStatus,
     Unmatched,
+    ResolveAction,
     ActorKind,
     Interface
 );

@@ -108,19 +108,112 @@ impl<U: Backend> SettlementRead for U {
         .fetch_all(self)
         .await
     }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_resolution_by_key(
+        &mut self,
+        org_id: Uuid,
+        requested_by: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<PaymentResolutionRow>> {
+        query_as(
+            "select * from payment_resolutions
+             where org_id = $1 and requested_by = $2 and idempotency_key = $3",
+        )
+        .bind(org_id)
+        .bind(requested_by)
+        .bind(key)
+        .fetch_optional(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_resolution_by_id(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<PaymentResolutionRow>> {
+        query_as("select * from payment_resolutions where org_id = $1 and id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_resolutions(
+        &mut self,
+        org_id: Uuid,
+        payment_id: Uuid,
+    ) -> StoreResult<Vec<PaymentResolutionRow>> {
+        query_as(
+            "select * from payment_resolutions where org_id = $1 and payment_id = $2
+             order by id",
+        )
+        .bind(org_id)
+        .bind(payment_id)
+        .fetch_all(self)
+        .await
+    }
 }
 
 #[async_trait]
 impl<U: Backend> SettlementWrite for U {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<bool> {
+        let done = query(
+            "insert into payment_resolutions (id, org_id, payment_id, action, invoice_id,
+                 amount_minor, reason, requested_by, idempotency_key, fingerprint, state,
+                 change_id, decided_by, created_at, decided_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             on conflict (org_id, requested_by, idempotency_key) do nothing",
+        )
+        .bind(r.id)
+        .bind(r.org_id)
+        .bind(r.payment_id)
+        .bind(r.action.as_str())
+        .bind(r.invoice_id)
+        .bind(&r.amount_minor)
+        .bind(&r.reason)
+        .bind(r.requested_by)
+        .bind(&r.idempotency_key)
+        .bind(&r.fingerprint)
+        .bind(&r.state)
+        .bind(r.change_id)
+        .bind(r.decided_by)
+        .bind(r.created_at)
+        .bind(r.decided_at)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn decide_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<()> {
+        query(
+            "update payment_resolutions set state = $3, decided_by = $4, decided_at = $5
+             where org_id = $1 and id = $2",
+        )
+        .bind(r.org_id)
+        .bind(r.id)
+        .bind(&r.state)
+        .bind(r.decided_by)
+        .bind(r.decided_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_payment(&mut self, p: &PaymentRow) -> StoreResult<bool> {
         let done = query(
             "insert into payments (id, org_id, source, source_payment_id, amount_minor,
                  currency, invoice_ref_id, invoice_ref_number, first_at, first_event_id,
                  state, conflict, confirmed_at, invoice_id, agent_id, status,
-                 unmatched_reason, allocated_minor, event_count, created_at, updated_at)
+                 unmatched_reason, allocated_minor, event_count, resolution,
+                 resolved_amount_minor, created_at, updated_at)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                 $16, $17, $18, $19, $20, $21)
+                 $16, $17, $18, $19, $20, $21, $22, $23)
              on conflict (org_id, source, source_payment_id) do nothing",
         )
         .bind(p.id)
@@ -153,7 +246,8 @@ impl<U: Backend> SettlementWrite for U {
                  invoice_ref_number = $6, first_at = $7, first_event_id = $8, state = $9,
                  conflict = $10, confirmed_at = $11, invoice_id = $12, agent_id = $13,
                  status = $14, unmatched_reason = $15, allocated_minor = $16,
-                 event_count = $17, updated_at = $18
+                 event_count = $17, resolution = $18, resolved_amount_minor = $19,
+                 updated_at = $20
              where org_id = $1 and id = $2",
         )
         .bind(p.org_id)
@@ -212,10 +306,10 @@ impl<U: Backend> SettlementWrite for U {
     }
 }
 
-/// Binds a payment's mutable columns as the next fifteen arguments, in the order of
+/// Binds a payment's mutable columns as the next seventeen arguments, in the order of
 /// `payments`: amount_minor, currency, invoice_ref_id, invoice_ref_number, first_at,
 /// first_event_id, state, conflict, confirmed_at, invoice_id, agent_id, status,
-/// unmatched_reason, allocated_minor, event_count.
+/// unmatched_reason, allocated_minor, event_count, resolution, resolved_amount_minor.
 fn bind_payment_state<'a>(q: Query<'a>, p: &'a PaymentRow) -> Query<'a> {
     q.bind(&p.amount_minor)
         .bind(&p.currency)
@@ -232,4 +326,6 @@ fn bind_payment_state<'a>(q: Query<'a>, p: &'a PaymentRow) -> Query<'a> {
         .bind(p.unmatched_reason.map(|u| u.as_str()))
         .bind(&p.allocated_minor)
         .bind(p.event_count)
+        .bind(p.resolution.map(|r| r.as_str()))
+        .bind(&p.resolved_amount_minor)
 }

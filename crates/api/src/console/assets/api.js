@@ -65,10 +65,13 @@ export class ApiError extends Error {
 }
 
 /** One request. Answers parsed JSON (null for 204). Throws ApiError otherwise; a 401 on a
- * signed-in request ends the session (expired, signed out elsewhere, or deactivated). */
-export async function api(method, path, body) {
+ * signed-in request ends the session (expired, signed out elsewhere, or deactivated).
+ * `options.idempotencyKey` is sent as `Idempotency-Key` (a keyed command: the same key and
+ * body again is answered without doing it twice). */
+export async function api(method, path, body, options = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (options.idempotencyKey) headers["Idempotency-Key"] = options.idempotencyKey;
   const token = session?.token;
   if (token) headers.Authorization = `Bearer ${token}`;
   let response;

@@ -138,9 +138,25 @@ const ACTIONS = {
   cancel: "Cancelled",
   issue: "Issued",
   issue_blocked: "Issue blocked (destination inactive)",
+  issue_rejected: "Issue rejected by the issuer",
+  issue_conflict: "Issue conflict (the issuer holds another request)",
+  issue_needs_review: "Issue needs review (the issuer forgot the key)",
   payment_applied: "Payment applied",
   payment_reversed: "Payment reversed",
 };
+
+const ISSUING = {
+  pending: "Issuing pending",
+  blocked: "Issuing blocked",
+  rejected: "Rejected by the issuer",
+  conflict: "Conflict with the issuer",
+  needs_review: "Needs review",
+};
+
+/** Where issuing an approved invoice stands (`invoice.issuing.status`). */
+export function issuing(status) {
+  return ISSUING[status] || status;
+}
 
 export function action(name) {
   return ACTIONS[name] || name;

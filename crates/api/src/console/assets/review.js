@@ -242,6 +242,7 @@ export async function render(main, context) {
     );
 
     const decide = decisionPanel({ invoice, rev, me, org, agentName, destinationInactive, fourEyesBlocks });
+    const issuingBox = issuingCard(invoice);
 
     replace(
       main,
@@ -258,7 +259,7 @@ export async function render(main, context) {
         "div",
         { class: "review-grid" },
         h("div", { class: "review-main" }, h("section", { class: "card", "aria-labelledby": "lines-h" }, h("h2", { id: "lines-h" }, "What it asks for"), lines), revisionSection, reasoning, destinationBox),
-        h("div", { class: "review-side" }, decide, seal),
+        h("div", { class: "review-side" }, issuingBox, decide, seal),
       ),
       history,
     );
@@ -272,6 +273,33 @@ export async function render(main, context) {
     const broken = verify.revisions.filter((r) => !r.ok).map((r) => `revision ${r.number}`);
     const chain = verify.events.ok ? null : `the event chain breaks at event ${verify.events.broken_at}`;
     return notice("error", h("span", { id: "verify" }, `Verification failed for invoice ${invoice.id}: ${[...broken.map((b) => `${b}'s seal does not match`), chain].filter(Boolean).join("; ")}. Do not approve; tell your operator.`));
+  }
+
+  /** The invoice's number and where its issuing stands (docs/EFFECTS.md, the runbook). */
+  function issuingCard(invoice) {
+    const issuing = invoice.issuing;
+    if (!issuing && !invoice.number) return null;
+    const waits = issuing && ["rejected", "conflict", "needs_review"].includes(issuing.status);
+    const kind = !issuing ? "badge-ok" : issuing.status === "pending" ? "" : "badge-warn";
+    return h(
+      "section",
+      { class: "card", "aria-labelledby": "issuing-h" },
+      h("h2", { id: "issuing-h" }, "Issuing"),
+      h(
+        "dl",
+        { class: "facts" },
+        h("dt", {}, "Number"),
+        h("dd", { class: "mono", id: "invoice-number" }, invoice.number ? `${invoice.number}${invoice.number_void ? " (void)" : ""}` : "not yet"),
+        issuing ? [h("dt", {}, "Status"), h("dd", {}, h("span", { class: `badge ${kind}`, id: "issuing-status" }, fmt.issuing(issuing.status)))] : null,
+        issuing && issuing.reason ? [h("dt", {}, "Why"), h("dd", { class: "pre", id: "issuing-reason" }, issuing.reason)] : null,
+        issuing && issuing.job_id
+          ? [h("dt", {}, "Job"), h("dd", {}, h("a", { href: `#/jobs/${issuing.job_id}`, id: "issuing-job" }, issuing.attempts ? `attempt ${issuing.attempts}` : "open"))]
+          : null,
+      ),
+      waits
+        ? h("p", { class: "hint" }, "Issuing stopped for a human. Fix the cause (or check the issuer), then issue it again under the same number, or cancel it: the number stays on the cancelled invoice, void.")
+        : null,
+    );
   }
 
   function decisionPanel({ invoice, rev, me, org, agentName, destinationInactive, fourEyesBlocks }) {
@@ -357,7 +385,32 @@ export async function render(main, context) {
           if (hint) reason.setError(hint);
         });
       });
-      add(panel, h("p", {}, "This invoice is approved. You may still cancel it."), reason.field, h("div", { class: "actions" }, cancel), message);
+      const waits = invoice.issuing && ["rejected", "conflict", "needs_review"].includes(invoice.issuing.status);
+      const again = waits ? h("button", { type: "button", class: "btn btn-primary", id: "issue-again" }, "Issue again") : null;
+      again?.addEventListener("click", async () => {
+        if (busy) return;
+        busy = true;
+        again.disabled = true;
+        cancel.disabled = true;
+        replace(message, h("p", {}, "Sending…"));
+        try {
+          const job = await api("POST", `/v1/invoices/${id}/issue`, {});
+          const text = job.invoice ? "The invoice is issued." : "Issuing again: the issue job is queued under a new operation version.";
+          await refresh(notice("ok", h("span", { id: "flash" }, text)));
+          announce(text);
+        } catch (e) {
+          if (e instanceof ApiError && e.status === 401) return;
+          replace(message, notice("error", describe(e)));
+        } finally {
+          busy = false;
+          again.disabled = false;
+          cancel.disabled = false;
+        }
+      });
+      const lead = waits
+        ? "Issuing stopped for a human. Issue it again once the cause is fixed, or cancel it."
+        : "This invoice is approved. You may still cancel it.";
+      add(panel, h("p", {}, lead), reason.field, h("div", { class: "actions" }, again, cancel), message);
       return panel;
     }
     const why = {

@@ -149,6 +149,10 @@ function describeChange(change) {
     if (change.shared_review !== null && change.shared_review !== undefined) parts.push(`shared review ${change.shared_review ? "on" : "off"}`);
     return `Settings: ${parts.join(", ") || "(no change)"}`;
   }
+  if (change.kind === "payment_resolution") {
+    // What it would do (action, amount, invoice, reason) is on the payment's page.
+    return h("span", {}, "Resolve a payment: ", h("a", { href: `#/payments/${change.payment_id}`, class: "change-payment" }, "see what it asks for"));
+  }
   return `Invite ${change.email} as ${change.role}`;
 }
 

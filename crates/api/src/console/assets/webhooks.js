@@ -1,6 +1,9 @@
 // Webhook endpoints (approvers): register one (its signing secret is shown once, here, and
 // never again), rotate its secret (shown once too), delete it, and read its delivery attempts
-// (GET /v1/webhook-endpoints/{id}/deliveries).
+// (GET /v1/webhook-endpoints/{id}/deliveries). No dead ends: a disabled endpoint (it failed
+// without a success for the server's disable window) is marked, with Re-enable
+// (POST …/enable), and a failed delivery (its attempts used up) has Resend
+// (POST …/deliveries/{delivery_id}/resend).
 
 import { api, listAll, ApiError, describe } from "./api.js";
 import { h, replace, notice, table, field, copyButton, announce, pager, facts } from "./dom.js";
@@ -107,9 +110,10 @@ async function renderList(main, context) {
     });
 
     const rows = endpoints.map((endpoint) => ({
-      dataset: { endpointId: endpoint.id },
+      dataset: { endpointId: endpoint.id, status: endpoint.status },
       cells: [
         h("a", { href: `#/webhooks/${endpoint.id}`, class: "row-link url" }, endpoint.url),
+        statusBadge(endpoint),
         h("span", { class: "events" }, endpoint.events.join(", ")),
         endpoint.description || "",
         { value: fmt.dateTime(endpoint.secret_rotated_at || endpoint.created_at), class: "num" },
@@ -154,6 +158,15 @@ async function renderList(main, context) {
           announce(text);
         }),
       );
+      if (endpoint.status === "disabled") {
+        box.append(
+          enableButton(endpoint, message, async (answer) => {
+            const text = reEnabledText(answer, endpoint.held_deliveries);
+            await draw(notice("ok", h("p", { id: "webhooks-flash" }, text)));
+            announce(text);
+          }),
+        );
+      }
       box.append(rotate, remove, message);
       return box;
     }
@@ -162,11 +175,15 @@ async function renderList(main, context) {
       main,
       h("h1", {}, "Webhook endpoints"),
       flash || null,
-      h("p", { class: "lede" }, "Every invoice event of a type an endpoint lists is POSTed to it, signed with its secret, and retried until it answers 2xx."),
+      h(
+        "p",
+        { class: "lede" },
+        "Every invoice event of a type an endpoint lists is POSTed to it, signed with its secret, and retried until it answers 2xx. An endpoint that keeps failing is disabled: its deliveries are held until you re-enable it.",
+      ),
       rows.length
         ? table(
             "Your organisation's endpoints",
-            [{ label: "URL" }, { label: "Events" }, { label: "Description" }, { label: "Secret since", class: "num" }, { label: "Actions" }],
+            [{ label: "URL" }, { label: "Status" }, { label: "Events" }, { label: "Description" }, { label: "Secret since", class: "num" }, { label: "Actions" }],
             rows,
             { class: "webhooks", rowHeader: true },
           )
@@ -182,67 +199,196 @@ async function renderList(main, context) {
   return null;
 }
 
-async function renderOne(main, id, { params }) {
+/** "Active", or "Disabled" with how many deliveries it holds. */
+function statusBadge(endpoint) {
+  if (endpoint.status !== "disabled") return h("span", { class: "badge badge-ok endpoint-status" }, "Active");
+  const held = endpoint.held_deliveries;
+  return h(
+    "span",
+    { class: "endpoint-status" },
+    h("span", { class: "badge badge-warn" }, "Disabled"),
+    " ",
+    `${held} ${held === 1 ? "delivery" : "deliveries"} held`,
+  );
+}
+
+function reEnabledText(answer, held) {
+  const sent = held === 1 ? "1 held delivery goes out again" : `${held} held deliveries go out again`;
+  return `${answer.url} is enabled again: ${sent}.`;
+}
+
+/** Re-enable (POST …/enable): a fresh failure window, and the held deliveries go out. */
+function enableButton(endpoint, message, done) {
+  const button = h(
+    "button",
+    { type: "button", class: "btn btn-primary btn-small", id: `enable-${endpoint.id}`, "aria-label": `Re-enable ${endpoint.url}` },
+    "Re-enable",
+  );
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const answer = await api("POST", `/v1/webhook-endpoints/${endpoint.id}/enable`);
+      await done(answer);
+    } catch (e) {
+      button.disabled = false;
+      if (e instanceof ApiError && e.status === 401) return;
+      replace(message, notice("error", describe(e)));
+    }
+  });
+  return button;
+}
+
+/** A delivery's status, as a badge. */
+function deliveryBadge(status) {
+  const label = { pending: "Pending", held: "Held", delivered: "Delivered", failed: "Failed" }[status] || status;
+  const tone = status === "delivered" ? "badge-ok" : "badge-warn";
+  return h("span", { class: `badge ${tone} delivery-status` }, label);
+}
+
+/** A 409 from a resend, in plain words. */
+function resendRefusal(e) {
+  if (e instanceof ApiError && e.code === "already_delivered") {
+    return "The endpoint took this event already (it answered 2xx), so it is not sent again. (already_delivered)";
+  }
+  if (e instanceof ApiError && e.code === "endpoint_disabled") {
+    return "The endpoint is disabled: re-enable it first; that sends its held deliveries. (endpoint_disabled)";
+  }
+  return describe(e);
+}
+
+async function renderOne(main, id, { params, focusHeading }) {
   const cursor = params.get("cursor");
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
   if (cursor) query.set("cursor", cursor);
-  const [endpoint, page] = await Promise.all([
-    api("GET", `/v1/webhook-endpoints/${id}`),
-    api("GET", `/v1/webhook-endpoints/${id}/deliveries?${query}`),
-  ]);
-  const rows = page.items.map((attempt) => ({
-    dataset: { attemptId: attempt.id },
-    cells: [
-      { value: fmt.dateTime(attempt.attempted_at), class: "num" },
-      h("span", { class: "mono" }, attempt.event_type),
-      { value: String(attempt.attempt), class: "num" },
-      attempt.delivered
-        ? h("span", { class: "badge badge-ok" }, `Delivered (${attempt.status_code})`)
-        : h(
-            "span",
-            {},
-            h("span", { class: "badge badge-warn" }, attempt.status_code !== null ? `HTTP ${attempt.status_code}` : attempt.error_kind || "failed"),
-            attempt.error ? [" ", attempt.error] : null,
-          ),
-      { value: `${attempt.duration_ms} ms`, class: "num" },
-      { value: attempt.next_retry_at ? fmt.dateTime(attempt.next_retry_at) : "", class: "num" },
-      h("a", { href: `#/jobs/${attempt.job_id}`, "aria-label": `The delivery job of attempt ${attempt.attempt} of ${attempt.event_type}` }, "Job"),
-    ],
-  }));
-  replace(
-    main,
-    h("p", { class: "crumbs" }, h("a", { href: "#/webhooks" }, "← Webhook endpoints")),
-    h("h1", { class: "url" }, endpoint.url),
-    h(
-      "section",
-      { class: "card", "aria-labelledby": "endpoint-h" },
-      h("h2", { id: "endpoint-h" }, "The endpoint"),
-      facts([
-        ["Events", endpoint.events.join(", ")],
-        ["Description", endpoint.description],
-        ["Timeout", `${endpoint.timeout_seconds} s`],
-        ["Registered", fmt.dateTime(endpoint.created_at)],
-        ["Secret rotated", endpoint.secret_rotated_at ? fmt.dateTime(endpoint.secret_rotated_at) : "never"],
-      ]),
-      h("p", { class: "hint" }, "The signing secret is never shown again: rotate it on the endpoints page for a new one."),
-    ),
-    rows.length
-      ? table(
-          "Delivery attempts, newest first",
-          [
-            { label: "Attempted", class: "num" },
-            { label: "Event" },
-            { label: "Attempt", class: "num" },
-            { label: "Result" },
-            { label: "Duration", class: "num" },
-            { label: "Next retry", class: "num" },
-            { label: "Job" },
-          ],
-          rows,
-          { class: "deliveries" },
-        )
-      : h("p", { class: "empty" }, "No delivery attempts yet: they appear when an invoice event of a listed type happens."),
-    pager(`#/webhooks/${id}`, cursor, page.next_cursor),
-  );
+
+  async function draw(flash) {
+    const [endpoint, page] = await Promise.all([
+      api("GET", `/v1/webhook-endpoints/${id}`),
+      api("GET", `/v1/webhook-endpoints/${id}/deliveries?${query}`),
+    ]);
+    const message = h("div", { id: "webhook-message" });
+    // The newest attempt of each delivery carries its Resend (the list is newest first).
+    const offered = new Set();
+    const rows = page.items.map((attempt) => {
+      let action = null;
+      if (attempt.delivery_status === "failed" && !offered.has(attempt.delivery_id)) {
+        offered.add(attempt.delivery_id);
+        action = h(
+          "button",
+          {
+            type: "button",
+            class: "btn btn-small resend",
+            "data-delivery-id": attempt.delivery_id,
+            "aria-label": `Resend ${attempt.event_type} (event ${attempt.event_id})`,
+          },
+          "Resend",
+        );
+        action.addEventListener("click", async () => {
+          action.disabled = true;
+          try {
+            const answer = await api("POST", `/v1/webhook-endpoints/${id}/deliveries/${attempt.delivery_id}/resend`);
+            const text = `${answer.event_type} resent with the same webhook-id (${answer.event_id}): attempt cycle ${answer.cycle} is ${answer.status}.`;
+            await draw(notice("ok", h("p", { id: "webhooks-flash" }, text)));
+            announce(text);
+          } catch (e) {
+            action.disabled = false;
+            if (e instanceof ApiError && e.status === 401) return;
+            replace(message, notice("error", resendRefusal(e)));
+          }
+        });
+      }
+      return {
+        dataset: { attemptId: attempt.id, deliveryId: attempt.delivery_id },
+        cells: [
+          { value: fmt.dateTime(attempt.attempted_at), class: "num" },
+          h("span", { class: "mono" }, attempt.event_type),
+          { value: String(attempt.attempt), class: "num" },
+          attempt.delivered
+            ? h("span", { class: "badge badge-ok" }, `Delivered (${attempt.status_code})`)
+            : h(
+                "span",
+                {},
+                h("span", { class: "badge badge-warn" }, attempt.status_code !== null ? `HTTP ${attempt.status_code}` : attempt.error_kind || "failed"),
+                attempt.error ? [" ", attempt.error] : null,
+              ),
+          { value: `${attempt.duration_ms} ms`, class: "num" },
+          { value: attempt.next_retry_at ? fmt.dateTime(attempt.next_retry_at) : "", class: "num" },
+          h("span", { class: "actions" }, deliveryBadge(attempt.delivery_status), action ? [" ", action] : null),
+          h("a", { href: `#/jobs/${attempt.job_id}`, "aria-label": `The delivery job of attempt ${attempt.attempt} of ${attempt.event_type}` }, "Job"),
+        ],
+      };
+    });
+    const disabled = endpoint.status === "disabled";
+    replace(
+      main,
+      h("p", { class: "crumbs" }, h("a", { href: "#/webhooks" }, "← Webhook endpoints")),
+      h("h1", { class: "url" }, endpoint.url),
+      flash || null,
+      disabled
+        ? notice(
+            "warn",
+            h(
+              "p",
+              { id: "endpoint-disabled" },
+              `Disabled ${fmt.dateTime(endpoint.disabled_at)}: it failed without a single success since ${fmt.dateTime(endpoint.failing_since)}. `,
+              `${endpoint.held_deliveries} ${endpoint.held_deliveries === 1 ? "delivery is" : "deliveries are"} held, not sent. `,
+              "Fix the receiver, then re-enable it: the held deliveries go out again, each with a fresh budget of attempts.",
+            ),
+            h(
+              "div",
+              { class: "actions" },
+              enableButton(endpoint, message, async (answer) => {
+                const text = reEnabledText(answer, endpoint.held_deliveries);
+                await draw(notice("ok", h("p", { id: "webhooks-flash" }, text)));
+                announce(text);
+              }),
+            ),
+          )
+        : null,
+      message,
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "endpoint-h" },
+        h("h2", { id: "endpoint-h" }, "The endpoint"),
+        facts([
+          ["Status", statusBadge(endpoint)],
+          ["Events", endpoint.events.join(", ")],
+          ["Description", endpoint.description],
+          ["Timeout", `${endpoint.timeout_seconds} s`],
+          ["Registered", fmt.dateTime(endpoint.created_at)],
+          ["Last success", endpoint.last_success_at ? fmt.dateTime(endpoint.last_success_at) : "none yet"],
+          ["Failing since", endpoint.failing_since ? fmt.dateTime(endpoint.failing_since) : "—"],
+          ["Secret rotated", endpoint.secret_rotated_at ? fmt.dateTime(endpoint.secret_rotated_at) : "never"],
+        ]),
+        h("p", { class: "hint" }, "The signing secret is never shown again: rotate it on the endpoints page for a new one."),
+      ),
+      rows.length
+        ? table(
+            "Delivery attempts, newest first",
+            [
+              { label: "Attempted", class: "num" },
+              { label: "Event" },
+              { label: "Attempt", class: "num" },
+              { label: "Result" },
+              { label: "Duration", class: "num" },
+              { label: "Next retry", class: "num" },
+              { label: "Delivery" },
+              { label: "Job" },
+            ],
+            rows,
+            { class: "deliveries" },
+          )
+        : h("p", { class: "empty" }, "No delivery attempts yet: they appear when an invoice event of a listed type happens."),
+      h(
+        "p",
+        { class: "hint" },
+        "A failed delivery used up its attempts (or its job was cancelled): Resend sends it again with the same webhook-id, so a receiver that got it after all drops the copy.",
+      ),
+      pager(`#/webhooks/${id}`, cursor, page.next_cursor),
+    );
+    if (flash && focusHeading) focusHeading();
+  }
+
+  await draw(null);
   return null;
 }

@@ -10,13 +10,15 @@ use crate::http::extract::{
     Auth, Bearer, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
 };
 use crate::http::headers::REPLAYED;
+use crate::http::jobs::JobResponse;
 use crate::http::problem::{ApiError, Problem};
-use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema};
+use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema, IssuingStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use tauros_app::{Actor, InvoiceQuery, InvoiceView};
+use axum::response::{IntoResponse, Response};
+use tauros_app::{Actor, InvoiceQuery, InvoiceView, IssueAnswer};
 use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
@@ -87,6 +89,7 @@ pub(super) async fn create_invoice(
         ("decision" = Option<DecisionKindSchema>, Query, description = "Only invoices whose latest decision is this one"),
         ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
         ("overdue" = Option<bool>, Query, description = "`true`: only overdue invoices (issued or partially paid, due before today in UTC, a balance open); `false`: only the others. Computed when asked, never stored"),
+        ("issuing" = Option<IssuingStatusSchema>, Query, description = "Only approved invoices whose issuing stands here: `pending`, `blocked`, `rejected`, `conflict`, `needs_review` (the last three wait for an approver: issue again or cancel)"),
         crate::http::schema::Page,
     ),
     responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
@@ -109,6 +112,7 @@ pub(super) async fn list_invoices(
         decision: query.get("decision").map(str::to_owned),
         idempotency_key: query.get("idempotency_key").map(str::to_owned),
         overdue: query.get("overdue").map(str::to_owned),
+        issuing: query.get("issuing").map(str::to_owned),
     };
     let page = use_cases::list(&state.app, credential.caller(), filter, params).await?;
     Ok(Json(page))
@@ -348,7 +352,7 @@ pub(super) async fn request_changes(
         (status = 200, description = "Cancelled, or already cancelled by cancel (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`invalid_transition`, or `issue_in_progress` (issuing has started: the invoice has its number)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`, or `issue_in_progress` (issuing has started: the invoice has its number and its issuing has not stopped for a human; wait for the issue job, `issuing.job_id`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn cancel(
     State(state): State<AppState>,
@@ -360,25 +364,41 @@ pub(super) async fn cancel(
     Ok(answer(use_cases::command(result)?, StatusCode::OK))
 }
 
-/// Issue an approved invoice (approvers), when no issuer is configured: it is numbered
-/// (`INV-2026-000042`, gapless per organisation and year) and moves to `issued`, one event.
-/// Repeating it on an issued invoice is a replay. With an issuer configured (`TAUROS_ISSUER`),
-/// approving enqueues the issue job instead and this answers 409 `issuer_configured`.
+/// Issue an approved invoice (approvers). Without an issuer, within the request: it is
+/// numbered (`INV-2026-000042`, gapless per organisation and year) and moves to `issued`, one
+/// event (200). With an issuer configured (`TAUROS_ISSUER`), the invoice is numbered and its
+/// claim admitted within the request, and the issue job is enqueued or re-driven: 202 with the
+/// job (a replay while it is pending writes nothing). On an invoice whose issuing stopped for a
+/// human (`issuing.status` rejected, conflict or needs_review) this issues it again: the same
+/// number under a new operation version. Repeating it on an issued invoice is a replay (200).
 #[utoipa::path(post, path = "/v1/invoices/{id}/issue", tag = "invoices", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Invoice id")),
     request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
     responses(
         (status = 200, description = "Issued, or already issued (`replayed`)", body = CommandResponse),
+        (status = 202, description = "With an issuer: the issue job, enqueued or re-driven (`Idempotent-Replayed: true` when it was already pending)", body = JobResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`invalid_transition` (not approved), `destination_inactive` (an `issue_blocked` event was recorded) or `issuer_configured`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition` (not approved, e.g. cancelled), or `destination_inactive` (an `issue_blocked` event was recorded once)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn issue(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
     OptionalJson(_empty): OptionalJson<EmptyRequest>,
-) -> Result<CommandAnswer, ApiError> {
-    let result = state.app.issue(&actor, id).await;
-    Ok(answer(use_cases::command(result)?, StatusCode::OK))
+) -> Result<Response, ApiError> {
+    match state.app.issue(&actor, id).await? {
+        IssueAnswer::Issued(issued) => {
+            Ok(answer(use_cases::command(Ok(*issued))?, StatusCode::OK).into_response())
+        }
+        IssueAnswer::Enqueued(job) => {
+            let header = HeaderValue::from_static(if job.replayed { "true" } else { "false" });
+            Ok((
+                StatusCode::ACCEPTED,
+                [(REPLAYED, header)],
+                Json(JobResponse::from(job.value)),
+            )
+                .into_response())
+        }
+    }
 }
