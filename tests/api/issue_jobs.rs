@@ -299,6 +299,10 @@ async fn an_invoice_approved_without_an_issuer_is_issued_by_the_redrive_after_a_
     let second = with.redrive_issuing(2).await.unwrap();
     assert_eq!((first.approved, first.enqueued, first.failed), (3, 3, 0));
     assert_eq!((second.approved, second.enqueued, second.failed), (3, 0, 0));
+    // Each shows its issue pending under its job, as after an approval with an issuer.
+    let shown = app.invoice(token, id_of(&invoices[0])).await;
+    assert_eq!(shown["issuing"]["status"], "pending", "{shown}");
+    assert!(shown["issuing"]["job_id"].is_string(), "{shown}");
     // Without an issuer, the sweep does nothing.
     let without = app.app.redrive_issuing(2).await.unwrap();
     assert_eq!(without.approved, 0);
