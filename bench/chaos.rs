@@ -252,6 +252,11 @@ impl Server {
         }
     }
 
+    /// The running process's id.
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     fn alive(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
@@ -1242,6 +1247,39 @@ where
     records
 }
 
+/// Sends SIGSTOP or SIGCONT (`what`) to `pid`.
+fn signal(pid: u32, what: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{what}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// How many jobs a worker of process `pid` holds (`running`, its `host:pid/n` in `worker`).
+async fn running_jobs_of(url: &str, pid: u32) -> i64 {
+    let sql =
+        format!("select count(*) from jobs where state = 'running' and worker like '%:{pid}/%'");
+    let result: anyhow::Result<i64> = async {
+        if url.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(url).await?;
+            let n = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                .fetch_one(&pool)
+                .await?;
+            pool.close().await;
+            Ok(n)
+        } else {
+            let pool = sqlx::SqlitePool::connect(url).await?;
+            let n = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                .fetch_one(&pool)
+                .await?;
+            pool.close().await;
+            Ok(n)
+        }
+    }
+    .await;
+    result.unwrap_or(0)
+}
+
 async fn pg_terminate(ctx: &Ctx, url: &str) -> u64 {
     use sqlx::Row;
     let Ok(pool) = sqlx::PgPool::connect(url).await else {
@@ -1323,10 +1361,14 @@ async fn peer_operations(client: &reqwest::Client, peer: &str) -> Vec<(String, u
 }
 
 /// Issued effects at the peer and webhook deliveries, per invoice: exactly one each.
+/// The event types the replicas scenario subscribes to (and checks).
+const ALL_EVENTS: [&str; 3] = ["invoice.created", "invoice.approved", "invoice.issued"];
+
 async fn check_effects(
     client: &reqwest::Client,
     peer: &str,
     hooks: &str,
+    events: &[&str],
     db: &[DbInvoice],
     v: &mut Verdict,
 ) {
@@ -1402,7 +1444,7 @@ async fn check_effects(
             ("invoice.issued", inv.issued > 0),
         ] {
             known.insert((id.clone(), ty.to_owned()));
-            if !present {
+            if !present || !events.contains(&ty) {
                 continue;
             }
             expected += 1;
@@ -1788,8 +1830,158 @@ async fn run(args: Args) -> Value {
             let db = db_invoices(&args.db_url, &pre)
                 .await
                 .expect("read the database");
-            check_effects(&http, &peer.url, &hooks, &db, &mut v).await;
+            check_effects(&http, &peer.url, &hooks, &ALL_EVENTS, &db, &mut v).await;
             servers.extend(Arc::try_unwrap(reps).ok().unwrap().into_inner());
+            helpers.push(peer);
+            helpers.push(receiver);
+        }
+        "paused" => {
+            // Fencing (docs/RELIABILITY.md, "paused worker"): two serving replicas with
+            // workers and a short lease; the driver talks to B only. A is frozen (SIGSTOP)
+            // while it holds an issue job, past its lease, so B's upkeep rescues the job and B
+            // issues the invoice; then A is thawed (SIGCONT) and must stop its handler, not
+            // finish it. Before each freeze the peer is made slow for a few calls, so an issue
+            // is in flight when A freezes.
+            const LEASE_S: u64 = 2;
+            // Files per backend: both runs share the work directory and the label.
+            let peer_db = format!("{}/{}-{}-peer.db", args.work, args.label, args.backend);
+            let mut peer_cmd = Command::new(&args.bin);
+            peer_cmd
+                .arg("peer")
+                .arg("--bind")
+                .arg("127.0.0.1:0")
+                .arg("--database")
+                .arg(&peer_db)
+                .env("TAUROS_LOG", "warn");
+            let peer = spawn_helper(&args, peer_cmd, "peer");
+            let mut recv_cmd = Command::new("python3");
+            recv_cmd.arg(&args.receiver).arg("0");
+            let receiver = spawn_helper(&args, recv_cmd, "receiver");
+            let hooks = format!("{}/chaos", receiver.url);
+            let env: Vec<(String, String)> = [
+                ("TAUROS_ISSUER", "http".to_owned()),
+                ("TAUROS_ISSUER_URL", format!("{}/invoices", peer.url)),
+                ("TAUROS_ISSUER_TIMEOUT_SECONDS", "5".to_owned()),
+                ("TAUROS_WEBHOOK_ALLOW_HOSTS", "127.0.0.1".to_owned()),
+                ("TAUROS_WORKERS", "2".to_owned()),
+                ("TAUROS_JOB_POLL_MS", "100".to_owned()),
+                ("TAUROS_JOB_LEASE_SECONDS", LEASE_S.to_string()),
+                ("TAUROS_JOB_BACKOFF_CAP_SECONDS", "1".to_owned()),
+                ("TAUROS_WEBHOOK_BACKOFF_CAP_SECONDS", "2".to_owned()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            let (a_name, b_name) = (
+                format!("replicaA-{}", args.backend),
+                format!("replicaB-{}", args.backend),
+            );
+            let mut b = Server::new(&args, &b_name, env.clone());
+            b.start(&http, true).await;
+            let mut a = Server::new(&args, &a_name, env);
+            a.start(&http, false).await;
+            let a_pid = a.pid().expect("replica A runs");
+            driver = Arc::new(Driver::new(vec![b.base()], true, Duration::from_secs(20)));
+            let f = Arc::new(fixture(&driver, 4, &args.label).await);
+            setup_post(
+                &driver,
+                "/v1/webhook-endpoints",
+                &f.human,
+                json!({"url": hooks, "events": ["invoice.issued"], "description": "chaos"}),
+            )
+            .await;
+            driver.counters.0.lock().unwrap().clear();
+            let pauses = if q { 3 } else { 6 };
+            let load_for = Duration::from_secs(if q { 18 } else { 45 });
+            let caught = Arc::new(AtomicU64::new(0));
+            let (ctx_ref, url, caught2) = (&ctx, args.db_url.clone(), caught.clone());
+            let (faults_url, slow_http) = (format!("{}/faults", peer.url), http.clone());
+            records = with_nemesis(
+                &ctx,
+                driver.clone(),
+                f,
+                1,
+                load_for,
+                move |stop| async move {
+                    let freeze = Duration::from_secs(LEASE_S) + Duration::from_millis(2500);
+                    let end = Instant::now() + load_for - freeze;
+                    for _ in 0..pauses {
+                        tokio::time::sleep(ctx_ref.rand_ms(300, 1200)).await;
+                        if Instant::now() > end || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        // Freeze A while it holds a job (bounded wait for one): the next few
+                        // peer calls are slow, so issues stay in flight.
+                        let _ = slow_http
+                            .post(&faults_url)
+                            .json(&json!({"mode": "slow", "millis": 1500, "times": 6}))
+                            .send()
+                            .await;
+                        let wait = Instant::now() + Duration::from_secs(3);
+                        let mut holds = 0;
+                        while Instant::now() < wait {
+                            holds = running_jobs_of(&url, a_pid).await;
+                            if holds > 0 {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        signal(a_pid, "STOP");
+                        ctx_ref.faults.add("SIGSTOP past the lease", 1);
+                        if holds > 0 {
+                            caught2.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let frozen = Instant::now();
+                        tokio::time::sleep(freeze).await;
+                        signal(a_pid, "CONT");
+                        ctx_ref
+                            .recovery_ms
+                            .lock()
+                            .unwrap()
+                            .push(frozen.elapsed().as_millis() as u64);
+                    }
+                },
+            )
+            .await;
+            settle(
+                &http,
+                &args.db_url,
+                &pre,
+                &hooks,
+                Duration::from_secs(if q { 30 } else { 90 }),
+            )
+            .await;
+            let db = db_invoices(&args.db_url, &pre)
+                .await
+                .expect("read the database");
+            check_effects(&http, &peer.url, &hooks, &["invoice.issued"], &db, &mut v).await;
+            // A's own account: each thawed handler stopped (fencing), none finished late.
+            let log = std::fs::read_to_string(format!("{}/{}-{a_name}.log", args.work, args.label))
+                .unwrap_or_default();
+            let stopped = log
+                .lines()
+                .filter(|l| l.contains("handler stopped, its outcome is not reported"))
+                .count() as u64;
+            let late = log
+                .lines()
+                .filter(|l| l.contains("late result of a lost lease ignored"))
+                .count() as u64;
+            let caught = caught.load(Ordering::Relaxed);
+            v.notes.insert(0, format!(
+                "fencing: {caught} freezes caught A holding a job, {stopped} handlers of A stopped, {late} late results ignored"
+            ));
+            extra.insert(
+                "fencing".into(),
+                json!({"pauses_with_a_job": caught, "handlers_stopped": stopped, "late_results": late}),
+            );
+            if caught > 0 && stopped == 0 {
+                v.wrong += 1;
+                v.note(format!(
+                    "A was frozen holding a job {caught} times, and no handler of it stopped"
+                ));
+            }
+            servers.push(a);
+            servers.push(b);
             helpers.push(peer);
             helpers.push(receiver);
         }

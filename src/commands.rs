@@ -11,6 +11,9 @@ use tauros_api::HttpConfig;
 use tauros_app::{App, AppConfig, AppError};
 use tokio::io::AsyncReadExt;
 
+/// Approved invoices one page of the issuing redrive looks at.
+const REDRIVE_BATCH: i64 = 200;
+
 /// The reference peer, with the same logging and signals as every long-running command.
 pub(crate) async fn peer(args: tauros_peer::PeerArgs) -> anyhow::Result<()> {
     telemetry::init_logging(&args.log);
@@ -126,6 +129,10 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
     let workers = start_workers(&app, &args.jobs)?;
     spawn_claim_maintenance(&app, &args.jobs.issuer)?;
+    app.spawn_issuing_redrive(
+        (args.issue_redrive_seconds > 0).then(|| Duration::from_secs(args.issue_redrive_seconds)),
+        REDRIVE_BATCH,
+    );
     tracing::info!(
         address = %local,
         backend = app.store().backend(),

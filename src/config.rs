@@ -153,6 +153,10 @@ pub struct ServeArgs {
     /// webhook delivery attempts older than 30 days.
     #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
     pub prune_interval_minutes: u64,
+    /// With an issuer configured: seconds between sweeps that enqueue the issue job of every
+    /// approved invoice that has none (one sweep always runs at start-up); 0: only that one.
+    #[arg(long, env = "TAUROS_ISSUE_REDRIVE_SECONDS", default_value_t = 300)]
+    pub issue_redrive_seconds: u64,
     /// Seconds a request's head (request line and headers) may take to arrive, from the
     /// connection's accept or the request's first byte; then the connection is closed.
     #[arg(long, env = "TAUROS_HEADER_READ_TIMEOUT_SECONDS", default_value_t = tauros_api::DEFAULT_HEADER_READ_TIMEOUT_SECONDS)]

@@ -41,6 +41,9 @@ both_backends!(
     approvers_see_retry_and_cancel_jobs,
     metrics_show_jobs_by_kind_and_state,
     three_worker_processes_run_a_thousand_jobs_once_each,
+    a_worker_whose_lease_is_stolen_stops_its_handler_and_reports_nothing,
+    a_worker_whose_heartbeat_fails_stops_its_handler_before_its_lease_ends,
+    leases_are_set_and_rescued_by_the_databases_clock_whatever_the_apps_says,
 );
 
 fn echo(org_id: Uuid, args: Value) -> NewJob {
@@ -213,6 +216,33 @@ fn wait_for_line(process: &WorkerProcess, line: &str) {
             return;
         }
     }
+}
+
+/// Waits for the worker to log `text` on stderr (a named handshake, not a sleep).
+fn wait_for_log(process: &WorkerProcess, text: &str) {
+    loop {
+        let next = process
+            .stderr
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("the worker logs {text:?}: {e}"));
+        if next.contains(text) {
+            return;
+        }
+    }
+}
+
+/// The database's clock now, read in SQL (the clock leases are measured by).
+async fn db_now(app: &TestApp) -> chrono::DateTime<chrono::Utc> {
+    let text: String = app
+        .sql_scalar(if app.backend == Backend::Sqlite {
+            "select strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')"
+        } else {
+            "select to_char(now() at time zone 'utc', 'YYYY-MM-DD\"T\"HH24:MI:SS.US+00:00')"
+        })
+        .await;
+    chrono::DateTime::parse_from_rfc3339(&text)
+        .unwrap()
+        .to_utc()
 }
 
 async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
@@ -462,21 +492,21 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
         org_id: org.org_id,
         id,
         lease_token,
-        expired_before: None,
+        expired: false,
     };
     let other_org = Fence {
         org_id: Uuid::new_v4(),
         ..fence(b.lease_token)
     };
     let unexpired = Fence {
-        expired_before: Some(now),
+        expired: true,
         ..fence(b.lease_token)
     };
     let mut tx = app.app.store().begin().await.unwrap();
     let fenced = [
         tx.settle_job(fence(a.lease_token), &done).await.unwrap(),
         tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap(),
-        tx.extend_lease(fence(a.lease_token), now, now)
+        tx.extend_lease(fence(a.lease_token), Duration::from_secs(60), now)
             .await
             .unwrap(),
         tx.settle_job(other_org, &done).await.unwrap(),
@@ -1387,4 +1417,269 @@ async fn a_claimer_passes_over_a_locked_job() {
     })
     .await;
     assert!(workers.shutdown(Duration::from_secs(10)).await);
+}
+
+/// Fencing (docs/JOBS.md, "Fencing"): a worker whose lease is taken from it (expired in the
+/// database, rescued, claimed by another worker) stops its handler at its next heartbeat,
+/// long before the handler would have finished; its completion never comes, and the other
+/// worker's outcome is the one that stands.
+async fn a_worker_whose_lease_is_stolen_stops_its_handler_and_reports_nothing(app: TestApp) {
+    const LEASE_S: u64 = 3;
+    const JOB_MS: u64 = 8000;
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(
+            org.org_id,
+            json!({"sleep_ms": JOB_MS, "announce": true}),
+        ))
+        .await
+        .unwrap()
+        .id;
+    let worker = start_worker(&app, 1, LEASE_S, &[]);
+    wait_for_line(&worker, &format!("test job {id} running (attempt 1"));
+    let first = job(&app, org.org_id, id).await.unwrap();
+    let stolen_at = Instant::now();
+    // The lease runs out in the database (as if the worker had frozen) and is rescued. A
+    // heartbeat may slip in between the two and extend it again: then expire it again.
+    let cap = |_: &str| Duration::from_secs(60);
+    let mut rescued = 0;
+    for _ in 0..20 {
+        assert!(
+            app.sql_exec(
+                "update jobs set lease_expires_at = '2000-01-01T00:00:00+00:00'
+                 where state = 'running'"
+            )
+            .await
+        );
+        rescued = app
+            .app
+            .rescue_expired_leases(10, &cap, 10)
+            .await
+            .unwrap()
+            .len();
+        if rescued == 1 {
+            break;
+        }
+    }
+    assert_eq!(rescued, 1, "the expired lease is rescued");
+    assert!(app.sql_exec("update jobs set run_at = created_at").await);
+    let thief = app
+        .app
+        .claim_job(&[ECHO], Duration::from_secs(60), "thief")
+        .await
+        .unwrap()
+        .expect("another worker claims it");
+    assert_eq!(thief.id, id);
+    // The first worker's next heartbeat finds the lease gone and stops the handler.
+    wait_for_log(&worker, "lease lost while running: handler stopped");
+    let noticed = stolen_at.elapsed();
+    let (status, _) = sigterm_and_collect(worker).await;
+    assert!(status.success(), "{status:?}");
+    let runs_after_stop = runs_of(&app, org.org_id, id).await.len();
+    let row = job(&app, org.org_id, id).await.unwrap();
+    assert_eq!(runs_after_stop, 0, "the stopped handler never finished");
+    assert_eq!(row.state, JobState::Running);
+    assert_eq!(
+        row.lease_token,
+        Some(thief.lease_token),
+        "the thief's lease stands"
+    );
+    assert_eq!(row.worker.as_deref(), Some("thief"));
+    assert!(app.app.complete_job(&thief).await.unwrap());
+    let row = job(&app, org.org_id, id).await.unwrap();
+    figures(
+        "jobs: a stolen lease stops its handler",
+        app.backend,
+        &[
+            ("lease s", LEASE_S.to_string()),
+            ("job ms", JOB_MS.to_string()),
+            (
+                "stop noticed after s",
+                format!("{:.2}", noticed.as_secs_f64()),
+            ),
+            ("runs of the stopped handler", runs_after_stop.to_string()),
+            ("executions", row.executions.to_string()),
+            ("interruptions", row.interruptions.to_string()),
+            ("final state", format!("{:?}", row.state)),
+        ],
+    );
+    assert!(first.lease_token.is_some());
+    assert_ne!(first.lease_token, Some(thief.lease_token));
+    assert_eq!(row.state, JobState::Completed);
+    assert_eq!((row.attempt, row.executions, row.interruptions), (1, 2, 1));
+}
+
+/// Fencing: a worker whose heartbeats cannot get through (the job's row is held: a database
+/// that does not answer) stops its handler before its lease could run out, reports nothing,
+/// and the job is rescued once the lease has expired, without using an attempt.
+async fn a_worker_whose_heartbeat_fails_stops_its_handler_before_its_lease_ends(app: TestApp) {
+    const LEASE_S: u64 = 3;
+    const JOB_MS: u64 = 8000;
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(
+            org.org_id,
+            json!({"sleep_ms": JOB_MS, "announce": true}),
+        ))
+        .await
+        .unwrap()
+        .id;
+    let worker = start_worker(&app, 1, LEASE_S, &[]);
+    wait_for_line(&worker, &format!("test job {id} running (attempt 1"));
+    // Hold the row (PostgreSQL: `FOR UPDATE`; SQLite: the database's write lock): no
+    // heartbeat gets through from now on.
+    let mut hold = app.app.store().begin().await.unwrap();
+    let held = hold.lock_job(org.org_id, id).await.unwrap().unwrap();
+    let held_since = Instant::now();
+    wait_for_log(
+        &worker,
+        "no heartbeat succeeded before the lease could run out",
+    );
+    let stopped_after = held_since.elapsed();
+    let stopped_at = chrono::Utc::now();
+    drop(hold);
+    let lease_end = held.lease_expires_at.expect("a running job has a lease");
+    assert!(
+        stopped_at < lease_end,
+        "stopped at {stopped_at}, before the lease's end {lease_end}"
+    );
+    let (status, _) = sigterm_and_collect(worker).await;
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        runs_of(&app, org.org_id, id).await.len(),
+        0,
+        "the stopped handler never finished"
+    );
+    // Once the lease has run out (by the database's clock), the rescue makes it retryable.
+    let cap = |_: &str| Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        app.app.rescue_expired_leases(10, &cap, 10).await.unwrap();
+        let row = job(&app, org.org_id, id).await.unwrap();
+        if row.state != JobState::Running {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "the lease runs out: {row:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    figures(
+        "jobs: a failing heartbeat stops its handler",
+        app.backend,
+        &[
+            ("lease s", LEASE_S.to_string()),
+            ("job ms", JOB_MS.to_string()),
+            (
+                "stopped after the hold s",
+                format!("{:.2}", stopped_after.as_secs_f64()),
+            ),
+            (
+                "stopped before the lease's end s",
+                format!(
+                    "{:.2}",
+                    (lease_end - stopped_at).num_milliseconds() as f64 / 1000.0
+                ),
+            ),
+            ("state after the lease", format!("{:?}", row.state)),
+            ("interruptions", row.interruptions.to_string()),
+        ],
+    );
+    assert_eq!(row.state, JobState::Retryable);
+    assert_eq!((row.attempt, row.interruptions), (1, 1), "no attempt used");
+}
+
+/// Lease deadlines are the database's now plus the lease: a claim and a heartbeat made with
+/// the application's clock an hour off (fast, then slow) still set them from the database's
+/// clock, and a rescue does not take a lease that holds by it.
+async fn leases_are_set_and_rescued_by_the_databases_clock_whatever_the_apps_says(app: TestApp) {
+    let org = app.org().await;
+    let id = app
+        .app
+        .submit_job(echo(org.org_id, json!({})))
+        .await
+        .unwrap()
+        .id;
+    let skew = chrono::Duration::hours(1);
+    let lease = Duration::from_secs(60);
+    let store = app.app.store();
+    let before = db_now(&app).await;
+    let row = store
+        .claim_job(&tauros_store::Claim {
+            now: chrono::Utc::now() + skew,
+            lease_token: Uuid::new_v4(),
+            lease,
+            worker: "fast-clock",
+            kinds: &[ECHO],
+        })
+        .await
+        .unwrap()
+        .expect("claimed");
+    let after = db_now(&app).await;
+    let ms = |d: Duration| chrono::Duration::milliseconds(d.as_millis() as i64);
+    let claimed_until = row.lease_expires_at.unwrap();
+    let claimed_from = before;
+    assert!(
+        before + ms(lease) <= claimed_until && claimed_until <= after + ms(lease),
+        "{before} + 60 s <= {claimed_until} <= {after} + 60 s"
+    );
+    // A heartbeat from an app whose clock is an hour slow.
+    let fence = Fence {
+        org_id: org.org_id,
+        id,
+        lease_token: row.lease_token.unwrap(),
+        expired: false,
+    };
+    let before = db_now(&app).await;
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        tx.extend_lease(fence, Duration::from_secs(30), chrono::Utc::now() - skew)
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let after = db_now(&app).await;
+    let extended = job(&app, org.org_id, id)
+        .await
+        .unwrap()
+        .lease_expires_at
+        .unwrap();
+    let half = Duration::from_secs(30);
+    assert!(
+        before + ms(half) <= extended && extended <= after + ms(half),
+        "{before} + 30 s <= {extended} <= {after} + 30 s"
+    );
+    // The lease holds by the database's clock: nothing to rescue, nor to settle as expired.
+    let rescued = app
+        .app
+        .rescue_expired_leases(10, &|_| Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert!(rescued.is_empty());
+    figures(
+        "jobs: leases by the database's clock",
+        app.backend,
+        &[
+            ("app clock skew s", format!("±{}", skew.num_seconds())),
+            (
+                "claimed lease from the db now before the claim s",
+                format!(
+                    "{:.3}",
+                    (claimed_until - claimed_from).num_milliseconds() as f64 / 1000.0
+                ),
+            ),
+            ("rescued while held", rescued.len().to_string()),
+        ],
+    );
+    // Once it has run out by the database's clock (moved there here), the rescue takes it.
+    assert!(
+        app.sql_exec("update jobs set lease_expires_at = '2000-01-01T00:00:00+00:00'")
+            .await
+    );
+    let rescued = app
+        .app
+        .rescue_expired_leases(10, &|_| Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(rescued.len(), 1);
 }

@@ -28,6 +28,7 @@ mod document;
 mod failpoints;
 mod governance;
 mod invoices;
+mod issue_jobs;
 mod issuing;
 mod issuing_dead_ends;
 mod jobs;

@@ -35,6 +35,15 @@ pub struct ClaimCounts {
 #[async_trait]
 pub trait ClaimRead: Send {
     async fn claim_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<ClaimRow>>;
+    /// Whether the organisation has a `processing` claim of `kind` whose business key is
+    /// `key` or starts with `prefix` (the app names both forms of its keys).
+    async fn processing_claim_exists(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        key: &str,
+        prefix: &str,
+    ) -> StoreResult<bool>;
     /// Counts for the operators' gauges (every organisation: an operations figure, never shown
     /// to a tenant).
     async fn claim_counts(&mut self) -> StoreResult<ClaimCounts>;
@@ -70,15 +79,11 @@ pub trait ClaimWrite: ClaimRead {
     /// Deletes up to `limit` completed (or rejected) claims whose retention ended before `now`, skipping
     /// rows another transaction holds.
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
-    /// Deletes up to `limit` processing claims admitted before `cutoff` and past their
-    /// retention at `now`, inside a sanctioned reap (the delete guard refuses any other delete
-    /// of a processing claim), skipping rows another transaction holds.
-    async fn reap_claims(
-        &mut self,
-        cutoff: DateTime<Utc>,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<u64>;
+    /// Deletes up to `limit` processing claims admitted longer than `horizon` ago and past
+    /// their retention, both by the database's clock, inside a sanctioned reap (the delete
+    /// guard refuses any other delete of a processing claim), skipping rows another
+    /// transaction holds.
+    async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64>;
     /// The organisation's next invoice number in `year` (1, 2, …), held by this transaction:
     /// a rollback gives it back, so the sequence has no gaps.
     async fn next_invoice_number(&mut self, org_id: Uuid, year: i32) -> StoreResult<i64>;

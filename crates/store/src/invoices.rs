@@ -198,6 +198,17 @@ pub trait InvoiceRead: Send {
     ) -> StoreResult<Vec<InvoiceJoined>>;
     /// Whether the organisation has this invoice (a plain indexed read, no join).
     async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
+    /// The invoice's state, if the organisation has it (a plain indexed read, no join).
+    async fn invoice_state(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceState>>;
+    /// Up to `limit` invoices in `state`, every organisation, as (org, id, issue version) by
+    /// id after `after`: the upkeep's keyset walk (the issuing redrive), never shown to a
+    /// tenant.
+    async fn invoices_in_state(
+        &mut self,
+        state: InvoiceState,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<(Uuid, Uuid, i32)>>;
     /// The invoice issued under `number`, if any.
     async fn invoice_id_by_number(
         &mut self,

@@ -63,11 +63,14 @@ pub struct JobFilter {
 /// What a claim asks for.
 #[derive(Clone, Debug)]
 pub struct Claim<'a> {
-    /// Claim only jobs due at or before this time.
+    /// Claim only jobs due at or before this time (the app's clock, as `run_at` is); also the
+    /// claim's `started_at`.
     pub now: DateTime<Utc>,
-    /// The new lease: its token and deadline.
+    /// The new lease: its token, and how long it holds from the **database's** now (the
+    /// deadline is computed in SQL, so a skewed application clock cannot shorten or stretch
+    /// it).
     pub lease_token: Uuid,
-    pub lease_expires_at: DateTime<Utc>,
+    pub lease: std::time::Duration,
     /// Who claims (`host:pid/worker-n`).
     pub worker: &'a str,
     /// Only these kinds (the ones this process has handlers for).
@@ -89,14 +92,14 @@ pub struct JobUpdate {
 }
 
 /// The lease an outcome must still hold to count: the execution's own token, on a job that is
-/// still running. `expired_before` also requires the lease to have run out (the rescue of an
-/// interrupted execution must not race a heartbeat that just extended it).
+/// still running. `expired` also requires the lease to have run out by the database's clock
+/// (the rescue of an interrupted execution must not race a heartbeat that just extended it).
 #[derive(Clone, Copy, Debug)]
 pub struct Fence {
     pub org_id: Uuid,
     pub id: Uuid,
     pub lease_token: Uuid,
-    pub expired_before: Option<DateTime<Utc>>,
+    pub expired: bool,
 }
 
 /// How many jobs of one kind are in one state.
@@ -138,12 +141,23 @@ pub trait JobRead: Send {
         org_id: Uuid,
         job_id: Uuid,
     ) -> StoreResult<Option<SubmissionRow>>;
-    /// Running jobs whose lease ran out before `now`, oldest deadline first (every org).
-    async fn expired_leases(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<JobRow>>;
+    /// Running jobs whose lease has run out by the database's clock, oldest deadline first
+    /// (every org).
+    async fn expired_leases(&mut self, limit: i64) -> StoreResult<Vec<JobRow>>;
     /// Jobs by kind and state (every org; for the gauges).
     async fn job_counts(&mut self) -> StoreResult<Vec<JobCount>>;
     /// The oldest due time among claimable jobs due by `now` (every org).
     async fn oldest_due(&mut self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
+    /// Up to `limit` jobs of `kind` in `state` that finished before `before`, every org, by
+    /// id after `after` (the retention's keyset walk over the kinds it does not prune blind).
+    async fn finished_jobs_of_kind(
+        &mut self,
+        kind: &str,
+        state: JobState,
+        before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<JobRow>>;
     /// Executions of one test job, by start time.
     async fn test_executions(
         &mut self,
@@ -164,23 +178,35 @@ pub trait JobWrite: JobRead {
     async fn lock_job(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<JobRow>>;
     /// An operator's move of a job that is not running (locked by [`JobWrite::lock_job`]).
     async fn update_job(&mut self, org_id: Uuid, id: Uuid, update: &JobUpdate) -> StoreResult<()>;
-    /// Moves the lease deadline on while the fence holds; false when it no longer does.
+    /// Moves the lease deadline to `lease` after the database's now while the fence holds;
+    /// false when it no longer does.
     async fn extend_lease(
         &mut self,
         fence: Fence,
-        until: DateTime<Utc>,
+        lease: std::time::Duration,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// Applies an execution's outcome while the fence holds; false (and nothing written) for a
     /// stale worker's late result.
     async fn settle_job(&mut self, fence: Fence, update: &JobUpdate) -> StoreResult<bool>;
-    /// Deletes up to `limit` jobs in `state` that finished before `before`.
+    /// Deletes up to `limit` jobs in `state` that finished before `before`, except those of
+    /// the `keep` kinds (the app prunes those one by one, [`JobWrite::prune_job`]).
     async fn prune_jobs(
         &mut self,
         state: JobState,
         before: DateTime<Utc>,
+        keep: &[&str],
         limit: i64,
     ) -> StoreResult<u64>;
+    /// Deletes one job if it is still in `state` and finished before `before` (not retried
+    /// meanwhile); false when it was not.
+    async fn prune_job(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: JobState,
+        before: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     async fn insert_test_execution(&mut self, execution: &TestExecutionRow) -> StoreResult<()>;
     /// Cancels the org's jobs of `kind` that wait to run (`available`, `scheduled`,
     /// `retryable`: the states `domain::job::cancel` applies to) and whose submission id starts

@@ -102,6 +102,15 @@ impl Backend for PgUnit {
     const SKIP_LOCKED: &'static str = " for update skip locked";
     const SANCTION_REAP: &'static str = "select set_config('tauros.reap', 'on', true)";
     const UNSANCTION_REAP: &'static str = "select set_config('tauros.reap', 'off', true)";
+    const NOW: &'static str = "now()";
+
+    fn now_plus_ms(param: &str) -> String {
+        now_plus_ms(param)
+    }
+
+    fn json_texts(param: &str) -> String {
+        format!("select jsonb_array_elements_text({param}::jsonb)")
+    }
 
     fn map_err(err: sqlx::Error) -> StoreError {
         map_err(err)
@@ -186,7 +195,7 @@ impl Store for PgStore {
 /// the same job.
 async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     let mut tx = pool.begin().await.map_err(map_err)?;
-    let row = sqlx::query_as(
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "with next as (
              select id from jobs
              where state in ('available', 'scheduled', 'retryable') and run_at <= $1
@@ -195,21 +204,27 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
              limit 1
              for update skip locked
          )
-         update jobs set state = 'running', lease_token = $3, lease_expires_at = $4, worker = $5,
-             executions = jobs.executions + 1, started_at = $1, updated_at = $1
+         update jobs set state = 'running', lease_token = $3, lease_expires_at = {until},
+             worker = $5, executions = jobs.executions + 1, started_at = $1, updated_at = $1
          from next where jobs.id = next.id
          returning jobs.*",
-    )
+        until = now_plus_ms("$4"),
+    )))
     .bind(claim.now)
     .bind(claim.kinds)
     .bind(claim.lease_token)
-    .bind(claim.lease_expires_at)
+    .bind(crate::sql::millis(claim.lease))
     .bind(claim.worker)
     .fetch_optional(&mut *tx)
     .await
     .map_err(map_err)?;
     tx.commit().await.map_err(map_err)?;
     Ok(row)
+}
+
+/// The transaction's `now()` plus the milliseconds bound at `param`.
+fn now_plus_ms(param: &str) -> String {
+    format!("(now() + {param}::bigint * interval '1 millisecond')")
 }
 
 /// Forwards notifications to the store's waiters until the store is gone. A notification

@@ -181,8 +181,21 @@ impl Writer {
         Ok(guard)
     }
 
-    /// Starts a unit: joins the open shared transaction, or opens one.
+    /// Starts a unit: joins the open shared transaction, or opens one. Runs on a task of its
+    /// own, so a caller dropped while it waits (a request cancelled, a job stopped by its
+    /// lease, a heartbeat bounded by it) cannot leave the writer between `BEGIN IMMEDIATE`
+    /// and its bookkeeping: the begun unit is then dropped like any abandoned one (its
+    /// savepoint rolled back, the shared transaction closed when idle). A `BEGIN` whose future
+    /// was dropped still runs on the connection's thread, and would otherwise leave a
+    /// transaction no one knows of, holding the file's write lock.
     async fn begin(&self) -> StoreResult<WriteUnit> {
+        let writer = self.clone();
+        tokio::spawn(async move { writer.begin_here().await })
+            .await
+            .map_err(|e| StoreError::Other(sqlx::Error::Protocol(format!("begin: {e}"))))?
+    }
+
+    async fn begin_here(&self) -> StoreResult<WriteUnit> {
         let mut slot = self.hold().await?;
         if slot.group.is_none() {
             sqlx::query("BEGIN IMMEDIATE")
@@ -459,6 +472,15 @@ impl Backend for SqliteUnit {
     const SKIP_LOCKED: &'static str = "";
     const SANCTION_REAP: &'static str = "insert into effect_claim_reaps default values";
     const UNSANCTION_REAP: &'static str = "delete from effect_claim_reaps";
+    const NOW: &'static str = NOW;
+
+    fn now_plus_ms(param: &str) -> String {
+        now_plus_ms(param)
+    }
+
+    fn json_texts(param: &str) -> String {
+        format!("select value from json_each({param})")
+    }
 
     fn map_err(err: sqlx::Error) -> StoreError {
         map_err(err)
@@ -556,14 +578,28 @@ impl Store for SqliteStore {
 // writer, an in-process notify for wake-ups) is written here, behind the port's `Store` methods
 // the PostgreSQL adapter implements too.
 
+/// The database's clock in the text a bound `DateTime<Utc>` is stored as (sqlx writes RFC 3339
+/// with `+00:00` and as many fraction digits as needed: none, 3, 6 or 9). SQLite's clock has
+/// milliseconds, so its time is `YYYY-MM-DDTHH:MM:SS.sss+00:00`, without `.000`: the same text
+/// sqlx writes for that instant, so text comparisons with stored times order correctly.
+const NOW: &str = "replace(strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), '.000+', '+')";
+
+/// [`NOW`] plus the milliseconds bound at `param` (a modifier such as `1.5 seconds`).
+fn now_plus_ms(param: &str) -> String {
+    format!(
+        "replace(strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', ({param} / 1000.0) || ' seconds'), \
+         '.000+', '+')"
+    )
+}
+
 /// Claims as a write unit on the single writer: claimers are serialized, so no two get the
 /// same job (also across processes, which meet at SQLite's write lock).
 async fn claim_job(mut unit: WriteUnit, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     let kinds = serde_json::to_string(claim.kinds)
         .map_err(|e| StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
-    let row = sqlx::query_as(
-        "update jobs set state = 'running', lease_token = $3, lease_expires_at = $4, worker = $5,
-             executions = executions + 1, started_at = $1, updated_at = $1
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "update jobs set state = 'running', lease_token = $3, lease_expires_at = {until},
+             worker = $5, executions = executions + 1, started_at = $1, updated_at = $1
          where id = (
              select id from jobs
              where state in ('available', 'scheduled', 'retryable') and run_at <= $1
@@ -572,11 +608,12 @@ async fn claim_job(mut unit: WriteUnit, claim: &Claim<'_>) -> StoreResult<Option
              limit 1
          )
          returning *",
-    )
+        until = now_plus_ms("$4"),
+    )))
     .bind(claim.now)
     .bind(kinds)
     .bind(claim.lease_token)
-    .bind(claim.lease_expires_at)
+    .bind(crate::sql::millis(claim.lease))
     .bind(claim.worker)
     .fetch_optional(unit.conn())
     .await

@@ -174,14 +174,15 @@ async fn retry_job(
 }
 
 /// Stop a job that has not started (approvers): it will not run. A job already cancelled is
-/// answered as it is.
+/// answered as it is. An issue job (`invoice.issue.v1`) whose claim is processing cannot be
+/// cancelled: the peer may hold the invoice, and only the job can finish it (retry it).
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job, cancelled (or already cancelled)", body = JobResponse),
         (status = 403, description = "`forbidden`: only approvers act on jobs", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`job_running`: a worker holds it (its effect may be under way); `job_finished`: it already completed or was discarded", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`job_running`: a worker holds it (its effect may be under way); `job_finished`: it already completed or was discarded; `issue_in_progress`: an issue job whose claim is processing (retry it instead)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_job(
     State(state): State<AppState>,

@@ -382,6 +382,7 @@ fn title_for(code: &str) -> &'static str {
         "submission_conflict" => "Submission id reused",
         "job_running" => "Job is running",
         "job_finished" => "Job already finished",
+        "issue_in_progress" => "Issue in progress",
         "too_many_endpoints" => "Too many webhook endpoints",
         "payload_too_large" => "Payload too large",
         "unsupported_media_type" => "Unsupported media type",

@@ -421,17 +421,7 @@ impl App {
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
                     let enqueued = crate::jobs::enqueue(
                         &mut *tx,
-                        crate::jobs::NewJob {
-                            org_id: invoice.org_id,
-                            kind: super::ISSUE_JOB.to_owned(),
-                            args: serde_json::json!({ "invoice_id": invoice.id }),
-                            submission_id: Some(super::issue_business_key(
-                                invoice.id,
-                                invoice.issue_version,
-                            )),
-                            max_attempts: None,
-                            run_at: None,
-                        },
+                        crate::jobs::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
                     )
                     .await?;
                     invoice.issuing_status = Some(tauros_domain::effect::IssuingStatus::Pending);

@@ -27,7 +27,7 @@ use uuid::Uuid;
 /// The job kind that issues one approved invoice (args `{"invoice_id": …}`).
 pub const ISSUE_JOB: &str = "invoice.issue.v1";
 /// The claim kind and version behind the operation key of an issue.
-const CLAIM_KIND: &str = "invoice.issue";
+pub(crate) const CLAIM_KIND: &str = "invoice.issue";
 
 /// What the peer receives: the approved revision exactly as sealed (its canonical bytes as a
 /// string, so nothing is re-encoded), and the number it is issued under.
@@ -581,14 +581,15 @@ impl App {
     }
 
     /// Deletes processing claims abandoned longer than `horizon` (never below the one-day
-    /// floor) and past their retention, skipping any a finaliser holds.
+    /// floor) and past their retention, by the database's clock, skipping any a finaliser
+    /// holds.
     pub async fn reap_claims(&self, horizon: chrono::Duration, batch: i64) -> AppResult<u64> {
         let horizon = horizon.max(chrono::Duration::days(effect::ABANDON_FLOOR_DAYS));
+        let horizon = horizon.to_std().unwrap_or(std::time::Duration::MAX);
         let mut total = 0;
         loop {
-            let at = now();
             let mut tx = self.store.begin().await?;
-            let n = tx.reap_claims(at - horizon, at, batch).await?;
+            let n = tx.reap_claims(horizon, batch).await?;
             tx.commit().await?;
             total += n;
             if n < batch as u64 {

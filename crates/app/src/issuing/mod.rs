@@ -103,23 +103,23 @@ impl Issuer {
         }
     }
 
-    /// `execute`, where a panic, a timeout or an error is `Unknown`.
+    /// `execute`, where a panic, a timeout or an error is `Unknown`. The call runs inside the
+    /// attempt (no task of its own): when the worker stops the attempt (its lease lost), the
+    /// call is dropped with it and nothing of it outlives the attempt.
     async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
-        let adapter = Arc::clone(&self.adapter);
-        let invoice = invoice.clone();
-        let call = tokio::spawn(async move { adapter.execute(op_key, &invoice).await });
+        let call = CatchUnwind(Box::pin(self.adapter.execute(op_key, invoice)));
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Some(answer)) => answer,
             _ => Executed::Unknown,
         }
     }
 
-    /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`).
+    /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`); inside
+    /// the attempt, like `execute`.
     async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
-        let adapter = Arc::clone(&self.adapter);
-        let call = tokio::spawn(async move { adapter.recover(op_key).await });
+        let call = CatchUnwind(Box::pin(self.adapter.recover(op_key)));
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Some(answer)) => answer,
             _ => Recovered::Unknown,
         }
     }
@@ -203,6 +203,28 @@ impl Issuer {
             .await;
         app.finalise_issue(&claim, &response, actor).await?;
         Ok(())
+    }
+}
+
+/// An adapter call whose panic is caught (`None`) instead of unwinding through the attempt:
+/// a panicking adapter answers `Unknown`, as an error would. Written here rather than taken
+/// from `futures` (`FutureExt::catch_unwind`), which the app does not depend on directly
+/// (docs/EFFECTS.md, "Adapter calls live inside the attempt").
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(answer)) => std::task::Poll::Ready(Some(answer)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(None),
+        }
     }
 }
 

@@ -3,12 +3,17 @@
 //!
 //! - here: enqueueing inside the caller's transaction, and the job as operators see it;
 //! - `operators`: what approvers see and do (list, get, retry, cancel);
+//! - `held`: the jobs whose business work can outlive them (issue jobs): not cancelled while
+//!   their effect is in progress, not pruned while their work is unfinished;
 //! - `workers`: the workers' side: claim, heartbeat, settle, rescue the executions whose lease
 //!   expired, prune finished jobs, the gauges.
 
+mod held;
 mod operators;
 mod workers;
 
+pub use held::Redriven;
+pub(crate) use held::issue_job;
 pub use operators::JobQuery;
 pub use workers::{ClaimedJob, JobFailure, JobStats, Rescued, Retention, complete_in};
 

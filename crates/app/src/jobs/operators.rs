@@ -121,7 +121,8 @@ impl App {
     }
 
     /// Stops a job that has not started: it will not run (approvers). Already cancelled is
-    /// left as it is; a running or finished job cannot be cancelled.
+    /// left as it is; a running or finished job cannot be cancelled, nor an issue job whose
+    /// claim is processing (409 `issue_in_progress`).
     pub async fn cancel_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
@@ -132,6 +133,7 @@ impl App {
         if rules::cancel(row.state).map_err(move_error)? == Cancel::Unchanged {
             return Ok(Replayed::replay(view(row)?));
         }
+        super::held::guard_cancel(&mut *tx, &row).await?;
         let now = now();
         let update = JobUpdate {
             state: JobState::Cancelled,

@@ -38,7 +38,7 @@ impl ClaimedJob {
             org_id: self.org_id,
             id: self.id,
             lease_token: self.lease_token,
-            expired_before: None,
+            expired: false,
         }
     }
 
@@ -114,8 +114,8 @@ pub async fn complete_in(tx: &mut dyn Tx, job: &ClaimedJob) -> AppResult<bool> {
 }
 
 impl App {
-    /// Claims the next due job of one of `kinds` under a fresh lease of `lease`; the claim has
-    /// committed when this returns.
+    /// Claims the next due job of one of `kinds` under a fresh lease of `lease` (from the
+    /// database's now); the claim has committed when this returns.
     pub async fn claim_job(
         &self,
         kinds: &[&str],
@@ -126,7 +126,7 @@ impl App {
         let claim = Claim {
             now,
             lease_token: Uuid::new_v4(),
-            lease_expires_at: rules::due_after(now, lease),
+            lease,
             worker,
             kinds,
         };
@@ -156,14 +156,12 @@ impl App {
         }))
     }
 
-    /// Extends the lease by `lease` from now; false when it was lost (the job was rescued
-    /// after it expired): the worker must stop and report nothing.
+    /// Extends the lease to `lease` from the database's now; false when it was lost (the job
+    /// was rescued after it expired, and maybe claimed again): the worker must stop and report
+    /// nothing.
     pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
-        let now = now();
         let mut tx = self.store.begin().await?;
-        let held = tx
-            .extend_lease(job.fence(), rules::due_after(now, lease), now)
-            .await?;
+        let held = tx.extend_lease(job.fence(), lease, now()).await?;
         tx.commit().await?;
         Ok(held)
     }
@@ -200,7 +198,7 @@ impl App {
         Ok(applied.then_some(next))
     }
 
-    /// Settles up to `limit` executions whose lease expired before now: each becomes
+    /// Settles up to `limit` executions whose lease expired by the database's clock: each becomes
     /// `retryable` at the same attempt after its backoff (`cap_of` its kind), or `discarded`
     /// once it was interrupted `max_interruptions` times. A lease extended meanwhile, or an
     /// execution another process settled first, is left alone.
@@ -211,12 +209,7 @@ impl App {
         limit: i64,
     ) -> AppResult<Vec<Rescued>> {
         let now = now();
-        let expired = self
-            .store
-            .reader()
-            .await?
-            .expired_leases(now, limit)
-            .await?;
+        let expired = self.store.reader().await?.expired_leases(limit).await?;
         let mut rescued = Vec::new();
         for row in expired {
             let Some(lease_token) = row.lease_token else {
@@ -242,7 +235,7 @@ impl App {
                 org_id: row.org_id,
                 id: row.id,
                 lease_token,
-                expired_before: Some(now),
+                expired: true,
             };
             let mut tx = self.store.begin().await?;
             let applied = tx
@@ -260,8 +253,10 @@ impl App {
         Ok(rescued)
     }
 
-    /// Deletes finished jobs older than their retention, at most `batch` per state; their
-    /// submission records stay, so a submission id keeps naming its job.
+    /// Deletes finished jobs older than their retention, at most `batch` per state (and as
+    /// many again of the kinds that hold work); their submission records stay, so a submission
+    /// id keeps naming its job. A job whose business work is unfinished (an issue job whose
+    /// invoice is still approved) is kept, whatever its age: it is the way out.
     pub async fn prune_jobs(&self, retention: &Retention, batch: i64) -> AppResult<u64> {
         let now = now();
         let mut pruned = 0;
@@ -275,8 +270,57 @@ impl App {
                 .and_then(|keep| now.checked_sub_signed(keep))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
             let mut tx = self.store.begin().await?;
-            pruned += tx.prune_jobs(state, before, batch).await?;
+            pruned += tx
+                .prune_jobs(state, before, super::held::HOLDING_KINDS, batch)
+                .await?;
             tx.commit().await?;
+            pruned += self.prune_holding(state, before, batch).await?;
+        }
+        Ok(pruned)
+    }
+
+    /// The finished jobs of the kinds that hold work, past retention in `state`: each is
+    /// deleted once its work is done (up to `batch`), kept while it is not. The walk goes by
+    /// id through every such job, a page of `batch` at a time (the kept ones are few: the
+    /// stuck invoices a human has yet to move).
+    async fn prune_holding(
+        &self,
+        state: JobState,
+        before: DateTime<Utc>,
+        batch: i64,
+    ) -> AppResult<u64> {
+        let mut pruned = 0;
+        for kind in super::held::HOLDING_KINDS {
+            let mut after = None;
+            loop {
+                let page = self
+                    .store
+                    .reader()
+                    .await?
+                    .finished_jobs_of_kind(kind, state, before, after, batch)
+                    .await?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.id);
+                let full = page.len() as i64 == batch;
+                for row in page {
+                    let mut conn = self.store.reader().await?;
+                    if super::held::work_unfinished(&mut *conn, &row).await? {
+                        continue;
+                    }
+                    drop(conn);
+                    let mut tx = self.store.begin().await?;
+                    if tx.prune_job(row.org_id, row.id, state, before).await? {
+                        pruned += 1;
+                    }
+                    tx.commit().await?;
+                    if pruned >= batch as u64 {
+                        return Ok(pruned);
+                    }
+                }
+                if !full {
+                    break;
+                }
+            }
         }
         Ok(pruned)
     }

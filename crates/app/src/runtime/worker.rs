@@ -1,6 +1,10 @@
 //! Workers: `workers` claim loops and one upkeep loop per process. A claim loop claims a due
 //! job (the claim commits first), runs its handler on a task of its own while a heartbeat
 //! extends the lease every third of it, and settles the outcome fenced by the lease token.
+//! Fencing (docs/JOBS.md, "Fencing"): a heartbeat that finds the lease gone, or no successful
+//! heartbeat by half a beat before the lease could end, stops the handler (aborted, with any
+//! peer call it awaits) and reports nothing; the handler also checks the lease each time it
+//! is polled, so a worker thawed after a freeze stops before it takes another step.
 //! Idle loops wait for a wake-up (`LISTEN`/in-process notify) or the poll interval, whichever
 //! comes first: polling alone is correct, wake-ups only shorten the wait. The upkeep loop
 //! rescues executions whose lease expired (a crashed or frozen worker elsewhere) and prunes
@@ -9,12 +13,16 @@
 use super::{JobContext, JobError, Registry};
 use crate::app::App;
 use crate::jobs::{ClaimedJob, JobFailure, Retention};
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tauros_domain::job::FailureKind;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 /// How this process runs jobs.
@@ -105,13 +113,16 @@ async fn claim_loop(
         if *stop.borrow() {
             return;
         }
+        let claimed_at = Instant::now();
         match app.claim_job(&kinds, config.lease, &worker).await {
             Ok(Some(job)) => {
                 if config.pause_after_claim {
                     pause(&job).await;
                 }
                 let span = tracing::info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempt);
-                run(&app, &registry, &config, job).instrument(span).await;
+                run(&app, &registry, &config, job, claimed_at)
+                    .instrument(span)
+                    .await;
             }
             Ok(None) => {
                 tokio::select! {
@@ -152,15 +163,85 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// The lease as this worker knows it, on the monotonic clock (which keeps counting while the
+/// process is frozen): the lease holds at least until `held_until`, measured from the moment
+/// the claim or the last successful heartbeat was *sent*, so it never ends later than the
+/// database's deadline (computed from the database's now, which is no earlier). The handler
+/// stops `margin` before it.
+struct LeaseWatch {
+    held_until: std::sync::Mutex<Instant>,
+    margin: Duration,
+}
+
+impl LeaseWatch {
+    fn new(held_until: Instant, margin: Duration) -> LeaseWatch {
+        LeaseWatch {
+            held_until: std::sync::Mutex::new(held_until),
+            margin,
+        }
+    }
+
+    /// When the handler must have stopped unless a heartbeat extends the lease first.
+    fn stop_at(&self) -> Instant {
+        let held_until = *self.held_until.lock().unwrap_or_else(|e| e.into_inner());
+        held_until.checked_sub(self.margin).unwrap_or(held_until)
+    }
+
+    fn extend(&self, held_until: Instant) {
+        let mut current = self.held_until.lock().unwrap_or_else(|e| e.into_inner());
+        *current = (*current).max(held_until);
+    }
+
+    fn holds(&self) -> bool {
+        Instant::now() < self.stop_at()
+    }
+}
+
+/// A handler raced against its lease: every time it is polled, the lease is checked first, so
+/// a worker resumed after a freeze (SIGSTOP, a VM pause) longer than its lease does not take
+/// one more step of the handler before it notices (`None`: stopped). The claim loop aborts it
+/// too when the lease ends while the handler waits.
+struct Fenced<F> {
+    handler: Pin<Box<F>>,
+    lease: Arc<LeaseWatch>,
+}
+
+impl<F: Future> Future for Fenced<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if !self.lease.holds() {
+            return Poll::Ready(None);
+        }
+        self.handler.as_mut().poll(cx).map(Some)
+    }
+}
+
+/// Why a worker stopped a handler without reporting an outcome.
+#[derive(Debug)]
+enum Stop {
+    /// A heartbeat found the lease gone: the job was rescued (and maybe claimed elsewhere).
+    LeaseLost,
+    /// No heartbeat succeeded in time (errors, or the database did not answer): the lease
+    /// may run out any moment, so the handler stops first.
+    HeartbeatFailed,
+}
+
 enum Outcome {
     Finished(Result<(), JobError>),
     Panicked,
     TimedOut,
-    LeaseLost,
+    Stopped(Stop),
 }
 
-/// Runs one claimed job to its settled outcome.
-async fn run(app: &App, registry: &Registry, config: &WorkerConfig, job: ClaimedJob) {
+/// Runs one claimed job to its settled outcome. `claimed_at` is when the claim was sent.
+async fn run(
+    app: &App,
+    registry: &Registry,
+    config: &WorkerConfig,
+    job: ClaimedJob,
+    claimed_at: Instant,
+) {
     let Some(entry) = registry.entry(&job.kind) else {
         // Claims name only registered kinds; a row edited since is failed for good.
         let failure = JobError::permanent("unknown_kind", "no handler for this kind");
@@ -176,29 +257,58 @@ async fn run(app: &App, registry: &Registry, config: &WorkerConfig, job: Claimed
         app: app.clone(),
         job: job.clone(),
     };
-    let mut handler = AbortOnDrop(tokio::spawn((entry.handler)(ctx, args)));
-    let beat = (config.lease / 3).max(Duration::from_millis(100));
-    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+    let (beat, margin) = beat_and_margin(config.lease);
+    let lease = Arc::new(LeaseWatch::new(claimed_at + config.lease, margin));
+    let mut handler = AbortOnDrop(tokio::spawn(Fenced {
+        handler: Box::pin((entry.handler)(ctx, args)),
+        lease: Arc::clone(&lease),
+    }));
+    let mut heartbeat = tokio::time::interval_at(Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let deadline = tokio::time::sleep(entry.timeout);
     tokio::pin!(deadline);
+    let mut failures = 0u32;
     let outcome = loop {
+        let stop_at = lease.stop_at();
         tokio::select! {
+            biased;
             joined = &mut handler.0 => break match joined {
-                Ok(result) => Outcome::Finished(result),
+                Ok(Some(result)) => Outcome::Finished(result),
+                Ok(None) => Outcome::Stopped(Stop::HeartbeatFailed),
                 Err(_) => Outcome::Panicked,
             },
-            _ = heartbeat.tick() => match app.heartbeat(&job, config.lease).await {
-                Ok(true) => {}
-                Ok(false) => break Outcome::LeaseLost,
-                // The lease may still hold; if it runs out, the outcome is fenced off.
-                Err(e) => tracing::warn!(error = %e, job = %job.id, "heartbeat failed"),
+            () = tokio::time::sleep_until(stop_at) => break Outcome::Stopped(Stop::HeartbeatFailed),
+            _ = heartbeat.tick() => {
+                let sent = Instant::now();
+                // Bounded by the stop: a database that does not answer cannot hold the
+                // handler past the point where the lease may end.
+                match tokio::time::timeout_at(stop_at, app.heartbeat(&job, config.lease)).await {
+                    Ok(Ok(true)) => lease.extend(sent + config.lease),
+                    Ok(Ok(false)) => break Outcome::Stopped(Stop::LeaseLost),
+                    Ok(Err(e)) => {
+                        failures += 1;
+                        tracing::warn!(error = %e, job = %job.id, failures, "heartbeat failed; the handler stops unless one succeeds before its lease would run out");
+                    }
+                    Err(_) => break Outcome::Stopped(Stop::HeartbeatFailed),
+                }
             },
             () = &mut deadline => break Outcome::TimedOut,
         }
     };
-    drop(handler);
+    // Stop the handler (and any peer call it has in flight) before anything is reported, and
+    // wait until it has: nothing of this attempt runs on once the worker moves on.
+    if !matches!(outcome, Outcome::Finished(_) | Outcome::Panicked) {
+        handler.0.abort();
+        let _ = (&mut handler.0).await;
+    }
     settle(app, registry, &job, outcome).await;
+}
+
+/// The heartbeat interval (a third of the lease) and how long before the lease would end a
+/// handler without a successful heartbeat is stopped (half a beat).
+fn beat_and_margin(lease: Duration) -> (Duration, Duration) {
+    let beat = (lease / 3).max(Duration::from_millis(100));
+    (beat, beat / 2)
 }
 
 async fn settle(app: &App, registry: &Registry, job: &ClaimedJob, outcome: Outcome) {
@@ -216,8 +326,16 @@ async fn settle(app: &App, registry: &Registry, job: &ClaimedJob, outcome: Outco
             }
             return;
         }
-        Outcome::LeaseLost => {
-            tracing::warn!(job = %job.id, "lease lost while running; the outcome is not reported");
+        Outcome::Stopped(why) => {
+            metrics::counter!("tauros_job_stops_total", "kind" => kind).increment(1);
+            match why {
+                Stop::LeaseLost => {
+                    tracing::warn!(job = %job.id, worker = %job.worker, "lease lost while running: handler stopped, its outcome is not reported");
+                }
+                Stop::HeartbeatFailed => {
+                    tracing::warn!(job = %job.id, worker = %job.worker, "no heartbeat succeeded before the lease could run out: handler stopped, its outcome is not reported; the job runs again once its lease expires");
+                }
+            }
             return;
         }
         Outcome::Finished(Err(JobError::Retryable { code, message })) => JobFailure {
@@ -301,5 +419,66 @@ async fn upkeep_loop(
         if stopped_within(&mut stop, every).await {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A handler that takes a step every few milliseconds, for ever.
+    async fn stepper(steps: Arc<AtomicU32>) {
+        loop {
+            steps.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_stops_at_its_next_step_once_its_lease_could_have_ended() {
+        let steps = Arc::new(AtomicU32::new(0));
+        let lease = Arc::new(LeaseWatch::new(
+            Instant::now() + Duration::from_millis(60),
+            Duration::from_millis(20),
+        ));
+        let fenced = Fenced {
+            handler: Box::pin(stepper(Arc::clone(&steps))),
+            lease,
+        };
+        assert!(fenced.await.is_none(), "stopped, not finished");
+        assert!(steps.load(Ordering::SeqCst) >= 1);
+    }
+
+    #[tokio::test]
+    async fn a_thawed_handler_takes_no_step_and_an_extended_lease_keeps_it() {
+        // Frozen past its lease: the first poll after the thaw stops it before it runs.
+        let steps = Arc::new(AtomicU32::new(0));
+        let start = Instant::now();
+        let lease = Arc::new(LeaseWatch::new(start, Duration::ZERO));
+        let fenced = Fenced {
+            handler: Box::pin(stepper(Arc::clone(&steps))),
+            lease: Arc::clone(&lease),
+        };
+        assert!(fenced.await.is_none());
+        assert_eq!(steps.load(Ordering::SeqCst), 0);
+        // A successful heartbeat moves the stop on; an older one never moves it back.
+        let lease = LeaseWatch::new(start + Duration::from_secs(30), Duration::from_secs(5));
+        assert!(lease.holds());
+        lease.extend(start + Duration::from_secs(60));
+        lease.extend(start + Duration::from_secs(40));
+        assert_eq!(lease.stop_at(), start + Duration::from_secs(55));
+    }
+
+    #[test]
+    fn the_heartbeat_is_a_third_of_the_lease_and_the_margin_half_a_beat() {
+        assert_eq!(
+            beat_and_margin(Duration::from_secs(30)),
+            (Duration::from_secs(10), Duration::from_secs(5))
+        );
+        assert_eq!(
+            beat_and_margin(Duration::from_millis(150)),
+            (Duration::from_millis(100), Duration::from_millis(50))
+        );
     }
 }

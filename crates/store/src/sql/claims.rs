@@ -22,6 +22,30 @@ impl<U: Backend> ClaimRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn processing_claim_exists(
+        &mut self,
+        org_id: Uuid,
+        kind: &str,
+        key: &str,
+        prefix: &str,
+    ) -> StoreResult<bool> {
+        // A prefix compared with substr, not LIKE: no character of it is a wildcard.
+        let found: Option<(i32,)> = query_as(
+            "select 1 from effect_claims
+             where org_id = $1 and kind = $2 and state = 'processing'
+               and (business_key = $3 or substr(business_key, 1, length($4)) = $4)
+             limit 1",
+        )
+        .bind(org_id)
+        .bind(kind)
+        .bind(key)
+        .bind(prefix)
+        .fetch_optional(self)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn claim_counts(&mut self) -> StoreResult<ClaimCounts> {
         query_as(
             "select
@@ -132,23 +156,19 @@ impl<U: Backend> ClaimWrite for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn reap_claims(
-        &mut self,
-        cutoff: DateTime<Utc>,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<u64> {
+    async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64> {
         query(U::SANCTION_REAP).execute(self).await?;
         let sql = format!(
             "delete from effect_claims where id in (
                  select id from effect_claims
-                 where state = 'processing' and admitted_at < $1 and retain_until < $2
-                 order by admitted_at limit $3{})",
-            U::SKIP_LOCKED
+                 where state = 'processing' and admitted_at < {cutoff} and retain_until < {now}
+                 order by admitted_at limit $2{skip})",
+            cutoff = U::now_plus_ms("(-$1)"),
+            now = U::NOW,
+            skip = U::SKIP_LOCKED
         );
         let done = query(sql)
-            .bind(cutoff)
-            .bind(now)
+            .bind(super::millis(horizon))
             .bind(limit)
             .execute(self)
             .await?;

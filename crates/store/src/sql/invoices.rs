@@ -5,12 +5,13 @@
 //! org's settings (everything a read needs to decide visibility) in one statement; they list
 //! the invoice's own columns under names that cannot collide with the revision's.
 
-use super::{Backend, QueryAs, for_update, query, query_as, query_scalar};
+use super::{Backend, QueryAs, Stored, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
 use crate::invoices::*;
 use crate::query::Page;
 use async_trait::async_trait;
 use std::sync::LazyLock;
+use tauros_domain::invoice::InvoiceState;
 use uuid::Uuid;
 
 #[async_trait]
@@ -72,6 +73,36 @@ impl<U: Backend> InvoiceRead for U {
                 .fetch_optional(self)
                 .await?;
         Ok(found.is_some())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoice_state(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceState>> {
+        let found: Option<(Stored<InvoiceState>,)> =
+            query_as("select state from invoices where org_id = $1 and id = $2")
+                .bind(org_id)
+                .bind(id)
+                .fetch_optional(self)
+                .await?;
+        Ok(found.map(|(state,)| state.into()))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invoices_in_state(
+        &mut self,
+        state: InvoiceState,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<(Uuid, Uuid, i32)>> {
+        query_as(
+            "select org_id, id, issue_version from invoices
+             where state = $1 and ($2 is null or id > $2)
+             order by id limit $3",
+        )
+        .bind(state.as_str())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self)
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

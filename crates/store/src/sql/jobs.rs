@@ -66,12 +66,12 @@ impl<U: Backend> JobRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn expired_leases(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<JobRow>> {
-        query_as(
-            "select * from jobs where state = 'running' and lease_expires_at < $1
-             order by lease_expires_at limit $2",
-        )
-        .bind(now)
+    async fn expired_leases(&mut self, limit: i64) -> StoreResult<Vec<JobRow>> {
+        query_as(format!(
+            "select * from jobs where state = 'running' and lease_expires_at <= {}
+             order by lease_expires_at limit $1",
+            U::NOW
+        ))
         .bind(limit)
         .fetch_all(self)
         .await
@@ -92,6 +92,29 @@ impl<U: Backend> JobRead for U {
         )
         .bind(now)
         .fetch_one(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn finished_jobs_of_kind(
+        &mut self,
+        kind: &str,
+        state: JobState,
+        before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<JobRow>> {
+        query_as(
+            "select * from jobs
+             where kind = $1 and state = $2 and finished_at < $3 and ($4 is null or id > $4)
+             order by id limit $5",
+        )
+        .bind(kind)
+        .bind(state.as_str())
+        .bind(before)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self)
         .await
     }
 
@@ -203,17 +226,18 @@ impl<U: Backend> JobWrite for U {
     async fn extend_lease(
         &mut self,
         f: Fence,
-        until: DateTime<Utc>,
+        lease: std::time::Duration,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let done = query(
-            "update jobs set lease_expires_at = $4, updated_at = $5
+        let done = query(format!(
+            "update jobs set lease_expires_at = {}, updated_at = $5
              where org_id = $1 and id = $2 and lease_token = $3 and state = 'running'",
-        )
+            U::now_plus_ms("$4")
+        ))
         .bind(f.org_id)
         .bind(f.id)
         .bind(f.lease_token)
-        .bind(until)
+        .bind(super::millis(lease))
         .bind(now)
         .execute(self)
         .await?;
@@ -222,18 +246,19 @@ impl<U: Backend> JobWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn settle_job(&mut self, f: Fence, u: &JobUpdate) -> StoreResult<bool> {
-        let done = query(
+        let done = query(format!(
             "update jobs set state = $5, attempt = $6, interruptions = $7, run_at = $8,
                  finished_at = $9, last_error_code = coalesce($10, last_error_code),
                  last_error_message = coalesce($11, last_error_message),
                  updated_at = $12, lease_token = null, lease_expires_at = null
              where org_id = $1 and id = $2 and lease_token = $3 and state = 'running'
-               and ($4 is null or lease_expires_at < $4)",
-        )
+               and (not $4 or lease_expires_at <= {})",
+            U::NOW
+        ))
         .bind(f.org_id)
         .bind(f.id)
         .bind(f.lease_token)
-        .bind(f.expired_before)
+        .bind(f.expired)
         .bind_with(|q| bind_update(q, u))
         .execute(self)
         .await?;
@@ -245,21 +270,48 @@ impl<U: Backend> JobWrite for U {
         &mut self,
         state: JobState,
         before: DateTime<Utc>,
+        keep: &[&str],
         limit: i64,
     ) -> StoreResult<u64> {
         // The outer conditions repeat the inner ones: PostgreSQL re-checks them on
         // a row an operator retried meanwhile, which then stays.
-        let done = query(
+        let keep = serde_json::to_string(keep)
+            .map_err(|e| crate::error::StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
+        let done = query(format!(
             "delete from jobs where state = $1 and finished_at < $2 and id in
                  (select id from jobs where state = $1 and finished_at < $2
+                    and kind not in ({kept})
                   order by finished_at limit $3)",
-        )
+            kept = U::json_texts("$4")
+        ))
         .bind(state.as_str())
         .bind(before)
         .bind(limit)
+        .bind(&keep)
         .execute(self)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune_job(
+        &mut self,
+        org_id: Uuid,
+        id: Uuid,
+        state: JobState,
+        before: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = query(
+            "delete from jobs
+             where org_id = $1 and id = $2 and state = $3 and finished_at < $4",
+        )
+        .bind(org_id)
+        .bind(id)
+        .bind(state.as_str())
+        .bind(before)
+        .execute(self)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -68,6 +68,12 @@ impl<DB: Database> Conn<DB> {
     }
 }
 
+/// A duration as the signed milliseconds [`Backend::now_plus_ms`] adds to the database's now
+/// (saturating: a duration of centuries is still far in the future).
+pub(crate) fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
 /// Errors that are not constraint violations: unreachable database or a bug.
 pub(crate) fn classify_other(err: sqlx::Error) -> StoreError {
     match err {

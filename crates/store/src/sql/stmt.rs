@@ -46,6 +46,17 @@ pub trait Backend: Send + sealed::Sealed {
     const SANCTION_REAP: &'static str;
     /// Closes a sanctioned reap.
     const UNSANCTION_REAP: &'static str;
+    /// The database's clock, now, in the type and (on SQLite) the exact text format a bound
+    /// `DateTime<Utc>` is stored in: lease deadlines and the reaper's horizons are read from
+    /// it, never from the application's clock (docs/JOBS.md, "Whose clock").
+    const NOW: &'static str;
+
+    /// [`Backend::NOW`] plus the signed number of milliseconds bound at `param` (`$4`): the
+    /// app passes a duration, the database adds it to its own now.
+    fn now_plus_ms(param: &str) -> String;
+
+    /// A subquery of the strings of the JSON array (text) bound at `param`, for `in (…)`.
+    fn json_texts(param: &str) -> String;
 
     /// Classifies the backend's errors (constraint names, retryable codes).
     fn map_err(err: sqlx::Error) -> StoreError;

@@ -95,6 +95,9 @@ function refusal(e, action) {
   if (e instanceof ApiError && e.code === "job_running") {
     return `A worker is running this job right now, so it cannot be ${action === "retry" ? "retried" : "cancelled"}: its effect may be under way. Wait for this attempt to end and look again. (job_running)`;
   }
+  if (e instanceof ApiError && e.code === "issue_in_progress") {
+    return "This invoice is being issued: its claim is processing, so the peer may already hold it, and cancelling the job would leave that effect with no one to finish it. Retry the job instead: it asks the peer first and then finishes. (issue_in_progress)";
+  }
   if (e instanceof ApiError && e.code === "job_finished") {
     return action === "retry"
       ? "This job completed: it will not run again. (job_finished)"

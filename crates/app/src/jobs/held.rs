@@ -1,0 +1,207 @@
+//! Jobs whose business work can outlive them (docs/JOBS.md, "Jobs that hold work"): an
+//! `invoice.issue.v1` job stands for issuing an approved invoice. While its claim is
+//! `processing` (a peer call may have happened), cancelling the job would strand the effect,
+//! so it is refused (409 `issue_in_progress`); while its invoice is still `approved`, the job
+//! is the way out (retry), so retention keeps it whatever its state and age.
+
+use super::NewJob;
+use crate::app::App;
+use crate::error::{AppError, AppResult};
+use crate::invoices::{ISSUE_CLAIM_KIND, ISSUE_JOB};
+use tauros_domain::effect::IssuingStatus;
+use tauros_domain::invoice::InvoiceState;
+use tauros_domain::job as rules;
+use tauros_store::{JobRow, Reader};
+use uuid::Uuid;
+
+/// The job that issues one approved invoice under its operation version: its submission id
+/// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
+/// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
+/// a replay that writes nothing.
+pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> NewJob {
+    NewJob {
+        org_id,
+        kind: ISSUE_JOB.to_owned(),
+        args: serde_json::json!({ "invoice_id": invoice_id }),
+        submission_id: Some(crate::invoices::issue_business_key(invoice_id, version)),
+        max_attempts: None,
+        run_at: None,
+    }
+}
+
+/// What one issuing redrive sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// Approved invoices looked at.
+    pub approved: u64,
+    /// Issue jobs enqueued for approved invoices that had none.
+    pub enqueued: u64,
+    /// Invoices whose enqueue failed (logged; the next sweep tries again).
+    pub failed: u64,
+}
+
+/// The kinds retention does not prune blind: each of their finished jobs past retention is
+/// looked at, and kept while [`work_unfinished`] says so.
+pub(crate) const HOLDING_KINDS: &[&str] = &[ISSUE_JOB];
+
+/// The invoice an issue job issues (its args' `invoice_id`); `None` for other kinds.
+fn issued_invoice(row: &JobRow) -> Option<Uuid> {
+    if row.kind != ISSUE_JOB {
+        return None;
+    }
+    let args: serde_json::Value = serde_json::from_str(&row.args).ok()?;
+    args.get("invoice_id")?.as_str()?.parse().ok()
+}
+
+/// Whether the job's business work is unfinished: an issue job whose invoice is still
+/// `approved` (not yet issued, nor cancelled).
+pub(crate) async fn work_unfinished(conn: &mut dyn Reader, row: &JobRow) -> AppResult<bool> {
+    let Some(invoice_id) = issued_invoice(row) else {
+        return Ok(false);
+    };
+    Ok(conn.invoice_state(row.org_id, invoice_id).await? == Some(InvoiceState::Approved))
+}
+
+/// Refuses to cancel an issue job whose claim is `processing`: the peer may hold the effect,
+/// and only the job (recover first, then finalise) can bring the invoice level with it.
+pub(crate) async fn guard_cancel(conn: &mut dyn Reader, row: &JobRow) -> AppResult<()> {
+    let Some(invoice_id) = issued_invoice(row) else {
+        return Ok(());
+    };
+    // The claim's business key is the invoice id, or `{invoice_id}/v{n}` for a later
+    // operation version.
+    let key = invoice_id.to_string();
+    let prefix = format!("{key}/v");
+    if conn
+        .processing_claim_exists(row.org_id, ISSUE_CLAIM_KIND, &key, &prefix)
+        .await?
+    {
+        return Err(AppError::Conflict {
+            code: "issue_in_progress",
+            detail: format!(
+                "invoice {invoice_id} is being issued: its claim is processing, so the peer may \
+                 already hold the invoice, and cancelling this job would leave the effect with \
+                 no one to finish it. Nothing was changed. Retry the job (POST \
+                 /v1/jobs/{}/retry) so it recovers the peer's answer and finishes; to stop the \
+                 invoice, cancel the invoice once it is settled (docs/JOBS.md, \"A job that \
+                 cannot be cancelled\")",
+                row.id
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl App {
+    /// The issuing redrive (docs/JOBS.md, "A stranded approved invoice"): with an issuer
+    /// configured, enqueues the issue job of every approved invoice that has none (approved
+    /// while no issuer was configured, say), walking the approved invoices by id in pages of
+    /// `batch`. An invoice whose job exists (or existed: the submission record outlives a
+    /// pruned job) is passed over with a read; the enqueue itself is the approval's, under
+    /// the same submission id, so a race with an approval or another sweep makes one job.
+    /// Without an issuer it does nothing.
+    pub async fn redrive_issuing(&self, batch: i64) -> AppResult<Redriven> {
+        let mut done = Redriven::default();
+        if !self.issuing_is_automatic() {
+            return Ok(done);
+        }
+        let batch = batch.max(1);
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .reader()
+                .await?
+                .invoices_in_state(InvoiceState::Approved, after, batch)
+                .await?;
+            let Some(&(_, last, _)) = page.last() else {
+                break;
+            };
+            after = Some(last);
+            let full = page.len() as i64 == batch;
+            for (org_id, invoice_id, version) in page {
+                done.approved += 1;
+                let key = crate::invoices::issue_business_key(invoice_id, version);
+                let job_id = rules::job_id_for_submission(org_id, ISSUE_JOB, &key);
+                if self
+                    .store
+                    .reader()
+                    .await?
+                    .submission(org_id, job_id)
+                    .await?
+                    .is_some()
+                {
+                    continue;
+                }
+                match self.redrive_one(org_id, invoice_id).await {
+                    Ok(Some(job)) => {
+                        done.enqueued += 1;
+                        tracing::info!(invoice = %invoice_id, job = %job, "issue job enqueued for an approved invoice that had none");
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        done.failed += 1;
+                        tracing::warn!(error = %e, invoice = %invoice_id, "enqueueing the issue job of an approved invoice failed; the next sweep tries again");
+                    }
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Enqueues the issue job of one invoice if it is still approved, with the invoice's
+    /// issuing shown pending under that job, as an approval does; the job's id when this
+    /// enqueue made it.
+    async fn redrive_one(&self, org_id: Uuid, invoice_id: Uuid) -> AppResult<Option<Uuid>> {
+        let mut tx = self.store.begin().await?;
+        let Some(mut invoice) = tx.lock_invoice(org_id, invoice_id).await? else {
+            return Ok(None);
+        };
+        if invoice.state != InvoiceState::Approved {
+            return Ok(None);
+        }
+        let job = issue_job(org_id, invoice_id, invoice.issue_version);
+        let enqueued = super::enqueue(&mut *tx, job).await?;
+        if enqueued.replayed {
+            return Ok(None);
+        }
+        invoice.issuing_status = Some(IssuingStatus::Pending);
+        invoice.issuing_job_id = Some(enqueued.id);
+        invoice.updated_at = crate::clock::now();
+        tx.update_invoice(&invoice).await?;
+        tx.commit().await?;
+        Ok(Some(enqueued.id))
+    }
+
+    /// Runs [`App::redrive_issuing`] now and then every `every` (never again when `None`), on
+    /// a task of its own; does nothing without an issuer.
+    pub fn spawn_issuing_redrive(&self, every: Option<std::time::Duration>, batch: i64) {
+        if !self.issuing_is_automatic() {
+            return;
+        }
+        let app = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match app.redrive_issuing(batch).await {
+                    Ok(r) if r.enqueued + r.failed > 0 => {
+                        tracing::info!(
+                            approved = r.approved,
+                            enqueued = r.enqueued,
+                            failed = r.failed,
+                            "issuing redrive swept approved invoices"
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "issuing redrive failed; the next sweep tries again");
+                    }
+                }
+                let Some(every) = every else { return };
+                tokio::time::sleep(every).await;
+            }
+        });
+    }
+}
