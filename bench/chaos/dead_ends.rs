@@ -632,11 +632,18 @@ pub(super) async fn peerday(
     drop(peer);
     let down_at = Instant::now();
     ctx.faults.add("peer down (simulated day)", 1);
-    // During the outage.
-    let ko = keys(&pre, "o", no);
+    // During the outage: most approved at its start, a third just before its end (their
+    // claims may still be younger than the retention when the peer is back).
+    let ko = keys(&pre, "o", no * 2 / 3);
+    let kl = keys(&pre, "l", no - no * 2 / 3);
     lifecycle_keys(&driver, &f, &records, &ko, &steps, 2).await;
-    let id_o = approved_ids(&records, &ko);
+    lifecycle_keys(&driver, &f, &records, &kl, &[CREATE, SUBMIT], 2).await;
     // The rest of the day (the nemesis' schedule, not a synchronisation).
+    let late = outage.saturating_sub(Duration::from_millis(700));
+    tokio::time::sleep(late.saturating_sub(down_at.elapsed())).await;
+    lifecycle_keys(&driver, &f, &records, &kl, &[APPROVE], 4).await;
+    let id_o = approved_ids(&records, &ko);
+    let id_l = approved_ids(&records, &kl);
     tokio::time::sleep(outage.saturating_sub(down_at.elapsed())).await;
     peer = start_peer(args, port, Some(RETENTION));
     extra.insert(
@@ -651,6 +658,7 @@ pub(super) async fn peerday(
         .iter()
         .chain(&id_d)
         .chain(&id_o)
+        .chain(&id_l)
         .chain(&id_q)
         .cloned()
         .collect();
@@ -661,6 +669,7 @@ pub(super) async fn peerday(
         ("before", &ip),
         ("executed-then-down", &id_d),
         ("during", &id_o),
+        ("late in the outage", &id_l),
         ("after", &id_q),
     ] {
         for id in list {
