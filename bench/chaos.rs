@@ -25,6 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[path = "chaos/dead_ends.rs"]
+mod dead_ends;
+
 // ------------------------------------------------------------------------------------------
 // Arguments
 
@@ -1585,6 +1588,7 @@ async fn run(args: Args) -> Value {
     let mut servers: Vec<Server> = Vec::new();
     let mut helpers: Vec<Helper> = Vec::new();
     let mut extra: BTreeMap<String, Value> = BTreeMap::new();
+    let mut check_url = args.db_url.clone();
 
     match args.scenario.as_str() {
         "storm" | "race" => {
@@ -2227,11 +2231,24 @@ async fn run(args: Args) -> Value {
             let s = Arc::try_unwrap(server).ok().unwrap().into_inner();
             servers.push(s);
         }
+        "refuse" | "peerday" | "restore" => {
+            // The dead ends of issuing (bench/chaos/dead_ends.rs).
+            let r = match args.scenario.as_str() {
+                "refuse" => dead_ends::refuse(&ctx, &http, &mut v, &mut extra).await,
+                "peerday" => dead_ends::peerday(&ctx, &http, &mut v, &mut extra).await,
+                _ => dead_ends::restore(&ctx, &http, &mut v, &mut extra).await,
+            };
+            records = r.records;
+            driver = r.driver;
+            servers.extend(r.servers);
+            helpers.extend(r.helpers);
+            check_url = r.check_url;
+        }
         other => panic!("unknown scenario {other}"),
     }
 
     // The checker.
-    let db = db_invoices(&args.db_url, &pre)
+    let db = db_invoices(&check_url, &pre)
         .await
         .expect("read the database");
     let recs = records.lock().unwrap().clone();
@@ -2428,6 +2445,11 @@ fn report(path: &str, doc: Option<&str>, command: &str) -> bool {
                 n(e, "received"),
                 n(e, "distinct")
             )
+        } else if r["effects.dead_ends"].is_object() {
+            r["effects.dead_ends"]["summary"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
         } else if r["integrity_check"].is_string() {
             format!(
                 "integrity_check: {}",
