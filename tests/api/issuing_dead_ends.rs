@@ -27,6 +27,7 @@ both_backends!(
     a_claim_older_than_the_peers_memory_stops_at_needs_review_until_issued_again,
     a_reaped_claim_the_peer_forgot_stops_at_needs_review_and_is_cancelled,
     pending_issuing_shows_its_job_and_a_repeated_issue_writes_nothing,
+    a_pending_invoice_whose_job_stopped_says_so_and_is_issued_again,
     a_blocked_invoice_is_refused_again_without_a_new_event,
     issue_and_cancel_race_exactly_one_wins_with_an_issuer,
     issue_and_cancel_race_exactly_one_wins_without_an_issuer,
@@ -471,6 +472,50 @@ async fn pending_issuing_shows_its_job_and_a_repeated_issue_writes_nothing(backe
     // The job admitted second: it recovered (absent), then executed once.
     assert_eq!(calls(&peer.stats().await), ["recover", "execute"]);
     scenario_figures(&app, &peer, token, id, "pending, issued by hand").await;
+}
+
+/// An issue job cancelled by an operator before its claim was admitted leaves the invoice
+/// `pending` with nothing that will run: the invoice says so in `issuing.reason`, and an
+/// approver's issue re-drives the same job, which issues it once.
+async fn a_pending_invoice_whose_job_stopped_says_so_and_is_issued_again(backend: Backend) {
+    let (app, peer, _dir) = issuing_app(backend).await;
+    let (b, invoice) = approved(&app).await;
+    let token = &b.org.approver_token;
+    let id = id_of(&invoice);
+    let job_id = app.invoice(token, id).await["issuing"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // No worker yet, so no claim: an operator may cancel the job.
+    expect_status(
+        app.post(&format!("/v1/jobs/{job_id}/cancel"), token, json!({}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let stopped = app.invoice(token, id).await;
+    assert_eq!(stopped["issuing"]["status"], "pending");
+    assert_eq!(stopped["issuing"]["job_id"], job_id.as_str());
+    let reason = stopped["issuing"]["reason"].as_str().unwrap();
+    assert!(reason.contains("was cancelled"), "{reason}");
+    assert!(reason.contains("/issue"), "{reason}");
+    assert_eq!(listed(&app, token, "pending").await, [id.to_owned()]);
+    // Issue again: the same job runs again, and the reason is gone while it will run.
+    let job = expect_status(
+        app.post(&issue_path(id), token, json!({})).await,
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    assert_eq!(job["id"], job_id.as_str());
+    let redriven = app.invoice(token, id).await;
+    assert_eq!(redriven["issuing"]["status"], "pending");
+    assert!(redriven["issuing"]["reason"].is_null());
+    let workers = workers(&app, &peer);
+    let issued = until_state(&app, token, id, "issued").await;
+    drop(workers);
+    assert!(issued["issuing"].is_null());
+    assert_eq!(calls(&peer.stats().await), ["recover", "execute"]);
+    scenario_figures(&app, &peer, token, id, "pending, job stopped, issued again").await;
 }
 
 async fn a_blocked_invoice_is_refused_again_without_a_new_event(backend: Backend) {

@@ -9,6 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::job::JobState;
 use uuid::Uuid;
 
 /// An invoice's identity and lifecycle (all money lives on revisions).
@@ -96,6 +97,11 @@ pub struct InvoiceJoined {
     pub issuing_job_id: Option<Uuid>,
     /// The issue job's current attempt, when the job exists.
     pub issuing_attempts: Option<i32>,
+    /// The issue job's state, when the job exists.
+    #[sqlx(try_from = "crate::sql::StoredOpt<JobState>")]
+    pub issuing_job_state: Option<JobState>,
+    /// The code of the issue job's last error, if it has one.
+    pub issuing_job_error: Option<String>,
     /// The human who owns the proposing agent.
     pub agent_owner_id: Uuid,
     /// The org's `four_eyes` setting.

@@ -12,6 +12,7 @@ use tauros_domain::currency::Currency;
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::job::JobState;
 use tauros_domain::lines::LineView;
 use tauros_domain::money::MinorAmount;
 use tauros_domain::payload::decode_lines;
@@ -112,8 +113,9 @@ pub struct InvoiceView {
 pub struct IssuingView {
     #[schema(value_type = IssuingStatusSchema)]
     pub status: IssuingStatus,
-    /// Why it stopped (the issuer's reason, both values of a conflict, …); `null` while
-    /// pending.
+    /// Why it stopped (the issuer's reason, both values of a conflict, …); while `pending`,
+    /// `null` unless its job stopped (discarded or cancelled: then nothing runs until an
+    /// approver issues again, and this says so).
     pub reason: Option<String>,
     /// The issue job of the current operation version (`GET /v1/jobs/{id}`), once enqueued.
     pub job_id: Option<Uuid>,
@@ -296,6 +298,32 @@ pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppRe
     })
 }
 
+/// Why a `pending` issue will not go on by itself: its job stopped (discarded when its attempts
+/// ran out, or cancelled), so nothing runs until an approver re-drives it with
+/// `POST /v1/invoices/{id}/issue` (docs/EFFECTS.md, "Pending, but the job stopped"). `None` while
+/// the job will run.
+fn stopped_job(
+    status: IssuingStatus,
+    job: Option<JobState>,
+    error: Option<&str>,
+) -> Option<String> {
+    if status != IssuingStatus::Pending {
+        return None;
+    }
+    let how = match job? {
+        JobState::Discarded => "was discarded",
+        JobState::Cancelled => "was cancelled",
+        _ => return None,
+    };
+    let error = error
+        .map(|e| format!(" (last error: {e})"))
+        .unwrap_or_default();
+    Some(format!(
+        "the issue job {how}{error}, so nothing runs until an approver issues again \
+         (POST /v1/invoices/{{id}}/issue re-drives it under the same operation key)"
+    ))
+}
+
 /// The invoice as a joined read returned it.
 pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
     let id = j.revision.invoice_id;
@@ -310,7 +338,9 @@ pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
         number: j.invoice_number,
         issuing: j.issuing_status.map(|status| IssuingView {
             status,
-            reason: j.issuing_reason,
+            reason: j.issuing_reason.or_else(|| {
+                stopped_job(status, j.issuing_job_state, j.issuing_job_error.as_deref())
+            }),
             job_id: j.issuing_job_id,
             attempts: j.issuing_attempts,
         }),

@@ -356,7 +356,8 @@ pub(crate) const JOINED_INVOICE: &str =
      i.number as invoice_number, i.revision_count, i.first_payload_hash,
      i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
      i.amount_paid_minor, i.issuing_status, i.issuing_reason, i.issuing_job_id,
-     ij.attempt as issuing_attempts,
+     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
+     ij.last_error_code as issuing_job_error,
      a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
      d.decision as last_decision, d.reason as last_decision_reason,
      d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at

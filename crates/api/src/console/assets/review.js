@@ -385,7 +385,10 @@ export async function render(main, context) {
           if (hint) reason.setError(hint);
         });
       });
-      const waits = invoice.issuing && ["rejected", "conflict", "needs_review"].includes(invoice.issuing.status);
+      // Waiting for a human: a stop (rejected, conflict, needs_review), or pending with a job
+      // that stopped (its reason says so; docs/EFFECTS.md, "Pending, but the job stopped").
+      const issuing = invoice.issuing;
+      const waits = issuing && (["rejected", "conflict", "needs_review"].includes(issuing.status) || (issuing.status === "pending" && issuing.reason));
       const again = waits ? h("button", { type: "button", class: "btn btn-primary", id: "issue-again" }, "Issue again") : null;
       again?.addEventListener("click", async () => {
         if (busy) return;
@@ -395,7 +398,7 @@ export async function render(main, context) {
         replace(message, h("p", {}, "Sending…"));
         try {
           const job = await api("POST", `/v1/invoices/${id}/issue`, {});
-          const text = job.invoice ? "The invoice is issued." : "Issuing again: the issue job is queued under a new operation version.";
+          const text = job.invoice ? "The invoice is issued." : (issuing.status === "pending" ? "Issuing again: the stopped issue job is queued again." : "Issuing again: the issue job is queued under a new operation version.");
           await refresh(notice("ok", h("span", { id: "flash" }, text)));
           announce(text);
         } catch (e) {
