@@ -322,6 +322,25 @@ pub(crate) async fn enqueue_cycle(
     Ok(enqueued.id)
 }
 
+/// An endpoint's health as the domain's rules read it.
+fn health_of(endpoint: &WebhookEndpointRow) -> Health {
+    Health {
+        failing_since: endpoint.failing_since,
+        last_success_at: endpoint.last_success_at,
+        disabled_at: endpoint.disabled_at,
+    }
+}
+
+/// `health` as the store writes it, the endpoint changed at `updated_at`.
+fn stored_health(health: Health, updated_at: DateTime<Utc>) -> EndpointHealth {
+    EndpointHealth {
+        disabled_at: health.disabled_at,
+        failing_since: health.failing_since,
+        last_success_at: health.last_success_at,
+        updated_at,
+    }
+}
+
 /// Starts a delivery's next job cycle (a fresh attempt budget, the same `webhook-id`) and
 /// records it as the delivery's current one: a resend, or a held delivery released by a
 /// re-enable. Answers the cycle and its job.
@@ -789,11 +808,7 @@ impl App {
             tx.set_webhook_delivered(job.org_id, endpoint.id, delivery.event_id, now)
                 .await?;
         }
-        let health = Health {
-            failing_since: endpoint.failing_since,
-            last_success_at: endpoint.last_success_at,
-            disabled_at: endpoint.disabled_at,
-        };
+        let health = health_of(&endpoint);
         let (after, disable) = health.after_attempt(
             row.delivered,
             attempted_at,
@@ -803,12 +818,7 @@ impl App {
             tx.update_webhook_health(
                 job.org_id,
                 endpoint.id,
-                &EndpointHealth {
-                    disabled_at: after.disabled_at,
-                    failing_since: after.failing_since,
-                    last_success_at: after.last_success_at,
-                    updated_at: if disable { now } else { endpoint.updated_at },
-                },
+                &stored_health(after, if disable { now } else { endpoint.updated_at }),
             )
             .await?;
         }
@@ -1067,23 +1077,9 @@ impl App {
             return Ok(Replayed::replay(view));
         }
         let now = now();
-        let health = Health {
-            failing_since: row.failing_since,
-            last_success_at: row.last_success_at,
-            disabled_at: row.disabled_at,
-        }
-        .enabled();
-        tx.update_webhook_health(
-            human.org_id,
-            id,
-            &EndpointHealth {
-                disabled_at: health.disabled_at,
-                failing_since: health.failing_since,
-                last_success_at: health.last_success_at,
-                updated_at: now,
-            },
-        )
-        .await?;
+        let health = health_of(&row).enabled();
+        tx.update_webhook_health(human.org_id, id, &stored_health(health, now))
+            .await?;
         let held = tx.held_webhook_deliveries(human.org_id, id).await?;
         for delivery in &held {
             next_cycle(&mut *tx, delivery, self.config.webhooks.max_attempts, now).await?;
