@@ -14,7 +14,9 @@ use crate::error::AppError;
 use crate::invoices::{ISSUE_JOB, IssueClaim, IssueStart, IssueStop};
 use crate::runtime::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use async_trait::async_trait;
+use futures_util::FutureExt;
 use serde_json::Value;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 use tauros_domain::effect::{self, Admission, Attempt, EffectFailure, Executed, Recovered, Step};
@@ -107,9 +109,9 @@ impl Issuer {
     /// attempt (no task of its own): when the worker stops the attempt (its lease lost), the
     /// call is dropped with it and nothing of it outlives the attempt.
     async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
-        let call = CatchUnwind(Box::pin(self.adapter.execute(op_key, invoice)));
+        let call = AssertUnwindSafe(self.adapter.execute(op_key, invoice)).catch_unwind();
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Some(answer)) => answer,
+            Ok(Ok(answer)) => answer,
             _ => Executed::Unknown,
         }
     }
@@ -117,9 +119,9 @@ impl Issuer {
     /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`); inside
     /// the attempt, like `execute`.
     async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
-        let call = CatchUnwind(Box::pin(self.adapter.recover(op_key)));
+        let call = AssertUnwindSafe(self.adapter.recover(op_key)).catch_unwind();
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Some(answer)) => answer,
+            Ok(Ok(answer)) => answer,
             _ => Recovered::Unknown,
         }
     }
@@ -203,28 +205,6 @@ impl Issuer {
             .await;
         app.finalise_issue(&claim, &response, actor).await?;
         Ok(())
-    }
-}
-
-/// An adapter call whose panic is caught (`None`) instead of unwinding through the attempt:
-/// a panicking adapter answers `Unknown`, as an error would. Written here rather than taken
-/// from `futures` (`FutureExt::catch_unwind`), which the app does not depend on directly
-/// (docs/EFFECTS.md, "Adapter calls live inside the attempt").
-struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
-
-impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let inner = self.0.as_mut();
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(std::task::Poll::Ready(answer)) => std::task::Poll::Ready(Some(answer)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(_) => std::task::Poll::Ready(None),
-        }
     }
 }
 
