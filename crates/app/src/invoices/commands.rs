@@ -421,7 +421,7 @@ impl App {
                 if kind == DecisionKind::Approved && self.issuing_is_automatic() {
                     let enqueued = crate::jobs::enqueue(
                         &mut *tx,
-                        crate::jobs::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
+                        super::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
                     )
                     .await?;
                     invoice.issuing_status = Some(tauros_domain::effect::IssuingStatus::Pending);

@@ -101,6 +101,21 @@ enum Admitted {
     },
 }
 
+/// The job that issues one approved invoice under its operation version: its submission id
+/// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
+/// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
+/// a replay that writes nothing.
+pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> crate::jobs::NewJob {
+    crate::jobs::NewJob {
+        org_id,
+        kind: ISSUE_JOB.to_owned(),
+        args: serde_json::json!({ "invoice_id": invoice_id }),
+        submission_id: Some(issue_business_key(invoice_id, version)),
+        max_attempts: None,
+        run_at: None,
+    }
+}
+
 /// The claim's business key and the job's submission id for operation version `version`:
 /// the invoice id for version 1, `{invoice_id}/v{n}` after each issue-again.
 pub fn issue_business_key(invoice_id: Uuid, version: i32) -> String {
@@ -177,17 +192,9 @@ impl App {
                 .map(|v| IssueAnswer::Issued(Box::new(v)));
         }
         // With an issuer: the job of this operation version, enqueued or re-driven.
-        let submission = issue_business_key(invoice.id, invoice.issue_version);
         let enqueued = crate::jobs::enqueue(
             &mut *tx,
-            crate::jobs::NewJob {
-                org_id: invoice.org_id,
-                kind: ISSUE_JOB.to_owned(),
-                args: serde_json::json!({ "invoice_id": invoice.id }),
-                submission_id: Some(submission),
-                max_attempts: None,
-                run_at: None,
-            },
+            issue_job(invoice.org_id, invoice.id, invoice.issue_version),
         )
         .await?;
         let mut wrote = !enqueued.replayed

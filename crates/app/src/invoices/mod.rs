@@ -11,7 +11,7 @@ mod queries;
 mod settling;
 mod views;
 
-pub(crate) use issuing::CLAIM_KIND as ISSUE_CLAIM_KIND;
+pub(crate) use issuing::{CLAIM_KIND as ISSUE_CLAIM_KIND, issue_job};
 pub use issuing::{
     ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
 };

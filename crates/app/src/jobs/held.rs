@@ -4,30 +4,14 @@
 //! so it is refused (409 `issue_in_progress`); while its invoice is still `approved`, the job
 //! is the way out (retry), so retention keeps it whatever its state and age.
 
-use super::NewJob;
 use crate::app::App;
 use crate::error::{AppError, AppResult};
-use crate::invoices::{ISSUE_CLAIM_KIND, ISSUE_JOB};
+use crate::invoices::{ISSUE_CLAIM_KIND, ISSUE_JOB, issue_job};
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::invoice::InvoiceState;
 use tauros_domain::job as rules;
 use tauros_store::{JobRow, Reader};
 use uuid::Uuid;
-
-/// The job that issues one approved invoice under its operation version: its submission id
-/// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
-/// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
-/// a replay that writes nothing.
-pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> NewJob {
-    NewJob {
-        org_id,
-        kind: ISSUE_JOB.to_owned(),
-        args: serde_json::json!({ "invoice_id": invoice_id }),
-        submission_id: Some(crate::invoices::issue_business_key(invoice_id, version)),
-        max_attempts: None,
-        run_at: None,
-    }
-}
 
 /// What one issuing redrive sweep did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ mod operators;
 mod workers;
 
 pub use held::Redriven;
-pub(crate) use held::issue_job;
+
 pub use operators::JobQuery;
 pub use workers::{ClaimedJob, JobFailure, JobStats, Rescued, Retention, complete_in};
 
