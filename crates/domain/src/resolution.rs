@@ -25,7 +25,9 @@ use super::error::{FieldError, required};
 use super::fingerprint::fingerprint;
 use super::input::{AmountInput, AmountMinorInput};
 use super::money::MinorAmount;
-use super::settlement::{InvoiceFacts, PaymentState, PaymentStatus, PaymentSummary, is_issued};
+use super::settlement::{
+    InvoiceFacts, PaymentState, PaymentStatus, PaymentSummary, is_issued, positive,
+};
 use super::text::checked_multiline_text;
 
 /// The longest `reason`.
@@ -190,8 +192,8 @@ pub fn validate_resolve(
     let reason = required("reason", input.reason.as_deref(), &mut errors)
         .map(|r| checked_multiline_text("reason", r, MAX_REASON_CHARS, &mut errors));
     let amount = match (&input.amount, &input.amount_minor) {
-        (Some(major), None) => positive("amount", major.0.to_minor(currency), &mut errors),
-        (None, Some(minor)) => positive("amount_minor", minor.0.to_minor(), &mut errors),
+        (Some(major), None) => positive("amount", major.0.to_minor(currency), NOTHING, &mut errors),
+        (None, Some(minor)) => positive("amount_minor", minor.0.to_minor(), NOTHING, &mut errors),
         (None, None) => None,
         (Some(_), Some(_)) => {
             errors.push(FieldError::plain(
@@ -271,27 +273,8 @@ pub fn validate_resolve(
     }
 }
 
-fn positive(
-    field: &str,
-    amount: Result<MinorAmount, super::money::MoneyError>,
-    errors: &mut Vec<FieldError>,
-) -> Option<MinorAmount> {
-    match amount {
-        Ok(a) if a.is_zero() => {
-            errors.push(FieldError::plain(
-                field,
-                "amount_not_positive",
-                format!("`{field}` must be more than zero; to count nothing, void the payment"),
-            ));
-            None
-        }
-        Ok(a) => Some(a),
-        Err(e) => {
-            errors.push(FieldError::new(field, &e));
-            None
-        }
-    }
-}
+/// What a resolution's zero amount is told.
+const NOTHING: &str = "to count nothing, void the payment";
 
 /// Why a resolution cannot apply to the payment as it is now.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -537,9 +537,10 @@ pub fn validate_event(input: &EventInput) -> Result<ValidEvent, Vec<FieldError>>
             .ok()
     });
     let amount = match (&input.amount, &input.amount_minor) {
-        (Some(major), None) => currency
-            .and_then(|currency| positive("amount", major.0.to_minor(currency), &mut errors)),
-        (None, Some(minor)) => positive("amount_minor", minor.0.to_minor(), &mut errors),
+        (Some(major), None) => currency.and_then(|currency| {
+            positive("amount", major.0.to_minor(currency), MOVES, &mut errors)
+        }),
+        (None, Some(minor)) => positive("amount_minor", minor.0.to_minor(), MOVES, &mut errors),
         (None, None) => {
             errors.push(FieldError::plain(
                 "amount",
@@ -704,9 +705,15 @@ fn identifier(field: &str, value: Option<&str>, errors: &mut Vec<FieldError>) ->
     }
 }
 
-fn positive(
+/// What a settlement event's zero amount is told.
+const MOVES: &str = "a payment moves money";
+
+/// `amount` when it is more than zero; else the field's error (`hint` says what to send
+/// instead), pushed onto `errors`.
+pub(crate) fn positive(
     field: &str,
     amount: Result<MinorAmount, super::money::MoneyError>,
+    hint: &str,
     errors: &mut Vec<FieldError>,
 ) -> Option<MinorAmount> {
     match amount {
@@ -714,7 +721,7 @@ fn positive(
             errors.push(FieldError::plain(
                 field,
                 "amount_not_positive",
-                format!("`{field}` must be more than zero: a payment moves money"),
+                format!("`{field}` must be more than zero: {hint}"),
             ));
             None
         }
