@@ -287,6 +287,29 @@ impl Drop for Helper {
     }
 }
 
+/// The reference peer (`tauros peer`) on loopback `port` (0: any) with its records in `db`,
+/// forgetting keys after `retention` seconds when given.
+fn peer_command(args: &Args, port: u16, db: &str, retention: Option<u64>) -> Command {
+    let mut cmd = Command::new(&args.bin);
+    cmd.arg("peer")
+        .arg("--bind")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--database")
+        .arg(db)
+        .env("TAUROS_LOG", "warn");
+    if let Some(r) = retention {
+        cmd.arg("--key-retention-seconds").arg(r.to_string());
+    }
+    cmd
+}
+
+/// The webhook receiver (`scripts/webhook-receiver`) on loopback `port` (0: any).
+fn spawn_receiver(args: &Args, port: u16) -> Helper {
+    let mut cmd = Command::new("python3");
+    cmd.arg(&args.receiver).arg(port.to_string());
+    spawn_helper(args, cmd, "receiver")
+}
+
 fn spawn_helper(args: &Args, mut cmd: Command, marker: &str) -> Helper {
     use std::io::BufRead;
     let mut child = cmd
@@ -1745,18 +1768,8 @@ async fn run(args: Args) -> Value {
         }
         "replicas" => {
             let peer_db = format!("{}/{}-peer.db", args.work, args.label);
-            let mut peer_cmd = Command::new(&args.bin);
-            peer_cmd
-                .arg("peer")
-                .arg("--bind")
-                .arg("127.0.0.1:0")
-                .arg("--database")
-                .arg(&peer_db)
-                .env("TAUROS_LOG", "warn");
-            let peer = spawn_helper(&args, peer_cmd, "peer");
-            let mut recv_cmd = Command::new("python3");
-            recv_cmd.arg(&args.receiver).arg("0");
-            let receiver = spawn_helper(&args, recv_cmd, "receiver");
+            let peer = spawn_helper(&args, peer_command(&args, 0, &peer_db, None), "peer");
+            let receiver = spawn_receiver(&args, 0);
             let hooks = format!("{}/chaos", receiver.url);
             let env: Vec<(String, String)> = [
                 ("TAUROS_ISSUER", "http".to_owned()),
@@ -1849,18 +1862,8 @@ async fn run(args: Args) -> Value {
             const LEASE_S: u64 = 2;
             // Files per backend: both runs share the work directory and the label.
             let peer_db = format!("{}/{}-{}-peer.db", args.work, args.label, args.backend);
-            let mut peer_cmd = Command::new(&args.bin);
-            peer_cmd
-                .arg("peer")
-                .arg("--bind")
-                .arg("127.0.0.1:0")
-                .arg("--database")
-                .arg(&peer_db)
-                .env("TAUROS_LOG", "warn");
-            let peer = spawn_helper(&args, peer_cmd, "peer");
-            let mut recv_cmd = Command::new("python3");
-            recv_cmd.arg(&args.receiver).arg("0");
-            let receiver = spawn_helper(&args, recv_cmd, "receiver");
+            let peer = spawn_helper(&args, peer_command(&args, 0, &peer_db, None), "peer");
+            let receiver = spawn_receiver(&args, 0);
             let hooks = format!("{}/chaos", receiver.url);
             let env: Vec<(String, String)> = [
                 ("TAUROS_ISSUER", "http".to_owned()),
@@ -2085,9 +2088,7 @@ async fn run(args: Args) -> Value {
                 .collect();
             // The receiver comes back on the endpoint's port; every failed delivery is resent
             // three times at once.
-            let mut recv_cmd = Command::new("python3");
-            recv_cmd.arg(&args.receiver).arg(port.to_string());
-            let receiver = spawn_helper(&args, recv_cmd, "receiver");
+            let receiver = spawn_receiver(&args, port);
             ctx.faults
                 .add("receiver down (deliveries failed)", failed.len() as u64);
             let answers = Arc::new(Counters::default());

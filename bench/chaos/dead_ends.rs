@@ -38,16 +38,7 @@ fn issuer_env(peer: &str, workers: usize, retention: Option<&str>) -> Vec<(Strin
 fn start_peer(args: &Args, port: u16, retention: Option<u64>) -> Helper {
     let db = format!("{}/{}-{}-peer.db", args.work, args.label, args.backend);
     for attempt in 0..5 {
-        let mut cmd = Command::new(&args.bin);
-        cmd.arg("peer")
-            .arg("--bind")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--database")
-            .arg(&db)
-            .env("TAUROS_LOG", "warn");
-        if let Some(r) = retention {
-            cmd.arg("--key-retention-seconds").arg(r.to_string());
-        }
+        let cmd = peer_command(args, port, &db, retention);
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             spawn_helper(args, cmd, "peer")
         })) {

@@ -218,6 +218,15 @@ fn wait_for_line(process: &WorkerProcess, line: &str) {
     }
 }
 
+/// Submits an echo job that says when it runs (`test job {id} running …`), then sleeps `ms`.
+async fn sleeper(app: &TestApp, org_id: Uuid, ms: u64) -> Uuid {
+    app.app
+        .submit_job(echo(org_id, json!({"sleep_ms": ms, "announce": true})))
+        .await
+        .unwrap()
+        .id
+}
+
 /// Waits for the worker to log `text` on stderr (a named handshake, not a sleep).
 fn wait_for_log(process: &WorkerProcess, text: &str) {
     loop {
@@ -614,15 +623,7 @@ async fn a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_usi
 
 async fn sigterm_lets_a_running_job_finish(app: TestApp) {
     let org = app.org().await;
-    let id = app
-        .app
-        .submit_job(echo(
-            org.org_id,
-            json!({"sleep_ms": 1500, "announce": true}),
-        ))
-        .await
-        .unwrap()
-        .id;
+    let id = sleeper(&app, org.org_id, 1500).await;
     let worker = start_worker(&app, 1, 30, &[]);
     // SIGTERM once the handler is under way (it says so), with a grace of 30 s.
     wait_for_line(&worker, &format!("test job {id} running"));
@@ -658,15 +659,7 @@ async fn sigterm_past_the_grace_period_leaves_the_job_to_its_lease(app: TestApp)
     const LEASE_S: u64 = 2;
     const JOB_MS: u64 = 4000;
     let org = app.org().await;
-    let id = app
-        .app
-        .submit_job(echo(
-            org.org_id,
-            json!({"sleep_ms": JOB_MS, "announce": true}),
-        ))
-        .await
-        .unwrap()
-        .id;
+    let id = sleeper(&app, org.org_id, JOB_MS).await;
     let grace = GRACE_S.to_string();
     let first = start_worker(
         &app,
@@ -1427,15 +1420,7 @@ async fn a_worker_whose_lease_is_stolen_stops_its_handler_and_reports_nothing(ap
     const LEASE_S: u64 = 3;
     const JOB_MS: u64 = 8000;
     let org = app.org().await;
-    let id = app
-        .app
-        .submit_job(echo(
-            org.org_id,
-            json!({"sleep_ms": JOB_MS, "announce": true}),
-        ))
-        .await
-        .unwrap()
-        .id;
+    let id = sleeper(&app, org.org_id, JOB_MS).await;
     let worker = start_worker(&app, 1, LEASE_S, &[]);
     wait_for_line(&worker, &format!("test job {id} running (attempt 1"));
     let first = job(&app, org.org_id, id).await.unwrap();
@@ -1517,15 +1502,7 @@ async fn a_worker_whose_heartbeat_fails_stops_its_handler_before_its_lease_ends(
     const LEASE_S: u64 = 3;
     const JOB_MS: u64 = 8000;
     let org = app.org().await;
-    let id = app
-        .app
-        .submit_job(echo(
-            org.org_id,
-            json!({"sleep_ms": JOB_MS, "announce": true}),
-        ))
-        .await
-        .unwrap()
-        .id;
+    let id = sleeper(&app, org.org_id, JOB_MS).await;
     let worker = start_worker(&app, 1, LEASE_S, &[]);
     wait_for_line(&worker, &format!("test job {id} running (attempt 1"));
     // Hold the row (PostgreSQL: `FOR UPDATE`; SQLite: the database's write lock): no
