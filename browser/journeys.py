@@ -203,14 +203,17 @@ class World:
         if not hasattr(self, "_settlement_key"):
             body = {"name": f"Bank feed {self.label}", "capabilities": ["settlement"]}
             self._settlement_key = self.api.ok("POST", "/v1/agents", self.approver, body)["api_key"]
+            # A source belongs to the agent that first reported under it: one of its own.
+            self._settlement_source = f"bank-feed-{uuid.uuid4().hex[:8]}"
         return self._settlement_key
 
     def report_payment(self, payment_id, amount, invoice_number, status="confirmed", minutes_ago=0):
         """The settlement agent reports one event about a payment; returns the answer. (A
         payment carries the facts of its earliest event by `occurred_at`.)"""
         occurred = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=minutes_ago)
+        key = self.settlement_key()
         body = {
-            "source": "bank-feed",
+            "source": self._settlement_source,
             "event_id": f"evt-{uuid.uuid4()}",
             "payment_id": payment_id,
             "invoice_number": invoice_number,
@@ -219,7 +222,7 @@ class World:
             "status": status,
             "occurred_at": occurred.isoformat(timespec="seconds"),
         }
-        return self.api.ok("POST", "/v1/settlement-events", self.settlement_key(), body)
+        return self.api.ok("POST", "/v1/settlement-events", key, body)
 
 
 class Receiver:

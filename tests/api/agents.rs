@@ -22,21 +22,18 @@ async fn create_returns_a_working_key_once(app: TestApp) {
         .post(
             "/v1/agents",
             &org.approver_token,
-            json!({"name": "  Collector  ", "capabilities": ["settlement", "invoicing"]}),
+            json!({"name": "  Collector  ", "capabilities": ["settlement", "settlement"]}),
         )
         .await;
     let body = expect_status(res, StatusCode::CREATED).await;
     assert_eq!(body["agent"]["name"], "Collector", "names are trimmed");
     assert_eq!(body["agent"]["owner_id"], org.approver_id.to_string());
-    assert_eq!(
-        body["agent"]["capabilities"],
-        json!(["invoicing", "settlement"])
-    );
+    assert_eq!(body["agent"]["capabilities"], json!(["settlement"]));
     let key = body["api_key"].as_str().unwrap();
     assert!(key.starts_with("tauros_"));
     let me = expect_status(app.get("/v1/me", key).await, StatusCode::OK).await;
     assert_eq!(me["id"], body["agent"]["id"]);
-    assert_eq!(me["capabilities"], json!(["invoicing", "settlement"]));
+    assert_eq!(me["capabilities"], json!(["settlement"]));
     // The key is never shown again.
     let id = body["agent"]["id"].as_str().unwrap();
     let read = expect_status(

@@ -316,7 +316,7 @@ async fn expired_credentials_are_401(backend: Backend) {
         session_id: uuid::Uuid::nil(),
         interface: tauros_domain::identity::Interface::Api,
     });
-    let (_, key) = app
+    let tauros_app::AgentCreated::Done(_, key) = app
         .app
         .create_agent(
             &actor,
@@ -326,7 +326,10 @@ async fn expired_credentials_are_401(backend: Backend) {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+    else {
+        panic!("an invoicing agent is created at once")
+    };
     assert_401(&app, Some(&format!("Bearer {key}"))).await;
 }
 

@@ -17,6 +17,7 @@ mod agent_hints;
 mod agents;
 mod architecture;
 mod auth;
+mod authority;
 mod authorization;
 mod bodies;
 mod bootstrap;

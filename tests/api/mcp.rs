@@ -710,6 +710,11 @@ async fn a_settlement_key_reports_payments_and_only_it(app: TestApp) {
     let first = ok(&client, "record_settlement_event", event.clone()).await;
     assert_eq!(first["replayed"], false);
     assert_eq!(first["invoice"]["state"], "paid");
+    // A settlement answer shows the matched invoice's id, number and state only.
+    let mut shown: Vec<&String> = first["invoice"].as_object().unwrap().keys().collect();
+    shown.sort();
+    assert_eq!(shown, ["id", "number", "state"], "{first}");
+    assert!(first["payment"].get("allocated").is_none(), "{first}");
     let again = ok(&client, "record_settlement_event", event).await;
     assert_eq!(again["replayed"], true);
     assert_eq!(

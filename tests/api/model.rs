@@ -419,7 +419,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
             &operator
         }
     };
-    let (agent, _key) = app
+    let tauros_app::AgentCreated::Done(agent, _key) = app
         .app
         .create_agent(
             owner,
@@ -429,7 +429,10 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+    else {
+        panic!("an invoicing agent is created at once")
+    };
     let customer = app
         .app
         .create_customer(

@@ -69,10 +69,25 @@ impl Actor {
     /// Routes on customers, destinations and invoices need `invoicing`, settlement routes
     /// `settlement` (docs/contract/domain.md §1). Only agents' keys carry capabilities; a human's
     /// role decides for them. Checked right after authentication, before any record is looked up.
+    ///
+    /// A key that holds `settlement` together with `invoicing` (stored before that was refused)
+    /// is refused on settlement routes until it is split: an agent that proposes invoices must
+    /// not report their payments. Its invoicing keeps working (docs/DECISIONS.md).
     pub fn require(&self, capability: Capability) -> AppResult<()> {
         match self {
             Actor::Agent(a) if !a.capabilities.has(capability) => {
                 Err(AppError::MissingCapability(capability.as_str()))
+            }
+            Actor::Agent(a)
+                if capability == Capability::Settlement
+                    && a.capabilities.mixes_money_with_invoicing() =>
+            {
+                Err(AppError::Forbidden(
+                    "this key holds `settlement` together with `invoicing`, which settlement \
+                     refuses: an agent that proposes invoices must not report their payments; \
+                     ask an approver to create a separate agent with only `settlement` and \
+                     report with its key",
+                ))
             }
             _ => Ok(()),
         }

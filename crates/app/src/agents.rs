@@ -6,12 +6,23 @@ use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::lists::PageRequest;
+use crate::proposals::{ChangeView, pending, propose};
 use crate::random::random_32;
 use chrono::{DateTime, Utc};
-use tauros_domain::identity::{ApiKey, Capabilities};
+use tauros_domain::governance::{self as rules, ChangeKind, Settings};
+use tauros_domain::identity::{ApiKey, Capabilities, Capability};
 use tauros_domain::text::required_text;
-use tauros_store::{AgentRow, ApiKeyRow, Lock, Reader, Tx};
+use tauros_store::{AgentRow, ApiKeyRow, Lock, OrgChangeRow, Reader, Tx};
 use uuid::Uuid;
+
+/// What `POST /v1/agents` did.
+#[derive(Debug)]
+pub enum AgentCreated {
+    /// The agent exists, with its first key (shown once).
+    Done(AgentView, String),
+    /// A settlement agent under four eyes: it waits for a second approver.
+    Proposed(ChangeView),
+}
 
 /// What a human sends to create an agent.
 #[derive(Debug)]
@@ -42,12 +53,10 @@ pub struct AgentView {
 const NAME_MAX: usize = 160;
 
 impl App {
-    /// Creates an agent owned by the calling human and issues its first key.
-    pub async fn create_agent(
-        &self,
-        actor: &Actor,
-        input: NewAgent,
-    ) -> AppResult<(AgentView, String)> {
+    /// Creates an agent owned by the calling human and issues its first key. Only an approver
+    /// grants `settlement` (never with `invoicing`: the domain refuses the pair), and while
+    /// `four_eyes` is on that grant is a proposal another approver confirms.
+    pub async fn create_agent(&self, actor: &Actor, input: NewAgent) -> AppResult<AgentCreated> {
         let human = actor.human()?;
         let mut errors = Vec::new();
         let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
@@ -55,6 +64,12 @@ impl App {
         let (Some(name), Some(capabilities), true) = (name, capabilities, errors.is_empty()) else {
             return Err(AppError::Validation(errors));
         };
+        if !capabilities.grantable_by(human.role) {
+            return Err(AppError::Forbidden(
+                "only an approver grants the `settlement` capability; ask an approver to create \
+                 this agent, or create it with [\"invoicing\"]",
+            ));
+        }
         let now = now();
         let agent = AgentRow {
             id: Uuid::now_v7(),
@@ -66,6 +81,26 @@ impl App {
             updated_at: now,
         };
         let mut tx = self.store.begin().await?;
+        if capabilities.has(Capability::Settlement) {
+            // Shared: a settings change waits for this grant, and this one for it.
+            let org = tx
+                .lock_org(human.org_id, Lock::Share)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let settings = Settings {
+                four_eyes: org.four_eyes,
+                shared_review: org.shared_review,
+            };
+            if rules::settlement_grant_needs_confirmation(settings) {
+                let same = |c: &OrgChangeRow| c.agent_name.as_deref() == Some(agent.name.as_str());
+                let proposal = OrgChangeRow {
+                    agent_name: Some(agent.name.clone()),
+                    ..pending(human, ChangeKind::SettlementAgent, now)
+                };
+                let change = propose(tx, human, proposal, same).await?;
+                return Ok(AgentCreated::Proposed(change));
+            }
+        }
         tx.insert_agent(&agent).await?;
         let key = self.issue_key(&mut *tx, &agent).await?;
         audit(
@@ -79,7 +114,48 @@ impl App {
         .await?;
         let view = view(&mut *tx, agent).await?;
         tx.commit().await?;
-        Ok((view, key))
+        Ok(AgentCreated::Done(view, key))
+    }
+
+    /// A confirmed `settlement_agent` proposal: the agent, owned by the proposer, with only
+    /// `settlement` and no key yet. The proposer takes its key with a rotation, so the confirming
+    /// approver never sees it. Audited as `agent.created` by the confirming approver.
+    pub(crate) async fn create_proposed_settlement_agent(
+        &self,
+        tx: &mut dyn Tx,
+        change: &OrgChangeRow,
+        actor: AuditActor,
+    ) -> AppResult<Uuid> {
+        let name = change
+            .agent_name
+            .clone()
+            .ok_or_else(|| AppError::Internal("settlement agent proposal without a name".into()))?;
+        let now = now();
+        let agent = AgentRow {
+            id: Uuid::now_v7(),
+            org_id: change.org_id,
+            owner_id: change.proposed_by,
+            name,
+            capabilities: Capabilities::new(vec![Capability::Settlement]).to_stored(),
+            created_at: now,
+            updated_at: now,
+        };
+        tx.insert_agent(&agent).await?;
+        audit(
+            tx,
+            agent.org_id,
+            actor,
+            "agent.created",
+            ("agent", agent.id),
+            serde_json::json!({
+                "name": agent.name,
+                "capabilities": agent.capabilities,
+                "change_id": change.id,
+                "proposed_by": change.proposed_by,
+            }),
+        )
+        .await?;
+        Ok(agent.id)
     }
 
     /// The agents the calling human owns, newest first.

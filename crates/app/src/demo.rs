@@ -1,7 +1,7 @@
 //! `serve --demo`: a demo organisation to try Tauros with, seeded once.
 
 use crate::actor::{Actor, Human};
-use crate::agents::NewAgent;
+use crate::agents::{AgentCreated, NewAgent};
 use crate::app::App;
 use crate::audit::AuditActor;
 use crate::clock::now;
@@ -99,8 +99,14 @@ impl App {
                     name: Some(DEMO_AGENT.into()),
                     capabilities: vec![Capability::Invoicing.as_str().to_owned()],
                 };
-                let (view, key) = self.create_agent(&actor, new).await?;
-                (view.id, key)
+                match self.create_agent(&actor, new).await? {
+                    AgentCreated::Done(view, key) => (view.id, key),
+                    AgentCreated::Proposed(_) => {
+                        return Err(AppError::Internal(
+                            "an invoicing agent is never a proposal".into(),
+                        ));
+                    }
+                }
             }
             Some(agent) => {
                 let mut tx = self.store.begin().await?;

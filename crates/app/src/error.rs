@@ -17,6 +17,9 @@ pub enum AppError {
     /// The actor is known but may not do this.
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
+    /// A settlement source belongs to another agent (the first to report under it).
+    #[error("settlement source owned by another agent")]
+    SourceOwned,
     /// The agent's key lacks a capability the route needs.
     #[error("missing capability {0}")]
     MissingCapability(&'static str),

@@ -10,7 +10,7 @@ use crate::error::{AppError, AppResult};
 use crate::lists::{PageRequest, list_filter};
 use crate::org::{OrgView, apply_settings};
 use crate::proposals::ChangeView;
-use crate::users::Invitation;
+use crate::users::{Invitation, deactivate_in};
 use tauros_domain::error::Coded;
 use tauros_domain::governance::{
     self as rules, ChangeKind, ChangeState, Proposal, Resolution, ResolutionError, SettingsRequest,
@@ -106,6 +106,10 @@ impl App {
         let now = now();
         let proposal = Proposal {
             proposed_by: change.proposed_by,
+            subject: match change.kind {
+                ChangeKind::ApproverDeactivation => change.user_id,
+                _ => None,
+            },
             state: change.state,
             decided_by: change.decided_by,
             expires_at: change.expires_at,
@@ -166,6 +170,26 @@ impl App {
                     })?;
                     crate::resolutions::confirm(&mut *tx, id, approver, now).await?;
                 }
+                ChangeKind::SettlementAgent => {
+                    let agent = self
+                        .create_proposed_settlement_agent(
+                            &mut *tx,
+                            &change,
+                            AuditActor::human(approver),
+                        )
+                        .await?;
+                    change.agent_id = Some(agent);
+                }
+                ChangeKind::ApproverDeactivation => {
+                    let user = change.user_id.ok_or_else(|| {
+                        AppError::Internal("deactivation proposal without its human".into())
+                    })?;
+                    let user = tx
+                        .user_by_id(change.org_id, user)
+                        .await?
+                        .ok_or_else(|| AppError::Internal("proposed human vanished".into()))?;
+                    deactivate_in(&mut *tx, user, approver, Some(&change)).await?;
+                }
             }
         } else if let (ChangeKind::PaymentResolution, Some(id)) =
             (change.kind, change.payment_resolution_id)
@@ -201,7 +225,9 @@ impl App {
 
 fn resolution_error(e: ResolutionError) -> AppError {
     match e {
-        ResolutionError::SameApprover => AppError::FourEyesRequired(e.to_string()),
+        ResolutionError::SameApprover | ResolutionError::Subject => {
+            AppError::FourEyesRequired(e.to_string())
+        }
         other => AppError::Conflict {
             code: other.code(),
             detail: other.to_string(),

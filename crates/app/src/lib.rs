@@ -44,7 +44,7 @@ mod webhooks;
 pub use tauros_store::ClaimCounts;
 
 pub use actor::{Actor, Agent, Human};
-pub use agents::{AgentView, NewAgent};
+pub use agents::{AgentCreated, AgentView, NewAgent};
 pub use app::{App, Parts};
 pub use auth::{Caller, Me, SignedIn};
 pub use bootstrap::BootstrapOutcome;
@@ -71,7 +71,7 @@ pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use proposals::ChangeView;
 pub use resolutions::{PaymentResolutionView, ResolveOutcome};
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
-pub use users::{Invitation, Invited, UserView};
+pub use users::{Deactivated, Invitation, Invited, UserView};
 pub use webhooks::{
     AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused, NewWebhookEndpoint,
     WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView, WithSecret,

@@ -33,6 +33,12 @@ pub struct ChangeView {
     pub payment_resolution_id: Option<Uuid>,
     /// `payment_resolution`: the payment it resolves.
     pub payment_id: Option<Uuid>,
+    /// `approver_deactivation`: the human it deactivates.
+    pub user_id: Option<Uuid>,
+    /// `settlement_agent`: the name of the agent it creates.
+    pub agent_name: Option<String>,
+    /// `settlement_agent`, once confirmed: the agent it created (owned by the proposer).
+    pub agent_id: Option<Uuid>,
 }
 
 impl ChangeView {
@@ -52,6 +58,9 @@ impl ChangeView {
             expires_at: row.expires_at,
             payment_resolution_id: row.payment_resolution_id,
             payment_id: row.payment_id,
+            user_id: row.user_id,
+            agent_name: row.agent_name,
+            agent_id: row.agent_id,
         }
     }
 }
@@ -74,6 +83,9 @@ pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) ->
         expires_at: rules::proposal_expiry(now),
         payment_resolution_id: None,
         payment_id: None,
+        user_id: None,
+        agent_name: None,
+        agent_id: None,
     }
 }
 
@@ -105,6 +117,8 @@ pub(super) async fn propose(
             "shared_review": proposal.shared_review,
             "email": proposal.email,
             "role": proposal.role.map(Role::as_str),
+            "user_id": proposal.user_id,
+            "agent_name": proposal.agent_name,
         }),
     )
     .await?;

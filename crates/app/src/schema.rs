@@ -329,6 +329,15 @@ domain_schema!(
                 "resolving a payment by hand while `four_eyes` is on (`payment_id`, \
                  `payment_resolution_id`: accept, allocate or void, with its reason)"
             }
+            ChangeKind::SettlementAgent => {
+                "creating an agent with the `settlement` capability while `four_eyes` is on \
+                 (`agent_name`; once confirmed, `agent_id`: owned by the proposer, who takes \
+                 its key with `POST /v1/agents/{id}/rotate-key`)"
+            }
+            ChangeKind::ApproverDeactivation => {
+                "deactivating an approver while `four_eyes` is on (`user_id`; neither the \
+                 proposer nor that approver may confirm it)"
+            }
         },
     )
 );

@@ -234,9 +234,16 @@ impl App {
             agent,
             event: &event,
         };
-        // A redelivery costs one indexed read and takes no lock.
+        // A redelivery costs two indexed reads and takes no lock.
         {
             let mut conn = self.store.reader().await?;
+            // Another agent's source is refused before anything of it is read or answered, a
+            // redelivery of its events included.
+            owned_source(
+                conn.settlement_source_owner(agent.org_id, &event.source)
+                    .await?,
+                agent,
+            )?;
             if let Some(replayed) = idempotency::lookup(&delivery, &mut *conn).await? {
                 return Ok(replayed);
             }
@@ -526,6 +533,12 @@ impl KeyedCreate for Delivery<'_> {
     const ATTEMPTS: usize = LOCK_ATTEMPTS;
 
     async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<Recorded>> {
+        // First in the transaction, holding nothing else yet: two agents racing on a new source
+        // wait on its key, and exactly one owns it.
+        let owner = tx
+            .claim_settlement_source(self.agent.org_id, &self.event.source, self.agent.id, now())
+            .await?;
+        owned_source(Some(owner), self.agent)?;
         Ok(match record(&mut *tx, self.agent, self.event).await? {
             Attempt::Written(recorded) => {
                 tx.commit().await?;
@@ -538,6 +551,16 @@ impl KeyedCreate for Delivery<'_> {
 
     fn gave_up(&self) -> AppError {
         AppError::Internal("the invoices of a settlement event kept changing".into())
+    }
+}
+
+/// A settlement source belongs to the agent that first reported under it (per organisation):
+/// another agent may neither add events to its payments, contradict them, nor take its event
+/// ids first.
+fn owned_source(owner: Option<Uuid>, agent: &Agent) -> AppResult<()> {
+    match owner {
+        Some(owner) if owner != agent.id => Err(AppError::SourceOwned),
+        _ => Ok(()),
     }
 }
 

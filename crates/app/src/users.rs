@@ -1,7 +1,7 @@
 //! The organisation's humans: inviting (a proposal while four eyes is on, whatever the role),
 //! listing, deactivating.
 
-use crate::actor::Actor;
+use crate::actor::{Actor, Human};
 use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
@@ -48,6 +48,15 @@ pub struct Invitation {
     /// Shown once; only its hash is stored.
     pub token: String,
     pub expires_at: DateTime<Utc>,
+}
+
+/// What `POST /v1/users/{id}/deactivate` did.
+#[derive(Debug)]
+pub enum Deactivated {
+    /// The human is deactivated (or already was).
+    Done(UserView),
+    /// An approver under four eyes: the deactivation waits for a second approver.
+    Proposed(ChangeView),
 }
 
 /// What `POST /v1/users` did.
@@ -204,8 +213,10 @@ impl App {
 
     /// Deactivates a human (approvers only, never themself): in one transaction their sessions
     /// and invitations end and their pending proposals are rejected. Their agents keep working.
-    /// Already deactivated: answered as it is, nothing written.
-    pub async fn deactivate_user(&self, actor: &Actor, id: Uuid) -> AppResult<UserView> {
+    /// Already deactivated: answered as it is, nothing written. While `four_eyes` is on,
+    /// deactivating an approver is a proposal that an approver other than the proposer and the
+    /// one it deactivates confirms; an operator is deactivated at once.
+    pub async fn deactivate_user(&self, actor: &Actor, id: Uuid) -> AppResult<Deactivated> {
         let approver = actor.human()?.approver()?;
         if approver.id == id {
             return Err(AppError::Forbidden(
@@ -218,46 +229,83 @@ impl App {
             .await?
             .ok_or(AppError::NotFound)?;
         if user.deactivated_at.is_some() {
-            return UserView::from_row(&user);
+            return Ok(Deactivated::Done(UserView::from_row(&user)?));
         }
-        // Invitation rows first, then the human's row: the order in which accepting an
-        // invitation takes them, so the two cannot deadlock. Under the human's lock, a sign-in
-        // or acceptance that commits first has its session ended below; one that comes second
-        // sees the deactivation.
-        let invitations = tx.delete_user_invitations(user.org_id, user.id).await?;
-        let user = tx
-            .lock_user(user.org_id, user.id, Lock::Update)
+        // Shared: a settings change waits for this deactivation, and this one for it.
+        let org = tx
+            .lock_org(approver.org_id, Lock::Share)
             .await?
             .ok_or(AppError::NotFound)?;
-        if user.deactivated_at.is_some() {
-            return UserView::from_row(&user);
+        let settings = Settings {
+            four_eyes: org.four_eyes,
+            shared_review: org.shared_review,
+        };
+        let role = Role::parse(&user.role)
+            .ok_or_else(|| AppError::Internal(format!("unknown role {}", user.role)))?;
+        if rules::deactivation_needs_confirmation(settings, role) {
+            let same = |c: &OrgChangeRow| c.user_id == Some(user.id);
+            let proposal = OrgChangeRow {
+                user_id: Some(user.id),
+                ..pending(approver, ChangeKind::ApproverDeactivation, now())
+            };
+            let change = propose(tx, approver, proposal, same).await?;
+            return Ok(Deactivated::Proposed(change));
         }
-        let now = now();
-        tx.deactivate_user(user.org_id, user.id, now).await?;
-        let sessions = tx.delete_user_sessions(user.org_id, user.id, None).await?;
-        let proposals = tx
-            .reject_changes_by(user.org_id, user.id, approver.id, now)
-            .await?;
-        audit(
-            &mut *tx,
-            user.org_id,
-            AuditActor::human(approver),
-            "user.deactivated",
-            ("user", user.id),
-            serde_json::json!({
-                "sessions_ended": sessions,
-                "invitations_ended": invitations,
-                "proposals_rejected": proposals,
-            }),
-        )
-        .await?;
-        let user = tx
-            .user_by_id(user.org_id, user.id)
-            .await?
-            .ok_or_else(|| AppError::Internal("deactivated user vanished".into()))?;
+        let user = deactivate_in(&mut *tx, user, approver, None).await?;
         tx.commit().await?;
-        UserView::from_row(&user)
+        Ok(Deactivated::Done(UserView::from_row(&user)?))
     }
+}
+
+/// Deactivates `user` in `tx` as `approver` (for a confirmed proposal, `change`): their
+/// invitations and sessions end and their pending proposals are rejected. Already deactivated
+/// (under the lock): the row as it is, nothing written.
+pub(crate) async fn deactivate_in(
+    tx: &mut dyn Tx,
+    user: UserRow,
+    approver: &Human,
+    change: Option<&OrgChangeRow>,
+) -> AppResult<UserRow> {
+    // Invitation rows first, then the human's row: the order in which accepting an
+    // invitation takes them, so the two cannot deadlock. Under the human's lock, a sign-in
+    // or acceptance that commits first has its session ended below; one that comes second
+    // sees the deactivation.
+    let invitations = tx.delete_user_invitations(user.org_id, user.id).await?;
+    let user = tx
+        .lock_user(user.org_id, user.id, Lock::Update)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if user.deactivated_at.is_some() {
+        return Ok(user);
+    }
+    let now = now();
+    tx.deactivate_user(user.org_id, user.id, now).await?;
+    let sessions = tx.delete_user_sessions(user.org_id, user.id, None).await?;
+    let proposals = tx
+        .reject_changes_by(user.org_id, user.id, approver.id, now)
+        .await?;
+    let mut detail = serde_json::json!({
+        "sessions_ended": sessions,
+        "invitations_ended": invitations,
+        "proposals_rejected": proposals,
+    });
+    if let Some(change) = change {
+        detail["change_id"] = serde_json::json!(change.id);
+        detail["proposed_by"] = serde_json::json!(change.proposed_by);
+    }
+    audit(
+        &mut *tx,
+        user.org_id,
+        AuditActor::human(approver),
+        "user.deactivated",
+        ("user", user.id),
+        detail,
+    )
+    .await?;
+    Ok(tx
+        .user_by_id(user.org_id, user.id)
+        .await?
+        .ok_or_else(|| AppError::Internal("deactivated user vanished".into()))?)
 }
 
 fn email_taken() -> AppError {

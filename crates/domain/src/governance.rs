@@ -9,6 +9,7 @@
 //! can always change settings from the command line; that path does not come through here.
 
 use super::error::Coded;
+use super::identity::Role;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -33,6 +34,14 @@ pub enum ChangeKind {
     /// Resolving a payment by hand (`POST /v1/payments/{id}/resolve`) while `four_eyes` is on:
     /// accepting, allocating or voiding money is confirmed by a second approver.
     PaymentResolution,
+    /// Creating an agent whose key has `settlement` while `four_eyes` is on: authority over
+    /// money state is granted by two approvers. Confirmed, the agent exists, owned by the
+    /// proposer, without a key until the proposer rotates one (the confirming approver never
+    /// sees it).
+    SettlementAgent,
+    /// Deactivating an approver while `four_eyes` is on: one approver cannot remove the others.
+    /// Confirmed by an approver who is neither the proposer nor the one it deactivates.
+    ApproverDeactivation,
 }
 
 /// Where a proposal stands. A pending proposal past its expiry is shown as `expired` and can
@@ -47,10 +56,12 @@ pub enum ChangeState {
 }
 
 impl ChangeKind {
-    pub const ALL: [ChangeKind; 3] = [
+    pub const ALL: [ChangeKind; 5] = [
         ChangeKind::Settings,
         ChangeKind::ApproverInvitation,
         ChangeKind::PaymentResolution,
+        ChangeKind::SettlementAgent,
+        ChangeKind::ApproverDeactivation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +69,8 @@ impl ChangeKind {
             ChangeKind::Settings => "settings",
             ChangeKind::ApproverInvitation => "approver_invitation",
             ChangeKind::PaymentResolution => "payment_resolution",
+            ChangeKind::SettlementAgent => "settlement_agent",
+            ChangeKind::ApproverDeactivation => "approver_deactivation",
         }
     }
 
@@ -163,10 +176,25 @@ pub fn invitation_needs_confirmation(current: Settings) -> bool {
     current.four_eyes
 }
 
+/// Whether granting the `settlement` capability (creating a settlement agent) needs a second
+/// approver: whenever `four_eyes` is on. Who may grant it at all is `Capabilities::grantable_by`.
+pub fn settlement_grant_needs_confirmation(current: Settings) -> bool {
+    current.four_eyes
+}
+
+/// Whether deactivating a human of `role` needs a second approver: an approver, while
+/// `four_eyes` is on (one approver could otherwise remove every other). Deactivating an
+/// operator stays immediate: an operator decides nothing.
+pub fn deactivation_needs_confirmation(current: Settings, role: Role) -> bool {
+    current.four_eyes && role == Role::Approver
+}
+
 /// A stored proposal, as the rules read it.
 #[derive(Clone, Copy, Debug)]
 pub struct Proposal {
     pub proposed_by: Uuid,
+    /// The human a proposal is about (`approver_deactivation`): they may not decide it.
+    pub subject: Option<Uuid>,
     pub state: ChangeState,
     pub decided_by: Option<Uuid>,
     pub expires_at: DateTime<Utc>,
@@ -190,6 +218,12 @@ pub enum ResolutionError {
          another approver to confirm it, or reject it to withdraw it"
     )]
     SameApprover,
+    /// The approver a deactivation proposal removes tried to decide it.
+    #[error(
+        "this proposal deactivates you, so you may neither confirm nor reject it; another \
+         approver decides it"
+    )]
+    Subject,
     /// The proposal was already decided the other way, or by someone else.
     #[error("this proposal was already {0}; GET it to see who decided it")]
     Decided(&'static str),
@@ -204,7 +238,7 @@ pub enum ResolutionError {
 impl Coded for ResolutionError {
     fn code(&self) -> &'static str {
         match self {
-            ResolutionError::SameApprover => "four_eyes_required",
+            ResolutionError::SameApprover | ResolutionError::Subject => "four_eyes_required",
             ResolutionError::Decided(_) => "change_decided",
             ResolutionError::Expired => "change_expired",
         }
@@ -216,6 +250,8 @@ impl Coded for ResolutionError {
 ///
 /// - Confirming needs a different approver than the proposer; rejecting does not (a proposer
 ///   may withdraw their own proposal).
+/// - The human a proposal is about (an approver it deactivates) decides it neither way: they
+///   could otherwise keep themself in place by rejecting it.
 /// - Repeating the same decision by the same approver is a replay; anything else on a decided
 ///   proposal is refused.
 /// - A lapsed proposal can be rejected (tidying up) but not confirmed.
@@ -226,6 +262,9 @@ pub fn resolve(
     now: DateTime<Utc>,
 ) -> Result<Resolution, ResolutionError> {
     match proposal.state {
+        ChangeState::Pending | ChangeState::Expired if proposal.subject == Some(by) => {
+            Err(ResolutionError::Subject)
+        }
         ChangeState::Pending | ChangeState::Expired => {
             if goal == ChangeState::Confirmed {
                 if proposal.proposed_by == by {
@@ -311,6 +350,7 @@ mod tests {
         (
             Proposal {
                 proposed_by: proposer,
+                subject: None,
                 state,
                 decided_by,
                 expires_at: proposal_expiry(now),
@@ -336,6 +376,29 @@ mod tests {
             resolve(p, ChangeState::Confirmed, other, now),
             Ok(Resolution::Apply(ChangeState::Confirmed))
         );
+    }
+
+    #[test]
+    fn the_approver_a_deactivation_removes_decides_it_neither_way() {
+        let (mut p, _, now) = proposal(ChangeState::Pending, None);
+        let subject = Uuid::now_v7();
+        p.subject = Some(subject);
+        for goal in [ChangeState::Confirmed, ChangeState::Rejected] {
+            assert_eq!(
+                resolve(p, goal, subject, now),
+                Err(ResolutionError::Subject)
+            );
+        }
+        let third = Uuid::now_v7();
+        assert_eq!(
+            resolve(p, ChangeState::Confirmed, third, now),
+            Ok(Resolution::Apply(ChangeState::Confirmed))
+        );
+        assert!(deactivation_needs_confirmation(ON, Role::Approver));
+        assert!(!deactivation_needs_confirmation(ON, Role::Operator));
+        assert!(!deactivation_needs_confirmation(OFF, Role::Approver));
+        assert!(settlement_grant_needs_confirmation(ON));
+        assert!(!settlement_grant_needs_confirmation(OFF));
     }
 
     #[test]

@@ -166,7 +166,33 @@ impl Capabilities {
                 }
             }
         }
-        ok.then(|| Capabilities::new(known))
+        if !ok {
+            return None;
+        }
+        let caps = Capabilities::new(known);
+        if caps.mixes_money_with_invoicing() {
+            errors.push(FieldError::plain(
+                "capabilities",
+                "capabilities_incompatible",
+                "a key never holds `settlement` together with `invoicing` (an agent that \
+                 proposes invoices must not report their payments): send [\"invoicing\"] for \
+                 this agent and create a separate agent with [\"settlement\"]",
+            ));
+            return None;
+        }
+        Some(caps)
+    }
+
+    /// `settlement` together with `invoicing`: refused for new keys; a key stored like that
+    /// before the rule is refused on settlement routes until it is split.
+    pub fn mixes_money_with_invoicing(&self) -> bool {
+        self.has(Capability::Settlement) && self.has(Capability::Invoicing)
+    }
+
+    /// Whether a human of `role` may give a key these capabilities: only approvers grant
+    /// `settlement`, the capability that moves money state; anyone may grant `invoicing`.
+    pub fn grantable_by(&self, role: Role) -> bool {
+        role == Role::Approver || !self.has(Capability::Settlement)
     }
 
     /// Builds the set; an empty request means the default (`invoicing`).
@@ -460,14 +486,32 @@ mod tests {
     }
 
     #[test]
+    fn settlement_is_never_granted_with_invoicing_nor_by_an_operator() {
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut errors = Vec::new();
+        let both = Capabilities::requested(&names(&["invoicing", "settlement"]), &mut errors);
+        assert!(both.is_none());
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].field, "capabilities");
+        let stored = Capabilities::from_stored("invoicing,settlement");
+        assert!(stored.mixes_money_with_invoicing());
+        let settlement = Capabilities::new(vec![Capability::Settlement]);
+        assert!(!settlement.mixes_money_with_invoicing());
+        assert!(settlement.grantable_by(Role::Approver));
+        assert!(!settlement.grantable_by(Role::Operator));
+        let invoicing = Capabilities::new(vec![]);
+        assert!(invoicing.grantable_by(Role::Operator));
+    }
+
+    #[test]
     fn a_capability_list_is_bounded_before_its_entries_are_read() {
         let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let mut errors = Vec::new();
         let set = Capabilities::requested(
-            &names(&["settlement", "invoicing", "settlement"]),
+            &names(&["settlement", "settlement", "settlement"]),
             &mut errors,
         );
-        assert_eq!(set.unwrap().to_stored(), "invoicing,settlement");
+        assert_eq!(set.unwrap().to_stored(), "settlement");
         assert!(errors.is_empty());
         assert_eq!(
             Capabilities::requested(&[], &mut errors)

@@ -34,6 +34,12 @@ pub struct OrgChangeRow {
     pub payment_resolution_id: Option<Uuid>,
     /// `payment_resolution`: the payment it resolves.
     pub payment_id: Option<Uuid>,
+    /// `approver_deactivation`: the human it deactivates.
+    pub user_id: Option<Uuid>,
+    /// `settlement_agent`: the name of the agent it creates.
+    pub agent_name: Option<String>,
+    /// `settlement_agent`, once confirmed: the agent it created.
+    pub agent_id: Option<Uuid>,
 }
 
 /// Reads of proposals, scoped by org.
@@ -70,7 +76,8 @@ pub trait GovernanceWrite: GovernanceRead {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<OrgChangeRow>>;
-    /// Records the decision on a pending proposal.
+    /// Records the decision on a pending proposal (and, for a confirmed `settlement_agent`, the
+    /// agent it created).
     async fn decide_change(&mut self, change: &OrgChangeRow) -> StoreResult<()>;
     /// Rejects every pending proposal of `proposed_by` (they were deactivated), as `by`.
     async fn reject_changes_by(

@@ -163,6 +163,12 @@ pub trait SettlementRead: Send {
         org_id: Uuid,
         payment_id: Uuid,
     ) -> StoreResult<Vec<PaymentResolutionRow>>;
+    /// The agent that owns a settlement source (the first to report under it), if any.
+    async fn settlement_source_owner(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+    ) -> StoreResult<Option<Uuid>>;
 }
 
 /// Writes and locking reads; only in a write unit of work.
@@ -188,4 +194,13 @@ pub trait SettlementWrite: SettlementRead {
     async fn insert_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<bool>;
     /// Records the decision on a proposed resolution (`state`, `decided_by`, `decided_at`).
     async fn decide_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<()>;
+    /// Makes `agent_id` the owner of the source unless it has one (the primary key decides
+    /// between racing first reports); returns the owner either way.
+    async fn claim_settlement_source(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+        agent_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Uuid>;
 }

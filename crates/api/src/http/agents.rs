@@ -2,14 +2,16 @@
 
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
+use super::proposals::ChangeAccepted;
 use crate::http::schema::CapabilitySchema;
 use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{AgentView, NewAgent};
+use tauros_app::{AgentCreated, AgentView, NewAgent};
 use tauros_domain::identity::Capability;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -103,29 +105,42 @@ pub struct AgentList {
 }
 
 /// Create an agent (humans); the caller owns it. Its API key is in the answer, once.
+///
+/// Only an approver grants `settlement`, and never together with `invoicing` (422: create two
+/// agents). While the organisation's `four_eyes` is on, creating a settlement agent is a
+/// proposal: the answer is 202 with the pending change (`kind: settlement_agent`), nothing is
+/// created, and a different approver confirms it with
+/// `POST /v1/organisation/changes/{id}/confirm`. The confirmed agent is yours, without a key:
+/// take its key with `POST /v1/agents/{id}/rotate-key` (`agent_id` in the change), so that the
+/// confirming approver never sees it. Repeating the same proposal answers the pending one.
 #[utoipa::path(post, path = "/v1/agents", tag = "agents", security(("bearer" = [])),
     request_body = CreateAgentRequest,
     responses(
         (status = 201, description = "Created", body = AgentWithKeyResponse),
-        (status = 403, description = "`forbidden`: agents may not manage agents", body = Problem, content_type = "application/problem+json"),
+        (status = 202, description = "Proposed: with `four_eyes` on, granting `settlement` waits for a second approver", body = ChangeAccepted),
+        (status = 403, description = "`forbidden`: agents may not manage agents; only an approver grants `settlement`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: a bad name or capability, or `settlement` with `invoicing`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_agent(
     State(state): State<AppState>,
     Auth(actor): Auth,
     StrictJson(body): StrictJson<CreateAgentRequest>,
-) -> Result<(StatusCode, Json<AgentWithKeyResponse>), ApiError> {
+) -> Result<Response, ApiError> {
     let input = NewAgent {
         name: body.name,
         capabilities: body.capabilities.unwrap_or_default(),
     };
-    let (agent, api_key) = state.app.create_agent(&actor, input).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(AgentWithKeyResponse {
-            agent: agent.into(),
-            api_key,
-        }),
-    ))
+    Ok(match state.app.create_agent(&actor, input).await? {
+        AgentCreated::Done(agent, api_key) => (
+            StatusCode::CREATED,
+            Json(AgentWithKeyResponse {
+                agent: agent.into(),
+                api_key,
+            }),
+        )
+            .into_response(),
+        AgentCreated::Proposed(change) => ChangeAccepted::response(change),
+    })
 }
 
 /// The agents the calling human owns, newest first.

@@ -216,6 +216,12 @@ impl From<AppError> for ApiError {
                     "this key lacks the `{cap}` capability; ask the agent's owner for one that has it"
                 ),
             ),
+            AppError::SourceOwned => ApiError::new(
+                S::FORBIDDEN,
+                "source_owned",
+                "this settlement source belongs to the agent that first reported under it; report \
+                 under a source of your own (another `source` name) or with that agent's key",
+            ),
             AppError::NotFound => ApiError::new(
                 S::NOT_FOUND,
                 "not_found",
@@ -367,6 +373,7 @@ fn title_for(code: &str) -> &'static str {
         "forbidden" => "Forbidden",
         "four_eyes_required" => "Another approver must decide",
         "missing_capability" => "Missing capability",
+        "source_owned" => "Settlement source owned by another agent",
         "not_found" => "Not found",
         "method_not_allowed" => "Method not allowed",
         "idempotency_conflict" => "Idempotency key reused",

@@ -48,6 +48,13 @@ pub struct ChangeResponse {
     pub payment_resolution_id: Option<Uuid>,
     /// `payment_resolution`: the payment it resolves (`/v1/payments/{id}`).
     pub payment_id: Option<Uuid>,
+    /// `approver_deactivation`: the approver it deactivates (they may not decide it).
+    pub user_id: Option<Uuid>,
+    /// `settlement_agent`: the name of the agent with `settlement` it creates.
+    pub agent_name: Option<String>,
+    /// `settlement_agent`, once confirmed: the agent it created, owned by the proposer, who
+    /// takes its key with `POST /v1/agents/{id}/rotate-key`.
+    pub agent_id: Option<Uuid>,
 }
 
 impl From<ChangeView> for ChangeResponse {
@@ -67,6 +74,9 @@ impl From<ChangeView> for ChangeResponse {
             expires_at: c.expires_at,
             payment_resolution_id: c.payment_resolution_id,
             payment_id: c.payment_id,
+            user_id: c.user_id,
+            agent_name: c.agent_name,
+            agent_id: c.agent_id,
         }
     }
 }

@@ -112,18 +112,105 @@ impl From<SettlementEventRequest> for EventInput {
     }
 }
 
-/// What reporting an event answers.
+/// What reporting an event answers. A settlement answer reveals of the matched invoice only its
+/// id, number and state, and of the payment what the source itself reported and whether it
+/// counted; never the invoice's currency, totals, amount paid or balance, nor how much of the
+/// payment was allocated or how an approver resolved it (humans read those at
+/// `GET /v1/payments/{id}`).
 #[derive(Serialize, ToSchema)]
 pub struct SettlementEventRecorded {
     /// The event, as first received.
     pub event: SettlementEventView,
     /// Its payment, as it is now.
-    pub payment: PaymentView,
+    pub payment: ReportedPayment,
     /// The invoice the payment is matched to, as it is now; `null` when it names no known
     /// invoice.
-    pub invoice: Option<InvoiceStanding>,
+    pub invoice: Option<MatchedInvoice>,
     /// `true` when this was a redelivery of an event already recorded: nothing was written.
     pub replayed: bool,
+}
+
+/// A payment as its reporting source sees it: its own facts and whether it counted.
+#[derive(Serialize, ToSchema)]
+pub struct ReportedPayment {
+    /// The `{id}` of `/v1/payments/{id}` (read by humans).
+    pub id: Uuid,
+    /// The reporting system.
+    pub source: String,
+    /// The payment's id at the source.
+    pub payment_id: String,
+    /// The invoice as the source named it (one of the two; the earliest event's).
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    /// The invoice it is matched to; `null` while no invoice has that id or number.
+    pub matched_invoice_id: Option<Uuid>,
+    /// The amount paid, with exactly the currency's decimals (the earliest event's).
+    pub amount: String,
+    /// `amount` in minor units: an exact JSON integer at any size.
+    #[schema(value_type = u128)]
+    pub amount_minor: tauros_domain::money::MinorAmount,
+    pub currency: String,
+    /// The furthest state any of its events reported; it never moves back.
+    #[schema(value_type = PaymentStateSchema)]
+    pub state: &'static str,
+    /// What Tauros made of it.
+    #[schema(value_type = PaymentStatusSchema)]
+    pub status: &'static str,
+    /// Why it counts toward no invoice, when it names one it cannot count toward.
+    #[schema(value_type = Option<crate::http::schema::UnmatchedSchema>)]
+    pub unmatched_reason: Option<&'static str>,
+    /// Confirmed once, failed since (the source reversed it).
+    pub reversed: bool,
+    /// How many events were reported about it.
+    pub event_count: i32,
+    /// When its first event arrived (RFC 3339, UTC).
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// When it last changed (RFC 3339, UTC).
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<PaymentView> for ReportedPayment {
+    fn from(p: PaymentView) -> Self {
+        ReportedPayment {
+            id: p.id,
+            source: p.source,
+            payment_id: p.payment_id,
+            invoice_id: p.invoice_id,
+            invoice_number: p.invoice_number,
+            matched_invoice_id: p.matched_invoice_id,
+            amount: p.amount,
+            amount_minor: p.amount_minor,
+            currency: p.currency,
+            state: p.state.as_str(),
+            status: p.status.as_str(),
+            unmatched_reason: p.unmatched_reason.map(|u| u.as_str()),
+            reversed: p.reversed,
+            event_count: p.event_count,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// The invoice a reported payment is matched to, as its source may see it.
+#[derive(Serialize, ToSchema)]
+pub struct MatchedInvoice {
+    /// The invoice.
+    pub id: Uuid,
+    /// Its number, once issued.
+    pub number: Option<String>,
+    #[schema(value_type = crate::http::schema::InvoiceStateSchema)]
+    pub state: tauros_domain::invoice::InvoiceState,
+}
+
+impl From<InvoiceStanding> for MatchedInvoice {
+    fn from(i: InvoiceStanding) -> Self {
+        MatchedInvoice {
+            id: i.id,
+            number: i.number,
+            state: i.state,
+        }
+    }
 }
 
 /// A page of payments, newest first.
@@ -221,7 +308,7 @@ pub struct PaymentResolved {
     responses(
         (status = 201, description = "Recorded and reconciled", body = SettlementEventRecorded),
         (status = 200, description = "A redelivery: the event, its payment and invoice as they are now; nothing written", body = SettlementEventRecorded),
-        (status = 403, description = "`forbidden`: humans read payments, they do not report them", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`forbidden`: humans read payments, they do not report them (and a key that also holds `invoicing` may not either); `source_owned`: another agent reported under this `source` first", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn record_settlement_event(
@@ -264,8 +351,8 @@ pub(crate) async fn record(
     } = value;
     Ok(SettlementEventRecorded {
         event,
-        payment,
-        invoice,
+        payment: payment.into(),
+        invoice: invoice.map(Into::into),
         replayed,
     })
 }

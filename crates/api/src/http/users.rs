@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{Invitation, Invited};
+use tauros_app::{Deactivated, Invitation, Invited};
 use tauros_domain::identity::Role;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -130,11 +130,15 @@ async fn list_users(
 ///
 /// In one step their sessions and open invitation end and their pending proposals are
 /// rejected; they cannot sign in again. Their agents keep working. Already deactivated: 200
-/// with the human as they are, nothing written.
+/// with the human as they are, nothing written. While the organisation's `four_eyes` is on,
+/// deactivating an **approver** is a proposal: 202 with the pending change
+/// (`kind: approver_deactivation`), confirmed by an approver who is neither the proposer nor
+/// the approver it deactivates; deactivating an operator stays immediate.
 #[utoipa::path(post, path = "/v1/users/{id}/deactivate", tag = "sessions", security(("bearer" = [])),
     params(("id" = uuid::Uuid, Path, description = "The human's id")),
     responses(
         (status = 200, description = "Deactivated", body = UserResponse),
+        (status = 202, description = "Proposed: with `four_eyes` on, deactivating an approver waits for another approver", body = ChangeAccepted),
         (status = 403, description = "`forbidden`: not an approver, an agent, or yourself", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: no such human in your organisation", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -142,6 +146,9 @@ async fn deactivate_user(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
-) -> Result<Json<UserResponse>, ApiError> {
-    Ok(Json(state.app.deactivate_user(&actor, id).await?.into()))
+) -> Result<Response, ApiError> {
+    Ok(match state.app.deactivate_user(&actor, id).await? {
+        Deactivated::Done(user) => Json(UserResponse::from(user)).into_response(),
+        Deactivated::Proposed(change) => ChangeAccepted::response(change),
+    })
 }

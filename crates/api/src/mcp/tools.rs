@@ -184,7 +184,9 @@ impl Tool {
                  is refused (idempotency_conflict). This never marks an invoice paid by itself: \
                  Tauros decides from confirmed payments, and keeps what it cannot apply \
                  (unknown invoice, another currency, not issued yet, overpaid, contradicting \
-                 events) for a human."
+                 events) for a human. A `source` is yours once you first report under it \
+                 (another key under it: source_owned); the answer shows the matched invoice's \
+                 id, number and state only."
             }
         }
     }

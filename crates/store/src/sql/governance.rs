@@ -77,8 +77,9 @@ impl<U: Backend> GovernanceWrite for U {
         query(
             "insert into org_changes (id, org_id, kind, proposed_by, state, four_eyes,
                  shared_review, email, role, decided_by, decided_at, created_at, expires_at,
-                 payment_resolution_id, payment_id)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                 payment_resolution_id, payment_id, user_id, agent_name, agent_id)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                 $17, $18)",
         )
         .bind(c.id)
         .bind(c.org_id)
@@ -95,6 +96,9 @@ impl<U: Backend> GovernanceWrite for U {
         .bind(c.expires_at)
         .bind(c.payment_resolution_id)
         .bind(c.payment_id)
+        .bind(c.user_id)
+        .bind(&c.agent_name)
+        .bind(c.agent_id)
         .execute(self)
         .await?;
         Ok(())
@@ -120,7 +124,7 @@ impl<U: Backend> GovernanceWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn decide_change(&mut self, c: &OrgChangeRow) -> StoreResult<()> {
         query(
-            "update org_changes set state = $3, decided_by = $4, decided_at = $5
+            "update org_changes set state = $3, decided_by = $4, decided_at = $5, agent_id = $6
              where org_id = $1 and id = $2 and state = 'pending'",
         )
         .bind(c.org_id)
@@ -128,6 +132,7 @@ impl<U: Backend> GovernanceWrite for U {
         .bind(c.state.as_str())
         .bind(c.decided_by)
         .bind(c.decided_at)
+        .bind(c.agent_id)
         .execute(self)
         .await?;
         Ok(())

@@ -6,6 +6,7 @@ use crate::error::StoreResult;
 use crate::query::Page;
 use crate::settlement::*;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 #[async_trait]
@@ -155,6 +156,21 @@ impl<U: Backend> SettlementRead for U {
         .fetch_all(self)
         .await
     }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn settlement_source_owner(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        let row: Option<(Uuid,)> =
+            query_as("select agent_id from settlement_sources where org_id = $1 and source = $2")
+                .bind(org_id)
+                .bind(source)
+                .fetch_optional(self)
+                .await?;
+        Ok(row.map(|r| r.0))
+    }
 }
 
 #[async_trait]
@@ -202,6 +218,36 @@ impl<U: Backend> SettlementWrite for U {
         .execute(self)
         .await?;
         Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn claim_settlement_source(
+        &mut self,
+        org_id: Uuid,
+        source: &str,
+        agent_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Uuid> {
+        query(
+            "insert into settlement_sources (org_id, source, agent_id, created_at)
+             values ($1, $2, $3, $4)
+             on conflict (org_id, source) do nothing",
+        )
+        .bind(org_id)
+        .bind(source)
+        .bind(agent_id)
+        .bind(at)
+        .execute(&mut *self)
+        .await?;
+        // A racing first report that committed before this insert was refused is visible to
+        // this new statement (read committed; SQLite has one writer).
+        let row: (Uuid,) =
+            query_as("select agent_id from settlement_sources where org_id = $1 and source = $2")
+                .bind(org_id)
+                .bind(source)
+                .fetch_one(self)
+                .await?;
+        Ok(row.0)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
