@@ -29,6 +29,7 @@ both_backends!(
     default_settings_on_jobs,
     default_settings_on_webhooks,
     default_settings_on_settlement,
+    default_settings_on_authority,
     four_eyes,
     shared_review,
     four_eyes_with_shared_review,
@@ -76,6 +77,10 @@ enum Route {
     ListPayments,
     GetPayment,
     ResolvePayment,
+    /// `POST /v1/agents` asking for `settlement`: only approvers grant it.
+    GrantSettlement,
+    /// `POST /v1/users/{id}/deactivate` of an approver of the subject's organisation.
+    DeactivateApprover,
 }
 
 /// Who calls. "The subject" is the agent whose records the row is about: the agent of the
@@ -206,6 +211,8 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Defaults, ListPayments,               [Forbid,    Forbid,    Forbid,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    Forbid]),
     (Defaults, GetPayment,                 [Forbid,    Forbid,    Forbid,    Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
     (Defaults, ResolvePayment,             [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       NotFound,  NotFound,  NoAuth,    Forbid]),
+    (Defaults, GrantSettlement,            [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       Yes,       NoAuth,    Forbid]),
+    (Defaults, DeactivateApprover,         [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Yes,       Yes,       NotFound,  NoAuth,    Forbid]),
 
     (Settings::FourEyes, GetInvoice,       [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Withdraw,         [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -214,6 +221,8 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Settings::FourEyes, RequestChanges,   [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, Cancel,           [Forbid,    NotFound,  NotFound,  Forbid,    NotFound,  FourEyes,  NotFound,  NotFound,  NoAuth,    NoCap]),
     (Settings::FourEyes, ResolvePayment,   [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  NotFound,  NotFound,  NoAuth,    Forbid]),
+    (Settings::FourEyes, GrantSettlement,  [Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  Proposed,  Yes,       NoAuth,    Forbid]),
+    (Settings::FourEyes, DeactivateApprover, [Forbid,  Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  Proposed,  NotFound,  NoAuth,    Forbid]),
 
     (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
     (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    NoCap]),
@@ -252,9 +261,18 @@ async fn default_settings_on_invoices(app: TestApp) {
 
 async fn default_settings_on_customers_and_destinations(app: TestApp) {
     run(&app, |s, r| {
-        s == Defaults && !r.is_invoice() && !r.is_job() && !r.is_webhook() && !r.is_settlement()
+        s == Defaults
+            && !r.is_invoice()
+            && !r.is_job()
+            && !r.is_webhook()
+            && !r.is_settlement()
+            && !r.is_authority()
     })
     .await;
+}
+
+async fn default_settings_on_authority(app: TestApp) {
+    run(&app, |s, r| s == Defaults && r.is_authority()).await;
 }
 
 async fn default_settings_on_jobs(app: TestApp) {
@@ -396,7 +414,14 @@ impl Route {
             ListPayments => "GET /v1/payments",
             GetPayment => "GET /v1/payments/{id}",
             ResolvePayment => "POST /v1/payments/{id}/resolve",
+            GrantSettlement => "POST /v1/agents with capabilities [settlement]",
+            DeactivateApprover => "POST /v1/users/{id}/deactivate of an approver",
         }
+    }
+
+    /// Authority over people and money: granting `settlement`, removing an approver.
+    fn is_authority(self) -> bool {
+        matches!(self, GrantSettlement | DeactivateApprover)
     }
 
     /// A settlement route: reported by settlement agents, read by humans.
@@ -474,7 +499,8 @@ impl Route {
             | CreateCustomer
             | CreateDestination
             | CreateWebhook
-            | ReportSettlementEvent => StatusCode::CREATED,
+            | ReportSettlementEvent
+            | GrantSettlement => StatusCode::CREATED,
             DeleteCustomer | DeleteWebhook => StatusCode::NO_CONTENT,
             ResendDelivery => StatusCode::ACCEPTED,
             _ => StatusCode::OK,
@@ -484,7 +510,9 @@ impl Route {
     /// The state the subject's records must be in before the request.
     fn fixture(self) -> Fixture {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook => Fixture::Nothing,
+            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook
+            | GrantSettlement => Fixture::Nothing,
+            DeactivateApprover => Fixture::Approver,
             ListInvoices
             | GetInvoice
             | Revisions
@@ -569,6 +597,8 @@ enum Fixture {
     /// A payment the settlement agent reported for a draft of the subject (unmatched: not
     /// issued), so its humans see it.
     Payment,
+    /// A new approver of organisation A (invited with four eyes off), who owns nothing.
+    Approver,
 }
 
 /// An agent with its owner, one customer and one active EUR destination.
@@ -709,6 +739,7 @@ struct Target {
     webhook_id: Option<Uuid>,
     delivery_id: Option<Uuid>,
     payment_id: Option<Uuid>,
+    user_id: Option<Uuid>,
 }
 
 impl Target {
@@ -809,6 +840,12 @@ async fn prepare(app: &TestApp, w: &mut World, p: &Party, fixture: Fixture, n: u
                 expect_status(res, StatusCode::OK).await;
                 target.delivery_id = Some(delivery);
             }
+        }
+        Fixture::Approver => {
+            // Inviting is itself a proposal under four eyes: invite with it off.
+            w.set_flags(app, (false, w.flags.1)).await;
+            let (id, _) = app.human(&w.x.owner_token, "approver").await;
+            target.user_id = Some(id);
         }
         Fixture::Payment => {
             let res = app
@@ -973,6 +1010,16 @@ async fn send(
             format!("/v1/payments/{}/resolve", t.payment_id.unwrap()),
             Some(json!({"action": "void", "reason": "matrix"})),
         ),
+        GrantSettlement => (
+            Method::POST,
+            "/v1/agents".to_owned(),
+            Some(json!({"name": format!("Bank feed {n}"), "capabilities": ["settlement"]})),
+        ),
+        DeactivateApprover => (
+            Method::POST,
+            format!("/v1/users/{}/deactivate", t.user_id.unwrap()),
+            None,
+        ),
     };
     let mut req = app.client.request(method, app.url(&path));
     if let Some(token) = w.token(caller) {
@@ -1057,6 +1104,8 @@ async fn snapshot(app: &TestApp) -> String {
         "select count(*) from settlement_events",
         "select count(*) from payment_resolutions",
         "select count(*) from org_changes",
+        "select count(*) from agents",
+        "select count(*) from users where deactivated_at is not null",
     ];
     let sql = format!(
         "select {}",
