@@ -5,8 +5,11 @@
 //! approver confirms. That holds for operators as well as approvers: four eyes refuses an
 //! approver the invoices of agents *they* own, and any human may own agents, so an operator
 //! account in one approver's hands would be a second person who is not one. Turning
-//! `four_eyes` on and changing `shared_review` alone stay immediate. The operator of the machine
-//! can always change settings from the command line; that path does not come through here.
+//! `four_eyes` on and changing `shared_review` alone stay immediate. Nor may one approver alone
+//! grant authority over money (an agent with `settlement`) or remove another approver: both are
+//! proposals too, and the approver a removal is about may not decide it. The operator of the
+//! machine can always change settings from the command line; that path does not come through
+//! here.
 
 use super::error::Coded;
 use super::identity::Role;
