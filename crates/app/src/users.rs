@@ -302,10 +302,9 @@ pub(crate) async fn deactivate_in(
         detail,
     )
     .await?;
-    Ok(tx
-        .user_by_id(user.org_id, user.id)
+    tx.user_by_id(user.org_id, user.id)
         .await?
-        .ok_or_else(|| AppError::Internal("deactivated user vanished".into()))?)
+        .ok_or_else(|| AppError::Internal("deactivated user vanished".into()))
 }
 
 fn email_taken() -> AppError {

@@ -7,7 +7,7 @@ import * as fmt from "./format.js";
 
 const CAPABILITIES = [
   ["invoicing", "Invoicing", "customers, destinations and invoices (the default)"],
-  ["settlement", "Settlement", "may post settlement events"],
+  ["settlement", "Settlement", "may post settlement events (approvers only; never together with invoicing)"],
 ];
 
 export async function render(main, context) {
@@ -45,6 +45,14 @@ export async function render(main, context) {
           capabilities: boxes.filter((b) => b.input.checked).map((b) => b.key),
         });
         forgetDirectory();
+        if (answer && answer.change) {
+          // Four eyes: granting settlement waits for another approver; once confirmed, the
+          // agent is yours without a key, and "Rotate key" here gives you its first one.
+          const text = `Proposed: an agent with settlement needs a second approver. Once another approver confirms it, “${value}” appears here without a key; rotate its key to get one.`;
+          await draw(notice("info", h("span", { id: "agent-flash" }, text)));
+          announce(text);
+          return;
+        }
         await draw(keyShownOnce(`Agent “${answer.agent.name}” created.`, answer.api_key));
       } catch (e) {
         create.disabled = false;

@@ -93,7 +93,7 @@ export async function render(main, context) {
                 [{ label: "Proposal" }, { label: "Proposed by" }, { label: "Expires" }, { label: "Action" }],
                 pending.items.map((change) => ({
                   dataset: { changeId: change.id },
-                  cells: [describeChange(change), proposer(change, me, dir), fmt.dateTime(change.expires_at), actions(change)],
+                  cells: [describeChange(change, dir), proposer(change, me, dir), fmt.dateTime(change.expires_at), actions(change)],
                 })),
                 { class: "proposals" },
               )
@@ -142,7 +142,7 @@ export async function render(main, context) {
   await draw(null);
 }
 
-function describeChange(change) {
+function describeChange(change, dir) {
   if (change.kind === "settings") {
     const parts = [];
     if (change.four_eyes !== null && change.four_eyes !== undefined) parts.push(`four eyes ${change.four_eyes ? "on" : "off"}`);
@@ -152,6 +152,12 @@ function describeChange(change) {
   if (change.kind === "payment_resolution") {
     // What it would do (action, amount, invoice, reason) is on the payment's page.
     return h("span", {}, "Resolve a payment: ", h("a", { href: `#/payments/${change.payment_id}`, class: "change-payment" }, "see what it asks for"));
+  }
+  if (change.kind === "settlement_agent") {
+    return `Create the settlement agent “${change.agent_name}”` + (change.agent_id ? " (created)" : "");
+  }
+  if (change.kind === "approver_deactivation") {
+    return `Deactivate the approver ${dir.users.get(change.user_id)?.email || fmt.short(change.user_id, 8)}`;
   }
   return `Invite ${change.email} as ${change.role}`;
 }
