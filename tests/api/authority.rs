@@ -315,7 +315,8 @@ async fn under_four_eyes_deactivating_an_approver_is_a_proposal(app: TestApp) {
     .await;
     assert_eq!(again["change"]["id"], change["id"]);
 
-    // Neither the proposer nor the approver it removes confirms it.
+    // Neither the proposer nor the approver it removes confirms it, and the one it removes
+    // cannot reject it either (that would keep them in place).
     for token in [a1, &a2] {
         expect_problem(
             app.post(&confirm_path(&change), token, json!({})).await,
@@ -324,6 +325,12 @@ async fn under_four_eyes_deactivating_an_approver_is_a_proposal(app: TestApp) {
         )
         .await;
     }
+    expect_problem(
+        app.post(&reject_path(&change), &a2, json!({})).await,
+        StatusCode::FORBIDDEN,
+        "four_eyes_required",
+    )
+    .await;
     expect_status(app.get("/v1/organisation", &a2).await, StatusCode::OK).await;
 
     // A third approver confirms: the approver is deactivated, their sessions end.

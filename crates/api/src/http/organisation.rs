@@ -183,14 +183,17 @@ async fn get_change(
     Ok(Json(state.app.get_change(&actor, id).await?.into()))
 }
 
-/// Confirm a proposal: a *different* approver than the proposer applies it.
+/// Confirm a proposal: a *different* approver than the proposer applies it (for an
+/// `approver_deactivation`, also not the approver it deactivates). A confirmed
+/// `settlement_agent` names the agent it created (`agent_id`, owned by the proposer, who takes
+/// its key with a rotation); no key is in this answer.
 ///
 /// Confirming again as the same approver answers the decided proposal with `replayed: true`.
 #[utoipa::path(post, path = "/v1/organisation/changes/{id}/confirm", tag = "organisation", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Proposal id")),
     responses(
         (status = 200, description = "Confirmed and applied", body = ChangeDecisionResponse),
-        (status = 403, description = "`four_eyes_required`: you proposed it; `forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`four_eyes_required`: you proposed it, or it deactivates you; `forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`change_decided`: already confirmed or rejected by someone else; `change_expired`: lapsed", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`email_taken` (on `email`): an invited email was taken meanwhile", body = Problem, content_type = "application/problem+json"),
@@ -203,12 +206,13 @@ async fn confirm_change(
     Ok(Json(state.app.confirm_change(&actor, id).await?.into()))
 }
 
-/// Reject a proposal (any approver; the proposer rejecting it withdraws it).
+/// Reject a proposal (any approver but the one an `approver_deactivation` deactivates; the
+/// proposer rejecting it withdraws it).
 #[utoipa::path(post, path = "/v1/organisation/changes/{id}/reject", tag = "organisation", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Proposal id")),
     responses(
         (status = 200, description = "Rejected; nothing was applied", body = ChangeDecisionResponse),
-        (status = 403, description = "`forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`four_eyes_required`: it deactivates you; `forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`change_decided`: already confirmed, or rejected by someone else", body = Problem, content_type = "application/problem+json"),
     ))]
