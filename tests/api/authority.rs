@@ -16,6 +16,7 @@ both_backends!(
     a_key_never_holds_settlement_with_invoicing,
     a_key_holding_both_from_before_is_refused_on_settlement_until_split,
     under_four_eyes_granting_settlement_is_a_proposal,
+    parallel_confirmations_of_a_settlement_grant_create_one_agent,
     under_four_eyes_deactivating_an_approver_is_a_proposal,
     a_source_belongs_to_the_agent_that_first_reported_under_it,
     agents_racing_on_a_new_source_leave_exactly_one_owner,
@@ -276,6 +277,55 @@ async fn under_four_eyes_granting_settlement_is_a_proposal(app: TestApp) {
         StatusCode::CREATED,
     )
     .await;
+}
+
+async fn parallel_confirmations_of_a_settlement_grant_create_one_agent(app: TestApp) {
+    let org = app.org().await;
+    let a1 = &org.approver_token;
+    let mut others = Vec::new();
+    for _ in 0..4 {
+        others.push(app.human(a1, "approver").await.1);
+    }
+    app.set_org(a1, json!({"four_eyes": true})).await;
+    let before = agent_count(&app).await;
+    let change = expect_status(
+        settlement_agent(&app, a1, "Bank feed").await,
+        StatusCode::ACCEPTED,
+    )
+    .await["change"]
+        .clone();
+    let requests = others
+        .iter()
+        .flat_map(|token| {
+            let path = confirm_path(&change);
+            [
+                app.post_request(&path, token, &json!({})),
+                app.post_request(&path, token, &json!({})),
+            ]
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for res in parallel(requests).await {
+        statuses.push(res.status().as_u16());
+    }
+    // One approver's confirmation applies it (and that approver's twin replays it); the
+    // others hear that it was decided.
+    let applied = statuses.iter().filter(|s| **s == 200).count();
+    assert!((1..=2).contains(&applied), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 409),
+        "{statuses:?}"
+    );
+    assert_eq!(agent_count(&app).await, before + 1, "exactly one agent");
+    figures(
+        "settlement grant confirmations",
+        app.backend,
+        &[
+            ("confirmations", statuses.len().to_string()),
+            ("answered 200", applied.to_string()),
+            ("agents created", "1".into()),
+        ],
+    );
 }
 
 /// Under four eyes an approver cannot approve their own agent's invoice: the second approver
