@@ -1004,7 +1004,7 @@ async fn every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart
         .count();
     let refused = attempts
         .iter()
-        .filter(|a| a.1.as_deref() == Some("network"))
+        .filter(|a| a.1.as_deref() == Some("connect_failed"))
         .count();
     assert_eq!(
         attempts.iter().filter(|a| a.2).count(),
@@ -1089,7 +1089,7 @@ async fn every_event_arrives_once_signed_despite_failures_timeouts_and_a_restart
                 .is_some_and(|s| (200..300).contains(&s))
         );
     }
-    for kind in ["timeout", "network"] {
+    for kind in ["timeout", "connect_failed"] {
         assert!(
             attempts.iter().any(|a| a.1.as_deref() == Some(kind)),
             "{kind} recorded"

@@ -190,15 +190,22 @@ impl Store for PgStore {
 // LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, behind the port's `Store` methods
 // the SQLite adapter implements its own way.
 
+/// Candidates per organisation and kind: concurrent claimers on one organisation's backlog
+/// find one that no other holds as long as fewer than this many claim at once.
+const HEADS: u32 = 16;
+
 /// Claims in a transaction of its own that holds the row locks only for the update: concurrent
 /// claimers (other tasks, other processes) skip locked rows instead of waiting, so no two get
 /// the same job.
 ///
 /// Fair across organisations (docs/JOBS.md, "Fairness"): the organisations with waiting jobs
 /// are found by a skip scan over `jobs_fair_idx` (one probe per organisation, whatever its
-/// backlog), each one's earliest due job of each kind is locked (`skip locked`: a job another
-/// claimer holds is passed over for the next), and the job of the organisation whose turn in
-/// this pool is oldest is taken, its turn moved to now. With a lane limit, the pool's claims
+/// backlog), then each one's earliest [`HEADS`] due jobs of each kind, unlocked; of those, the
+/// first in turn order (the organisation whose last claim in this pool is oldest first, then
+/// the earliest due) that no other claimer holds is locked (`skip locked`, its state checked
+/// again) and taken, and the organisation's turn moved to now. The lock is taken on the
+/// candidates, not inside the per-organisation probe: a locking probe is planned over
+/// `jobs_due_idx`, which walks the whole backlog. With a lane limit, the pool's claims
 /// are serialized by a transaction-scoped advisory lock, so the running jobs a claim counts in
 /// a lane cannot change under it (deliveries are few and short to claim; handlers run after
 /// the commit, unserialized).
@@ -224,11 +231,11 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
              from orgs where orgs.org_id is not null
          ),
          heads as (
-             select head.id, head.org_id, head.run_at, t.last_claimed_at
+             select head.id, head.run_at, t.last_claimed_at
              from orgs o
              cross join unnest($2::text[]) as k (kind)
              cross join lateral (
-                 select j.id, j.org_id, j.run_at from jobs j
+                 select j.id, j.run_at from jobs j
                  where j.org_id = o.org_id and j.kind = k.kind
                    and j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
                    and (j.lane is null or $7::bigint is null
@@ -236,16 +243,22 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
                             where r.org_id = j.org_id and r.lane = j.lane
                               and r.state = 'running' and r.lane is not null) < $7::bigint)
                  order by j.run_at, j.id
-                 limit 1
-                 for update skip locked
+                 limit {HEADS}
              ) head
              left join job_turns t on t.org_id = o.org_id and t.pool = $6
              where o.org_id is not null
          ),
          next as (
-             select id, org_id from heads
-             order by last_claimed_at nulls first, run_at, id
+             select j.id, j.org_id from (
+                 select * from heads
+                 order by last_claimed_at nulls first, run_at, id
+                 limit {HEADS} * 4
+             ) h
+             join jobs j on j.id = h.id
+             where j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
+             order by h.last_claimed_at nulls first, h.run_at, h.id
              limit 1
+             for update of j skip locked
          ),
          turn as (
              insert into job_turns (org_id, pool, last_claimed_at)

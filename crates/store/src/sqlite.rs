@@ -599,23 +599,24 @@ fn now_plus_ms(param: &str) -> String {
 /// Fair across organisations (docs/JOBS.md, "Fairness"): the organisations with waiting jobs
 /// are found by a skip scan over `jobs_fair_idx` (one probe per organisation, whatever its
 /// backlog), then each one's earliest due job of each kind; the job of the organisation whose
-/// turn in this pool is oldest is taken, and its turn moved to now.
+/// turn in this pool is oldest is taken, and its turn moved to now. The skip scan names its
+/// index: left to itself, SQLite walks `jobs_org_state_idx`, which also holds finished jobs.
 async fn claim_job(mut unit: WriteUnit, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     let kinds = serde_json::to_string(claim.kinds)
         .map_err(|e| StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
     let next: Option<(uuid::Uuid, uuid::Uuid)> = sqlx::query_as(
         "with recursive orgs (org_id) as (
-             select (select org_id from jobs
+             select (select org_id from jobs indexed by jobs_fair_idx
                      where state in ('available', 'scheduled', 'retryable')
                      order by org_id limit 1)
              union all
-             select (select j.org_id from jobs j
+             select (select j.org_id from jobs j indexed by jobs_fair_idx
                      where j.state in ('available', 'scheduled', 'retryable')
                        and j.org_id > orgs.org_id
                      order by j.org_id limit 1)
              from orgs where orgs.org_id is not null
          ),
-         heads as (
+         heads as materialized (
              select o.org_id,
                  (select j.id from jobs j
                   where j.org_id = o.org_id and j.kind = k.value
