@@ -485,6 +485,14 @@ async fn a_failed_attempt_records_a_kind_and_no_address(backend: Backend) {
         5,
     )
     .await;
+    // TLS to a listener that speaks plain HTTP: the handshake fails.
+    let plain = register(
+        &app,
+        &token,
+        &format!("https://127.0.0.1:{}/fail", receiver.port),
+        5,
+    )
+    .await;
     app.draft(&bill, "failing").await;
     let allowing = workers(&app.app, 1, 4);
     let mut seen = BTreeMap::new();
@@ -493,6 +501,7 @@ async fn a_failed_attempt_records_a_kind_and_no_address(backend: Backend) {
         ("unresolvable", unresolvable),
         ("silent", silent),
         ("failing", failing),
+        ("plain", plain),
     ] {
         let items = until(
             "attempts",
@@ -542,6 +551,11 @@ async fn a_failed_attempt_records_a_kind_and_no_address(backend: Backend) {
             .all(|i| i["error_kind"] == "http_status" && i["status_code"] == 500),
         "{:?}",
         seen["failing"]
+    );
+    assert!(
+        seen["plain"].iter().all(|i| i["error_kind"] == "tls"),
+        "{:?}",
+        seen["plain"]
     );
     for (name, items) in &seen {
         for item in items {

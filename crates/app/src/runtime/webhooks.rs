@@ -179,9 +179,10 @@ async fn send(delivery: &Delivery) -> Outcome {
     }
 }
 
-/// The kind of a failed request. The error's words are read here to tell a TLS failure from
-/// another (reqwest has no predicate for it) and are then dropped: only the kind is kept, and
-/// logged at debug level with the I/O error's kind.
+/// The kind of a failed request. reqwest has no predicate for a TLS failure: a cause that is
+/// an I/O error of kind `InvalidData` (how rustls fails a handshake) or whose words mention TLS,
+/// a certificate or a handshake makes it `tls`. The words are read here and dropped: only the
+/// kind is kept, and logged at debug level with the I/O error's kind.
 fn failed(e: &reqwest::Error) -> Outcome {
     if e.is_timeout() {
         return Outcome::Timeout;
@@ -192,8 +193,15 @@ fn failed(e: &reqwest::Error) -> Outcome {
     while let Some(cause) = source {
         let text = cause.to_string().to_ascii_lowercase();
         tls |= text.contains("tls") || text.contains("certificate") || text.contains("handshake");
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+        // rustls reports a failed handshake as invalid data on the stream (wrapped in another
+        // I/O error, whose `source` skips it); a plain TCP connection never does.
+        let mut wrapped = Some(cause);
+        while let Some(io) = wrapped.and_then(|e| e.downcast_ref::<std::io::Error>()) {
             io_kind = Some(io.kind());
+            tls |= io.kind() == std::io::ErrorKind::InvalidData;
+            wrapped = io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
         }
         source = cause.source();
     }
