@@ -615,6 +615,15 @@ mod tests {
     }
 
     #[test]
+    fn deliveries_have_a_pool_of_their_own_with_its_own_setting() {
+        let defaults = serve(&[]).unwrap().jobs.worker_config("h:1".to_owned());
+        assert_eq!((defaults.workers, defaults.webhook_workers), (2, 2));
+        let args = ["--workers", "0", "--webhook-workers", "5"];
+        let config = serve(&args).unwrap().jobs.worker_config("h:1".to_owned());
+        assert_eq!((config.workers, config.webhook_workers), (0, 5));
+    }
+
+    #[test]
     fn the_webhook_disable_window_reads_a_number_and_a_unit() {
         let days = |d: u64| std::time::Duration::from_secs(d * 86_400);
         let config = serve(&[]).unwrap().webhooks.config().unwrap();
