@@ -138,6 +138,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         backend = app.store().backend(),
         console = %format_args!("http://{local}{}", tauros_api::console::PATH),
         workers = args.jobs.workers,
+        webhook_workers = args.jobs.webhook_workers,
         "tauros listening"
     );
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
@@ -176,8 +177,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
-    if args.jobs.workers == 0 {
-        anyhow::bail!("--workers 0 leaves nothing to run; give at least 1");
+    if args.jobs.workers == 0 && args.jobs.webhook_workers == 0 {
+        anyhow::bail!("--workers 0 and --webhook-workers 0 leave nothing to run; give at least 1");
     }
     // A worker hashes no passwords: the smallest pool.
     let config = AppConfig {
@@ -201,6 +202,7 @@ pub(crate) async fn worker(args: WorkerCommandArgs) -> anyhow::Result<()> {
     tracing::info!(
         backend = app.store().backend(),
         workers = args.jobs.workers,
+        webhook_workers = args.jobs.webhook_workers,
         "tauros worker running"
     );
     stop.await;

@@ -276,9 +276,15 @@ impl WebhookArgs {
 /// How a process runs jobs (`serve` and `worker`).
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
-    /// Jobs this process runs at once; 0 runs none (`serve` then only answers HTTP).
+    /// Jobs this process runs at once, of every kind but webhook deliveries (the main pool); 0
+    /// runs none of them.
     #[arg(long, env = "TAUROS_WORKERS", default_value_t = 2)]
     pub workers: usize,
+    /// Webhook deliveries this process runs at once (a pool of their own, so endpoints that
+    /// never answer cannot delay issuing); 0 runs none. With `--workers 0` too, `serve` only
+    /// answers HTTP.
+    #[arg(long, env = "TAUROS_WEBHOOK_WORKERS", default_value_t = 2)]
+    pub webhook_workers: usize,
     /// Seconds a claimed job is held without a heartbeat (workers heartbeat every third); a
     /// crashed worker's job runs again this long after its last heartbeat.
     #[arg(long, env = "TAUROS_JOB_LEASE_SECONDS", default_value_t = 30)]
@@ -509,6 +515,7 @@ impl WorkerArgs {
         let hours = |h: u64| std::time::Duration::from_secs(h.saturating_mul(3600));
         tauros_app::runtime::WorkerConfig {
             workers: self.workers,
+            webhook_workers: self.webhook_workers,
             lease: std::time::Duration::from_secs(self.job_lease_seconds.max(1)),
             poll: std::time::Duration::from_millis(self.job_poll_ms.max(10)),
             max_interruptions: self.job_max_interruptions.max(1),
@@ -605,6 +612,15 @@ mod tests {
             Command::Serve(serve) => Ok(serve),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn deliveries_have_a_pool_of_their_own_with_its_own_setting() {
+        let defaults = serve(&[]).unwrap().jobs.worker_config("h:1".to_owned());
+        assert_eq!((defaults.workers, defaults.webhook_workers), (2, 2));
+        let args = ["--workers", "0", "--webhook-workers", "5"];
+        let config = serve(&args).unwrap().jobs.worker_config("h:1".to_owned());
+        assert_eq!((config.workers, config.webhook_workers), (0, 5));
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(crate) fn warn_unsealed(config: &AppConfig) {
 
 /// Starts this process's job workers, unless there are none to start.
 pub(crate) fn start_workers(app: &App, args: &WorkerArgs) -> anyhow::Result<Option<Workers>> {
-    if args.workers == 0 {
+    if args.workers == 0 && args.webhook_workers == 0 {
         return Ok(None);
     }
     let registry = Arc::new(args.registry()?);

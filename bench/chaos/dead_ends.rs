@@ -25,6 +25,8 @@ fn issuer_env(peer: &str, workers: usize, retention: Option<&str>) -> Vec<(Strin
         ("TAUROS_ISSUER_URL", format!("{peer}/invoices")),
         ("TAUROS_ISSUER_TIMEOUT_SECONDS", "2".to_owned()),
         ("TAUROS_WORKERS", workers.to_string()),
+        // Deliveries have a pool of their own: "no worker" means neither pool.
+        ("TAUROS_WEBHOOK_WORKERS", workers.min(2).to_string()),
         ("TAUROS_JOB_POLL_MS", "100".to_owned()),
         ("TAUROS_JOB_LEASE_SECONDS", "3".to_owned()),
     ];

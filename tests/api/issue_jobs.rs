@@ -44,6 +44,7 @@ fn workers(app: &TestApp, issuer: Issuer) -> Workers {
     tauros_app::issuing::register(&mut registry, issuer);
     let config = WorkerConfig {
         workers: 1,
+        webhook_workers: 1,
         lease: Duration::from_secs(5),
         poll: Duration::from_millis(50),
         max_interruptions: 10,

@@ -97,6 +97,7 @@ pub(crate) fn workers_with(app: &TestApp, issuer: Issuer) -> Workers {
     tauros_app::issuing::register(&mut registry, issuer);
     let config = WorkerConfig {
         workers: 2,
+        webhook_workers: 2,
         lease: Duration::from_secs(5),
         poll: Duration::from_millis(50),
         max_interruptions: 10,

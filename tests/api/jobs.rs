@@ -106,6 +106,7 @@ fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
     ));
     let config = WorkerConfig {
         workers,
+        webhook_workers: 1,
         lease: Duration::from_secs(5),
         poll: Duration::from_millis(50),
         max_interruptions: 10,
@@ -1588,6 +1589,8 @@ async fn leases_are_set_and_rescued_by_the_databases_clock_whatever_the_apps_say
             lease,
             worker: "fast-clock",
             kinds: &[ECHO],
+            pool: tauros_app::MAIN_POOL,
+            lane_limit: None,
         })
         .await
         .unwrap()

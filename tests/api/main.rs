@@ -27,6 +27,7 @@ mod console;
 mod conventions;
 mod document;
 mod failpoints;
+mod fair_work;
 mod governance;
 mod invoices;
 mod issue_jobs;

@@ -63,8 +63,8 @@ pub use invoices::{
     VerifyReport, issue_business_key,
 };
 pub use jobs::{
-    ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, NewJob, Redriven, Rescued,
-    Retention, complete_in, enqueue,
+    ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, MAIN_POOL, NewJob, Pool,
+    Redriven, Rescued, Retention, complete_in, enqueue,
 };
 pub use lists::PageRequest;
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};

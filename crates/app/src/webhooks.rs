@@ -12,7 +12,7 @@ use crate::clock::now;
 
 use crate::error::{AppError, AppResult, KeyHolder};
 use crate::idempotency::{self, Keyed, Replayed};
-use crate::jobs::{ClaimedJob, NewJob, enqueue};
+use crate::jobs::{ClaimedJob, NewJob, enqueue_in_lane};
 
 use crate::lists::PageRequest;
 use crate::random::random_32;
@@ -133,10 +133,18 @@ pub struct WebhookAttemptView {
     pub attempt: i32,
     /// The endpoint's answer, when one arrived (2xx: delivered).
     pub status_code: Option<i32>,
-    /// Why no answer arrived: `timeout`, `dns`, `address_refused` (the host resolved to an
-    /// address the outbound policy refuses) or `network`.
+    /// Why the attempt failed: `http_status` (an answer other than 2xx: see `status_code`),
+    /// `timeout`, `dns_failure` (the host name did not resolve), `address_not_allowed` (the
+    /// outbound policy refuses the host or every address it resolved to), `connect_failed`
+    /// or `tls`; `null` when delivered. Attempts recorded before migration 0017 may show `null`
+    /// for an answer other than 2xx.
+    #[schema(
+        example = "timeout",
+        pattern = "^(http_status|timeout|dns_failure|address_not_allowed|connect_failed|tls)$"
+    )]
     pub error_kind: Option<String>,
-    /// What went wrong, at most 200 characters.
+    /// What went wrong in one fixed sentence per kind (at most 200 characters): never an
+    /// address, a host's resolution or a resolver's or socket's message.
     pub error: Option<String>,
     /// From the first byte sent (or the name lookup) to the answer or the failure.
     pub duration_ms: i64,
@@ -307,7 +315,7 @@ pub(crate) async fn enqueue_cycle(
     };
     let args = serde_json::to_value(&args)
         .map_err(|e| AppError::Internal(format!("delivery args: {e}")))?;
-    let enqueued = enqueue(
+    let enqueued = enqueue_in_lane(
         tx,
         NewJob {
             org_id,
@@ -317,6 +325,7 @@ pub(crate) async fn enqueue_cycle(
             max_attempts,
             run_at: None,
         },
+        Some(rules::delivery_lane(endpoint_id)),
     )
     .await?;
     Ok(enqueued.id)

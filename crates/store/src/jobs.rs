@@ -1,7 +1,8 @@
 //! The port for the job queue: jobs, submission records and the test kinds' executions. Every
 //! statement about one job names its organisation; only the queue's own upkeep (claims,
-//! expired leases, retention, the gauges) looks across organisations, and none of those joins
-//! or compares organisations' rows.
+//! expired leases, retention, the gauges) looks across organisations. None of those joins
+//! organisations' rows; the claim alone compares them, by one figure: when each organisation
+//! last had a job claimed (`job_turns`), so that organisations take turns.
 //!
 //! Claims are backend-only (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on
 //! SQLite): see [`super::Store::claim_job`].
@@ -39,6 +40,9 @@ pub struct JobRow {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Jobs that share a lane (a webhook endpoint's deliveries) run at most
+    /// [`Claim::lane_limit`] at once; `None`: no lane.
+    pub lane: Option<String>,
 }
 
 /// The record of a submission id, kept after its job is pruned.
@@ -73,8 +77,14 @@ pub struct Claim<'a> {
     pub lease: std::time::Duration,
     /// Who claims (`host:pid/worker-n`).
     pub worker: &'a str,
-    /// Only these kinds (the ones this process has handlers for).
+    /// Only these kinds (the ones this process has handlers for, in this pool).
     pub kinds: &'a [&'a str],
+    /// The worker pool claiming (`main`, `webhooks`): organisations take turns per pool, the
+    /// one whose last claim by this pool is oldest first.
+    pub pool: &'a str,
+    /// Skip a job of a lane that already has this many running jobs (it is left waiting,
+    /// unchanged); `None`: lanes are not capped.
+    pub lane_limit: Option<i64>,
 }
 
 /// A job's state after an execution ended or an operator moved it, as the domain decided it.

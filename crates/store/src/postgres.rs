@@ -190,19 +190,80 @@ impl Store for PgStore {
 // LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, behind the port's `Store` methods
 // the SQLite adapter implements its own way.
 
-/// Claims in a transaction of its own that holds the row lock only for the update: concurrent
+/// Candidates per organisation and kind: concurrent claimers on one organisation's backlog
+/// find one that no other holds as long as fewer than this many claim at once.
+const HEADS: u32 = 16;
+
+/// Claims in a transaction of its own that holds the row locks only for the update: concurrent
 /// claimers (other tasks, other processes) skip locked rows instead of waiting, so no two get
 /// the same job.
+///
+/// Fair across organisations (docs/JOBS.md, "Fairness"): the organisations with waiting jobs
+/// are found by a skip scan over `jobs_fair_idx` (one probe per organisation, whatever its
+/// backlog), then each one's earliest [`HEADS`] due jobs of each kind, unlocked; of those, the
+/// first in turn order (the organisation whose last claim in this pool is oldest first, then
+/// the earliest due) that no other claimer holds is locked (`skip locked`, its state checked
+/// again) and taken, and the organisation's turn moved to now. The lock is taken on the
+/// candidates, not inside the per-organisation probe: a locking probe is planned over
+/// `jobs_due_idx`, which walks the whole backlog. With a lane limit, the pool's claims
+/// are serialized by a transaction-scoped advisory lock, so the running jobs a claim counts in
+/// a lane cannot change under it (deliveries are few and short to claim; handlers run after
+/// the commit, unserialized).
 async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     let mut tx = pool.begin().await.map_err(map_err)?;
+    if claim.lane_limit.is_some() {
+        sqlx::query("select pg_advisory_xact_lock(hashtext('tauros.claim.' || $1))")
+            .bind(claim.pool)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+    }
     let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "with next as (
-             select id from jobs
-             where state in ('available', 'scheduled', 'retryable') and run_at <= $1
-               and kind = any($2)
-             order by run_at, id
+        "with recursive orgs (org_id) as (
+             (select org_id from jobs
+              where state in ('available', 'scheduled', 'retryable')
+              order by org_id limit 1)
+             union all
+             select (select j.org_id from jobs j
+                     where j.state in ('available', 'scheduled', 'retryable')
+                       and j.org_id > orgs.org_id
+                     order by j.org_id limit 1)
+             from orgs where orgs.org_id is not null
+         ),
+         heads as (
+             select head.id, head.run_at, t.last_claimed_at
+             from orgs o
+             cross join unnest($2::text[]) as k (kind)
+             cross join lateral (
+                 select j.id, j.run_at from jobs j
+                 where j.org_id = o.org_id and j.kind = k.kind
+                   and j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
+                   and (j.lane is null or $7::bigint is null
+                        or (select count(*) from jobs r
+                            where r.org_id = j.org_id and r.lane = j.lane
+                              and r.state = 'running' and r.lane is not null) < $7::bigint)
+                 order by j.run_at, j.id
+                 limit {HEADS}
+             ) head
+             left join job_turns t on t.org_id = o.org_id and t.pool = $6
+             where o.org_id is not null
+         ),
+         next as (
+             select j.id, j.org_id from (
+                 select * from heads
+                 order by last_claimed_at nulls first, run_at, id
+                 limit {HEADS} * 4
+             ) h
+             join jobs j on j.id = h.id
+             where j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
+             order by h.last_claimed_at nulls first, h.run_at, h.id
              limit 1
-             for update skip locked
+             for update of j skip locked
+         ),
+         turn as (
+             insert into job_turns (org_id, pool, last_claimed_at)
+             select org_id, $6, $1 from next
+             on conflict (org_id, pool) do update set last_claimed_at = excluded.last_claimed_at
          )
          update jobs set state = 'running', lease_token = $3, lease_expires_at = {until},
              worker = $5, executions = jobs.executions + 1, started_at = $1, updated_at = $1
@@ -215,6 +276,8 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
     .bind(claim.lease_token)
     .bind(crate::sql::millis(claim.lease))
     .bind(claim.worker)
+    .bind(claim.pool)
+    .bind(claim.lane_limit)
     .fetch_optional(&mut *tx)
     .await
     .map_err(map_err)?;

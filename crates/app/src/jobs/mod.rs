@@ -15,7 +15,9 @@ mod workers;
 pub use held::Redriven;
 
 pub use operators::JobQuery;
-pub use workers::{ClaimedJob, JobFailure, JobStats, Rescued, Retention, complete_in};
+pub use workers::{
+    ClaimedJob, JobFailure, JobStats, MAIN_POOL, Pool, Rescued, Retention, complete_in,
+};
 
 use super::idempotency::{self, Keyed};
 use crate::app::App;
@@ -60,6 +62,16 @@ pub struct Enqueued {
 /// change it belongs to. With a submission id, the unique keys of the submission record (not a
 /// read before the insert) decide whether this is a new job.
 pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
+    enqueue_in_lane(tx, job, None).await
+}
+
+/// [`enqueue`] into a lane: jobs that share one run at most the claiming pool's cap at once
+/// (a webhook endpoint's deliveries).
+pub(crate) async fn enqueue_in_lane(
+    tx: &mut dyn Tx,
+    job: NewJob,
+    lane: Option<String>,
+) -> AppResult<Enqueued> {
     let mut errors = Vec::new();
     if !rules::kind_is_valid(&job.kind) {
         errors.push(FieldError::plain(
@@ -156,6 +168,7 @@ pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
         updated_at: now,
         started_at: None,
         finished_at: None,
+        lane,
     };
     tx.insert_job(&row).await?;
     failpoint!(row.org_id, JobInserted);

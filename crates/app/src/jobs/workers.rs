@@ -113,12 +113,44 @@ pub async fn complete_in(tx: &mut dyn Tx, job: &ClaimedJob) -> AppResult<bool> {
     Ok(tx.settle_job(job.fence(), &update).await?)
 }
 
+/// A worker pool as a claim sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool<'a> {
+    /// Its name: organisations take turns per pool (`main`, `webhooks`).
+    pub name: &'a str,
+    /// The kinds it runs.
+    pub kinds: &'a [&'a str],
+    /// At most this many running jobs per lane (a webhook endpoint's deliveries); `None`:
+    /// uncapped.
+    pub lane_limit: Option<i64>,
+}
+
+/// The pool of every kind but webhook deliveries.
+pub const MAIN_POOL: &str = "main";
+
 impl App {
-    /// Claims the next due job of one of `kinds` under a fresh lease of `lease` (from the
-    /// database's now); the claim has committed when this returns.
+    /// Claims the next due job of one of `kinds` for the main pool under a fresh lease of
+    /// `lease` (from the database's now); the claim has committed when this returns.
     pub async fn claim_job(
         &self,
         kinds: &[&str],
+        lease: Duration,
+        worker: &str,
+    ) -> AppResult<Option<ClaimedJob>> {
+        let pool = Pool {
+            name: MAIN_POOL,
+            kinds,
+            lane_limit: None,
+        };
+        self.claim_job_for(pool, lease, worker).await
+    }
+
+    /// Claims the next due job for `pool`: the organisation whose turn in the pool is oldest
+    /// among those with a due job goes first (docs/JOBS.md, "Fairness"), and a job whose lane
+    /// is at the pool's cap is left waiting, unchanged (no attempt used).
+    pub async fn claim_job_for(
+        &self,
+        pool: Pool<'_>,
         lease: Duration,
         worker: &str,
     ) -> AppResult<Option<ClaimedJob>> {
@@ -128,7 +160,9 @@ impl App {
             lease_token: Uuid::new_v4(),
             lease,
             worker,
-            kinds,
+            kinds: pool.kinds,
+            pool: pool.name,
+            lane_limit: pool.lane_limit,
         };
         let Some(row) = self.store.claim_job(&claim).await? else {
             return Ok(None);

@@ -12,7 +12,7 @@ pub mod testing;
 pub mod webhooks;
 mod worker;
 
-pub use worker::{WorkerConfig, Workers};
+pub use worker::{WEBHOOK_POOL, WorkerConfig, Workers};
 
 use crate::app::App;
 use crate::jobs::ClaimedJob;

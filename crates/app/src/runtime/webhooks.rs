@@ -6,7 +6,10 @@
 //! without following redirects. It POSTs the event's body with `webhook-id` (the event id, the
 //! same on every attempt), `webhook-timestamp` (this attempt's) and `webhook-signature`. A 2xx
 //! answer is delivered; anything else, a timeout or a network error is a retryable failure
-//! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list.
+//! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list with
+//! its kind (`domain::webhook::Outcome`) and a fixed sentence: never the resolver's or the
+//! socket's words, which can tell what an internal name resolves to. Those details are logged
+//! at debug level only, as the error's kind, without addresses or names.
 
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use crate::webhooks::{AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused};
@@ -57,16 +60,10 @@ async fn deliver(ctx: JobContext, args: Value) -> JobResult {
     };
     let attempted_at = crate::clock::now();
     let started = Instant::now();
-    let (outcome, error) = match tokio::time::timeout(delivery.timeout, send(&delivery)).await {
-        Ok(sent) => sent,
-        Err(_) => (
-            Outcome::Timeout,
-            Some(format!(
-                "no answer within the endpoint's timeout of {} s",
-                delivery.timeout.as_secs()
-            )),
-        ),
-    };
+    let outcome = tokio::time::timeout(delivery.timeout, send(&delivery))
+        .await
+        .unwrap_or(Outcome::Timeout);
+    let error = outcome.description(delivery.timeout.as_secs());
     let duration = started.elapsed();
     metrics::counter!("tauros_webhook_deliveries_total", "outcome" => outcome.metric())
         .increment(1);
@@ -96,11 +93,7 @@ async fn deliver(ctx: JobContext, args: Value) -> JobResult {
         AttemptRecorded::Held => return Err(refused_error(DeliveryRefused::EndpointDisabled)),
         AttemptRecorded::Recorded => {}
     }
-    let message = match (outcome, error) {
-        (Outcome::Answered(status), _) => format!("the endpoint answered {status}"),
-        (_, Some(error)) => error,
-        (_, None) => "the attempt failed".to_owned(),
-    };
+    let message = error.unwrap_or_else(|| "the attempt failed".to_owned());
     // A cycle ends at the operator's budget (`TAUROS_WEBHOOK_MAX_ATTEMPTS`) even when its job
     // was enqueued with more: the delivery is then `failed`, for an approver to resend.
     let budget = ctx.app.webhook_max_attempts();
@@ -132,28 +125,26 @@ fn refused_error(refused: DeliveryRefused) -> JobError {
 }
 
 /// One attempt, without its time limit (the caller's): vet, connect, POST, read the status.
-async fn send(delivery: &Delivery) -> (Outcome, Option<String>) {
-    let target = match check_url(&delivery.url, &delivery.allow_hosts) {
-        Ok(target) => target,
-        Err(e) => return (Outcome::Refused, Some(e.to_string())),
+async fn send(delivery: &Delivery) -> Outcome {
+    let Ok(target) = check_url(&delivery.url, &delivery.allow_hosts) else {
+        return Outcome::AddressNotAllowed;
     };
     let Ok(url) = reqwest::Url::parse(&target.url) else {
-        return (
-            Outcome::Refused,
-            Some("the URL no longer parses".to_owned()),
-        );
+        return Outcome::AddressNotAllowed;
     };
     let port = url.port_or_known_default().unwrap_or(443);
     let resolved: Vec<IpAddr> = match target.address {
         Some(ip) => vec![ip],
         None => match tokio::net::lookup_host((target.host.as_str(), port)).await {
             Ok(addrs) => addrs.map(|a| a.ip()).collect(),
-            Err(e) => return (Outcome::Dns, Some(format!("cannot resolve the host: {e}"))),
+            Err(e) => {
+                tracing::debug!(kind = ?e.kind(), "webhook host name did not resolve");
+                return Outcome::DnsFailure;
+            }
         },
     };
-    let vetted = match delivery.allow_hosts.vet(&target.host, &resolved) {
-        Ok(vetted) => vetted,
-        Err(e) => return (Outcome::Refused, Some(e.to_string())),
+    let Ok(vetted) = delivery.allow_hosts.vet(&target.host, &resolved) else {
+        return Outcome::AddressNotAllowed;
     };
     let pinned: Vec<SocketAddr> = vetted.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
     let client = match reqwest::Client::builder()
@@ -167,7 +158,7 @@ async fn send(delivery: &Delivery) -> (Outcome, Option<String>) {
         .build()
     {
         Ok(client) => client,
-        Err(e) => return (Outcome::Network, Some(error_text(e))),
+        Err(e) => return failed(&e),
     };
     let id = delivery.event_id.to_string();
     let timestamp = chrono::Utc::now().timestamp();
@@ -183,23 +174,44 @@ async fn send(delivery: &Delivery) -> (Outcome, Option<String>) {
         .await;
     match sent {
         // The body of the answer is not read: only the status counts.
-        Ok(response) => (Outcome::Answered(response.status().as_u16()), None),
-        Err(e) if e.is_timeout() => (Outcome::Timeout, Some(error_text(e))),
-        Err(e) => (Outcome::Network, Some(error_text(e))),
+        Ok(response) => Outcome::Answered(response.status().as_u16()),
+        Err(e) => failed(&e),
     }
 }
 
-/// An error and its causes, without the URL (it may carry a token in its query).
-fn error_text(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
+/// The kind of a failed request. reqwest has no predicate for a TLS failure: a cause that is
+/// an I/O error of kind `InvalidData` (how rustls fails a handshake) or whose words mention TLS,
+/// a certificate or a handshake makes it `tls`. The words are read here and dropped: only the
+/// kind is kept, and logged at debug level with the I/O error's kind.
+fn failed(e: &reqwest::Error) -> Outcome {
+    if e.is_timeout() {
+        return Outcome::Timeout;
+    }
+    let mut tls = false;
+    let mut io_kind = None;
+    let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let text = cause.to_string().to_ascii_lowercase();
+        tls |= text.contains("tls") || text.contains("certificate") || text.contains("handshake");
+        // rustls reports a failed handshake as invalid data on the stream (wrapped in another
+        // I/O error, whose `source` skips it); a plain TCP connection never does.
+        let mut wrapped = Some(cause);
+        while let Some(io) = wrapped.and_then(|e| e.downcast_ref::<std::io::Error>()) {
+            io_kind = Some(io.kind());
+            tls |= io.kind() == std::io::ErrorKind::InvalidData;
+            wrapped = io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
+        }
         source = cause.source();
     }
-    rules::bounded_error(&text)
+    let outcome = if tls {
+        Outcome::Tls
+    } else {
+        Outcome::ConnectFailed
+    };
+    tracing::debug!(kind = ?outcome, io = ?io_kind, "webhook attempt failed");
+    outcome
 }
 
 /// A resolver that answers the vetted addresses for any name: the client it is given to talks

@@ -1,4 +1,8 @@
-//! Workers: `workers` claim loops and one upkeep loop per process. A claim loop claims a due
+//! Workers: two pools of claim loops and one upkeep loop per process. The main pool
+//! (`workers` loops) runs every registered kind but webhook deliveries; the webhooks pool
+//! (`webhook_workers` loops) runs only deliveries, at most
+//! `domain::webhook::MAX_IN_FLIGHT_PER_ENDPOINT` of one endpoint at once (capped in the claim),
+//! so endpoints that never answer hold delivery workers only, never issuing or other jobs. A claim loop claims a due
 //! job (the claim commits first), runs its handler on a task of its own while a heartbeat
 //! extends the lease every third of it, and settles the outcome fenced by the lease token.
 //! Fencing (docs/JOBS.md, "Fencing"): a heartbeat that finds the lease gone, or no successful
@@ -12,7 +16,7 @@
 
 use super::{JobContext, JobError, Registry};
 use crate::app::App;
-use crate::jobs::{ClaimedJob, JobFailure, Retention};
+use crate::jobs::{ClaimedJob, JobFailure, MAIN_POOL, Pool, Retention};
 use std::future::Future;
 use std::io::Write;
 use std::pin::Pin;
@@ -28,8 +32,10 @@ use tracing::Instrument;
 /// How this process runs jobs.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
-    /// Jobs run at once (claim loops).
+    /// Jobs of the main pool (every kind but webhook deliveries) run at once (claim loops).
     pub workers: usize,
+    /// Webhook deliveries run at once (the webhooks pool's claim loops).
+    pub webhook_workers: usize,
     /// How long a claim holds a job without a heartbeat.
     pub lease: Duration,
     /// The longest an idle loop waits before it looks for due jobs again.
@@ -53,19 +59,44 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts the claim loops and the upkeep loop on the current runtime.
+    /// Starts the claim loops of both pools and the upkeep loop on the current runtime.
     pub fn start(app: App, registry: Arc<Registry>, config: WorkerConfig) -> Workers {
         let (stop, _) = watch::channel(false);
         let config = Arc::new(config);
         let mut tasks = JoinSet::new();
-        for n in 1..=config.workers {
-            tasks.spawn(claim_loop(
-                app.clone(),
-                Arc::clone(&registry),
-                Arc::clone(&config),
-                format!("{}/{n}", config.name),
-                stop.subscribe(),
-            ));
+        let (deliveries, others): (Vec<&'static str>, Vec<&'static str>) = registry
+            .kinds()
+            .into_iter()
+            .partition(|kind| *kind == super::webhooks::KIND);
+        let pools = [
+            (MAIN_POOL, others, None, config.workers, ""),
+            (
+                WEBHOOK_POOL,
+                deliveries,
+                Some(tauros_domain::webhook::MAX_IN_FLIGHT_PER_ENDPOINT),
+                config.webhook_workers,
+                "webhooks/",
+            ),
+        ];
+        for (name, kinds, lane_limit, count, prefix) in pools {
+            if kinds.is_empty() {
+                continue;
+            }
+            let claims = Arc::new(PoolClaims {
+                name,
+                kinds,
+                lane_limit,
+            });
+            for n in 1..=count {
+                tasks.spawn(claim_loop(
+                    app.clone(),
+                    Arc::clone(&registry),
+                    Arc::clone(&config),
+                    Arc::clone(&claims),
+                    format!("{}/{prefix}{n}", config.name),
+                    stop.subscribe(),
+                ));
+            }
         }
         tasks.spawn(upkeep_loop(app, registry, config, stop.subscribe()));
         Workers { stop, tasks }
@@ -87,6 +118,16 @@ impl Workers {
     }
 }
 
+/// The pool of webhook deliveries.
+pub const WEBHOOK_POOL: &str = "webhooks";
+
+/// What one pool's claim loops claim.
+struct PoolClaims {
+    name: &'static str,
+    kinds: Vec<&'static str>,
+    lane_limit: Option<i64>,
+}
+
 /// Waits `timeout` or until the stop signal; true when stopping.
 async fn stopped_within(stop: &mut watch::Receiver<bool>, timeout: Duration) -> bool {
     if *stop.borrow() {
@@ -102,19 +143,21 @@ async fn claim_loop(
     app: App,
     registry: Arc<Registry>,
     config: Arc<WorkerConfig>,
+    claims: Arc<PoolClaims>,
     worker: String,
     mut stop: watch::Receiver<bool>,
 ) {
-    let kinds = registry.kinds();
-    if kinds.is_empty() {
-        return;
-    }
+    let pool = Pool {
+        name: claims.name,
+        kinds: &claims.kinds,
+        lane_limit: claims.lane_limit,
+    };
     loop {
         if *stop.borrow() {
             return;
         }
         let claimed_at = Instant::now();
-        match app.claim_job(&kinds, config.lease, &worker).await {
+        match app.claim_job_for(pool, config.lease, &worker).await {
             Ok(Some(job)) => {
                 if config.pause_after_claim {
                     pause(&job).await;

@@ -304,7 +304,19 @@ pub fn endpoint_submissions(endpoint_id: Uuid) -> String {
     format!("{endpoint_id}/")
 }
 
-/// How one attempt ended.
+/// At most this many deliveries of one endpoint are in flight at once (Tenancy, "Fair
+/// work"): a delivery beyond it waits, unclaimed, without using an attempt.
+pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
+
+/// The lane of an endpoint's deliveries: the jobs whose running count
+/// [`MAX_IN_FLIGHT_PER_ENDPOINT`] caps.
+pub fn delivery_lane(endpoint_id: Uuid) -> String {
+    format!("webhook:{endpoint_id}")
+}
+
+/// How one attempt ended. A failure is recorded as its kind ([`Outcome::error_kind`]) and a
+/// fixed sentence ([`Outcome::description`]), never the resolver's or the socket's words: those
+/// can tell what an internal name resolves to (Tenancy, "Errors that leak nothing internal").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The receiver answered; 2xx means delivered.
@@ -312,13 +324,25 @@ pub enum Outcome {
     /// No answer within the endpoint's timeout.
     Timeout,
     /// The host name did not resolve.
-    Dns,
+    DnsFailure,
     /// The host resolved only to addresses the outbound policy refuses (or is no longer on the
     /// allow-list).
-    Refused,
-    /// No connection (refused, reset, TLS failure) or the connection broke before an answer.
-    Network,
+    AddressNotAllowed,
+    /// No connection (refused, reset) or the connection broke before an answer.
+    ConnectFailed,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
 }
+
+/// Every kind a failed attempt records, as the wire and the job's last error show it.
+pub const ERROR_KINDS: [&str; 6] = [
+    "dns_failure",
+    "address_not_allowed",
+    "timeout",
+    "connect_failed",
+    "tls",
+    "http_status",
+];
 
 impl Outcome {
     /// Whether the receiver took the event.
@@ -326,31 +350,56 @@ impl Outcome {
         matches!(self, Outcome::Answered(status) if (200..300).contains(&status))
     }
 
-    /// The attempt's `error_kind` (none when an answer arrived) and the metric's outcome.
+    /// The attempt's `error_kind`: none when delivered, `http_status` for another answer (its
+    /// status is the attempt's `status_code`).
     pub fn error_kind(self) -> Option<&'static str> {
         match self {
-            Outcome::Answered(_) => None,
+            _ if self.delivered() => None,
+            Outcome::Answered(_) => Some("http_status"),
             Outcome::Timeout => Some("timeout"),
-            Outcome::Dns => Some("dns"),
-            Outcome::Refused => Some("address_refused"),
-            Outcome::Network => Some("network"),
+            Outcome::DnsFailure => Some("dns_failure"),
+            Outcome::AddressNotAllowed => Some("address_not_allowed"),
+            Outcome::ConnectFailed => Some("connect_failed"),
+            Outcome::Tls => Some("tls"),
         }
     }
 
-    /// The label of `tauros_webhook_deliveries_total{outcome}`.
+    /// The attempt's `error`: one fixed sentence per kind (with the endpoint's status or
+    /// timeout), nothing taken from the resolver or the connection.
+    pub fn description(self, timeout_seconds: u64) -> Option<String> {
+        Some(match self {
+            _ if self.delivered() => return None,
+            Outcome::Answered(status) => format!("the endpoint answered {status}"),
+            Outcome::Timeout => {
+                format!("no answer within the endpoint's timeout of {timeout_seconds} s")
+            }
+            Outcome::DnsFailure => "the endpoint's host name did not resolve".to_owned(),
+            Outcome::AddressNotAllowed => "the endpoint's host is not allowed by this server's \
+                 outbound policy (an internal address, or not on TAUROS_WEBHOOK_ALLOW_HOSTS)"
+                .to_owned(),
+            Outcome::ConnectFailed => {
+                "no connection to the endpoint, or it closed before an answer".to_owned()
+            }
+            Outcome::Tls => "the TLS handshake with the endpoint failed".to_owned(),
+        })
+    }
+
+    /// The label of `tauros_webhook_deliveries_total{outcome}`: `delivered`, `http_error` (an
+    /// answer other than 2xx) or the error kind.
     pub fn metric(self) -> &'static str {
         match self {
             _ if self.delivered() => "delivered",
             Outcome::Answered(_) => "http_error",
-            other => other.error_kind().unwrap_or("network"),
+            other => other.error_kind().unwrap_or("connect_failed"),
         }
     }
 
-    /// The job's error code for a failed attempt (`http_503`, `timeout`, …).
+    /// The job's error code for a failed attempt: `http_503` for an answer (the status is no
+    /// secret, and operators filter on it), the error kind otherwise.
     pub fn job_error_code(self) -> String {
         match self {
             Outcome::Answered(status) => format!("http_{status}"),
-            other => other.error_kind().unwrap_or("network").to_owned(),
+            other => other.error_kind().unwrap_or("connect_failed").to_owned(),
         }
     }
 }
@@ -499,9 +548,21 @@ mod tests {
         assert_eq!(Outcome::Answered(200).metric(), "delivered");
         assert_eq!(Outcome::Answered(500).metric(), "http_error");
         assert_eq!(Outcome::Answered(500).job_error_code(), "http_500");
-        assert_eq!(Outcome::Answered(500).error_kind(), None);
+        assert_eq!(Outcome::Answered(500).error_kind(), Some("http_status"));
+        assert_eq!(Outcome::Answered(204).error_kind(), None);
         assert_eq!(Outcome::Timeout.error_kind(), Some("timeout"));
-        assert_eq!(Outcome::Refused.metric(), "address_refused");
+        assert_eq!(Outcome::AddressNotAllowed.metric(), "address_not_allowed");
+        for outcome in [
+            Outcome::Answered(500),
+            Outcome::Timeout,
+            Outcome::DnsFailure,
+            Outcome::AddressNotAllowed,
+            Outcome::ConnectFailed,
+            Outcome::Tls,
+        ] {
+            assert!(ERROR_KINDS.contains(&outcome.error_kind().unwrap()));
+            assert!(outcome.description(5).is_some());
+        }
         assert_eq!(bounded_error(&"x\n".repeat(300)).len(), 200);
     }
 

@@ -162,9 +162,9 @@ impl<U: Backend> JobWrite for U {
             "insert into jobs (id, org_id, kind, args, submission_id, definition_hash,
                  state, attempt, max_attempts, executions, interruptions, run_at,
                  lease_token, lease_expires_at, worker, last_error_code,
-                 last_error_message, created_at, updated_at, started_at, finished_at)
+                 last_error_message, created_at, updated_at, started_at, finished_at, lane)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                 $16, $17, $18, $19, $20, $21)",
+                 $16, $17, $18, $19, $20, $21, $22)",
         )
         .bind(j.id)
         .bind(j.org_id)
@@ -187,6 +187,7 @@ impl<U: Backend> JobWrite for U {
         .bind(j.updated_at)
         .bind(j.started_at)
         .bind(j.finished_at)
+        .bind(&j.lane)
         .execute(self)
         .await?;
         self.wake_workers().await
