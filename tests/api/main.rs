@@ -13,6 +13,7 @@ mod helpers;
 
 mod accounts;
 mod adversarial;
+mod anonymous;
 mod agent_hints;
 mod agents;
 mod architecture;
@@ -34,6 +35,7 @@ mod issuing_dead_ends;
 mod jobs;
 mod mcp;
 mod model;
+mod oracles;
 mod organisation;
 mod panics;
 mod parties;

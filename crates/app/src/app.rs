@@ -48,4 +48,10 @@ impl App {
     pub fn store(&self) -> &DynStore {
         &self.store
     }
+
+    /// Entries the failed-sign-in record holds now (emails and addresses), for tests and
+    /// operators: it never exceeds `sign_in_record_entries`.
+    pub fn sign_in_record_entries(&self) -> usize {
+        self.sign_ins.entries()
+    }
 }

@@ -91,6 +91,11 @@ impl SignInFailures {
         }
     }
 
+    /// Entries held now.
+    pub(crate) fn entries(&self) -> usize {
+        self.seen.lock().map_or(0, |seen| seen.len())
+    }
+
     /// Counts one failure.
     pub(crate) fn failed(&self, email: &str, client: Option<IpAddr>) {
         if self.max == 0 {

@@ -35,6 +35,12 @@ pub const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 30;
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
 /// Default: connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default: connections served at once from one client address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 64;
+/// Default: bytes a request body must bring in every progress window.
+pub const DEFAULT_BODY_PROGRESS_MIN_BYTES: u64 = 1024;
+/// Default: seconds of the body progress window.
+pub const DEFAULT_BODY_PROGRESS_WINDOW_SECONDS: u64 = 10;
 
 /// What one client connection may hold, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +57,13 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Connections served at once from one client address (the socket's peer address); a
+    /// further one from that address is closed at once, unanswered.
+    pub max_connections_per_address: usize,
+    /// A request body must bring at least `body_progress_min_bytes` in every
+    /// `body_progress_window` (or end within it); else 408 `timeout` and the connection closes.
+    pub body_progress_min_bytes: u64,
+    pub body_progress_window: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -60,6 +73,9 @@ impl Default for ConnectionLimits {
             body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECONDS),
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            body_progress_min_bytes: DEFAULT_BODY_PROGRESS_MIN_BYTES,
+            body_progress_window: Duration::from_secs(DEFAULT_BODY_PROGRESS_WINDOW_SECONDS),
         }
     }
 }
