@@ -14,6 +14,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at start and moved into its command: the size of the largest variant costs
+// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations, then serve the HTTP API (and run job workers) until SIGINT or SIGTERM.
@@ -580,6 +583,14 @@ impl ServeArgs {
         }
     }
 
+    /// Whether the main listener, bound to `local`, serves `/metrics`: not when it has a
+    /// listener of its own (`TAUROS_METRICS_BIND`), and on a non-loopback address only when
+    /// the operator says so (`TAUROS_METRICS_PUBLIC`).
+    pub fn metrics_on_main(&self, local: std::net::SocketAddr) -> bool {
+        self.metrics_bind.is_none()
+            && (local.ip().to_canonical().is_loopback() || self.metrics_public)
+    }
+
     /// The CORS origins that were actually given.
     pub fn origins(&self) -> Vec<String> {
         self.cors_origins
@@ -723,6 +734,21 @@ mod tests {
         );
         // Neither: no browser origin may call /mcp.
         assert!(serve(&[]).unwrap().mcp().origins.is_empty());
+    }
+
+    #[test]
+    fn metrics_are_on_the_main_listener_only_on_loopback_unless_made_public() {
+        let at = |a: &str| a.parse::<std::net::SocketAddr>().unwrap();
+        let plain = serve(&[]).unwrap();
+        assert!(plain.metrics_on_main(at("127.0.0.1:8080")));
+        assert!(plain.metrics_on_main(at("[::1]:8080")));
+        assert!(!plain.metrics_on_main(at("0.0.0.0:8080")));
+        assert!(!plain.metrics_on_main(at("[::]:8080")));
+        assert!(!plain.metrics_on_main(at("10.1.2.3:8080")));
+        let public = serve(&["--metrics-public"]).unwrap();
+        assert!(public.metrics_on_main(at("0.0.0.0:8080")));
+        let own = serve(&["--metrics-bind", "127.0.0.1:9090", "--metrics-public"]).unwrap();
+        assert!(!own.metrics_on_main(at("127.0.0.1:8080")));
     }
 
     /// The flags above are read from the documented variables.

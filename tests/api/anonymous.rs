@@ -15,7 +15,7 @@ use crate::helpers::{
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::net::{IpAddr, Ipv4Addr};
-use tauros_api::HttpConfig;
+use tauros_api::{ConnectionLimits, HttpConfig};
 use tauros_app::AppConfig;
 
 both_backends!(oversized_emails_and_passwords_are_refused_before_any_work);
@@ -60,9 +60,9 @@ fn only_field(problem: &Value) -> &str {
     let errors = problem["errors"].as_array().expect("errors[]");
     assert_eq!(errors.len(), 1, "{problem}");
     assert!(
-        errors[0]["detail"].as_str().is_some_and(|d| d.contains("254")
-            || d.contains("1024")
-            || d.contains("1,024")),
+        errors[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("254") || d.contains("1024") || d.contains("1,024")),
         "says what to send: {problem}"
     );
     errors[0]["field"].as_str().expect("field")
@@ -275,15 +275,25 @@ async fn a_bogus_invitation_token_never_reaches_the_password_pool(backend: Backe
         password_queue: 1,
         ..AppConfig::default()
     };
-    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    // Sixty-five connections from one address: over the default share of 64 per address.
+    let http = HttpConfig {
+        limits: ConnectionLimits {
+            max_connections_per_address: 128,
+            ..ConnectionLimits::default()
+        },
+        ..HttpConfig::default()
+    };
+    let app = spawn_app_with(backend, config, http).await;
     let org = app.org().await;
     let email = email_of(&app, &org.approver_token).await;
     let mut requests: Vec<reqwest::RequestBuilder> = (0..64)
         .map(|n| {
-            app.client.post(app.url("/v1/invitations/accept")).json(&json!({
-                "invitation_token": format!("tinv_{:0>43}", n),
-                "password": "a long enough password",
-            }))
+            app.client
+                .post(app.url("/v1/invitations/accept"))
+                .json(&json!({
+                    "invitation_token": format!("tinv_{:0>43}", n),
+                    "password": "a long enough password",
+                }))
         })
         .collect();
     requests.push(

@@ -13,9 +13,9 @@ mod helpers;
 
 mod accounts;
 mod adversarial;
-mod anonymous;
 mod agent_hints;
 mod agents;
+mod anonymous;
 mod architecture;
 mod auth;
 mod authorization;

@@ -6,8 +6,7 @@
 //! internal").
 
 use crate::helpers::{
-    PASSWORD, TestApp, both_backends, child_lines, expect_problem, expect_status,
-    listening_address,
+    PASSWORD, TestApp, both_backends, child_lines, expect_problem, expect_status, listening_address,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -37,12 +36,18 @@ async fn inviting_an_email_registered_in_another_org_answers_like_any_invitation
     let b = app.org().await;
     let taken = email_of(&app, &a.approver_token).await;
     let invite = |email: &str| json!({"email": email, "role": "operator"});
-    let res = app.post("/v1/users", &b.approver_token, invite(&taken)).await;
+    let res = app
+        .post("/v1/users", &b.approver_token, invite(&taken))
+        .await;
     let body = expect_status(res, StatusCode::CREATED).await;
     assert_eq!(body["user"]["org_id"], b.org_id.to_string());
     assert_eq!(body["user"]["state"], "invited");
     let fresh = app
-        .post("/v1/users", &b.approver_token, invite("nobody.yet@example.com"))
+        .post(
+            "/v1/users",
+            &b.approver_token,
+            invite("nobody.yet@example.com"),
+        )
         .await;
     let fresh = expect_status(fresh, StatusCode::CREATED).await;
     let shape = |v: &Value| {
@@ -52,7 +57,8 @@ async fn inviting_an_email_registered_in_another_org_answers_like_any_invitation
     };
     assert_eq!(shape(&body), shape(&fresh));
     assert_eq!(shape(&body["user"]), shape(&fresh["user"]));
-    let accept = json!({"invitation_token": body["invitation_token"], "password": "b's own password"});
+    let accept =
+        json!({"invitation_token": body["invitation_token"], "password": "b's own password"});
     let session = expect_status(
         app.post_public("/v1/invitations/accept", accept).await,
         StatusCode::CREATED,
@@ -61,7 +67,11 @@ async fn inviting_an_email_registered_in_another_org_answers_like_any_invitation
     assert_eq!(session["user"]["org_id"], b.org_id.to_string());
     // Within B the email is taken now, as any email used twice in one organisation.
     let res = app
-        .post("/v1/users", &b.approver_token, invite(&taken.to_uppercase()))
+        .post(
+            "/v1/users",
+            &b.approver_token,
+            invite(&taken.to_uppercase()),
+        )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(problem["errors"][0]["field"], "email");
@@ -70,7 +80,9 @@ async fn inviting_an_email_registered_in_another_org_answers_like_any_invitation
     let c = app.org().await;
     app.set_org(&c.approver_token, json!({"four_eyes": true}))
         .await;
-    let res = app.post("/v1/users", &c.approver_token, invite(&taken)).await;
+    let res = app
+        .post("/v1/users", &c.approver_token, invite(&taken))
+        .await;
     expect_status(res, StatusCode::ACCEPTED).await;
     // A's approver was not touched.
     app.sign_in(&taken, PASSWORD).await;
@@ -108,8 +120,10 @@ async fn an_email_in_several_organisations_signs_in_where_organisation_says(app:
     let b_name = org_name(&app, &b.approver_token).await;
     for organisation in [b_name.clone(), b.org_id.to_string()] {
         let session = expect_status(
-            sign_in(json!({"email": email, "password": other_password, "organisation": organisation}))
-                .await,
+            sign_in(
+                json!({"email": email, "password": other_password, "organisation": organisation}),
+            )
+            .await,
             StatusCode::CREATED,
         )
         .await;
@@ -127,8 +141,7 @@ async fn an_email_in_several_organisations_signs_in_where_organisation_says(app:
     let (wrong_org, wrong_password, unknown_org) = (
         sign_in(json!({"email": email, "password": other_password})).await,
         sign_in(json!({"email": email, "password": "not a password of theirs"})).await,
-        sign_in(json!({"email": email, "password": PASSWORD, "organisation": "No Such Org"}))
-            .await,
+        sign_in(json!({"email": email, "password": PASSWORD, "organisation": "No Such Org"})).await,
     );
     let mut bodies = Vec::new();
     for res in [wrong_org, wrong_password, unknown_org] {
@@ -182,7 +195,7 @@ async fn metrics_are_not_served_on_a_non_loopback_listener_unless_asked(app: Tes
     for (bind, extra, expected) in [
         ("127.0.0.1:0", &[][..], StatusCode::OK),
         ("0.0.0.0:0", &[][..], StatusCode::NOT_FOUND),
-        ("0.0.0.0:0", &["--metrics-public", "true"][..], StatusCode::OK),
+        ("0.0.0.0:0", &["--metrics-public"][..], StatusCode::OK),
     ] {
         let (mut child, port) = serve(&app, bind, extra);
         let healthz = app

@@ -540,10 +540,7 @@ async fn connections_over_the_per_address_cap_are_closed_and_other_addresses_ser
             assert!(buf.starts_with(b"HTTP/1.1 200"), "{buf:?}");
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "127.0.0.2 is never served again"
-        );
+        assert!(Instant::now() < deadline, "127.0.0.2 is never served again");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -599,7 +596,10 @@ async fn a_body_slower_than_the_progress_rule_is_answered_408_and_closed(backend
     let text = String::from_utf8_lossy(&sent);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"code\":\"timeout\""), "{text}");
-    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
     after_the_limit("the slow body's answer", elapsed, SECOND);
 }
 
