@@ -6,11 +6,14 @@
 //! internal").
 
 use crate::helpers::{
-    PASSWORD, TestApp, both_backends, child_lines, expect_problem, expect_status, listening_address,
+    Backend, PASSWORD, TestApp, both_backends, child_lines, empty_database, expect_problem,
+    expect_status, listening_address,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
+
+both_backends!(backend: accounts_written_before_0014_keep_working_after_it);
 
 both_backends!(
     inviting_an_email_registered_in_another_org_answers_like_any_invitation,
@@ -210,4 +213,148 @@ async fn metrics_are_not_served_on_a_non_loopback_listener_unless_asked(app: Tes
         assert_eq!(healthz.status(), StatusCode::OK);
         assert_eq!(status, expected, "/metrics with --bind {bind} {extra:?}");
     }
+}
+
+/// Migration 0014 on a database with data from 0013 (two organisations, a session, an agent,
+/// audit rows, all referring to users): every row is kept, every reference still holds and is
+/// still enforced, the humans still sign in, and their emails may now be held elsewhere too.
+async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
+    let (url, _cleanup) = empty_database(backend).await;
+    let dir = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/store/migrations")
+        .join(dir);
+    let mut before = sqlx::migrate::Migrator::new(path)
+        .await
+        .expect("migrations");
+    before.migrations = std::borrow::Cow::Owned(
+        before
+            .migrations
+            .iter()
+            .filter(|m| m.version <= 13)
+            .cloned()
+            .collect(),
+    );
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            before.run(&pool).await.expect("0001–0013");
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            before.run(&pool).await.expect("0001–0013");
+            pool.close().await;
+        }
+    }
+    let store = tauros_store::connect(&url, 4).await.expect("open store");
+    let app = tauros_app::App::new(
+        std::sync::Arc::clone(&store),
+        tauros_app::AppConfig::default(),
+    );
+    let first = app
+        .bootstrap_approver("Before A", "first@before.example", PASSWORD.into())
+        .await
+        .unwrap();
+    app.bootstrap_approver("Before B", "second@before.example", PASSWORD.into())
+        .await
+        .unwrap();
+    let session = app
+        .sign_in(
+            Some("first@before.example"),
+            Some(PASSWORD.into()),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let actor = tauros_app::Actor::Human(tauros_app::Human {
+        id: first.user_id,
+        org_id: first.org_id,
+        email: "first@before.example".into(),
+        role: tauros_domain::identity::Role::Approver,
+        session_id: uuid::Uuid::nil(),
+        interface: tauros_domain::identity::Interface::Api,
+    });
+    app.create_agent(
+        &actor,
+        tauros_app::NewAgent {
+            name: Some("Before".into()),
+            capabilities: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    store.migrate().await.expect("0014 on data from 0013");
+    let count = |sql: &'static str| {
+        let url = url.clone();
+        async move {
+            if url.starts_with("sqlite") {
+                let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+                    .await
+                    .unwrap();
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(&mut c)
+                    .await
+                    .unwrap()
+            } else {
+                let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+                    .await
+                    .unwrap();
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(&mut c)
+                    .await
+                    .unwrap()
+            }
+        }
+    };
+    assert_eq!(count("select count(*) from users").await, 2);
+    assert_eq!(
+        count("select count(*) from agents a join users u on u.id = a.owner_id").await,
+        1
+    );
+    assert_eq!(
+        count("select count(*) from sessions s join users u on u.id = s.user_id").await,
+        1
+    );
+    if backend == Backend::Sqlite {
+        let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        let broken: Vec<sqlx::sqlite::SqliteRow> = sqlx::query("pragma foreign_key_check")
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+        assert!(broken.is_empty(), "{} broken references", broken.len());
+        // The references are still enforced: a session of nobody is refused.
+        let orphan = sqlx::query(
+            "insert into sessions (id, org_id, user_id, token_hash, created_at, expires_at)
+             values (x'00', x'00', x'00', x'00', '2026-01-01', '2026-01-02')",
+        )
+        .execute(&mut c)
+        .await;
+        assert!(orphan.is_err(), "a session of no user was accepted");
+    }
+    // The old session and both passwords still work.
+    let who = app
+        .authenticate(&session.token, tauros_domain::identity::Interface::Api)
+        .await
+        .unwrap();
+    assert_eq!(who.org_id(), first.org_id);
+    app.sign_in(
+        Some("second@before.example"),
+        Some(PASSWORD.into()),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    // An email of one organisation may now be an account of another.
+    app.bootstrap_approver("After C", "first@before.example", PASSWORD.into())
+        .await
+        .expect("the same email in another organisation");
+    assert_eq!(count("select count(*) from users").await, 3);
 }
