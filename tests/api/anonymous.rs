@@ -118,6 +118,23 @@ async fn oversized_emails_and_passwords_are_refused_before_any_work(app: TestApp
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(only_field(&problem), "email");
+    // `tauros bootstrap-approver` takes both too, and refuses them the same way.
+    for (email, password, field) in [
+        (long_email.as_str(), PASSWORD.to_owned(), "email"),
+        ("boot@example.com", long_password.clone(), "password"),
+    ] {
+        match app
+            .app
+            .bootstrap_approver("Oversized", email, password)
+            .await
+        {
+            Err(tauros_app::AppError::Validation(errors)) => {
+                assert_eq!(errors.len(), 1, "{errors:?}");
+                assert_eq!(errors[0].field, field);
+            }
+            other => panic!("bootstrap with an oversized {field}: {other:?}"),
+        }
+    }
     assert_eq!(
         app.app.sign_in_record_entries(),
         0,

@@ -249,7 +249,8 @@ impl App {
         organisation: Option<&str>,
     ) -> AppResult<Option<UserRow>> {
         let mut conn = self.store.reader().await?;
-        let Some(named) = organisation.map(str::trim) else {
+        // An empty `organisation` names none.
+        let Some(named) = organisation.map(str::trim).filter(|o| !o.is_empty()) else {
             let accounts = conn.users_by_email(normalized, SIGN_IN_CANDIDATES).await?;
             return Ok(accounts
                 .into_iter()
