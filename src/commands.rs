@@ -119,12 +119,18 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let config = HttpConfig {
         cors_origins: args.origins(),
-        metrics_on_main: args.metrics_bind.is_none(),
+        metrics_on_main: args.metrics_on_main(local),
         limits: args.limits(),
         mcp: args.mcp(),
     };
     if let Some(bind) = &args.metrics_bind {
         serve_metrics(bind, app.clone(), config.limits).await?;
+    } else if !config.metrics_on_main {
+        tracing::info!(
+            address = %local,
+            "/metrics is not served on a non-loopback address; set TAUROS_METRICS_BIND to give \
+             it a listener of its own, or TAUROS_METRICS_PUBLIC=true to serve it here"
+        );
     }
     app.spawn_pruning(Duration::from_secs(args.prune_interval_minutes.max(1) * 60));
     let workers = start_workers(&app, &args.jobs)?;

@@ -14,6 +14,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at start and moved into its command: the size of the largest variant costs
+// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations, then serve the HTTP API (and run job workers) until SIGINT or SIGTERM.
@@ -105,6 +108,10 @@ pub struct ServeArgs {
     /// Serve /metrics on this separate address instead of the main one.
     #[arg(long, env = "TAUROS_METRICS_BIND")]
     pub metrics_bind: Option<String>,
+    /// Serve /metrics on the main address even when it is not a loopback address (without
+    /// it, /metrics is served there only on loopback; elsewhere it answers 404).
+    #[arg(long, env = "TAUROS_METRICS_PUBLIC", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_public: bool,
     /// Comma-separated browser origins allowed by CORS (none by default).
     #[arg(
         long,
@@ -143,9 +150,14 @@ pub struct ServeArgs {
     /// Requests a credential may send at once above that rate.
     #[arg(long, env = "TAUROS_RATE_LIMIT_BURST", default_value_t = 200)]
     pub rate_limit_burst: u32,
-    /// Failed sign-ins per email and client address before further attempts wait; 0: off.
+    /// Failed sign-ins per email (from any address) before further attempts for it wait; 0:
+    /// off.
     #[arg(long, env = "TAUROS_SIGN_IN_FAILURES", default_value_t = 10)]
     pub sign_in_failures: u32,
+    /// Failed sign-ins per client address (any email) before further attempts from it wait;
+    /// 0: off.
+    #[arg(long, env = "TAUROS_SIGN_IN_ADDRESS_FAILURES", default_value_t = tauros_app::DEFAULT_SIGN_IN_ADDRESS_FAILURES)]
+    pub sign_in_address_failures: u32,
     /// The window those failed sign-ins are counted in, in minutes.
     #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
     pub sign_in_window_minutes: u64,
@@ -171,6 +183,17 @@ pub struct ServeArgs {
     /// Connections served at once (per listener); more wait in the listen backlog.
     #[arg(long, env = "TAUROS_MAX_CONNECTIONS", default_value_t = tauros_api::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Connections served at once from one client address (per listener); a further one from
+    /// that address is closed at once.
+    #[arg(long, env = "TAUROS_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = tauros_api::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    pub max_connections_per_address: usize,
+    /// Bytes a request body must bring in every progress window (or end within it); else 408
+    /// and the connection is closed.
+    #[arg(long, env = "TAUROS_BODY_PROGRESS_MIN_BYTES", default_value_t = tauros_api::DEFAULT_BODY_PROGRESS_MIN_BYTES)]
+    pub body_progress_min_bytes: u64,
+    /// Seconds of that progress window.
+    #[arg(long, env = "TAUROS_BODY_PROGRESS_WINDOW_SECONDS", default_value_t = tauros_api::DEFAULT_BODY_PROGRESS_WINDOW_SECONDS)]
+    pub body_progress_window_seconds: u64,
     /// Seconds in-flight requests and running jobs get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "TAUROS_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
@@ -544,6 +567,8 @@ impl ServeArgs {
             rate_limit_burst: self.rate_limit_burst,
             sign_in_failures: self.sign_in_failures,
             sign_in_window: std::time::Duration::from_secs(self.sign_in_window_minutes.max(1) * 60),
+            sign_in_address_failures: self.sign_in_address_failures,
+            sign_in_record_entries: tauros_app::DEFAULT_SIGN_IN_RECORD_ENTRIES,
             issuer_configured: self.jobs.issuer.issuer.is_some(),
             claim_retention: chrono::Duration::days(self.jobs.issuer.claim_retention_days.max(1)),
             issuer_key_retention: self.jobs.issuer.key_retention(),
@@ -559,7 +584,18 @@ impl ServeArgs {
             body_timeout: seconds(self.body_timeout_seconds),
             idle_timeout: seconds(self.idle_timeout_seconds),
             max_connections: self.max_connections.max(1),
+            max_connections_per_address: self.max_connections_per_address.max(1),
+            body_progress_min_bytes: self.body_progress_min_bytes,
+            body_progress_window: seconds(self.body_progress_window_seconds),
         }
+    }
+
+    /// Whether the main listener, bound to `local`, serves `/metrics`: not when it has a
+    /// listener of its own (`TAUROS_METRICS_BIND`), and on a non-loopback address only when
+    /// the operator says so (`TAUROS_METRICS_PUBLIC`).
+    pub fn metrics_on_main(&self, local: std::net::SocketAddr) -> bool {
+        self.metrics_bind.is_none()
+            && (local.ip().to_canonical().is_loopback() || self.metrics_public)
     }
 
     /// The CORS origins that were actually given.
@@ -714,6 +750,21 @@ mod tests {
         );
         // Neither: no browser origin may call /mcp.
         assert!(serve(&[]).unwrap().mcp().origins.is_empty());
+    }
+
+    #[test]
+    fn metrics_are_on_the_main_listener_only_on_loopback_unless_made_public() {
+        let at = |a: &str| a.parse::<std::net::SocketAddr>().unwrap();
+        let plain = serve(&[]).unwrap();
+        assert!(plain.metrics_on_main(at("127.0.0.1:8080")));
+        assert!(plain.metrics_on_main(at("[::1]:8080")));
+        assert!(!plain.metrics_on_main(at("0.0.0.0:8080")));
+        assert!(!plain.metrics_on_main(at("[::]:8080")));
+        assert!(!plain.metrics_on_main(at("10.1.2.3:8080")));
+        let public = serve(&["--metrics-public"]).unwrap();
+        assert!(public.metrics_on_main(at("0.0.0.0:8080")));
+        let own = serve(&["--metrics-bind", "127.0.0.1:9090", "--metrics-public"]).unwrap();
+        assert!(!own.metrics_on_main(at("127.0.0.1:8080")));
     }
 
     /// The flags above are read from the documented variables.

@@ -66,8 +66,16 @@ async fn two_concurrent_cli_runs_give_one_approver(app: TestApp) {
     );
     // Exactly one of the two humans exists, and it can sign in.
     let mut conn = app.app.store().reader().await.unwrap();
-    let first = conn.user_by_email("first@race.example").await.unwrap();
-    let second = conn.user_by_email("second@race.example").await.unwrap();
+    let first = conn
+        .users_by_email("first@race.example", 1)
+        .await
+        .unwrap()
+        .pop();
+    let second = conn
+        .users_by_email("second@race.example", 1)
+        .await
+        .unwrap()
+        .pop();
     assert!(
         first.is_some() != second.is_some(),
         "one approver, not two and not none"
@@ -86,10 +94,10 @@ async fn two_concurrent_cli_runs_give_one_approver(app: TestApp) {
     .unwrap();
     assert!(!third.status.success());
     assert!(
-        conn.user_by_email("third@race.example")
+        conn.users_by_email("third@race.example", 1)
             .await
             .unwrap()
-            .is_none()
+            .is_empty()
     );
 }
 
@@ -117,11 +125,11 @@ async fn many_concurrent_bootstraps_give_one_approver(app: TestApp) {
     let mut conn = app.app.store().reader().await.unwrap();
     let mut existing = 0;
     for i in 0..8 {
-        if conn
-            .user_by_email(&format!("a{i}@crowd.example"))
+        if !conn
+            .users_by_email(&format!("a{i}@crowd.example"), 1)
             .await
             .unwrap()
-            .is_some()
+            .is_empty()
         {
             existing += 1;
         }

@@ -839,3 +839,9 @@ pub fn sql_uuid(database_url: &str, id: &str) -> String {
         format!("'{id}'")
     }
 }
+
+/// A fresh, empty database of `backend` (no migration applied yet), removed when the returned
+/// guard is dropped: for tests of a migration on data written before it.
+pub async fn empty_database(backend: Backend) -> (String, impl Drop) {
+    fresh_database(backend).await
+}

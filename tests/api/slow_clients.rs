@@ -25,6 +25,9 @@ both_backends!(backend:
     a_normal_client_is_served_once_slow_ones_are_cut,
     a_long_running_request_is_not_cut_by_the_idle_timeout,
     a_client_that_stops_reading_is_cut_after_the_body_timeout,
+    connections_over_the_per_address_cap_are_closed_and_other_addresses_served,
+    a_body_slower_than_the_progress_rule_is_answered_408_and_closed,
+    a_body_that_keeps_the_progress_rate_is_read_to_its_end,
 );
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -478,4 +481,152 @@ async fn a_client_that_stops_reading_is_cut_after_the_body_timeout(backend: Back
         sent.len(),
         8 * length
     );
+}
+
+/// A connection to `app` from `127.0.0.{n}` (Linux routes all of 127/8 to loopback).
+async fn connect_from(app: &crate::helpers::TestApp, n: u8) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, n], 0)))
+        .unwrap();
+    let addr = app.base.trim_start_matches("http://").parse().unwrap();
+    socket.connect(addr).await.expect("connect")
+}
+
+/// With two connections a client address, two held keep-alive connections from 127.0.0.2 use
+/// up its share: a third from that address is closed at once, unanswered (well before any
+/// timeout), while 127.0.0.3 is served; once one of the two closes, 127.0.0.2 is served again.
+async fn connections_over_the_per_address_cap_are_closed_and_other_addresses_served(
+    backend: Backend,
+) {
+    let app = server(backend, |l| l.max_connections_per_address = 2).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect_from(&app, 2).await;
+        stream.write_all(GET_HEALTHZ).await.unwrap();
+        assert_eq!(read_answer(&mut stream).await.status, 200);
+        held.push(stream);
+    }
+    let start = Instant::now();
+    let mut third = connect_from(&app, 2).await;
+    let _ = third.write_all(GET_HEALTHZ).await;
+    let sent = until_closed(&mut third).await;
+    assert!(
+        sent.is_empty(),
+        "the connection over the cap was answered: {}",
+        String::from_utf8_lossy(&sent)
+    );
+    assert!(
+        start.elapsed() < SECOND * 5,
+        "closed only after {:?}",
+        start.elapsed()
+    );
+    let mut other = connect_from(&app, 3).await;
+    other.write_all(GET_HEALTHZ).await.unwrap();
+    assert_eq!(read_answer(&mut other).await.status, 200);
+    // The held ones were not disturbed.
+    held[1].write_all(GET_HEALTHZ).await.unwrap();
+    assert_eq!(read_answer(&mut held[1]).await.status, 200);
+    drop(held.remove(0));
+    // The server notices the close on its own time: poll, with a bound.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let mut again = connect_from(&app, 2).await;
+        let _ = again.write_all(GET_HEALTHZ).await;
+        let mut buf = [0u8; 12];
+        if let Ok(Ok(n)) = tokio::time::timeout(BOUND, again.read(&mut buf)).await
+            && n > 0
+        {
+            assert!(buf.starts_with(b"HTTP/1.1 200"), "{buf:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "127.0.0.2 is never served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The head of a sign-in whose body is `length` bytes long.
+fn sign_in_head(length: usize) -> String {
+    format!(
+        "POST /v1/sessions HTTP/1.1\r\nHost: tauros\r\nContent-Type: application/json\r\n\
+         Content-Length: {length}\r\n\r\n"
+    )
+}
+
+/// A progress rule of 1 KiB a second (the body timeout at its default of 30 s): a body that
+/// trickles 100 bytes every 100 ms never stalls, but brings less than 1 KiB a second, and is
+/// answered 408 `timeout` after about a second, and the connection closes.
+async fn a_body_slower_than_the_progress_rule_is_answered_408_and_closed(backend: Backend) {
+    let app = server(backend, |l| {
+        l.body_progress_min_bytes = 1024;
+        l.body_progress_window = SECOND;
+    })
+    .await;
+    let stream = connect(&app).await;
+    let (mut reader, mut writer) = stream.into_split();
+    writer
+        .write_all(sign_in_head(100_000).as_bytes())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let trickle = tokio::spawn(async move {
+        let piece = [b' '; 100];
+        loop {
+            if writer.write_all(&piece).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let read = async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let sent = tokio::time::timeout(BOUND, read)
+        .await
+        .expect("the slow body is cut");
+    let elapsed = start.elapsed();
+    trickle.abort();
+    let text = String::from_utf8_lossy(&sent);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"code\":\"timeout\""), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    after_the_limit("the slow body's answer", elapsed, SECOND);
+}
+
+/// The same rule, and a sign-in body of 6 KiB (padded with JSON whitespace) sent 1 KiB every
+/// half second, three seconds in all: it keeps the rate, is read to its end and answered.
+async fn a_body_that_keeps_the_progress_rate_is_read_to_its_end(backend: Backend) {
+    let app = server(backend, |l| {
+        l.body_progress_min_bytes = 1024;
+        l.body_progress_window = SECOND;
+    })
+    .await;
+    let email = format!("steady-{}@example.com", uuid::Uuid::new_v4().simple());
+    app.app
+        .bootstrap_approver("Steady Ltd", &email, PASSWORD.into())
+        .await
+        .expect("bootstrap");
+    let json = format!(r#"{{"email":"{email}","password":"{PASSWORD}"}}"#);
+    let body = format!("{}{json}", " ".repeat(6 * 1024 - json.len()));
+    let mut stream = connect(&app).await;
+    stream
+        .write_all(sign_in_head(body.len()).as_bytes())
+        .await
+        .unwrap();
+    for piece in body.as_bytes().chunks(1024) {
+        stream.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let answer = read_answer(&mut stream).await;
+    assert_eq!(answer.status, 201, "{answer:?}");
 }

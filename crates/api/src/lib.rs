@@ -12,8 +12,9 @@ mod metrics;
 mod router;
 
 pub use http::{
-    BODY_LIMIT, ConnectionLimits, DEFAULT_BODY_TIMEOUT_SECONDS,
+    BODY_LIMIT, ConnectionLimits, DEFAULT_BODY_PROGRESS_MIN_BYTES,
+    DEFAULT_BODY_PROGRESS_WINDOW_SECONDS, DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEADER_READ_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS,
-    listen, openapi, serve,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, listen, openapi, serve,
 };
 pub use router::{HttpConfig, ops_metrics_router, router, with_layers};

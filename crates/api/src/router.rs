@@ -55,7 +55,7 @@ pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     router
         .layer(axum::middleware::from_fn(middleware::durable_answers))
         .layer(axum::middleware::from_fn_with_state(
-            config.limits.body_timeout,
+            body_timeout::BodyClock::from(&config.limits),
             body_timeout::body_progress,
         ))
         .layer(axum::middleware::from_fn(middleware::metrics))

@@ -34,7 +34,12 @@ impl App {
         let passwords = Passwords::start(config.password_threads, config.password_queue);
         let credentials =
             CredentialLimits::new(config.rate_limit_per_second, config.rate_limit_burst);
-        let sign_ins = SignInFailures::new(config.sign_in_failures, config.sign_in_window);
+        let sign_ins = SignInFailures::new(
+            config.sign_in_failures,
+            config.sign_in_address_failures,
+            config.sign_in_window,
+            config.sign_in_record_entries,
+        );
         App(std::sync::Arc::new(Parts {
             store,
             config,
@@ -47,5 +52,11 @@ impl App {
     /// The store (for readiness checks and tests).
     pub fn store(&self) -> &DynStore {
         &self.store
+    }
+
+    /// Entries the failed-sign-in record holds now (emails and addresses), for tests and
+    /// operators: it never exceeds `sign_in_record_entries`.
+    pub fn sign_in_record_entries(&self) -> usize {
+        self.sign_ins.entries()
     }
 }

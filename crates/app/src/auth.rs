@@ -156,26 +156,52 @@ impl App {
         Ok(actor)
     }
 
-    /// Signs a human in with email and password.
+    /// Signs a human in with email and password; `organisation` (its id or name) picks the
+    /// account when the email has one in several organisations (docs/DECISIONS.md). An email
+    /// or password over its bound is refused before any work; then a place is reserved in the
+    /// failed-sign-in record (or the attempt refused) before the password is hashed.
     pub async fn sign_in(
         &self,
         email: Option<&str>,
         password: Option<String>,
+        organisation: Option<&str>,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<SignedIn> {
         let mut errors = Vec::new();
         let email = required("email", email, &mut errors);
         let password = required("password", password, &mut errors);
+        if email.is_some_and(|e| e.chars().count() > identity::MAX_EMAIL_CHARS) {
+            errors.push(email_too_long("email"));
+        }
+        if password.as_deref().is_some_and(password_too_long) {
+            errors.push(password_too_long_error("password"));
+        }
+        if organisation.is_some_and(|o| o.chars().count() > ORGANISATION_MAX) {
+            errors.push(FieldError::plain(
+                "organisation",
+                "organisation_too_long",
+                format!(
+                    "send the organisation's id or its name (at most {ORGANISATION_MAX} characters), \
+                     or leave it out"
+                ),
+            ));
+        }
         let (Some(email), Some(password)) = (email, password) else {
             return Err(AppError::Validation(errors));
         };
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
         let normalized = identity::normalize_email(email);
-        self.sign_ins.check(&normalized, client)?;
-        let signed_in = self.check_password(email, &normalized, password).await;
+        let attempt = self.sign_ins.reserve(&normalized, client)?;
+        let signed_in = self
+            .check_password(email, &normalized, organisation, password)
+            .await;
         match &signed_in {
-            Err(AppError::InvalidCredentials) => self.sign_ins.failed(&normalized, client),
-            Ok(_) => self.sign_ins.succeeded(&normalized, client),
-            Err(_) => {}
+            Err(AppError::InvalidCredentials) => attempt.failed(),
+            Ok(_) => attempt.succeeded(),
+            // A busy pool or a database error says nothing about the password.
+            Err(_) => drop(attempt),
         }
         signed_in
     }
@@ -184,15 +210,16 @@ impl App {
         &self,
         email: &str,
         normalized: &str,
+        organisation: Option<&str>,
         password: String,
     ) -> AppResult<SignedIn> {
-        if !identity::email_is_valid(email.trim()) {
-            // No account has such an email; answered as any unknown email is, after the same
-            // password work, so the two cannot be told apart by time.
-            let _ = self.passwords.verify(password, None).await?;
-            return Err(AppError::InvalidCredentials);
-        }
-        let user = self.store.reader().await?.user_by_email(normalized).await?;
+        // No account has an invalid email; answered as any unknown email is, after the same
+        // password work, so the two cannot be told apart by time.
+        let user = if identity::email_is_valid(email.trim()) {
+            self.sign_in_account(normalized, organisation).await?
+        } else {
+            None
+        };
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
         if !self.passwords.verify(password, stored).await? {
             return Err(AppError::InvalidCredentials);
@@ -210,6 +237,33 @@ impl App {
         let signed_in = self.open_session(&mut *tx, &user).await?;
         tx.commit().await?;
         Ok(signed_in)
+    }
+
+    /// The one account a sign-in checks the password against (one hash, whatever the email
+    /// holds elsewhere): the email's account in `organisation` (an id or a name) when given,
+    /// else its oldest account that may sign in (active, password set) among its
+    /// [`SIGN_IN_CANDIDATES`] oldest.
+    async fn sign_in_account(
+        &self,
+        normalized: &str,
+        organisation: Option<&str>,
+    ) -> AppResult<Option<UserRow>> {
+        let mut conn = self.store.reader().await?;
+        // An empty `organisation` names none.
+        let Some(named) = organisation.map(str::trim).filter(|o| !o.is_empty()) else {
+            let accounts = conn.users_by_email(normalized, SIGN_IN_CANDIDATES).await?;
+            return Ok(accounts
+                .into_iter()
+                .find(|u| u.password_hash.is_some() && u.deactivated_at.is_none()));
+        };
+        let org = match Uuid::parse_str(named) {
+            Ok(id) => conn.org_by_id(id).await?,
+            Err(_) => conn.org_by_name(named).await?,
+        };
+        match org {
+            Some(org) => Ok(conn.user_by_org_email(org.id, normalized).await?),
+            None => Ok(None),
+        }
     }
 
     async fn open_session(
@@ -277,6 +331,9 @@ impl App {
         let mut errors = Vec::new();
         let current = required("current_password", current_password, &mut errors);
         let new = required("new_password", new_password, &mut errors);
+        if current.as_deref().is_some_and(password_too_long) {
+            errors.push(password_too_long_error("current_password"));
+        }
         if new
             .as_deref()
             .is_some_and(|p| !identity::password_is_acceptable(p))
@@ -290,7 +347,7 @@ impl App {
             return Err(AppError::Validation(errors));
         }
         let normalized = identity::normalize_email(&human.email);
-        self.sign_ins.check(&normalized, client)?;
+        let attempt = self.sign_ins.reserve(&normalized, client)?;
         let stored = self
             .store
             .reader()
@@ -300,7 +357,7 @@ impl App {
             .ok_or(AppError::Unauthorized)?
             .password_hash;
         if !self.passwords.verify(current, stored.clone()).await? {
-            self.sign_ins.failed(&normalized, client);
+            attempt.failed();
             return Err(AppError::field(
                 "current_password",
                 "wrong_password",
@@ -308,6 +365,8 @@ impl App {
                  sign-ins are paused for a while",
             ));
         }
+        // The right password: the place is released, nothing counted.
+        drop(attempt);
         let hash = self.passwords.hash(new).await?;
         let mut tx = self.store.begin().await?;
         let user = tx
@@ -429,6 +488,19 @@ impl App {
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
         };
+        // The token is looked up before the password is hashed: an unknown, used or expired
+        // token costs one read, never a place in the hashing pool. The conditional update
+        // below stays the one-time guard.
+        let usable = self
+            .store
+            .reader()
+            .await?
+            .invitation_by_hash(&hash)
+            .await?
+            .is_some_and(|i| i.accepted_at.is_none() && i.expires_at > now());
+        if !usable {
+            return Err(AppError::InvalidCredentials);
+        }
         let password_hash = self.passwords.hash(password).await?;
         let now = now();
         let mut tx = self.store.begin().await?;
@@ -455,6 +527,38 @@ impl App {
         tx.commit().await?;
         Ok(signed_in)
     }
+}
+
+/// Accounts of one email a sign-in without `organisation` looks at, oldest first.
+const SIGN_IN_CANDIDATES: i64 = 16;
+
+/// Longest `organisation` a sign-in may name (an organisation's name is 1–160 characters).
+const ORGANISATION_MAX: usize = 160;
+
+fn password_too_long(password: &str) -> bool {
+    password.chars().count() > identity::MAX_PASSWORD_CHARS
+}
+
+fn password_too_long_error(field: &str) -> FieldError {
+    FieldError::plain(
+        field,
+        "password_too_long",
+        format!(
+            "send a password of at most {} characters",
+            identity::MAX_PASSWORD_CHARS
+        ),
+    )
+}
+
+fn email_too_long(field: &str) -> FieldError {
+    FieldError::plain(
+        field,
+        "email_too_long",
+        format!(
+            "send an email address of at most {} characters",
+            identity::MAX_EMAIL_CHARS
+        ),
+    )
 }
 
 /// The validation error for a password that is too short or too long.

@@ -19,9 +19,14 @@ pub struct AppConfig {
     /// Requests a second per credential (0: no limit), and the burst above that rate.
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
-    /// Failed sign-ins per email and client address within `sign_in_window` (0: no limit).
+    /// Failed sign-ins per email (from any address) within `sign_in_window` (0: no limit).
     pub sign_in_failures: u32,
     pub sign_in_window: std::time::Duration,
+    /// Failed sign-ins per client address (any email) within `sign_in_window` (0: no limit).
+    pub sign_in_address_failures: u32,
+    /// Entries the failed-sign-in record holds at most (emails and addresses); over it, the
+    /// oldest windows are forgotten first.
+    pub sign_in_record_entries: usize,
     /// Whether an issuer is configured: approving then enqueues the issue job.
     pub issuer_configured: bool,
     /// How long a completed effect claim is kept (with the peer's stored response, for operators).
@@ -46,6 +51,8 @@ impl Default for AppConfig {
             rate_limit_burst: 200,
             sign_in_failures: 10,
             sign_in_window: std::time::Duration::from_secs(15 * 60),
+            sign_in_address_failures: DEFAULT_SIGN_IN_ADDRESS_FAILURES,
+            sign_in_record_entries: DEFAULT_SIGN_IN_RECORD_ENTRIES,
             issuer_configured: false,
             claim_retention: Duration::days(tauros_domain::effect::DEFAULT_RETENTION_DAYS),
             issuer_key_retention: Duration::hours(
@@ -55,6 +62,12 @@ impl Default for AppConfig {
         }
     }
 }
+
+/// Default: failed sign-ins per client address in a window (ten emails' worth of the
+/// per-email limit).
+pub const DEFAULT_SIGN_IN_ADDRESS_FAILURES: u32 = 100;
+/// Default: entries of the failed-sign-in record (docs/SECURITY.md: under 10 MiB).
+pub const DEFAULT_SIGN_IN_RECORD_ENTRIES: usize = 100_000;
 
 /// Half the machine's cores (at least one, at most four): sign-ins never take every core
 /// from the API.

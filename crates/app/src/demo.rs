@@ -41,15 +41,21 @@ pub struct DemoCredentials {
 }
 
 impl App {
+    /// The demo organisation's approver, if it is seeded.
+    async fn demo_approver(&self) -> AppResult<Option<tauros_store::UserRow>> {
+        let mut conn = self.store.reader().await?;
+        let Some(org) = conn.org_by_name(DEMO_ORG).await? else {
+            return Ok(None);
+        };
+        Ok(conn
+            .user_by_org_email(org.id, &identity::normalize_email(DEMO_APPROVER))
+            .await?)
+    }
+
     /// Seeds the demo organisation if it is not there yet. Every run prints a working agent
     /// key: only key hashes are stored, so on later runs the demo agent's key is rotated.
     pub async fn seed_demo(&self) -> AppResult<DemoCredentials> {
-        let existing = self
-            .store
-            .reader()
-            .await?
-            .user_by_email(&identity::normalize_email(DEMO_APPROVER))
-            .await?;
+        let existing = self.demo_approver().await?;
         let created = existing.is_none();
         if created {
             match self
@@ -61,10 +67,7 @@ impl App {
             }
         }
         let approver = self
-            .store
-            .reader()
-            .await?
-            .user_by_email(&identity::normalize_email(DEMO_APPROVER))
+            .demo_approver()
             .await?
             .ok_or_else(|| AppError::Internal("demo approver missing after seeding".into()))?;
         // The operator seeds the demo from the command line (`tauros serve --demo`): what it

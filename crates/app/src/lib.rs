@@ -48,7 +48,10 @@ pub use agents::{AgentCreated, AgentView, NewAgent};
 pub use app::{App, Parts};
 pub use auth::{Caller, Me, SignedIn};
 pub use bootstrap::BootstrapOutcome;
-pub use config::{AppConfig, WebhookConfig, default_password_threads};
+pub use config::{
+    AppConfig, DEFAULT_SIGN_IN_ADDRESS_FAILURES, DEFAULT_SIGN_IN_RECORD_ENTRIES, WebhookConfig,
+    default_password_threads,
+};
 pub use customers::{CustomerChange, CustomerView, NewCustomer};
 #[cfg(feature = "demo")]
 pub use demo::DemoCredentials;

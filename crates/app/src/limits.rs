@@ -5,18 +5,22 @@
 //! - Every credential (an agent's key, a human's session) has a token bucket: `per_second`
 //!   requests a second, bursts of `burst` (GCRA from the `governor` crate). One credential's
 //!   bucket never slows another's. `per_second = 0` turns it off.
-//! - Failed sign-ins are counted per (email, client address): after `max` failures within
-//!   `window`, further attempts are refused before any password work until the window that
-//!   began with the first failure has passed. `max = 0` turns it off.
+//! - Failed sign-ins are counted per email (from any address) and per client address (for
+//!   any email): once either reaches its limit within `window`, further attempts are refused
+//!   before any password work until the window that began with the first failure has passed.
+//!   An attempt reserves its place before the hash, so concurrent guesses cannot pass the
+//!   limit. A limit of 0 turns that count off. The record holds at most `cap` keys, each of a
+//!   fixed size (docs/SECURITY.md gives the bytes this bounds).
 
 use crate::error::{AppError, AppResult};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tauros_domain::identity;
 use uuid::Uuid;
 
 /// Buckets kept before idle ones are dropped (an idle bucket is full again, so nothing is lost).
@@ -53,69 +57,212 @@ impl CredentialLimits {
     }
 }
 
-/// Who tries to sign in: the normalized email and the client's address, if known.
-type Attempt = (String, Option<IpAddr>);
+/// What the failed-sign-in record counts: an email (by its digest, 32 bytes whatever the
+/// email) or a client address (an IPv6 address by its /64, which one client usually holds
+/// whole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Email([u8; 32]),
+    Address(IpAddr),
+}
 
-/// Failed sign-ins per attempt key: how many, since when.
+impl Key {
+    fn address(ip: IpAddr) -> Key {
+        Key::Address(match ip.to_canonical() {
+            IpAddr::V6(v6) => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(bits))
+            }
+            v4 => v4,
+        })
+    }
+}
+
+/// One key's window: failures counted in it, attempts in flight, and when it began.
+#[derive(Clone, Copy, Debug)]
+struct Count {
+    failures: u32,
+    pending: u32,
+    since: Instant,
+}
+
+/// Failed sign-ins per email (from any address) and per client address (for any email),
+/// counted in a window that begins with the first failure. An attempt reserves a place under
+/// both before its password is checked, so concurrent guesses cannot pass the limit together.
+/// At most `cap` keys are held; over it the oldest windows are forgotten first.
 #[derive(Clone)]
 pub(crate) struct SignInFailures {
-    max: u32,
+    per_email: u32,
+    per_address: u32,
     window: Duration,
-    seen: Arc<Mutex<HashMap<Attempt, (u32, Instant)>>>,
+    cap: usize,
+    seen: Arc<Mutex<HashMap<Key, Count>>>,
+}
+
+/// A place reserved for one sign-in attempt. [`Attempt::failed`] counts it as a failure,
+/// [`Attempt::succeeded`] clears the email's count; dropped otherwise (a busy pool, a database
+/// error), it is released and counts as nothing.
+pub(crate) struct Attempt {
+    record: SignInFailures,
+    keys: Vec<Key>,
 }
 
 impl SignInFailures {
-    pub(crate) fn new(max: u32, window: Duration) -> SignInFailures {
+    pub(crate) fn new(
+        per_email: u32,
+        per_address: u32,
+        window: Duration,
+        cap: usize,
+    ) -> SignInFailures {
         SignInFailures {
-            max,
+            per_email,
+            per_address,
             window,
+            cap: cap.max(2),
             seen: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
-    /// Refuses an attempt once `max` failures of this email and address fall in the window.
-    pub(crate) fn check(&self, email: &str, client: Option<IpAddr>) -> AppResult<()> {
-        if self.max == 0 {
-            return Ok(());
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Count>> {
+        // Plain counters, valid after any panic: keep counting.
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Entries held now.
+    pub(crate) fn entries(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Reserves a place for one attempt of `email` (normalized) from `client`, or refuses it
+    /// (`RateLimited`, with the seconds until the fullest window ends) when the failures and
+    /// attempts in flight of either already reach their limit.
+    pub(crate) fn reserve(&self, email: &str, client: Option<IpAddr>) -> AppResult<Attempt> {
+        let mut keys = Vec::with_capacity(2);
+        if self.per_email > 0 {
+            keys.push((Key::Email(identity::email_digest(email)), self.per_email));
         }
-        let Ok(seen) = self.seen.lock() else {
-            return Ok(());
-        };
-        match seen.get(&(email.to_owned(), client)) {
-            Some((count, since)) if *count >= self.max && since.elapsed() < self.window => {
-                Err(AppError::RateLimited {
-                    retry_after: whole_seconds(self.window - since.elapsed()),
-                })
+        if let (Some(ip), true) = (client, self.per_address > 0) {
+            keys.push((Key::address(ip), self.per_address));
+        }
+        let mut seen = self.lock();
+        let mut wait = None;
+        for (key, limit) in &keys {
+            if let Some(count) = seen.get_mut(key) {
+                self.expire(count);
+                if count.failures + count.pending >= *limit {
+                    let left = self.window.saturating_sub(count.since.elapsed());
+                    wait = wait.max(Some(left));
+                }
             }
-            _ => Ok(()),
+        }
+        if let Some(left) = wait {
+            return Err(AppError::RateLimited {
+                retry_after: whole_seconds(left),
+            });
+        }
+        for (key, _) in &keys {
+            self.entry(&mut seen, *key)?.pending += 1;
+        }
+        Ok(Attempt {
+            record: self.clone(),
+            keys: keys.into_iter().map(|(key, _)| key).collect(),
+        })
+    }
+
+    /// A window that is over starts again (its attempts in flight stay counted).
+    fn expire(&self, count: &mut Count) {
+        if count.since.elapsed() >= self.window {
+            count.failures = 0;
+            count.since = Instant::now();
         }
     }
 
-    /// Counts one failure.
-    pub(crate) fn failed(&self, email: &str, client: Option<IpAddr>) {
-        if self.max == 0 {
-            return;
-        }
-        let Ok(mut seen) = self.seen.lock() else {
-            return;
-        };
-        if seen.len() > RETAIN_ABOVE {
+    /// The count of `key`, made room for if it is new: windows that are over are dropped, then,
+    /// if the record is still full, the oldest eighth of the windows with nothing in flight.
+    /// Full of attempts in flight only: `Busy`.
+    fn entry<'a>(&self, seen: &'a mut HashMap<Key, Count>, key: Key) -> AppResult<&'a mut Count> {
+        if !seen.contains_key(&key) && seen.len() >= self.cap {
             let window = self.window;
-            seen.retain(|_, (_, since)| since.elapsed() < window);
+            seen.retain(|_, c| c.pending > 0 || c.since.elapsed() < window);
+            if seen.len() >= self.cap {
+                let mut idle: Vec<(Instant, Key)> = seen
+                    .iter()
+                    .filter(|(_, c)| c.pending == 0)
+                    .map(|(k, c)| (c.since, *k))
+                    .collect();
+                let evict = (seen.len() + 1 - self.cap)
+                    .max(self.cap / 8)
+                    .min(idle.len());
+                if evict == 0 {
+                    return Err(AppError::Busy);
+                }
+                idle.select_nth_unstable_by_key(evict - 1, |(since, _)| *since);
+                for (_, old) in &idle[..evict] {
+                    seen.remove(old);
+                }
+            }
         }
-        let entry = seen
-            .entry((email.to_owned(), client))
-            .or_insert((0, Instant::now()));
-        if entry.1.elapsed() >= self.window {
-            *entry = (0, Instant::now());
-        }
-        entry.0 += 1;
+        Ok(seen.entry(key).or_insert(Count {
+            failures: 0,
+            pending: 0,
+            since: Instant::now(),
+        }))
     }
 
-    /// A correct password clears the count of this email and address.
-    pub(crate) fn succeeded(&self, email: &str, client: Option<IpAddr>) {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.remove(&(email.to_owned(), client));
+    fn settle(&self, keys: &[Key], outcome: Option<bool>) {
+        let mut seen = self.lock();
+        for key in keys {
+            let count = match outcome {
+                // A failure is counted even if its entry was forgotten meanwhile.
+                Some(false) => match self.entry(&mut seen, *key) {
+                    Ok(count) => count,
+                    Err(_) => continue,
+                },
+                _ => match seen.get_mut(key) {
+                    Some(count) => count,
+                    None => continue,
+                },
+            };
+            count.pending = count.pending.saturating_sub(1);
+            match outcome {
+                Some(false) => {
+                    self.expire(count);
+                    if count.failures == 0 {
+                        count.since = Instant::now();
+                    }
+                    count.failures += 1;
+                }
+                // The right password clears its email's count, never the address's: one
+                // account of one's own must not reset a guessing address.
+                Some(true) if matches!(key, Key::Email(_)) => count.failures = 0,
+                _ => {}
+            }
+            if count.failures == 0 && count.pending == 0 {
+                seen.remove(key);
+            }
+        }
+    }
+}
+
+impl Attempt {
+    /// The password was wrong: one failure for the email and the address.
+    pub(crate) fn failed(mut self) {
+        let keys = std::mem::take(&mut self.keys);
+        self.record.settle(&keys, Some(false));
+    }
+
+    /// The password was right: the email's count is cleared.
+    pub(crate) fn succeeded(mut self) {
+        let keys = std::mem::take(&mut self.keys);
+        self.record.settle(&keys, Some(true));
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if !self.keys.is_empty() {
+            let keys = std::mem::take(&mut self.keys);
+            self.record.settle(&keys, None);
         }
     }
 }
@@ -148,21 +295,73 @@ mod tests {
         }
     }
 
+    fn limited(r: &AppResult<Attempt>) -> bool {
+        matches!(r, Err(AppError::RateLimited { retry_after }) if *retry_after > 800)
+    }
+
     #[test]
-    fn failed_sign_ins_lock_one_email_and_address_only() {
-        let failures = SignInFailures::new(2, Duration::from_secs(900));
-        let here = Some(IpAddr::from([127, 0, 0, 1]));
-        let there = Some(IpAddr::from([10, 0, 0, 1]));
-        failures.failed("a@example.com", here);
-        assert!(failures.check("a@example.com", here).is_ok());
-        failures.failed("a@example.com", here);
-        assert!(matches!(
-            failures.check("a@example.com", here),
-            Err(AppError::RateLimited { retry_after }) if retry_after > 800
-        ));
-        assert!(failures.check("a@example.com", there).is_ok());
-        assert!(failures.check("b@example.com", here).is_ok());
-        failures.succeeded("a@example.com", here);
-        assert!(failures.check("a@example.com", here).is_ok());
+    fn failures_count_per_email_across_addresses_and_per_address_across_emails() {
+        let record = SignInFailures::new(2, 3, Duration::from_secs(900), 100);
+        let ip = |n: u8| Some(IpAddr::from([10, 0, 0, n]));
+        record.reserve("a@example.com", ip(1)).unwrap().failed();
+        record.reserve("a@example.com", ip(2)).unwrap().failed();
+        assert!(limited(&record.reserve("a@example.com", ip(3))));
+        // 10.0.0.1 failed once; two more emails use up its three.
+        assert!(record.reserve("b@example.com", ip(9)).is_ok());
+        record.reserve("c@example.com", ip(1)).unwrap().failed();
+        record.reserve("d@example.com", ip(1)).unwrap().failed();
+        assert!(limited(&record.reserve("e@example.com", ip(1))));
+        assert!(record.reserve("e@example.com", ip(4)).is_ok());
+        // The right password clears the email's count, not the address's.
+        record.reserve("c@example.com", ip(5)).unwrap().succeeded();
+        assert!(record.reserve("c@example.com", ip(6)).is_ok());
+        assert!(limited(&record.reserve("c@example.com", ip(1))));
+    }
+
+    #[test]
+    fn places_in_flight_count_until_they_are_settled() {
+        let record = SignInFailures::new(2, 0, Duration::from_secs(900), 100);
+        let first = record.reserve("a@example.com", None).unwrap();
+        let second = record.reserve("a@example.com", None).unwrap();
+        assert!(limited(&record.reserve("a@example.com", None)));
+        // Released without an answer (a busy pool): the place is free again, nothing counted.
+        drop(second);
+        first.failed();
+        record.reserve("a@example.com", None).unwrap().failed();
+        assert!(limited(&record.reserve("a@example.com", None)));
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64_bit_prefix() {
+        let record = SignInFailures::new(0, 1, Duration::from_secs(900), 100);
+        let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same_net: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other_net: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        record.reserve("a@example.com", Some(one)).unwrap().failed();
+        assert!(limited(&record.reserve("b@example.com", Some(same_net))));
+        assert!(record.reserve("b@example.com", Some(other_net)).is_ok());
+    }
+
+    #[test]
+    fn the_record_never_holds_more_than_its_cap_and_forgets_the_oldest_first() {
+        let record = SignInFailures::new(3, 0, Duration::from_secs(900), 64);
+        for n in 0..1000 {
+            record
+                .reserve(&format!("user{n}@example.com"), None)
+                .unwrap()
+                .failed();
+            assert!(record.entries() <= 64, "{} entries", record.entries());
+        }
+        // The newest windows are kept.
+        for _ in 0..2 {
+            record
+                .reserve("user999@example.com", None)
+                .unwrap()
+                .failed();
+        }
+        assert!(limited(&record.reserve("user999@example.com", None)));
+        // What one entry costs, for docs/SECURITY.md.
+        let entry = std::mem::size_of::<(Key, Count)>();
+        assert!(entry <= 64, "{entry} bytes an entry");
     }
 }

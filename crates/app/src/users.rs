@@ -109,7 +109,7 @@ impl App {
             // Nothing is created yet, but an email that cannot be invited is said now, not
             // after a second approver has spent their attention on it.
             if tx
-                .user_by_email(&identity::normalize_email(email))
+                .user_by_org_email(inviter.org_id, &identity::normalize_email(email))
                 .await?
                 .is_some()
             {
@@ -311,7 +311,7 @@ fn email_taken() -> AppError {
     AppError::field(
         "email",
         "email_taken",
-        "a human with this email already exists; emails are unique across Tauros",
+        "a human with this email already exists in this organisation; send another email",
     )
 }
 

@@ -16,6 +16,9 @@ const INVITATION_PREFIX: &str = "tinv_";
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest password accepted; Argon2 cost grows with input, so unbounded input is a DoS vector.
 pub const MAX_PASSWORD_CHARS: usize = 1024;
+/// Longest email accepted anywhere (RFC 5321's path limit); a longer one is refused before any
+/// password work or bookkeeping.
+pub const MAX_EMAIL_CHARS: usize = 254;
 
 /// A human's role, fixed when the human is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -439,6 +442,12 @@ fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// A fixed-size key for a normalized email (its SHA-256), so that a record keyed by emails
+/// costs the same per entry whatever the email.
+pub fn email_digest(normalized: &str) -> [u8; 32] {
+    Sha256::digest(normalized.as_bytes()).into()
+}
+
 /// Normalizes an email for uniqueness and sign-in: trimmed and lowercased.
 pub fn normalize_email(email: &str) -> String {
     email.trim().to_lowercase()
@@ -448,7 +457,7 @@ pub fn normalize_email(email: &str) -> String {
 pub fn email_is_valid(email: &str) -> bool {
     let len = email.chars().count();
     if len == 0
-        || len > 254
+        || len > MAX_EMAIL_CHARS
         || email.chars().any(char::is_whitespace)
         || crate::text::unclean(email, crate::text::Lines::One).is_some()
     {

@@ -24,7 +24,7 @@ pub enum StoreError {
 pub enum Constraint {
     /// One organisation per name.
     OrgName,
-    /// One human per email, across organisations.
+    /// One human per email within an organisation.
     UserEmail,
     /// One bootstrap approver per organisation.
     OneBootstrapPerOrg,
@@ -58,7 +58,7 @@ impl Constraint {
     pub fn name(self) -> &'static str {
         match self {
             Constraint::OrgName => "orgs_name_key",
-            Constraint::UserEmail => "users_email_key",
+            Constraint::UserEmail => "users_org_email_key",
             Constraint::OneBootstrapPerOrg => "users_one_bootstrap_per_org",
             Constraint::SessionToken => "sessions_token_hash_key",
             Constraint::InvitationToken => "invitations_token_hash_key",
@@ -73,7 +73,7 @@ impl Constraint {
     pub fn sqlite_columns(self) -> &'static str {
         match self {
             Constraint::OrgName => "orgs.name",
-            Constraint::UserEmail => "users.email_normalized",
+            Constraint::UserEmail => "users.org_id, users.email_normalized",
             Constraint::OneBootstrapPerOrg => "users.org_id",
             Constraint::SessionToken => "sessions.token_hash",
             Constraint::InvitationToken => "invitations.token_hash",

@@ -137,7 +137,22 @@ pub struct AuditRow {
 pub trait IdentityRead: Send {
     async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>>;
     async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>>;
-    async fn user_by_email(&mut self, email_normalized: &str) -> StoreResult<Option<UserRow>>;
+    /// The humans holding `email_normalized` in any organisation, oldest first, at most
+    /// `limit` (sign-in names no organisation unless the client does).
+    async fn users_by_email(
+        &mut self,
+        email_normalized: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<UserRow>>;
+    /// The invitation whose token hashes to `hash`, used or not (the look-up that establishes
+    /// who is accepting).
+    async fn invitation_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<InvitationRow>>;
+    /// The human holding `email_normalized` in the organisation.
+    async fn user_by_org_email(
+        &mut self,
+        org_id: Uuid,
+        email_normalized: &str,
+    ) -> StoreResult<Option<UserRow>>;
     async fn user_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<UserRow>>;
     async fn session_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<(SessionRow, UserRow)>>;
     async fn agent_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>>;

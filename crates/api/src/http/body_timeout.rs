@@ -1,13 +1,18 @@
-//! The body progress limit: a request body that makes no progress for the body timeout is
-//! abandoned, and the request is answered 408 `timeout` with `Connection: close`.
+//! The body progress limits: a request body that makes no progress for the body timeout, or
+//! brings less than `min_bytes` in a progress window (1 KiB in 10 s by default), is abandoned,
+//! and the request is answered 408 `timeout` with `Connection: close`.
 //!
-//! The clock runs only while a handler waits for the next piece of the body, and starts again
-//! at every piece that arrives: a slow body that keeps moving is read to its end (the 1 MiB
-//! limit bounds its size), a stalled one is not waited on, and a handler busy with other work
-//! is never cut. (tower-http's `RequestBodyTimeoutLayer` bounds the whole body instead, which
-//! would cut a large body on a slow but honest link; docs/DECISIONS.md.)
+//! The stall clock runs only while a handler waits for the next piece of the body, and starts
+//! again at every piece that arrives: a stalled body is not waited on, and a handler busy with
+//! other work is never cut. The rate rule closes the gap that leaves: a body that trickles a
+//! byte just before each stall deadline would otherwise hold its connection for as long as
+//! the 1 MiB limit allows (a byte every 29 s). Its windows start when the handler first reads
+//! the body; a body shorter than `min_bytes` must simply be complete within one window. (tower-http's
+//! `RequestBodyTimeoutLayer` bounds the whole body instead, which would cut a large body on a
+//! slow but honest link; docs/DECISIONS.md.)
 
 use super::problem::ApiError;
+use super::serve::ConnectionLimits;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -16,15 +21,39 @@ use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-/// Wraps the request body in the progress clock; answers 408 if it ran out, whatever the
+/// The two body clocks of [`ConnectionLimits`].
+#[derive(Clone, Copy, Debug)]
+pub struct BodyClock {
+    /// No progress at all for this long: abandoned.
+    pub stall: Duration,
+    /// Less than `min_bytes` in a window of `window`: abandoned.
+    pub min_bytes: u64,
+    pub window: Duration,
+}
+
+impl From<&ConnectionLimits> for BodyClock {
+    fn from(limits: &ConnectionLimits) -> BodyClock {
+        BodyClock {
+            stall: limits.body_timeout,
+            min_bytes: limits.body_progress_min_bytes,
+            window: limits.body_progress_window,
+        }
+    }
+}
+
+/// Why a body was abandoned (0: it was not).
+const STALLED: u8 = 1;
+const TOO_SLOW: u8 = 2;
+
+/// Wraps the request body in the progress clocks; answers 408 if one ran out, whatever the
 /// handler made of the failed read.
 pub async fn body_progress(
-    State(limit): State<Duration>,
+    State(clock): State<BodyClock>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -32,31 +61,45 @@ pub async fn body_progress(
         // No body (most GETs): nothing to wait for.
         return next.run(request).await;
     }
-    let stalled = Arc::new(AtomicBool::new(false));
+    let abandoned = Arc::new(AtomicU8::new(0));
     let request = request.map(|body| {
         Body::new(Progress {
             inner: body,
-            limit,
+            clock,
             timer: None,
             armed: false,
-            stalled: Arc::clone(&stalled),
+            window: None,
+            abandoned: Arc::clone(&abandoned),
         })
     });
     let response = next.run(request).await;
-    if !stalled.load(Ordering::Acquire) {
-        return response;
-    }
-    tracing::info!(seconds = limit.as_secs_f64(), "request body stalled");
+    let detail = match abandoned.load(Ordering::Acquire) {
+        STALLED => {
+            tracing::info!(seconds = clock.stall.as_secs_f64(), "request body stalled");
+            format!(
+                "the request body stopped arriving for {} s; send the whole body again without \
+                 pausing",
+                clock.stall.as_secs_f64()
+            )
+        }
+        TOO_SLOW => {
+            tracing::info!(
+                min_bytes = clock.min_bytes,
+                seconds = clock.window.as_secs_f64(),
+                "request body too slow"
+            );
+            format!(
+                "the request body arrived slower than {} bytes in {} s; send the whole body \
+                 again, at least that fast",
+                clock.min_bytes,
+                clock.window.as_secs_f64()
+            )
+        }
+        _ => return response,
+    };
     metrics::counter!("http_timeouts_total", "limit" => "body").increment(1);
-    let mut response = ApiError::new(
-        StatusCode::REQUEST_TIMEOUT,
-        "timeout",
-        format!(
-            "the request body stopped arriving for {} s; send the whole body again without pausing",
-            limit.as_secs_f64()
-        ),
-    )
-    .into_response();
+    let mut response =
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout", detail).into_response();
     // The rest of the body may still be on its way; this connection cannot carry another
     // request after it.
     response
@@ -65,15 +108,49 @@ pub async fn body_progress(
     response
 }
 
-/// A request body whose reads fail once none has made progress for `limit`.
+/// The current progress window: the timer of its end, and the bytes it brought so far.
+struct Window {
+    timer: Pin<Box<Sleep>>,
+    bytes: u64,
+}
+
+/// A request body whose reads fail once none has made progress for `clock.stall`, or a
+/// window of `clock.window` brought less than `clock.min_bytes`.
 struct Progress {
     inner: Body,
-    limit: Duration,
+    clock: BodyClock,
     /// Kept across waits and reset, not reallocated, for each piece of the body.
     timer: Option<Pin<Box<Sleep>>>,
     /// Whether the timer counts the current wait (false again once a piece arrives).
     armed: bool,
-    stalled: Arc<AtomicBool>,
+    /// Started at the first read.
+    window: Option<Window>,
+    abandoned: Arc<AtomicU8>,
+}
+
+impl Progress {
+    fn abandon(&self, why: u8) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.abandoned.store(why, Ordering::Release);
+        Poll::Ready(Some(Err(stalled_error())))
+    }
+
+    /// Whether the current window is over without its bytes; a window that brought them is
+    /// followed by the next. Registers the window's timer with `cx`.
+    fn too_slow(&mut self, cx: &mut Context<'_>) -> bool {
+        let (min_bytes, length) = (self.clock.min_bytes, self.clock.window);
+        let Some(window) = &mut self.window else {
+            return false;
+        };
+        while window.timer.as_mut().poll(cx).is_ready() {
+            if window.bytes < min_bytes {
+                return true;
+            }
+            window.bytes = 0;
+            let next = Instant::now() + length;
+            window.timer.as_mut().reset(next);
+        }
+        false
+    }
 }
 
 impl http_body::Body for Progress {
@@ -84,16 +161,35 @@ impl http_body::Body for Progress {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        if self.stalled.load(Ordering::Relaxed) {
+        if self.abandoned.load(Ordering::Relaxed) != 0 {
             return Poll::Ready(Some(Err(stalled_error())));
+        }
+        if self.window.is_none() {
+            // The first read: the first window starts.
+            self.window = Some(Window {
+                timer: Box::pin(tokio::time::sleep(self.clock.window)),
+                bytes: 0,
+            });
         }
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             self.armed = false;
+            if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
+                && let Some(data) = data
+                && let Some(window) = &mut self.window
+            {
+                window.bytes = window.bytes.saturating_add(data.len() as u64);
+            }
+            if frame.is_some() && self.too_slow(cx) {
+                return self.abandon(TOO_SLOW);
+            }
             return Poll::Ready(frame);
+        }
+        if self.too_slow(cx) {
+            return self.abandon(TOO_SLOW);
         }
         let this = &mut *self;
         if !this.armed {
-            let deadline = Instant::now() + this.limit;
+            let deadline = Instant::now() + this.clock.stall;
             match &mut this.timer {
                 Some(timer) => timer.as_mut().reset(deadline),
                 None => this.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
@@ -103,8 +199,7 @@ impl http_body::Body for Progress {
         if let Some(timer) = &mut this.timer
             && timer.as_mut().poll(cx).is_ready()
         {
-            this.stalled.store(true, Ordering::Release);
-            return Poll::Ready(Some(Err(stalled_error())));
+            return this.abandon(STALLED);
         }
         Poll::Pending
     }

@@ -9,14 +9,18 @@
 //! the header timeout and leave no room for a longer idle timeout (docs/DECISIONS.md). One
 //! watchdog per connection enforces both instead, from what the connection's socket and its
 //! requests report.
+//!
+//! Besides the global cap, one client address may hold at most `max_connections_per_address`
+//! connections: one address cannot take every place of the global cap.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -35,6 +39,12 @@ pub const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 30;
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
 /// Default: connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default: connections served at once from one client address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 64;
+/// Default: bytes a request body must bring in every progress window.
+pub const DEFAULT_BODY_PROGRESS_MIN_BYTES: u64 = 1024;
+/// Default: seconds of the body progress window.
+pub const DEFAULT_BODY_PROGRESS_WINDOW_SECONDS: u64 = 10;
 
 /// What one client connection may hold, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +61,13 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Connections served at once from one client address (the socket's peer address); a
+    /// further one from that address is closed at once, unanswered.
+    pub max_connections_per_address: usize,
+    /// A request body must bring at least `body_progress_min_bytes` in every
+    /// `body_progress_window` (or end within it); else 408 `timeout` and the connection closes.
+    pub body_progress_min_bytes: u64,
+    pub body_progress_window: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -60,6 +77,9 @@ impl Default for ConnectionLimits {
             body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECONDS),
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            body_progress_min_bytes: DEFAULT_BODY_PROGRESS_MIN_BYTES,
+            body_progress_window: Duration::from_secs(DEFAULT_BODY_PROGRESS_WINDOW_SECONDS),
         }
     }
 }
@@ -107,6 +127,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let addresses = PerAddress::new(limits.max_connections_per_address);
     // `true` once shutdown began; each connection task holds a receiver, so the sender sees
     // every receiver gone when the last connection has ended.
     let (stopping, connections) = watch::channel(false);
@@ -154,13 +175,22 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(share) = addresses.admit(remote.ip()) else {
+            // Over its address's share: closed at once, unanswered, and its place in the
+            // global cap is free again at once (docs/DECISIONS.md).
+            tracing::debug!(client = %remote, "closing a connection: too many from its address");
+            metrics::counter!("http_connections_refused_total", "limit" => "per_address")
+                .increment(1);
+            drop(stream);
+            continue;
+        };
         tokio::spawn(connection(
             stream,
             remote,
             router.clone(),
             limits,
             connections.clone(),
-            slot,
+            (slot, share),
         ));
     }
     drop(listener);
@@ -179,15 +209,71 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
+/// Connections open per client address, each counted until its [`Share`] is dropped. Holds
+/// an entry only for an address with a connection open, so it is never larger than the global
+/// cap.
+#[derive(Clone)]
+struct PerAddress {
+    max: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerAddress {
+    fn new(max: usize) -> PerAddress {
+        PerAddress {
+            max: max.max(1),
+            open: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One more connection from `ip`, unless it already has `max` open.
+    fn admit(&self, ip: IpAddr) -> Option<Share> {
+        let ip = ip.to_canonical();
+        let mut open = self.lock();
+        let count = open.entry(ip).or_insert(0);
+        if *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(Share {
+            addresses: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One open connection of an address; dropped when the connection ends.
+struct Share {
+    addresses: PerAddress,
+    ip: IpAddr,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut open = self.addresses.lock();
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// Serves one connection until the client closes it, a limit closes it, or shutdown has let
-/// its in-flight request finish. Holding `_slot` is what counts it against the cap.
+/// its in-flight request finish. Holding `_held` (its place in the global cap and its
+/// address's share) is what counts it against both caps.
 async fn connection(
     stream: TcpStream,
     remote: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
     mut stopping: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    _held: (OwnedSemaphorePermit, Share),
 ) {
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {

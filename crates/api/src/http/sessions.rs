@@ -29,12 +29,17 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignInRequest {
-    /// The human's email (case-insensitive).
-    #[schema(value_type = String, required = true, example = "demo@tauros.local")]
+    /// The human's email (case-insensitive); at most 254 characters.
+    #[schema(value_type = String, required = true, example = "demo@tauros.local", max_length = 254)]
     pub email: Option<String>,
-    /// The password set on accepting the invitation (or with `bootstrap-approver`).
-    #[schema(value_type = String, required = true, example = "tauros-demo-password")]
+    /// The password set on accepting the invitation (or with `bootstrap-approver`); at most
+    /// 1024 characters.
+    #[schema(value_type = String, required = true, example = "tauros-demo-password", max_length = 1024)]
     pub password: Option<String>,
+    /// Which of the email's organisations to sign in to (its id or its name), when the email
+    /// has an account in several. Left out: the email's oldest account that may sign in.
+    #[schema(value_type = String, required = false, max_length = 160, example = "Demo")]
+    pub organisation: Option<String>,
 }
 
 /// A human.
@@ -94,12 +99,16 @@ impl From<SignedIn> for SessionResponse {
 
 /// Sign in with email and password.
 ///
-/// Wrong email and wrong password get the same answer.
+/// Wrong email, wrong password and an `organisation` the email has no account in get the same
+/// answer. An email over 254 characters or a password over 1024 is a 422 before any other
+/// work. Failed sign-ins are counted per email (from every address) and per client address
+/// (for every email); over either limit, attempts wait (429) until the window ends.
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SignInRequest,
     responses(
         (status = 201, description = "Signed in", body = SessionResponse),
         (status = 401, description = "`invalid_credentials`", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`: too many failed sign-ins for this email and address; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: a missing field, an email over 254 characters or a password over 1024", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: too many failed sign-ins for this email, or from this address; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn sign_in(
     State(state): State<AppState>,
@@ -108,7 +117,12 @@ async fn sign_in(
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
     let signed_in = state
         .app
-        .sign_in(body.email.as_deref(), body.password, client)
+        .sign_in(
+            body.email.as_deref(),
+            body.password,
+            body.organisation.as_deref(),
+            client,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
@@ -147,8 +161,8 @@ async fn sign_out_everywhere(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
-    /// The password the human signs in with now.
-    #[schema(value_type = String, required = true)]
+    /// The password the human signs in with now (at most 1024 characters).
+    #[schema(value_type = String, required = true, max_length = 1024)]
     pub current_password: Option<String>,
     /// The new password: 12 to 1024 characters.
     #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]

@@ -28,7 +28,8 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InviteRequest {
-    /// Their email (unique across Tauros): one `@`, no spaces inside.
+    /// Their email (unique within the organisation; another organisation's humans do not
+    /// matter): one `@`, no spaces inside.
     #[schema(
         value_type = String,
         required = true,

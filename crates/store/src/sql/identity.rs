@@ -29,8 +29,37 @@ impl<U: Backend> IdentityRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn user_by_email(&mut self, email_normalized: &str) -> StoreResult<Option<UserRow>> {
-        query_as("select * from users where email_normalized = $1")
+    async fn users_by_email(
+        &mut self,
+        email_normalized: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<UserRow>> {
+        query_as(
+            "select * from users where email_normalized = $1
+             order by created_at, id limit $2",
+        )
+        .bind(email_normalized)
+        .bind(limit)
+        .fetch_all(self)
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn invitation_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<InvitationRow>> {
+        query_as("select * from invitations where token_hash = $1")
+            .bind(hash)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn user_by_org_email(
+        &mut self,
+        org_id: Uuid,
+        email_normalized: &str,
+    ) -> StoreResult<Option<UserRow>> {
+        query_as("select * from users where org_id = $1 and email_normalized = $2")
+            .bind(org_id)
             .bind(email_normalized)
             .fetch_optional(self)
             .await

@@ -1,4 +1,5 @@
-// Sign-in: email and password → POST /v1/sessions → a session token for this tab.
+// Sign-in: email and password (and, for an email with accounts in several organisations, which
+// one) → POST /v1/sessions → a session token for this tab.
 
 import { api, startSession, ApiError, describe } from "./api.js";
 import { h, replace, notice, field } from "./dom.js";
@@ -14,15 +15,30 @@ export function render(main, { message, onSignedIn }) {
     "Password",
     h("input", { type: "password", name: "password", autocomplete: "current-password", required: true }),
   );
+  const organisation = field(
+    "Organisation (optional)",
+    h("input", { type: "text", name: "organisation", autocomplete: "organization", maxlength: "160" }),
+    "Only if your email has accounts in several organisations: the one to sign in to.",
+  );
   const result = h("div", { id: "signin-result" });
   const submit = h("button", { type: "submit", class: "btn btn-primary" }, "Sign in");
-  const form = h("form", { class: "signin-form", novalidate: true }, email.field, password.field, result, submit);
+  const form = h(
+    "form",
+    { class: "signin-form", novalidate: true },
+    email.field,
+    password.field,
+    organisation.field,
+    result,
+    submit,
+  );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     email.setError(null);
     password.setError(null);
     replace(result);
     const body = { email: email.input.value.trim(), password: password.input.value };
+    const named = organisation.input.value.trim();
+    if (named) body.organisation = named;
     if (!body.email) email.setError("Enter your email.");
     if (!body.password) password.setError("Enter your password.");
     if (!body.email || !body.password) {
