@@ -18,6 +18,7 @@ mod agents;
 mod architecture;
 mod auth;
 mod authorization;
+mod bounds;
 mod bodies;
 mod bootstrap;
 mod capabilities;

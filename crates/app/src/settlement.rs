@@ -26,6 +26,7 @@ use crate::schema::{InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema,
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
+use tauros_domain::bounds;
 use tauros_domain::currency::Currency;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
@@ -274,11 +275,13 @@ impl App {
         rows.into_iter().map(payment_view).collect()
     }
 
-    /// One payment the human may see, with every event reported about it, oldest first.
+    /// One payment the human may see, with a page of the events reported about it, oldest
+    /// first (`page.after`: the last event's id of the page before).
     pub async fn get_payment(
         &self,
         actor: &Actor,
         id: Uuid,
+        page: PageRequest,
     ) -> AppResult<(PaymentView, Vec<SettlementEventView>)> {
         let human = actor.human()?;
         let mut conn = self.store.reader().await?;
@@ -298,7 +301,7 @@ impl App {
         }
         let summary = summary_of(&payment)?;
         let events = conn
-            .settlement_events(human.org_id, payment.id)
+            .settlement_events(human.org_id, payment.id, page.into())
             .await?
             .into_iter()
             .map(|e| event_view(e, &payment.source_payment_id, &summary))
@@ -411,6 +414,12 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     if !tx.insert_settlement_event(&row).await? {
         return Ok(Attempt::Redelivered);
     }
+    // Bounds per record: a new event beyond the payment's 100 is kept nowhere (the error rolls
+    // the whole attempt back, the payment and the event with it). Checked after the insert, so
+    // that a redelivery of a kept event still replays.
+    if !inserted {
+        bounds::admit_event(payment.event_count)?;
+    }
 
     // 5. The payment with this event folded in, matched to the invoice it names.
     let summary = if inserted {
@@ -423,6 +432,18 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     // A payment an approver allocated stays on the invoice it was allocated to.
     if payment.resolution != Some(ResolveAction::Allocate) {
         payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
+    }
+    // Bounds per record: a payment newly matched to an invoice that has its 1,000 already is
+    // kept nowhere. The count reads the invoice's index entries under its lock (at most the
+    // bound), never its events.
+    if let Some(invoice_id) = payment.invoice_id
+        && was_matched_to != Some(invoice_id)
+    {
+        let matched = tx.payment_count_of_invoice(org_id, invoice_id).await?;
+        bounds::admit_payment(
+            usize::try_from(matched).unwrap_or(usize::MAX),
+            bounds::MAX_PAYMENTS_PER_INVOICE,
+        )?;
     }
     payment.agent_id = match payment.invoice_id {
         Some(id) => invoice_in(&invoices, id)?.agent_id,

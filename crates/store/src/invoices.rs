@@ -222,14 +222,26 @@ pub trait InvoiceRead: Send {
         number: &str,
     ) -> StoreResult<Option<Uuid>>;
     async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>>;
-    async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>>;
+    /// A page of the invoice's revisions, oldest first; `page.after` is a revision's id.
+    async fn revisions(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<RevisionRow>>;
     async fn decision_for_revision(
         &mut self,
         org_id: Uuid,
         revision_id: Uuid,
     ) -> StoreResult<Option<DecisionRow>>;
     async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>>;
-    async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>>;
+    /// A page of the invoice's audit trail in `seq` order; `page.after` is an event's id.
+    async fn events(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<EventRow>>;
     /// One event, by its id (a webhook delivery's `webhook-id`).
     async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>>;
 }

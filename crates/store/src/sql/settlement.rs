@@ -1,7 +1,7 @@
 //! Payments and settlement events: `SettlementRead` and `SettlementWrite` for every backend's
 //! unit of work. Reads that lock the rows they return append the backend's `for update`.
 
-use super::{Backend, Query, for_update, query, query_as};
+use super::{Backend, Query, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
 use crate::query::Page;
 use crate::settlement::*;
@@ -94,17 +94,34 @@ impl<U: Backend> SettlementRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn payment_count_of_invoice(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+    ) -> StoreResult<i64> {
+        query_scalar("select count(*) from payments where org_id = $1 and invoice_id = $2")
+            .bind(org_id)
+            .bind(invoice_id)
+            .fetch_one(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn settlement_events(
         &mut self,
         org_id: Uuid,
         payment_id: Uuid,
+        page: Page,
     ) -> StoreResult<Vec<SettlementEventRow>> {
         query_as(
             "select * from settlement_events where org_id = $1 and payment_id = $2
-             order by id",
+               and ($3 is null or id > $3)
+             order by id limit $4",
         )
         .bind(org_id)
         .bind(payment_id)
+        .bind(page.after)
+        .bind(page.limit)
         .fetch_all(self)
         .await
     }
