@@ -703,7 +703,12 @@ impl Case<'_> {
             slot,
             step
         );
-        let revisions = self.app.app.list_revisions(agent, r.id, whole_history()).await.unwrap();
+        let revisions = self
+            .app
+            .app
+            .list_revisions(agent, r.id, whole_history())
+            .await
+            .unwrap();
         prop_assert_eq!(revisions.len(), m.revisions.len());
         r.revisions = revisions
             .iter()
@@ -734,7 +739,12 @@ impl Case<'_> {
             );
             prop_assert_eq!(&d.payload_hash, &r.revisions[index].1);
         }
-        let events = self.app.app.list_events(agent, r.id, whole_history()).await.unwrap();
+        let events = self
+            .app
+            .app
+            .list_events(agent, r.id, whole_history())
+            .await
+            .unwrap();
         prop_assert_eq!(events.len() as i64, m.events, "events of slot {}", slot);
         Ok(())
     }

@@ -16,7 +16,7 @@ use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
 use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
-use crate::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
+use crate::invoices::{InvoiceView, caller, joined_view, reconcile_payment};
 use crate::lists::{PageRequest, list_filter};
 use crate::payments::{
     currency, effective_summary, facts_of, invoice_ref_id, invoice_ref_number, set_standing,
@@ -422,6 +422,12 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     }
 
     // 5. The payment with this event folded in, matched to the invoice it names.
+    // What the payment counted as before this event (for the invoice's running figures).
+    let was_counted = if inserted {
+        None
+    } else {
+        Some(effective_summary(&payment)?)
+    };
     let summary = if inserted {
         PaymentSummary::of(&v.observation)
     } else {
@@ -434,12 +440,11 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
         payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
     }
     // Bounds per record: a payment newly matched to an invoice that has its 1,000 already is
-    // kept nowhere. The count reads the invoice's index entries under its lock (at most the
-    // bound), never its events.
+    // kept nowhere. The count is the invoice's own running figure, read under its lock.
     if let Some(invoice_id) = payment.invoice_id
         && was_matched_to != Some(invoice_id)
     {
-        let matched = tx.payment_count_of_invoice(org_id, invoice_id).await?;
+        let matched = invoice_in(&invoices, invoice_id)?.payment_count;
         bounds::admit_payment(
             usize::try_from(matched).unwrap_or(usize::MAX),
             bounds::MAX_PAYMENTS_PER_INVOICE,
@@ -472,9 +477,14 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
         .collect();
     touched.sort();
     touched.dedup();
+    // One event changes one payment: each invoice it touches is reconciled from its running
+    // figures (`reconcile_payment`), reading no other payment and no event unless payments are
+    // or become overpaid.
     for id in touched {
         let invoice = invoice_mut(&mut invoices, id)?;
-        reconcile_invoice(&mut *tx, invoice, actor, &cause).await?;
+        let before = was_counted.as_ref().filter(|_| was_matched_to == Some(id));
+        let now = (payment.invoice_id == Some(id)).then_some(&mut payment);
+        reconcile_payment(&mut *tx, invoice, before, now, actor, &cause).await?;
     }
 
     let payment = tx

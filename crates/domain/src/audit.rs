@@ -103,7 +103,12 @@ impl Default for ChainWalk {
 
 impl ChainWalk {
     /// Checks the next event of the trail: `Err(seq)` at the first broken link.
-    pub fn step(&mut self, fields: &EventFields<'_>, prev_hash: &str, hash: &str) -> Result<(), i32> {
+    pub fn step(
+        &mut self,
+        fields: &EventFields<'_>,
+        prev_hash: &str,
+        hash: &str,
+    ) -> Result<(), i32> {
         if fields.seq != self.expected_seq
             || prev_hash != self.expected_prev
             || event_hash(prev_hash, fields) != hash

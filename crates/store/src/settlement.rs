@@ -139,10 +139,6 @@ pub trait SettlementRead: Send {
         source: &str,
         source_event_id: &str,
     ) -> StoreResult<Option<SettlementEventRow>>;
-    /// How many payments are matched to the invoice (an index count, at most the bound per
-    /// invoice plus one).
-    async fn payment_count_of_invoice(&mut self, org_id: Uuid, invoice_id: Uuid)
-    -> StoreResult<i64>;
     /// A page of the payment's events, in the order they arrived; `page.after` is an event's
     /// id.
     async fn settlement_events(

@@ -564,6 +564,8 @@ impl KeyedCreate for NewDraft<'_> {
             issuing_reason: None,
             issuing_job_id: None,
             issue_version: 1,
+            payment_count: 0,
+            counted_minor: None,
         };
         let event = next_event(
             &mut invoice,

@@ -3,7 +3,8 @@
 //! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown. A 4xx from
 //! `POST` other than 408, 409, 425 and 429 is a refusal (`Executed::Rejected` with the peer's
 //! reason), which the attempt confirms with one recovery before it counts. An answer longer than
-//! [`MAX_ANSWER_BYTES`] is no answer: the outcome is unknown (recovered like a timeout).
+//! [`MAX_ANSWER_BYTES`] (1 MiB + 64 KiB) is no answer: the outcome is unknown (recovered like a
+//! timeout), and no more of it is read.
 
 use super::IssuerAdapter;
 use async_trait::async_trait;
@@ -36,10 +37,12 @@ impl HttpIssuer {
     }
 }
 
-/// The most of a peer's answer that is read (64 KiB; docs/PEER.md). A peer's answer is an
-/// issued invoice's number and a few fields; one longer than this is not an answer Tauros
-/// keeps, so it is an unknown outcome (recovered later), never a success.
-pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The most of a peer's answer that is read (docs/PEER.md): the wire format's largest request
+/// (1 MiB), which the answer echoes as `request`, plus 64 KiB for the peer's own members. An
+/// invoice Tauros sends is far smaller (100 lines of 500 characters: about 200 KB at worst), so
+/// a well-behaved peer always fits; a longer answer is not one Tauros keeps: an unknown outcome
+/// (recovered later), never a success.
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024 + 64 * 1024;
 
 /// A peer's answer is a JSON object of at most [`MAX_ANSWER_BYTES`]; anything else is not an
 /// answer. The body is read chunk by chunk and dropped as soon as it is too long, whatever
@@ -124,12 +127,12 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A peer that answers every request `status` with a JSON object of `size` bytes (a
+    /// A peer that answers every request `status` with a JSON object of exactly `size` bytes (a
     /// well-formed answer, only too long).
     async fn peer(status: u16, size: usize) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let filler = "x".repeat(size.saturating_sub(20));
+        let filler = "x".repeat(size.saturating_sub(r#"{"number":"N-1","x":""}"#.len()));
         let body = format!(r#"{{"number":"N-1","x":"{filler}"}}"#);
         tokio::spawn(async move {
             loop {
@@ -160,8 +163,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_answer_over_64_kib_is_an_unknown_outcome_never_a_success() {
-        let url = peer(200, 4 * 1024 * 1024).await;
+    async fn an_answer_over_the_bound_is_an_unknown_outcome_never_a_success() {
+        let url = peer(200, MAX_ANSWER_BYTES + 1).await;
         let executed = issuer(&url)
             .execute(Uuid::nil(), &serde_json::json!({}))
             .await;
@@ -171,8 +174,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_answer_within_64_kib_is_read() {
-        let url = peer(200, 60 * 1024).await;
+    async fn an_answer_within_the_bound_is_read() {
+        // The echo of the largest request the wire format allows, and the peer's own members.
+        let url = peer(200, MAX_ANSWER_BYTES).await;
         let executed = issuer(&url)
             .execute(Uuid::nil(), &serde_json::json!({}))
             .await;

@@ -246,6 +246,21 @@ impl<U: Backend> InvoiceWrite for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn set_settlement_figures(&mut self, i: &InvoiceRow) -> StoreResult<()> {
+        query(
+            "update invoices set payment_count = $3, counted_minor = $4
+             where org_id = $1 and id = $2",
+        )
+        .bind(i.org_id)
+        .bind(i.id)
+        .bind(i.payment_count)
+        .bind(&i.counted_minor)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn update_invoice(&mut self, i: &InvoiceRow) -> StoreResult<()> {
         query(
             "update invoices set state = $3, cancelled_by = $4, number = $5,

@@ -1,7 +1,7 @@
 //! Payments and settlement events: `SettlementRead` and `SettlementWrite` for every backend's
 //! unit of work. Reads that lock the rows they return append the backend's `for update`.
 
-use super::{Backend, Query, for_update, query, query_as, query_scalar};
+use super::{Backend, Query, for_update, query, query_as};
 use crate::error::StoreResult;
 use crate::query::Page;
 use crate::settlement::*;
@@ -91,19 +91,6 @@ impl<U: Backend> SettlementRead for U {
         .bind(source_event_id)
         .fetch_optional(self)
         .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn payment_count_of_invoice(
-        &mut self,
-        org_id: Uuid,
-        invoice_id: Uuid,
-    ) -> StoreResult<i64> {
-        query_scalar("select count(*) from payments where org_id = $1 and invoice_id = $2")
-            .bind(org_id)
-            .bind(invoice_id)
-            .fetch_one(self)
-            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -187,7 +187,9 @@ pub(super) async fn list_events(
     IdPath(id): IdPath,
     params: ListParams,
 ) -> Result<Json<EventList>, ApiError> {
-    Ok(Json(use_cases::events(&state.app, &actor, id, params).await?))
+    Ok(Json(
+        use_cases::events(&state.app, &actor, id, params).await?,
+    ))
 }
 
 /// Re-seal every revision and re-walk the event chain (humans).
