@@ -21,7 +21,10 @@ both_backends!(
     incremental_payment_figures_agree_with_a_full_recomputation,
 );
 
-both_backends!(backend: the_1001st_payment_of_an_invoice_is_409_limit_reached_and_kept_nowhere);
+both_backends!(backend:
+    the_1001st_payment_of_an_invoice_is_409_limit_reached_and_kept_nowhere,
+    a_peer_answer_over_the_bound_leaves_the_issue_unknown_and_the_claim_processing,
+);
 
 fn revise_body(step: usize) -> Value {
     json!({
@@ -449,4 +452,71 @@ async fn incremental_payment_figures_agree_with_a_full_recomputation(app: TestAp
             assert_eq!(kept, counted.to_string(), "after event {n}");
         }
     }
+}
+
+/// A peer that answers every request with a well-formed JSON object longer than the bound the
+/// `http` issuer reads (2 MiB); returns its invoices URL.
+async fn oversized_peer() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let filler = "x".repeat(2 * 1024 * 1024);
+    let body = std::sync::Arc::new(format!(r#"{{"peer_id":"p","filler":"{filler}"}}"#));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let body = std::sync::Arc::clone(&body);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 256 * 1024];
+                let _ = socket.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}/invoices")
+}
+
+async fn a_peer_answer_over_the_bound_leaves_the_issue_unknown_and_the_claim_processing(
+    backend: Backend,
+) {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tauros_app::issuing::{HttpIssuer, Issuer};
+    let config = AppConfig {
+        issuer_configured: true,
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let b = app.billing().await;
+    let pending = app.pending(&b, "to-issue").await;
+    let res = app.approve(&b.org.approver_token, &pending).await;
+    let invoice = expect_status(res, StatusCode::OK).await["invoice"].clone();
+
+    let timeout = Duration::from_secs(10);
+    let adapter = HttpIssuer::new(&oversized_peer().await, timeout).unwrap();
+    let issuer = Issuer::new(Arc::new(adapter), timeout, None);
+    let failed = issuer
+        .issue(
+            &app.app,
+            b.org.org_id,
+            crate::helpers::uuid_of(&invoice["id"]),
+        )
+        .await;
+    assert_eq!(
+        failed.unwrap_err().to_string(),
+        tauros_domain::effect::EffectFailure::OutcomeUnknown.to_string(),
+        "an over-long answer is no answer"
+    );
+    let now = app.invoice(&b.org.approver_token, id_of(&invoice)).await;
+    assert_eq!(now["state"], "approved", "never a success");
+    let processing = app
+        .sql_count("select count(*) from effect_claims where state = 'processing'")
+        .await;
+    assert_eq!(processing, 1, "the claim stays the recovery point");
 }
