@@ -225,7 +225,7 @@ pub struct PaymentResolved {
         (status = 201, description = "Recorded and reconciled", body = SettlementEventRecorded),
         (status = 200, description = "A redelivery: the event, its payment and invoice as they are now; nothing written", body = SettlementEventRecorded),
         (status = 403, description = "`forbidden`: humans read payments, they do not report them", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body; `limit_reached`: the payment has its 100 events, or its invoice its 1,000 payments (kept nowhere)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn record_settlement_event(
     State(state): State<AppState>,
@@ -348,7 +348,7 @@ async fn get_payment(
         (status = 202, description = "Four eyes is on: proposed; another approver confirms `change`", body = PaymentResolved),
         (status = 403, description = "`forbidden`: only approvers resolve payments", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body; `limit_reached`: `allocate` to an invoice that has its 1,000 payments", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: a member is missing or broken (`action`, `invoice_id`, `amount`, `reason`, the key); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resolve_payment(

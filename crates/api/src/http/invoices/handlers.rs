@@ -217,7 +217,7 @@ pub(super) async fn verify_invoice(
         (status = 200, description = "Revised, or unchanged (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden`: only the proposing agent revises", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`; `revision_limit`: the invoice has its 100 revisions (submit it as it is, or cancel it and create a new invoice); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn revise(
     State(state): State<AppState>,
