@@ -258,6 +258,12 @@ async fn mcp_get_invoice_answers_a_bounded_page_of_events(app: TestApp) {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["seq"], 101);
     assert_eq!(next["events_next_cursor"], Value::Null);
+
+    // Verify walks 100 revisions and 101 events page by page, across the page boundary.
+    let report = app.verify(&b.org.approver_token, &id).await;
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["revisions"].as_array().unwrap().len(), 100);
+    assert_eq!(report["events"]["ok"], true);
 }
 
 /// What an MCP tool answers `key` (it must succeed).
