@@ -214,7 +214,12 @@ async fn events_of(
     id: &str,
     action: &str,
 ) -> usize {
-    let v = get_json(http, &format!("{base}/v1/invoices/{id}/events"), token).await;
+    let v = get_json(
+        http,
+        &format!("{base}/v1/invoices/{id}/events?limit=100"),
+        token,
+    )
+    .await;
     v["items"]
         .as_array()
         .map_or(0, |a| a.iter().filter(|e| e["action"] == action).count())

@@ -22,6 +22,7 @@ mod authority;
 mod authorization;
 mod bodies;
 mod bootstrap;
+mod bounds;
 mod capabilities;
 mod concurrency;
 mod console;

@@ -48,7 +48,8 @@ pub enum AppError {
     /// The command conflicts with the current state of the record (409 with `code`).
     #[error("conflict {code}: {detail}")]
     Conflict {
-        /// Stable code (`stale_revision`, `payload_mismatch`, …).
+        /// Stable code (`stale_revision`, `payload_mismatch`, `revision_limit`, `limit_reached`,
+        /// …).
         code: &'static str,
         /// What to do instead.
         detail: String,
@@ -91,6 +92,16 @@ impl From<StoreError> for AppError {
             // What the serial order gives when the delete comes first: the record is unknown.
             StoreError::ReferenceGone(_) => AppError::NotFound,
             other => AppError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// A bound per record (`revision_limit`, `limit_reached`): 409, nothing written.
+impl From<tauros_domain::bounds::Bound> for AppError {
+    fn from(bound: tauros_domain::bounds::Bound) -> Self {
+        AppError::Conflict {
+            code: bound.code(),
+            detail: bound.detail(),
         }
     }
 }

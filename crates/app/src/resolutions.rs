@@ -411,12 +411,19 @@ async fn apply(
     payment.resolution = Some(row.action);
     payment.resolved_amount_minor = amount.map(|a| a.to_string());
     if let Some(target) = row.invoice_id {
-        let agent_id = locked
+        let (agent_id, matched) = locked
             .invoices
             .iter()
             .find(|i| i.id == target)
-            .map(|i| i.agent_id)
+            .map(|i| (i.agent_id, i.payment_count))
             .ok_or_else(|| AppError::Internal("allocated invoice not locked".into()))?;
+        // Bounds per record: allocating does not take an invoice past its 1,000 payments.
+        if was_matched_to != Some(target) {
+            tauros_domain::bounds::admit_payment(
+                usize::try_from(matched).unwrap_or(usize::MAX),
+                tauros_domain::bounds::MAX_PAYMENTS_PER_INVOICE,
+            )?;
+        }
         payment.invoice_id = Some(target);
         payment.agent_id = agent_id;
     }

@@ -16,7 +16,7 @@ use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
 use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
-use crate::invoices::{InvoiceView, caller, joined_view, reconcile_invoice};
+use crate::invoices::{InvoiceView, caller, joined_view, reconcile_payment};
 use crate::lists::{PageRequest, list_filter};
 use crate::payments::{
     currency, effective_summary, facts_of, invoice_ref_id, invoice_ref_number, set_standing,
@@ -26,6 +26,7 @@ use crate::schema::{InvoiceStateSchema, PaymentStateSchema, PaymentStatusSchema,
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
+use tauros_domain::bounds;
 use tauros_domain::currency::Currency;
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{InvoiceState, OrgSettings};
@@ -281,11 +282,13 @@ impl App {
         rows.into_iter().map(payment_view).collect()
     }
 
-    /// One payment the human may see, with every event reported about it, oldest first.
+    /// One payment the human may see, with a page of the events reported about it, oldest
+    /// first (`page.after`: the last event's id of the page before).
     pub async fn get_payment(
         &self,
         actor: &Actor,
         id: Uuid,
+        page: PageRequest,
     ) -> AppResult<(PaymentView, Vec<SettlementEventView>)> {
         let human = actor.human()?;
         let mut conn = self.store.reader().await?;
@@ -305,7 +308,7 @@ impl App {
         }
         let summary = summary_of(&payment)?;
         let events = conn
-            .settlement_events(human.org_id, payment.id)
+            .settlement_events(human.org_id, payment.id, page.into())
             .await?
             .into_iter()
             .map(|e| event_view(e, &payment.source_payment_id, &summary))
@@ -418,8 +421,20 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     if !tx.insert_settlement_event(&row).await? {
         return Ok(Attempt::Redelivered);
     }
+    // Bounds per record: a new event beyond the payment's 100 is kept nowhere (the error rolls
+    // the whole attempt back, the payment and the event with it). Checked after the insert, so
+    // that a redelivery of a kept event still replays.
+    if !inserted {
+        bounds::admit_event(payment.event_count)?;
+    }
 
     // 5. The payment with this event folded in, matched to the invoice it names.
+    // What the payment counted as before this event (for the invoice's running figures).
+    let was_counted = if inserted {
+        None
+    } else {
+        Some(effective_summary(&payment)?)
+    };
     let summary = if inserted {
         PaymentSummary::of(&v.observation)
     } else {
@@ -430,6 +445,17 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     // A payment an approver allocated stays on the invoice it was allocated to.
     if payment.resolution != Some(ResolveAction::Allocate) {
         payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
+    }
+    // Bounds per record: a payment newly matched to an invoice that has its 1,000 already is
+    // kept nowhere. The count is the invoice's own running figure, read under its lock.
+    if let Some(invoice_id) = payment.invoice_id
+        && was_matched_to != Some(invoice_id)
+    {
+        let matched = invoice_in(&invoices, invoice_id)?.payment_count;
+        bounds::admit_payment(
+            usize::try_from(matched).unwrap_or(usize::MAX),
+            bounds::MAX_PAYMENTS_PER_INVOICE,
+        )?;
     }
     payment.agent_id = match payment.invoice_id {
         Some(id) => invoice_in(&invoices, id)?.agent_id,
@@ -458,9 +484,14 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
         .collect();
     touched.sort();
     touched.dedup();
+    // One event changes one payment: each invoice it touches is reconciled from its running
+    // figures (`reconcile_payment`), reading no other payment and no event unless payments are
+    // or become overpaid.
     for id in touched {
         let invoice = invoice_mut(&mut invoices, id)?;
-        reconcile_invoice(&mut *tx, invoice, actor, &cause).await?;
+        let before = was_counted.as_ref().filter(|_| was_matched_to == Some(id));
+        let now = (payment.invoice_id == Some(id)).then_some(&mut payment);
+        reconcile_payment(&mut *tx, invoice, before, now, actor, &cause).await?;
     }
 
     let payment = tx

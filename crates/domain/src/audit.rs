@@ -78,17 +78,47 @@ pub fn event_hash(prev_hash: &str, e: &EventFields<'_>) -> String {
 pub fn first_break<'a>(
     events: impl IntoIterator<Item = (EventFields<'a>, &'a str, &'a str)>,
 ) -> Option<i32> {
-    let mut expected_prev = GENESIS.to_owned();
-    for (expected_seq, (fields, prev_hash, hash)) in (1..).zip(events) {
-        if fields.seq != expected_seq
-            || prev_hash != expected_prev
-            || event_hash(prev_hash, &fields) != hash
-        {
-            return Some(fields.seq);
+    let mut walk = ChainWalk::default();
+    events
+        .into_iter()
+        .find_map(|(fields, prev_hash, hash)| walk.step(&fields, prev_hash, hash).err())
+}
+
+/// [`first_break`] one event at a time, so that a trail can be checked page by page in bounded
+/// memory: all it keeps between events is the next `seq` and the hash the next event must link to.
+#[derive(Clone, Debug)]
+pub struct ChainWalk {
+    expected_seq: i32,
+    expected_prev: String,
+}
+
+impl Default for ChainWalk {
+    fn default() -> Self {
+        ChainWalk {
+            expected_seq: 1,
+            expected_prev: GENESIS.to_owned(),
         }
-        expected_prev = hash.to_owned();
     }
-    None
+}
+
+impl ChainWalk {
+    /// Checks the next event of the trail: `Err(seq)` at the first broken link.
+    pub fn step(
+        &mut self,
+        fields: &EventFields<'_>,
+        prev_hash: &str,
+        hash: &str,
+    ) -> Result<(), i32> {
+        if fields.seq != self.expected_seq
+            || prev_hash != self.expected_prev
+            || event_hash(prev_hash, fields) != hash
+        {
+            return Err(fields.seq);
+        }
+        self.expected_seq += 1;
+        hash.clone_into(&mut self.expected_prev);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

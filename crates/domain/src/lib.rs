@@ -3,6 +3,7 @@
 
 pub mod address;
 pub mod audit;
+pub mod bounds;
 pub mod currency;
 pub mod destination;
 pub mod effect;

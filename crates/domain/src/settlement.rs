@@ -405,6 +405,71 @@ pub fn allocate(invoice: &InvoiceFacts, payments: &[Candidate<'_>]) -> Allocatio
     }
 }
 
+/// What one payment would count toward `invoice` if nothing else were allocated: its amount,
+/// unless something blocks it.
+pub fn counting_amount(p: &PaymentSummary, invoice: &InvoiceFacts) -> MinorAmount {
+    if blocked(p, Some(invoice)).is_some() {
+        MinorAmount::ZERO
+    } else {
+        p.facts.amount
+    }
+}
+
+/// The running figure an invoice keeps of its payments: the sum of what each would count on
+/// its own ([`counting_amount`]). While it is within the total, [`allocate`] gives every
+/// counting payment its whole amount (`applied`) and `amount_paid` is this sum, so one payment
+/// changing changes nothing of the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneChanged {
+    /// The invoice's running sum after the change.
+    pub counted: MinorAmount,
+    /// How much the invoice is paid after it (what [`allocate`] would give).
+    pub amount_paid: MinorAmount,
+    /// The changed payment's standing, when it is matched to the invoice after the change.
+    pub standing: Option<Standing>,
+}
+
+/// Reconciles one payment's change against an invoice's running sum (`counted`) in constant
+/// time: `before` is what the payment was for this invoice (`None`: not matched to it),
+/// `after` what it is now. `None` when the answer needs the whole allocation: the sum was or
+/// becomes more than the total (then payments are overpaid, and the order they were confirmed
+/// in decides which), or the invoice is not issued.
+pub fn reconcile_one(
+    invoice: &InvoiceFacts,
+    counted: MinorAmount,
+    before: Option<&PaymentSummary>,
+    after: Option<&PaymentSummary>,
+) -> Option<OneChanged> {
+    if !is_issued(invoice.state) || counted > invoice.total {
+        return None;
+    }
+    let was = before.map_or(MinorAmount::ZERO, |p| counting_amount(p, invoice));
+    let now = after.map_or(MinorAmount::ZERO, |p| counting_amount(p, invoice));
+    let counted = counted.checked_sub(was)?.checked_add(now).ok()?;
+    if counted > invoice.total {
+        return None;
+    }
+    let standing = after.map(|p| {
+        blocked(p, Some(invoice)).unwrap_or(Standing {
+            status: PaymentStatus::Applied,
+            unmatched: None,
+            allocated: now,
+        })
+    });
+    Some(OneChanged {
+        counted,
+        amount_paid: counted,
+        standing,
+    })
+}
+
+/// The running sum of a whole set of payments (what [`reconcile_one`] keeps up to date).
+pub fn counted_sum(invoice: &InvoiceFacts, payments: &[&PaymentSummary]) -> Option<MinorAmount> {
+    payments.iter().try_fold(MinorAmount::ZERO, |sum, p| {
+        sum.checked_add(counting_amount(p, invoice)).ok()
+    })
+}
+
 /// An issued invoice's state for the amount its confirmed payments cover.
 pub fn paid_state(total: MinorAmount, paid: MinorAmount) -> InvoiceState {
     if paid.is_zero() {
@@ -1382,6 +1447,100 @@ mod tests {
                 x.clone().merge(y.clone()).merge(z.clone()),
                 x.merge(y.merge(z))
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod incremental_tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+    use uuid::Uuid;
+
+    fn summary_event(state: PaymentState, amount: i128, second: u32, n: usize) -> Observation {
+        Observation {
+            event_id: format!("evt-{n}"),
+            state,
+            facts: PaymentFacts {
+                amount: MinorAmount::new(amount).unwrap(),
+                currency: Currency::Eur,
+                invoice: InvoiceRef::Id(Uuid::from_u128(7)),
+            },
+            occurred_at: Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, second).unwrap(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// `reconcile_one` from the running sum, whenever it answers, gives what the whole
+        /// allocation gives: the same amount paid, the changed payment's standing, and every
+        /// other payment's standing unchanged; and the running sum stays the sum of them all.
+        #[test]
+        fn one_payment_reconciled_from_the_running_sum_agrees_with_the_whole_allocation(
+            total in 1i128..3000,
+            events in proptest::collection::vec((0usize..5, 0usize..3, 1i128..900, 0u32..60), 1..40),
+        ) {
+            let invoice = InvoiceFacts {
+                currency: Currency::Eur,
+                total: MinorAmount::new(total).unwrap(),
+                state: InvoiceState::Issued,
+            };
+            let names = ["p0", "p1", "p2", "p3", "p4"];
+            let mut payments: Vec<Option<PaymentSummary>> = vec![None; 5];
+            let mut counted = MinorAmount::ZERO;
+            for (n, (p, state, amount, second)) in events.into_iter().enumerate() {
+                let observation = summary_event(PaymentState::ALL[state], amount, second, n);
+                let before = payments[p].clone();
+                let after = match &before {
+                    Some(s) => s.clone().with(&observation),
+                    None => PaymentSummary::of(&observation),
+                };
+                let previous: Vec<(usize, Standing)> = {
+                    let present: Vec<(usize, &PaymentSummary)> = payments
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
+                        .collect();
+                    let candidates: Vec<Candidate<'_>> = present
+                        .iter()
+                        .map(|(i, s)| Candidate { source: "bank", payment_id: names[*i], summary: s })
+                        .collect();
+                    let a = allocate(&invoice, &candidates);
+                    present.iter().map(|(i, _)| *i).zip(a.standings).collect()
+                };
+                let one = reconcile_one(&invoice, counted, before.as_ref(), Some(&after));
+                payments[p] = Some(after);
+                let present: Vec<(usize, &PaymentSummary)> = payments
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
+                    .collect();
+                let candidates: Vec<Candidate<'_>> = present
+                    .iter()
+                    .map(|(i, s)| Candidate { source: "bank", payment_id: names[*i], summary: s })
+                    .collect();
+                let whole = allocate(&invoice, &candidates);
+                let sums: Vec<&PaymentSummary> = present.iter().map(|(_, s)| *s).collect();
+                let sum = counted_sum(&invoice, &sums).unwrap();
+                match one {
+                    Some(one) => {
+                        prop_assert_eq!(one.counted, sum);
+                        prop_assert_eq!(one.amount_paid, whole.amount_paid);
+                        for ((i, _), standing) in present.iter().zip(&whole.standings) {
+                            if *i == p {
+                                prop_assert_eq!(one.standing, Some(*standing));
+                            } else {
+                                let was = previous.iter().find(|(j, _)| j == i).map(|(_, s)| *s);
+                                prop_assert_eq!(was, Some(*standing));
+                            }
+                        }
+                    }
+                    None => prop_assert!(sum > invoice.total || counted > invoice.total),
+                }
+                counted = sum;
+            }
         }
     }
 }

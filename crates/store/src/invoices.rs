@@ -45,6 +45,11 @@ pub struct InvoiceRow {
     pub issuing_job_id: Option<Uuid>,
     /// The operation version issuing runs under (1, then 2, … after each issue-again).
     pub issue_version: i32,
+    /// How many payments are matched to it (reconciliation keeps it; `set_settlement_figures`).
+    pub payment_count: i32,
+    /// Digits of the sum of what each matched payment would count on its own; `None` until a
+    /// reconciliation has read its payments once.
+    pub counted_minor: Option<String>,
 }
 
 /// One immutable revision: the financial content and its seal.
@@ -222,14 +227,26 @@ pub trait InvoiceRead: Send {
         number: &str,
     ) -> StoreResult<Option<Uuid>>;
     async fn revision_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<RevisionRow>>;
-    async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>>;
+    /// A page of the invoice's revisions, oldest first; `page.after` is a revision's id.
+    async fn revisions(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<RevisionRow>>;
     async fn decision_for_revision(
         &mut self,
         org_id: Uuid,
         revision_id: Uuid,
     ) -> StoreResult<Option<DecisionRow>>;
     async fn decisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<DecisionRow>>;
-    async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>>;
+    /// A page of the invoice's audit trail in `seq` order; `page.after` is an event's id.
+    async fn events(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<EventRow>>;
     /// One event, by its id (a webhook delivery's `webhook-id`).
     async fn event_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<EventRow>>;
 }
@@ -240,6 +257,8 @@ pub trait InvoiceWrite: InvoiceRead {
     /// Inserts the invoice unless (org, agent, key) exists; false when it did.
     async fn insert_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<bool>;
     async fn update_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
+    /// Writes the invoice's running settlement figures (`payment_count`, `counted_minor`).
+    async fn set_settlement_figures(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
     /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
     async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
     async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;

@@ -139,11 +139,13 @@ pub trait SettlementRead: Send {
         source: &str,
         source_event_id: &str,
     ) -> StoreResult<Option<SettlementEventRow>>;
-    /// Every event of the payment, in the order they arrived.
+    /// A page of the payment's events, in the order they arrived; `page.after` is an event's
+    /// id.
     async fn settlement_events(
         &mut self,
         org_id: Uuid,
         payment_id: Uuid,
+        page: Page,
     ) -> StoreResult<Vec<SettlementEventRow>>;
     /// The resolution that holds a human's idempotency key.
     async fn payment_resolution_by_key(

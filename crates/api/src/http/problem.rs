@@ -391,6 +391,8 @@ fn title_for(code: &str) -> &'static str {
         "job_finished" => "Job already finished",
         "issue_in_progress" => "Issue in progress",
         "too_many_endpoints" => "Too many webhook endpoints",
+        "revision_limit" => "Revision limit reached",
+        "limit_reached" => "Limit reached",
         "payload_too_large" => "Payload too large",
         "unsupported_media_type" => "Unsupported media type",
         "not_acceptable" => "Not acceptable",

@@ -222,13 +222,16 @@ pub struct PaymentList {
     pub next_cursor: Option<String>,
 }
 
-/// One payment with every event reported about it.
+/// One payment with a page of the events reported about it.
 #[derive(Serialize, ToSchema)]
 pub struct PaymentDetail {
     /// The payment.
     pub payment: PaymentView,
-    /// Its events, in the order they arrived.
+    /// A page of its events, in the order they arrived (`?limit=`, default 50; a payment keeps
+    /// at most 100).
     pub events: Vec<SettlementEventView>,
+    /// `?cursor=` for the next page of `events`; `null` on the last.
+    pub events_next_cursor: Option<String>,
     /// Every resolution an approver asked for on it (`POST /v1/payments/{id}/resolve`),
     /// oldest first: applied, proposed (four eyes) or rejected.
     pub resolutions: Vec<PaymentResolutionView>,
@@ -309,7 +312,7 @@ pub struct PaymentResolved {
         (status = 201, description = "Recorded and reconciled", body = SettlementEventRecorded),
         (status = 200, description = "A redelivery: the event, its payment and invoice as they are now; nothing written", body = SettlementEventRecorded),
         (status = 403, description = "`forbidden`: humans read payments, they do not report them (and a key that also holds `invoicing` may not either); `source_owned`: another agent reported under this `source` first", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_conflict`: this source reported this `event_id` with another body; `limit_reached`: the payment has its 100 events, or its invoice its 1,000 payments (kept nowhere)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn record_settlement_event(
     State(state): State<AppState>,
@@ -384,11 +387,14 @@ async fn list_payments(
     Ok(Json(PaymentList { items, next_cursor }))
 }
 
-/// One payment with every event reported about it, oldest first (humans who may see it).
+/// One payment with a page of the events reported about it, oldest first (humans who may see
+/// it). `limit` and `cursor` page its `events` (`events_next_cursor`); the payment and its
+/// resolutions come with every page.
 #[utoipa::path(get, path = "/v1/payments/{id}", tag = "settlement", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Payment id (Tauros's)")),
+    params(("id" = Uuid, Path, description = "Payment id (Tauros's)"), super::schema::Page),
     responses(
-        (status = 200, description = "The payment and its events", body = PaymentDetail),
+        (status = 200, description = "The payment and a page of its events", body = PaymentDetail),
+        (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not an `events_next_cursor`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`forbidden`: agents report payments, humans read them", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -396,12 +402,15 @@ async fn get_payment(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
+    params: ListParams,
 ) -> Result<Json<PaymentDetail>, ApiError> {
-    let (p, events) = state.app.get_payment(&actor, id).await?;
+    let (p, events) = state.app.get_payment(&actor, id, params.page()).await?;
+    let (events, events_next_cursor) = params.split(events, |e| e.id);
     let resolutions = state.app.payment_resolutions(&actor, id).await?;
     Ok(Json(PaymentDetail {
         payment: p,
         events,
+        events_next_cursor,
         resolutions,
     }))
 }
@@ -426,7 +435,7 @@ async fn get_payment(
         (status = 202, description = "Four eyes is on: proposed; another approver confirms `change`", body = PaymentResolved),
         (status = 403, description = "`forbidden`: only approvers resolve payments", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body; `limit_reached`: `allocate` to an invoice that has its 1,000 payments", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: a member is missing or broken (`action`, `invoice_id`, `amount`, `reason`, the key); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resolve_payment(

@@ -127,9 +127,11 @@ impl Tool {
                  `cursor` like list_customers. Reads only."
             }
             Tool::GetInvoice => {
-                "One of your invoices (`id`) with its whole history: every revision (the sealed \
-                 payload and its payload_hash), every human decision with its reason, and every \
-                 audit event. After `changes_requested`, read the reason, then revise_invoice \
+                "One of your invoices (`id`) with its history: every revision (the sealed \
+                 payload and its payload_hash; at most 100), every human decision with its \
+                 reason, and the audit events 100 at a time (oldest first; when \
+                 `events_next_cursor` is not null, pass it as `events_cursor` for the next \
+                 100). After `changes_requested`, read the reason, then revise_invoice \
                  and submit_invoice again. Reads only. An id that is not yours is answered \
                  not_found, exactly like one that does not exist."
             }
@@ -259,7 +261,16 @@ impl Tool {
                 let name = pool.add::<ListInvoicesArgs>();
                 pool.object(&name, &[])
             }
-            Tool::GetInvoice | Tool::SubmitInvoice | Tool::WithdrawInvoice => pool.object(
+            Tool::GetInvoice => {
+                let name = pool.add::<GetInvoiceArgs>();
+                pool.object(
+                    &name,
+                    &[id(
+                        "The invoice's id (from create_invoice_draft or list_invoices).",
+                    )],
+                )
+            }
+            Tool::SubmitInvoice | Tool::WithdrawInvoice => pool.object(
                 "EmptyRequest",
                 &[id(
                     "The invoice's id (from create_invoice_draft or list_invoices).",
@@ -366,14 +377,29 @@ struct DestinationCommand {
     replayed: bool,
 }
 
-/// What get_invoice answers: the invoice and its whole history.
+/// The arguments of get_invoice besides its `id`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct GetInvoiceArgs {
+    /// The `events_next_cursor` of an earlier answer, for the next 100 events; omit for the
+    /// first.
+    events_cursor: Option<String>,
+}
+
+/// What get_invoice answers: the invoice and a bounded history: its revisions (at most 100
+/// per invoice), its decisions (at most one per revision) and one page of 100 events.
 #[derive(Serialize)]
 struct InvoiceWithHistory {
     invoice: InvoiceView,
     revisions: Vec<RevisionView>,
     decisions: Vec<tauros_app::DecisionView>,
     events: Vec<tauros_app::EventView>,
+    /// Pass as `events_cursor` for the next page of events; `null` on the last.
+    events_next_cursor: Option<String>,
 }
+
+/// How many revisions and events one get_invoice answers at most.
+const HISTORY_PAGE: i64 = 100;
 
 /// How an MCP client sends the key a create needs.
 const SEND_A_KEY: &str = "send idempotency_key (one per intended invoice, reused when you \
@@ -441,13 +467,19 @@ pub(super) async fn call(
             answer(invoices::list(app, actor.into(), query, page).await?)
         }
         Tool::GetInvoice => {
-            let a: WithExtras<Id, EmptyRequest> = parse(args)?;
+            let a: WithExtras<Id, GetInvoiceArgs> = parse(args)?;
             let id = a.extras.get();
+            let events_page = ListParams::of(Some(HISTORY_PAGE), a.body.events_cursor.as_deref())
+                .map_err(|e| e.rename_field("cursor", "events_cursor"))?;
+            let invoice = invoices::get(app, actor.into(), id).await?;
+            let revisions = ListParams::of(Some(HISTORY_PAGE), None)?;
+            let events = invoices::events(app, actor, id, events_page).await?;
             answer(InvoiceWithHistory {
-                invoice: invoices::get(app, actor.into(), id).await?,
-                revisions: invoices::revisions(app, actor, id).await?.items,
+                invoice,
+                revisions: invoices::revisions(app, actor, id, revisions).await?.items,
                 decisions: invoices::decisions(app, actor, id).await?.items,
-                events: invoices::events(app, actor, id).await?.items,
+                events: events.items,
+                events_next_cursor: events.next_cursor,
             })
         }
         Tool::CreateInvoiceDraft => {

@@ -188,10 +188,12 @@ impl App {
         if seals_as(&content, &current)? {
             return unchanged(&mut *tx, &invoice).await;
         }
+        // At most 100 revisions (bounds per record): counted by the invoice's own revision
+        // count, read under its lock, never by counting its history.
+        let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
         let destination = checked_parties(&mut *tx, actor, &content).await?;
         let sealed = seal_into(&content, &destination)?;
         let now = now();
-        let number = invoice.revision_count + 1;
         let revision = revision_row(
             &content,
             (invoice.org_id, invoice.id),
@@ -562,6 +564,8 @@ impl KeyedCreate for NewDraft<'_> {
             issuing_reason: None,
             issuing_job_id: None,
             issue_version: 1,
+            payment_count: 0,
+            counted_minor: None,
         };
         let event = next_event(
             &mut invoice,

@@ -16,7 +16,7 @@ pub use issuing::{
     ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
 };
 pub use queries::InvoiceQuery;
-pub(crate) use settling::{invoice_facts, reconcile_invoice, stored_amount};
+pub(crate) use settling::{invoice_facts, reconcile_invoice, reconcile_payment, stored_amount};
 pub use tauros_domain::invoice::DraftInput;
 pub(crate) use views::joined_view;
 pub use views::{

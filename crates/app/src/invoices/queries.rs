@@ -12,14 +12,17 @@ use crate::app::App;
 use crate::auth::{Caller, presented};
 use crate::error::{AppError, AppResult, FieldError};
 use crate::lists::{PageRequest, list_filter};
-use tauros_domain::audit::first_break;
+use tauros_domain::audit::ChainWalk;
 use tauros_domain::fingerprint::{key_error, key_is_valid};
 use tauros_domain::identity::{Capability, Credential, Interface};
 use tauros_domain::invoice::{self as rules, DecisionKind, InvoiceState};
 use tauros_domain::payload::verify;
 use tauros_domain::visibility::Scope;
-use tauros_store::{InvoiceFilter, InvoiceJoined, Presenter, Reader};
+use tauros_store::{InvoiceFilter, InvoiceJoined, Page, Presenter, Reader};
 use uuid::Uuid;
+
+/// How many revisions or events verify reads at a time.
+const VERIFY_PAGE: i64 = 100;
 
 /// Which invoices to list.
 #[derive(Debug, Default, Clone)]
@@ -149,12 +152,18 @@ impl App {
         rows.into_iter().map(joined_view).collect()
     }
 
-    /// Every revision, oldest first.
-    pub async fn list_revisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<RevisionView>> {
+    /// A page of the revisions, oldest first (`page.after`: the last revision's id of the page
+    /// before).
+    pub async fn list_revisions(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        page: PageRequest,
+    ) -> AppResult<Vec<RevisionView>> {
         actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
-        let rows = conn.revisions(actor.org_id(), id).await?;
+        let rows = conn.revisions(actor.org_id(), id, page.into()).await?;
         rows.into_iter().map(revision_view).collect()
     }
 
@@ -167,16 +176,23 @@ impl App {
         Ok(rows.into_iter().map(DecisionView::from).collect())
     }
 
-    /// The audit trail, in order.
-    pub async fn list_events(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<EventView>> {
+    /// A page of the audit trail, in order (`page.after`: the last event's id of the page
+    /// before).
+    pub async fn list_events(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        page: PageRequest,
+    ) -> AppResult<Vec<EventView>> {
         actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
         readable(&mut *conn, actor, id).await?;
-        let rows = conn.events(actor.org_id(), id).await?;
+        let rows = conn.events(actor.org_id(), id, page.into()).await?;
         rows.into_iter().map(EventView::try_from).collect()
     }
 
-    /// Re-seals every revision from its stored fields and re-walks the event chain (humans).
+    /// Re-seals every revision from its stored fields and re-walks the event chain (humans),
+    /// page by page: at most [`VERIFY_PAGE`] rows are held at a time, whatever the history.
     pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
         actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
@@ -187,23 +203,43 @@ impl App {
         let org_id = joined.revision.org_id;
         let (access, settings) = joined_access(&joined);
         rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
-        let revisions: Vec<(i32, bool)> = conn
-            .revisions(org_id, id)
-            .await?
-            .iter()
-            .map(|r| {
+        // One (number, ok) pair per revision: at most 100 (bounds per record).
+        let mut revisions: Vec<(i32, bool)> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = Page {
+                after,
+                limit: VERIFY_PAGE,
+            };
+            let rows = conn.revisions(org_id, id, page).await?;
+            revisions.extend(rows.iter().map(|r| {
                 (
                     r.number,
                     verify(&stored(r), &r.canonical_payload, &r.payload_hash).is_ok(),
                 )
-            })
-            .collect();
-        let events = conn.events(org_id, id).await?;
-        let broken_at = first_break(
-            events
+            }));
+            match rows.last() {
+                Some(last) if rows.len() == VERIFY_PAGE as usize => after = Some(last.id),
+                _ => break,
+            }
+        }
+        let mut walk = ChainWalk::default();
+        let mut broken_at = None;
+        let mut after = None;
+        while broken_at.is_none() {
+            let page = Page {
+                after,
+                limit: VERIFY_PAGE,
+            };
+            let rows = conn.events(org_id, id, page).await?;
+            broken_at = rows
                 .iter()
-                .map(|e| (event_fields(e), e.prev_hash.as_str(), e.hash.as_str())),
-        );
+                .find_map(|e| walk.step(&event_fields(e), &e.prev_hash, &e.hash).err());
+            match rows.last() {
+                Some(last) if rows.len() == VERIFY_PAGE as usize => after = Some(last.id),
+                _ => break,
+            }
+        }
         let revisions_ok = revisions.iter().all(|(_, ok)| *ok);
         Ok(VerifyReport {
             ok: revisions_ok && broken_at.is_none(),

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use tauros_domain::currency::Currency;
 use tauros_domain::invoice::{Action, InvoiceState};
 use tauros_domain::money::MinorAmount;
-use tauros_domain::settlement::{self as rules, Candidate, InvoiceFacts};
+use tauros_domain::settlement::{self as rules, Candidate, InvoiceFacts, PaymentSummary};
 use tauros_store::{InvoiceRow, PaymentRow, RevisionRow, Tx};
 
 /// Allocates the locked invoice's payments and records the move their sum makes, if any:
@@ -28,7 +28,6 @@ pub(crate) async fn reconcile_invoice(
 ) -> AppResult<()> {
     let revision = current_revision(&mut *tx, invoice).await?;
     let facts = facts_of_revision(invoice, &revision)?;
-    let currency = facts.currency;
     let mut payments = tx.payments_of_invoice(invoice.org_id, invoice.id).await?;
     // Each payment as a human's resolution, if any, says it counts.
     let summaries = payments
@@ -54,8 +53,88 @@ pub(crate) async fn reconcile_invoice(
             tx.update_payment(payment).await?;
         }
     }
+    // The running figures, from the payments just read (docs/SETTLEMENT.md, "What one event
+    // costs").
+    let counted: Vec<&PaymentSummary> = summaries.iter().collect();
+    invoice.payment_count = i32::try_from(payments.len()).unwrap_or(i32::MAX);
+    invoice.counted_minor = rules::counted_sum(&facts, &counted).map(|c| c.to_string());
+    tx.set_settlement_figures(invoice).await?;
+    move_amount(
+        tx,
+        invoice,
+        &revision,
+        &facts,
+        allocation.amount_paid,
+        actor,
+        cause,
+    )
+    .await
+}
+
+/// One payment changed (`before`: what it was for this invoice, `None` if it was not matched
+/// to it; `payment`: the payment now, if it is matched to it): reconciled from the invoice's
+/// running figures in a constant number of statements whatever its history
+/// (`rules::reconcile_one`), or by [`reconcile_invoice`] when the whole allocation is needed
+/// (the figures are not known yet, or payments are or become overpaid).
+pub(crate) async fn reconcile_payment(
+    tx: &mut dyn Tx,
+    invoice: &mut InvoiceRow,
+    before: Option<&PaymentSummary>,
+    payment: Option<&mut PaymentRow>,
+    actor: AuditActor,
+    cause: &str,
+) -> AppResult<()> {
+    let Some(counted) = invoice
+        .counted_minor
+        .as_deref()
+        .map(stored_amount)
+        .transpose()?
+    else {
+        return reconcile_invoice(tx, invoice, actor, cause).await;
+    };
+    let revision = current_revision(&mut *tx, invoice).await?;
+    let facts = facts_of_revision(invoice, &revision)?;
+    let after = payment.as_deref().map(effective_summary).transpose()?;
+    let Some(one) = rules::reconcile_one(&facts, counted, before, after.as_ref()) else {
+        return reconcile_invoice(tx, invoice, actor, cause).await;
+    };
+    if let (Some(payment), Some(standing)) = (payment, one.standing) {
+        let was = payment.clone();
+        set_standing(payment, standing, invoice.agent_id);
+        if !same_standing(&was, payment) {
+            payment.updated_at = now();
+            tx.update_payment(payment).await?;
+        }
+    }
+    invoice.payment_count += i32::from(after.is_some()) - i32::from(before.is_some());
+    invoice.counted_minor = Some(one.counted.to_string());
+    tx.set_settlement_figures(invoice).await?;
+    move_amount(
+        tx,
+        invoice,
+        &revision,
+        &facts,
+        one.amount_paid,
+        actor,
+        cause,
+    )
+    .await
+}
+
+/// Records the move of the invoice's amount paid to `after`, if it moves: `payment_applied` or
+/// `payment_reversed`, and `paid` when it reaches its total.
+async fn move_amount(
+    tx: &mut dyn Tx,
+    invoice: &mut InvoiceRow,
+    revision: &RevisionRow,
+    facts: &InvoiceFacts,
+    after: MinorAmount,
+    actor: AuditActor,
+    cause: &str,
+) -> AppResult<()> {
+    let currency = facts.currency;
+    let at = now();
     let before = stored_amount(&invoice.amount_paid_minor)?;
-    let after = allocation.amount_paid;
     let Some(step) =
         rules::invoice_move(invoice.state, facts.total, before, after).map_err(invalid)?
     else {
@@ -75,7 +154,7 @@ pub(crate) async fn reconcile_invoice(
             action: step.action,
             from: Some(step.from),
             actor,
-            revision: Some(&revision),
+            revision: Some(revision),
             idempotency_key: None,
             note: Some(&note),
             settings: None,
@@ -96,7 +175,7 @@ pub(crate) async fn reconcile_invoice(
                 action: Action::Paid,
                 from: Some(InvoiceState::Paid),
                 actor,
-                revision: Some(&revision),
+                revision: Some(revision),
                 idempotency_key: None,
                 note: Some(&note),
                 settings: None,

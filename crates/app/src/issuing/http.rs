@@ -2,7 +2,9 @@
 //! with the operation key in the [`OP_KEY_HEADER`]; recovery is `GET {url}/{op key}`: 200 → the
 //! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown. A 4xx from
 //! `POST` other than 408, 409, 425 and 429 is a refusal (`Executed::Rejected` with the peer's
-//! reason), which the attempt confirms with one recovery before it counts.
+//! reason), which the attempt confirms with one recovery before it counts. An answer longer than
+//! [`MAX_ANSWER_BYTES`] (1 MiB + 64 KiB) is no answer: the outcome is unknown (recovered like a
+//! timeout), and no more of it is read.
 
 use super::IssuerAdapter;
 use async_trait::async_trait;
@@ -35,9 +37,33 @@ impl HttpIssuer {
     }
 }
 
-/// A peer's answer is a JSON object; anything else is not an answer.
-async fn object(response: reqwest::Response) -> Option<Value> {
-    response.json::<Value>().await.ok().filter(Value::is_object)
+/// The most of a peer's answer that is read (docs/PEER.md): the wire format's largest request
+/// (1 MiB), which the answer echoes as `request`, plus 64 KiB for the peer's own members. An
+/// invoice Tauros sends is far smaller (100 lines of 500 characters: about 200 KB at worst), so
+/// a well-behaved peer always fits; a longer answer is not one Tauros keeps: an unknown outcome
+/// (recovered later), never a success.
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024 + 64 * 1024;
+
+/// A peer's answer is a JSON object of at most [`MAX_ANSWER_BYTES`]; anything else is not an
+/// answer. The body is read chunk by chunk and dropped as soon as it is too long, whatever
+/// `Content-Length` said.
+async fn object(mut response: reqwest::Response) -> Option<Value> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return None;
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.ok()? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return None;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice::<Value>(&body)
+        .ok()
+        .filter(Value::is_object)
 }
 
 #[async_trait]
@@ -93,5 +119,67 @@ impl IssuerAdapter for HttpIssuer {
             },
             _ => Recovered::Unknown,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A peer that answers every request `status` with a JSON object of exactly `size` bytes (a
+    /// well-formed answer, only too long).
+    async fn peer(status: u16, size: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let filler = "x".repeat(size.saturating_sub(r#"{"number":"N-1","x":""}"#.len()));
+        let body = format!(r#"{{"number":"N-1","x":"{filler}"}}"#);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let body = body.clone();
+                tokio::spawn(async move {
+                    // Read the request head (and whatever body came with it).
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let _ = socket.read(&mut buf).await;
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let _ = socket.write_all(body.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        format!("http://{addr}/invoices")
+    }
+
+    fn issuer(url: &str) -> HttpIssuer {
+        HttpIssuer::new(url, Duration::from_secs(10)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_bound_is_an_unknown_outcome_never_a_success() {
+        let url = peer(200, MAX_ANSWER_BYTES + 1).await;
+        let executed = issuer(&url)
+            .execute(Uuid::nil(), &serde_json::json!({}))
+            .await;
+        assert!(matches!(executed, Executed::Unknown), "{executed:?}");
+        let recovered = issuer(&url).recover(Uuid::nil()).await;
+        assert!(matches!(recovered, Recovered::Unknown), "{recovered:?}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_within_the_bound_is_read() {
+        // The echo of the largest request the wire format allows, and the peer's own members.
+        let url = peer(200, MAX_ANSWER_BYTES).await;
+        let executed = issuer(&url)
+            .execute(Uuid::nil(), &serde_json::json!({}))
+            .await;
+        assert!(matches!(executed, Executed::Done(_)), "{executed:?}");
     }
 }

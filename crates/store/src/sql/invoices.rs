@@ -128,13 +128,23 @@ impl<U: Backend> InvoiceRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn revisions(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<RevisionRow>> {
+    async fn revisions(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<RevisionRow>> {
         query_as(
-            "select * from invoice_revisions where org_id = $1 and invoice_id = $2
-             order by number",
+            "select * from invoice_revisions r where r.org_id = $1 and r.invoice_id = $2
+               and ($3 is null or r.number >
+                    (select c.number from invoice_revisions c
+                     where c.org_id = $1 and c.invoice_id = $2 and c.id = $3))
+             order by r.number limit $4",
         )
         .bind(org_id)
         .bind(invoice_id)
+        .bind(page.after)
+        .bind(page.limit)
         .fetch_all(self)
         .await
     }
@@ -165,12 +175,25 @@ impl<U: Backend> InvoiceRead for U {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn events(&mut self, org_id: Uuid, invoice_id: Uuid) -> StoreResult<Vec<EventRow>> {
-        query_as("select * from invoice_events where org_id = $1 and invoice_id = $2 order by seq")
-            .bind(org_id)
-            .bind(invoice_id)
-            .fetch_all(self)
-            .await
+    async fn events(
+        &mut self,
+        org_id: Uuid,
+        invoice_id: Uuid,
+        page: Page,
+    ) -> StoreResult<Vec<EventRow>> {
+        query_as(
+            "select * from invoice_events e where e.org_id = $1 and e.invoice_id = $2
+               and ($3 is null or e.seq >
+                    (select c.seq from invoice_events c
+                     where c.org_id = $1 and c.invoice_id = $2 and c.id = $3))
+             order by e.seq limit $4",
+        )
+        .bind(org_id)
+        .bind(invoice_id)
+        .bind(page.after)
+        .bind(page.limit)
+        .fetch_all(self)
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -220,6 +243,21 @@ impl<U: Backend> InvoiceWrite for U {
         .execute(self)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn set_settlement_figures(&mut self, i: &InvoiceRow) -> StoreResult<()> {
+        query(
+            "update invoices set payment_count = $3, counted_minor = $4
+             where org_id = $1 and id = $2",
+        )
+        .bind(i.org_id)
+        .bind(i.id)
+        .bind(i.payment_count)
+        .bind(&i.counted_minor)
+        .execute(self)
+        .await?;
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -99,13 +99,17 @@ impl<U: Backend> SettlementRead for U {
         &mut self,
         org_id: Uuid,
         payment_id: Uuid,
+        page: Page,
     ) -> StoreResult<Vec<SettlementEventRow>> {
         query_as(
             "select * from settlement_events where org_id = $1 and payment_id = $2
-             order by id",
+               and ($3 is null or id > $3)
+             order by id limit $4",
         )
         .bind(org_id)
         .bind(payment_id)
+        .bind(page.after)
+        .bind(page.limit)
         .fetch_all(self)
         .await
     }

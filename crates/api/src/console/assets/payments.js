@@ -154,7 +154,8 @@ export async function render(main, context) {
 async function renderOne(main, id, context) {
   const approver = context.me.role === "approver";
   async function draw(flash) {
-    const { payment, events, resolutions } = await api("GET", `/v1/payments/${id}`);
+    // A payment keeps at most 100 events: one page of 100 is all of them.
+    const { payment, events, resolutions } = await api("GET", `/v1/payments/${id}?limit=100`);
     const ways = approver ? waysOut(payment.status) : [];
     const form = ways.length ? await resolveForm(payment, ways, draw) : null;
     replace(

@@ -11,6 +11,21 @@ import * as fmt from "./format.js";
 
 const WATCH_INTERVAL_MS = 5000;
 
+// Every item of a paginated history list (`limit` 100 a page, following `next_cursor`): an
+// invoice has at most 100 revisions, so its revisions are one page; its events are read in
+// pages of 100.
+async function everyPage(path) {
+  const items = [];
+  let cursor = null;
+  do {
+    const query = cursor ? `?limit=100&cursor=${encodeURIComponent(cursor)}` : "?limit=100";
+    const page = await api("GET", `${path}${query}`);
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}
+
 export async function render(main, context) {
   const id = context.args[0];
   let shown = null; // {revisionId, hash, state, revisionNumber} of what is on the screen
@@ -20,9 +35,9 @@ export async function render(main, context) {
   async function load() {
     const [invoice, revisions, decisions, events, verify, org, dir] = await Promise.all([
       api("GET", `/v1/invoices/${id}`),
-      api("GET", `/v1/invoices/${id}/revisions`),
+      everyPage(`/v1/invoices/${id}/revisions`),
       api("GET", `/v1/invoices/${id}/decisions`),
-      api("GET", `/v1/invoices/${id}/events`),
+      everyPage(`/v1/invoices/${id}/events`),
       getOrNull(`/v1/invoices/${id}/verify`),
       api("GET", "/v1/organisation"),
       loadDirectory(),
@@ -34,7 +49,7 @@ export async function render(main, context) {
       dir.customers.get(rev.customer_id) || getOrNull(`/v1/customers/${rev.customer_id}`),
       dir.agents.get(invoice.agent_id) || getOrNull(`/v1/agents/${invoice.agent_id}`),
     ]);
-    return { invoice, revisions: revisions.items, decisions: decisions.items, events: events.items, verify, org, dir, destination, customer, agent };
+    return { invoice, revisions, decisions: decisions.items, events, verify, org, dir, destination, customer, agent };
   }
 
   async function refresh(flash) {

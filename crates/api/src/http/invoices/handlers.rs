@@ -139,19 +139,23 @@ pub(super) async fn get_invoice(
     ))
 }
 
-/// Every revision, oldest first.
+/// A page of the revisions, oldest first (an invoice has at most 100).
 #[utoipa::path(get, path = "/v1/invoices/{id}/revisions", tag = "invoices", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Invoice id")),
+    params(("id" = Uuid, Path, description = "Invoice id"), crate::http::schema::Page),
     responses(
-        (status = 200, description = "The revisions", body = RevisionList),
+        (status = 200, description = "A page of revisions", body = RevisionList),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not a `next_cursor`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_revisions(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
+    params: ListParams,
 ) -> Result<Json<RevisionList>, ApiError> {
-    Ok(Json(use_cases::revisions(&state.app, &actor, id).await?))
+    Ok(Json(
+        use_cases::revisions(&state.app, &actor, id, params).await?,
+    ))
 }
 
 /// Every decision, oldest first (the proposing agent reads them too).
@@ -169,19 +173,23 @@ pub(super) async fn list_decisions(
     Ok(Json(use_cases::decisions(&state.app, &actor, id).await?))
 }
 
-/// The audit trail, in order; each event hash-chained to the one before.
+/// A page of the audit trail, in order; each event hash-chained to the one before.
 #[utoipa::path(get, path = "/v1/invoices/{id}/events", tag = "invoices", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Invoice id")),
+    params(("id" = Uuid, Path, description = "Invoice id"), crate::http::schema::Page),
     responses(
-        (status = 200, description = "The events", body = EventList),
+        (status = 200, description = "A page of events", body = EventList),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not a `next_cursor`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_events(
     State(state): State<AppState>,
     Auth(actor): Auth,
     IdPath(id): IdPath,
+    params: ListParams,
 ) -> Result<Json<EventList>, ApiError> {
-    Ok(Json(use_cases::events(&state.app, &actor, id).await?))
+    Ok(Json(
+        use_cases::events(&state.app, &actor, id, params).await?,
+    ))
 }
 
 /// Re-seal every revision and re-walk the event chain (humans).
@@ -209,7 +217,7 @@ pub(super) async fn verify_invoice(
         (status = 200, description = "Revised, or unchanged (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden`: only the proposing agent revises", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invalid_transition`; `revision_limit`: the invoice has its 100 revisions (submit it as it is, or cancel it and create a new invoice); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn revise(
     State(state): State<AppState>,

@@ -164,11 +164,13 @@ pub struct InvoiceList {
     pub next_cursor: Option<String>,
 }
 
-/// All revisions, oldest first.
+/// A page of revisions, oldest first (an invoice has at most 100).
 #[derive(Serialize, ToSchema)]
 pub struct RevisionList {
     /// The revisions.
     pub items: Vec<RevisionView>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
 }
 
 /// All decisions, oldest first.
@@ -178,11 +180,13 @@ pub struct DecisionList {
     pub items: Vec<DecisionView>,
 }
 
-/// The trail, in order.
+/// A page of the trail, in order.
 #[derive(Serialize, ToSchema)]
 pub struct EventList {
     /// The events.
     pub items: Vec<EventView>,
+    /// `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
 }
 
 /// One revision's seal check.

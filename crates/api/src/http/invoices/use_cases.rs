@@ -83,15 +83,16 @@ pub(crate) async fn get(app: &App, caller: Caller<'_>, id: Uuid) -> Result<Invoi
     Ok(app.get_invoice(caller, id).await?)
 }
 
-/// Every revision of an invoice, oldest first.
+/// A page of an invoice's revisions, oldest first.
 pub(crate) async fn revisions(
     app: &App,
     actor: &Actor,
     id: Uuid,
+    params: ListParams,
 ) -> Result<RevisionList, ApiError> {
-    Ok(RevisionList {
-        items: app.list_revisions(actor, id).await?,
-    })
+    let rows = app.list_revisions(actor, id, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |r| r.id);
+    Ok(RevisionList { items, next_cursor })
 }
 
 /// Every decision on an invoice, oldest first.
@@ -105,11 +106,16 @@ pub(crate) async fn decisions(
     })
 }
 
-/// An invoice's audit trail, in order.
-pub(crate) async fn events(app: &App, actor: &Actor, id: Uuid) -> Result<EventList, ApiError> {
-    Ok(EventList {
-        items: app.list_events(actor, id).await?,
-    })
+/// A page of an invoice's audit trail, in order.
+pub(crate) async fn events(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+    params: ListParams,
+) -> Result<EventList, ApiError> {
+    let rows = app.list_events(actor, id, params.page()).await?;
+    let (items, next_cursor) = params.split(rows, |e| e.id);
+    Ok(EventList { items, next_cursor })
 }
 
 /// A new revision by the proposing agent.
