@@ -37,8 +37,8 @@ pub struct SignInRequest {
     #[schema(value_type = String, required = true, example = "tauros-demo-password", max_length = 1024)]
     pub password: Option<String>,
     /// Which of the email's organisations to sign in to (its id or its name), when the email
-    /// has an account in several. Left out: the email's oldest account that may sign in.
-    #[schema(value_type = String, required = false, max_length = 160, example = "Demo")]
+    /// has an account in several. Left out or null: the email's oldest account that may sign in.
+    #[schema(required = false, max_length = 160, example = "Demo")]
     pub organisation: Option<String>,
 }
 
