@@ -27,6 +27,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "chaos/dead_ends.rs"]
 mod dead_ends;
+#[path = "chaos/tenancy.rs"]
+mod tenancy;
 
 // ------------------------------------------------------------------------------------------
 // Arguments
@@ -545,11 +547,26 @@ async fn setup_post(d: &Driver, path: &str, token: &str, body: Value) -> Value {
     }
 }
 
+/// The demo approver's sign-in.
+const DEMO_EMAIL: &str = "demo@tauros.local";
+const DEMO_PASSWORD: &str = "tauros-demo-password";
+
 async fn fixture(d: &Driver, agents: usize, label: &str) -> Fixture {
+    fixture_as(d, DEMO_EMAIL, DEMO_PASSWORD, agents, label).await
+}
+
+/// A fixture whose human is the approver signing in with `email` and `password`.
+async fn fixture_as(
+    d: &Driver,
+    email: &str,
+    password: &str,
+    agents: usize,
+    label: &str,
+) -> Fixture {
     let session = d
         .client
         .post(format!("{}/v1/sessions", d.base()))
-        .json(&json!({"email": "demo@tauros.local", "password": "tauros-demo-password"}))
+        .json(&json!({"email": email, "password": password}))
         .send()
         .await
         .expect("sign in")
@@ -2245,6 +2262,18 @@ async fn run(args: Args) -> Value {
             helpers.extend(r.helpers);
             check_url = r.check_url;
         }
+        "noisy" | "anonflood" => {
+            // The tenancy scenarios (bench/chaos/tenancy.rs).
+            let r = if args.scenario == "noisy" {
+                tenancy::noisy(&ctx, &http, &mut v, &mut extra).await
+            } else {
+                tenancy::anonflood(&ctx, &http, &mut v, &mut extra).await
+            };
+            records = r.records;
+            driver = r.driver;
+            servers.extend(r.servers);
+            helpers.extend(r.helpers);
+        }
         other => panic!("unknown scenario {other}"),
     }
 
@@ -2282,6 +2311,7 @@ async fn run(args: Args) -> Value {
             && v.wrong == 0
             && internal == 0
             && !(calm && five_total > 0)
+            && !extra.contains_key("scenario_failed")
     };
     let mut out = json!({
         "scenario": args.label,
@@ -2451,6 +2481,11 @@ fn report(path: &str, doc: Option<&str>, command: &str) -> bool {
                 .as_str()
                 .unwrap_or("")
                 .to_owned()
+        } else if r["effects.tenancy"].is_object() {
+            r["effects.tenancy"]["summary"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
         } else if r["integrity_check"].is_string() {
             format!(
                 "integrity_check: {}",
@@ -2485,6 +2520,7 @@ fn report(path: &str, doc: Option<&str>, command: &str) -> bool {
             verdict
         ));
     }
+    t.push_str(&tenancy::tables(&runs));
     println!("{t}");
     if let Some(doc) = doc {
         let old = std::fs::read_to_string(doc).unwrap_or_default();

@@ -19,7 +19,11 @@ pub(super) struct DeadEndRun {
     pub(super) check_url: String,
 }
 
-fn issuer_env(peer: &str, workers: usize, retention: Option<&str>) -> Vec<(String, String)> {
+pub(super) fn issuer_env(
+    peer: &str,
+    workers: usize,
+    retention: Option<&str>,
+) -> Vec<(String, String)> {
     let mut env = vec![
         ("TAUROS_ISSUER", "http".to_owned()),
         ("TAUROS_ISSUER_URL", format!("{peer}/invoices")),
@@ -81,7 +85,7 @@ async fn peer_record(http: &reqwest::Client, peer: &str, op: &str) -> Option<Val
 
 /// Runs `steps` of the lifecycle for `keys`, `concurrency` keys at a time; a step runs only
 /// when the one before it was acknowledged.
-async fn lifecycle_keys(
+pub(super) async fn lifecycle_keys(
     d: &Arc<Driver>,
     f: &Arc<Fixture>,
     records: &Records,
@@ -129,12 +133,12 @@ async fn lifecycle_keys(
     }
 }
 
-fn keys(pre: &str, set: &str, n: usize) -> Vec<String> {
+pub(super) fn keys(pre: &str, set: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{pre}-{set}{i}")).collect()
 }
 
 /// The invoice ids of `keys` whose approval was acknowledged.
-fn approved_ids(records: &Records, keys: &[String]) -> Vec<String> {
+pub(super) fn approved_ids(records: &Records, keys: &[String]) -> Vec<String> {
     let all = records.lock().unwrap();
     keys.iter()
         .filter_map(|k| all.get(k))
@@ -157,7 +161,7 @@ async fn get_json(http: &reqwest::Client, url: &str, token: &str) -> Value {
 }
 
 /// Where an invoice stands: `issued`, `cancelled`, `approved/<issuing status>`, or its state.
-fn standing(inv: &Value) -> String {
+pub(super) fn standing(inv: &Value) -> String {
     let state = inv["state"].as_str().unwrap_or("?");
     match (state, inv["issuing"]["status"].as_str()) {
         ("approved", Some(s)) => format!("approved/{s}"),
@@ -174,7 +178,7 @@ fn waits_for_human(inv: &Value) -> bool {
 }
 
 /// Polls the invoices (bounded) until `done` holds for each; their last answers.
-async fn wait_all(
+pub(super) async fn wait_all(
     http: &reqwest::Client,
     base: &str,
     token: &str,
