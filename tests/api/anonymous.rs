@@ -26,6 +26,7 @@ both_backends!(backend:
     concurrent_guesses_cannot_pass_the_failure_limit,
     the_failed_sign_in_record_stays_within_its_cap,
     a_bogus_invitation_token_never_reaches_the_password_pool,
+    one_address_cannot_fill_the_password_pool,
 );
 
 /// A client whose connections come from `127.0.0.{n}`.
@@ -329,5 +330,61 @@ async fn a_bogus_invitation_token_never_reaches_the_password_pool(backend: Backe
         expect_problem(res, StatusCode::UNAUTHORIZED, "invalid_credentials").await;
     }
     assert_eq!(busy, 0, "bogus accepts that waited for the password pool");
+    expect_status(sign_in, StatusCode::CREATED).await;
+}
+
+/// Sixteen wrong sign-ins at once from one address, against a hashing pool of one thread and
+/// three waiting places, together with a real sign-in from another address: the guessing
+/// address holds at most a quarter of the pool (one place; the rest of its guesses are 429 at
+/// once, uncounted and unhashed), so the real sign-in finds room and succeeds at its first try
+/// instead of 503 `unavailable`.
+async fn one_address_cannot_fill_the_password_pool(backend: Backend) {
+    let config = AppConfig {
+        password_threads: 1,
+        password_queue: 3,
+        ..AppConfig::default()
+    };
+    let app = spawn_app_with(backend, config, HttpConfig::default()).await;
+    let org = app.org().await;
+    let email = email_of(&app, &org.approver_token).await;
+    let guesser = client_from(2);
+    let legitimate = client_from(1);
+    let mut requests: Vec<reqwest::RequestBuilder> = (0..16)
+        .map(|n| {
+            guesser.post(app.url("/v1/sessions")).json(
+                &json!({"email": format!("guess-{n}@example.com"), "password": "a wrong password"}),
+            )
+        })
+        .collect();
+    requests.push(
+        legitimate
+            .post(app.url("/v1/sessions"))
+            .json(&json!({"email": email, "password": PASSWORD})),
+    );
+    let mut answers = parallel(requests).await;
+    let sign_in = answers.pop().expect("the sign-in");
+    let (mut wrong, mut limited, mut busy) = (0, 0, 0);
+    for res in answers {
+        match res.status() {
+            StatusCode::UNAUTHORIZED => wrong += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                expect_problem(res, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+                limited += 1;
+            }
+            StatusCode::SERVICE_UNAVAILABLE => busy += 1,
+            other => panic!("a guess got {other}"),
+        }
+    }
+    figures(
+        "anonymous cost: 16 parallel guesses from one address, pool of 1 + 3",
+        backend,
+        &[
+            ("invalid_credentials", wrong.to_string()),
+            ("rate_limited", limited.to_string()),
+            ("unavailable", busy.to_string()),
+            ("real sign-in", sign_in.status().as_u16().to_string()),
+        ],
+    );
+    assert_eq!(busy, 0, "guesses from one address filled the password pool");
     expect_status(sign_in, StatusCode::CREATED).await;
 }

@@ -28,6 +28,13 @@ impl std::ops::Deref for App {
     }
 }
 
+/// Sign-in attempts one client address may have in flight: a quarter of what the password
+/// pool holds (its threads and waiting places), at least one.
+fn sign_in_in_flight_per_address(config: &AppConfig) -> u32 {
+    let pool = config.password_threads.max(1) + config.password_queue;
+    u32::try_from(pool / 4).unwrap_or(u32::MAX).max(1)
+}
+
 impl App {
     /// Builds the application over a store.
     pub fn new(store: DynStore, config: AppConfig) -> App {
@@ -39,6 +46,7 @@ impl App {
             config.sign_in_address_failures,
             config.sign_in_window,
             config.sign_in_record_entries,
+            sign_in_in_flight_per_address(&config),
         );
         App(std::sync::Arc::new(Parts {
             store,

@@ -89,11 +89,14 @@ struct Count {
 /// Failed sign-ins per email (from any address) and per client address (for any email),
 /// counted in a window that begins with the first failure. An attempt reserves a place under
 /// both before its password is checked, so concurrent guesses cannot pass the limit together.
-/// At most `cap` keys are held; over it the oldest windows are forgotten first.
+/// At most `cap` keys are held; over it the oldest windows are forgotten first. One address
+/// also has at most `in_flight` attempts in flight at once (while the per-address count is on),
+/// so one client cannot fill the password pool that every tenant's sign-in shares.
 #[derive(Clone)]
 pub(crate) struct SignInFailures {
     per_email: u32,
     per_address: u32,
+    in_flight: u32,
     window: Duration,
     cap: usize,
     seen: Arc<Mutex<HashMap<Key, Count>>>,
@@ -113,10 +116,12 @@ impl SignInFailures {
         per_address: u32,
         window: Duration,
         cap: usize,
+        in_flight: u32,
     ) -> SignInFailures {
         SignInFailures {
             per_email,
             per_address,
+            in_flight: in_flight.max(1),
             window,
             cap: cap.max(2),
             seen: Arc::new(Mutex::new(HashMap::new())),
@@ -152,6 +157,9 @@ impl SignInFailures {
                 if count.failures + count.pending >= *limit {
                     let left = self.window.saturating_sub(count.since.elapsed());
                     wait = wait.max(Some(left));
+                } else if matches!(key, Key::Address(_)) && count.pending >= self.in_flight {
+                    // Its other attempts are still being checked: try again in a moment.
+                    wait = wait.max(Some(Duration::from_secs(1)));
                 }
             }
         }
@@ -301,7 +309,7 @@ mod tests {
 
     #[test]
     fn failures_count_per_email_across_addresses_and_per_address_across_emails() {
-        let record = SignInFailures::new(2, 3, Duration::from_secs(900), 100);
+        let record = SignInFailures::new(2, 3, Duration::from_secs(900), 100, 100);
         let ip = |n: u8| Some(IpAddr::from([10, 0, 0, n]));
         record.reserve("a@example.com", ip(1)).unwrap().failed();
         record.reserve("a@example.com", ip(2)).unwrap().failed();
@@ -320,7 +328,7 @@ mod tests {
 
     #[test]
     fn places_in_flight_count_until_they_are_settled() {
-        let record = SignInFailures::new(2, 0, Duration::from_secs(900), 100);
+        let record = SignInFailures::new(2, 0, Duration::from_secs(900), 100, 100);
         let first = record.reserve("a@example.com", None).unwrap();
         let second = record.reserve("a@example.com", None).unwrap();
         assert!(limited(&record.reserve("a@example.com", None)));
@@ -332,8 +340,26 @@ mod tests {
     }
 
     #[test]
+    fn one_address_has_at_most_its_share_of_attempts_in_flight() {
+        let record = SignInFailures::new(10, 100, Duration::from_secs(900), 100, 2);
+        let guesser: IpAddr = "192.0.2.1".parse().unwrap();
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        let first = record.reserve("a@example.com", Some(guesser)).unwrap();
+        let second = record.reserve("b@example.com", Some(guesser)).unwrap();
+        let busy = record.reserve("c@example.com", Some(guesser));
+        assert!(matches!(
+            busy,
+            Err(AppError::RateLimited { retry_after: 1 })
+        ));
+        assert!(record.reserve("c@example.com", Some(other)).is_ok());
+        first.failed();
+        let third = record.reserve("c@example.com", Some(guesser)).unwrap();
+        drop((second, third));
+    }
+
+    #[test]
     fn an_ipv6_client_is_counted_by_its_64_bit_prefix() {
-        let record = SignInFailures::new(0, 1, Duration::from_secs(900), 100);
+        let record = SignInFailures::new(0, 1, Duration::from_secs(900), 100, 100);
         let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let same_net: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other_net: IpAddr = "2001:db8:1:3::1".parse().unwrap();
@@ -344,7 +370,7 @@ mod tests {
 
     #[test]
     fn the_record_never_holds_more_than_its_cap_and_forgets_the_oldest_first() {
-        let record = SignInFailures::new(3, 0, Duration::from_secs(900), 64);
+        let record = SignInFailures::new(3, 0, Duration::from_secs(900), 64, 100);
         for n in 0..1000 {
             record
                 .reserve(&format!("user{n}@example.com"), None)
