@@ -11,8 +11,10 @@
 //! asserts.
 
 use crate::helpers::{
-    Backend, TestApp, both_backends, expect_status, figures, spawn_app_with, sql_uuid, uuid_of,
+    Backend, TestApp, both_backends, expect_status, figures, spawn_app_with, sql_uuid, until,
+    uuid_of,
 };
+use crate::jobs::echo;
 use axum::extract::{Path, State};
 use axum::http::StatusCode as AxumStatus;
 use reqwest::StatusCode;
@@ -22,10 +24,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tauros_api::HttpConfig;
-use tauros_app::runtime::testing::ECHO;
 use tauros_app::runtime::webhooks::DeliveryPolicy;
 use tauros_app::runtime::{Defaults, WorkerConfig, Workers};
-use tauros_app::{App, AppConfig, NewJob, Retention, WebhookConfig};
+use tauros_app::{App, AppConfig, Retention, WebhookConfig};
 use tauros_domain::job::JobState;
 use tauros_domain::webhook::AllowList;
 use tokio::task::JoinHandle;
@@ -74,38 +75,6 @@ fn workers(app: &App, workers: usize, webhook_workers: usize) -> Workers {
         name: "fair-test".to_owned(),
     };
     Workers::start(app.clone(), registry, config)
-}
-
-fn echo(org_id: Uuid, args: Value) -> NewJob {
-    NewJob {
-        org_id,
-        kind: ECHO.to_owned(),
-        args,
-        submission_id: None,
-        max_attempts: None,
-        run_at: None,
-    }
-}
-
-/// Polls `read` until `done` holds, or fails the test after `within`.
-async fn until<T, F, Fut>(what: &str, within: Duration, mut read: F, done: impl Fn(&T) -> bool) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = T>,
-    T: std::fmt::Debug,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        let value = read().await;
-        if done(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {within:?}: {value:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn job_state(app: &TestApp, org_id: Uuid, id: Uuid) -> JobState {

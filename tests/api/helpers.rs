@@ -845,3 +845,30 @@ pub fn sql_uuid(database_url: &str, id: &str) -> String {
 pub async fn empty_database(backend: Backend) -> (String, impl Drop) {
     fresh_database(backend).await
 }
+
+/// Polls `read` until `done` holds for what it returns, or fails the test after `within`
+/// (a correctness deadline, not a performance assert).
+pub async fn until<T, F, Fut>(
+    what: &str,
+    within: std::time::Duration,
+    mut read: F,
+    done: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+    T: std::fmt::Debug,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let value = read().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen within {within:?}: {value:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

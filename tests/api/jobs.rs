@@ -46,7 +46,8 @@ both_backends!(
     leases_are_set_and_rescued_by_the_databases_clock_whatever_the_apps_says,
 );
 
-fn echo(org_id: Uuid, args: Value) -> NewJob {
+/// A job of the test kind that answers its arguments.
+pub(crate) fn echo(org_id: Uuid, args: Value) -> NewJob {
     NewJob {
         org_id,
         kind: ECHO.to_owned(),

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tauros_api::HttpConfig;
 use tauros_app::runtime::webhooks::DeliveryPolicy;
 use tauros_app::runtime::{Defaults, WorkerConfig, Workers};
@@ -107,24 +107,13 @@ fn start_workers(app: &App) -> Workers {
 }
 
 /// Waits until `done` holds for what `read` returns (or fails the test after 60 s).
-async fn until<T, F, Fut>(what: &str, mut read: F, done: impl Fn(&T) -> bool) -> T
+async fn until<T, F, Fut>(what: &str, read: F, done: impl Fn(&T) -> bool) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = T>,
     T: std::fmt::Debug,
 {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let value = read().await;
-        if done(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen: {value:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::helpers::until(what, Duration::from_secs(60), read, done).await
 }
 
 // ---------------------------------------------------------------------------------------------
