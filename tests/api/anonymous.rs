@@ -9,12 +9,11 @@
 //! (127.0.0.2, 127.0.0.3, …; Linux routes all of 127/8 to the loopback interface).
 
 use crate::helpers::{
-    Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, figures, parallel,
-    spawn_app_with,
+    Backend, PASSWORD, TestApp, both_backends, client_from, expect_problem, expect_status, figures,
+    parallel, spawn_app_with,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::net::{IpAddr, Ipv4Addr};
 use tauros_api::{ConnectionLimits, HttpConfig};
 use tauros_app::AppConfig;
 
@@ -28,14 +27,6 @@ both_backends!(backend:
     a_bogus_invitation_token_never_reaches_the_password_pool,
     one_address_cannot_fill_the_password_pool,
 );
-
-/// A client whose connections come from `127.0.0.{n}`.
-fn client_from(n: u8) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
-        .build()
-        .expect("client")
-}
 
 /// `POST /v1/sessions` from `client`.
 async fn sign_in_from(
@@ -335,7 +326,7 @@ async fn a_bogus_invitation_token_never_reaches_the_password_pool(backend: Backe
 
 /// Sixteen wrong sign-ins at once from one address, against a hashing pool of one thread and
 /// three waiting places, together with a real sign-in from another address: the guessing
-/// address holds at most a quarter of the pool (one place; the rest of its guesses are 429 at
+/// address holds at most half of the pool (two places; the rest of its guesses are 429 at
 /// once, uncounted and unhashed), so the real sign-in finds room and succeeds at its first try
 /// instead of 503 `unavailable`.
 async fn one_address_cannot_fill_the_password_pool(backend: Backend) {

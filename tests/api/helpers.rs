@@ -846,6 +846,15 @@ pub async fn empty_database(backend: Backend) -> (String, impl Drop) {
     fresh_database(backend).await
 }
 
+/// A client whose connections come from `127.0.0.{n}` (Linux routes all of 127/8 to `lo`):
+/// another client address for the server's per-address limits.
+pub fn client_from(n: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, n)))
+        .build()
+        .expect("client")
+}
+
 /// Polls `read` until `done` holds for what it returns, or fails the test after `within`
 /// (a correctness deadline, not a performance assert).
 pub async fn until<T, F, Fut>(

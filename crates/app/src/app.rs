@@ -28,11 +28,12 @@ impl std::ops::Deref for App {
     }
 }
 
-/// Sign-in attempts one client address may have in flight: a quarter of what the password
-/// pool holds (its threads and waiting places), at least one.
+/// Sign-in attempts one client address may have in flight: half of what the password pool
+/// holds (its threads and waiting places), at least one, so one address always leaves the other
+/// half to everyone else (17 or 18 places by default: 8 or 9 per address).
 fn sign_in_in_flight_per_address(config: &AppConfig) -> u32 {
     let pool = config.password_threads.max(1) + config.password_queue;
-    u32::try_from(pool / 4).unwrap_or(u32::MAX).max(1)
+    u32::try_from(pool / 2).unwrap_or(u32::MAX).max(1)
 }
 
 impl App {
