@@ -2110,9 +2110,10 @@ async fn run(args: Args) -> Value {
                 .add("receiver down (deliveries failed)", failed.len() as u64);
             let answers = Arc::new(Counters::default());
             let ids: Vec<&String> = failed.keys().collect();
-            // 32 deliveries (96 requests) at a time: the point is each delivery's three
-            // resends at once, not the connection limit.
-            for chunk in ids.chunks(32) {
+            // 16 deliveries (48 requests) at a time: the point is each delivery's three
+            // resends at once, not the connection limits (64 per client address since #25:
+            // more connections from this one address would be closed unanswered).
+            for chunk in ids.chunks(16) {
                 let mut tasks = Vec::new();
                 for delivery in chunk {
                     for _ in 0..3 {
