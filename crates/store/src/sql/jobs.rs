@@ -279,8 +279,8 @@ impl<U: Backend> JobWrite for U {
         let keep = serde_json::to_string(keep)
             .map_err(|e| crate::error::StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
         let done = query(format!(
-            "delete from jobs where state = $1 and finished_at < $2 and id in
-                 (select id from jobs where state = $1 and finished_at < $2
+            "delete from jobs where state = $1 and finished_at < $2 and (org_id, id) in
+                 (select org_id, id from jobs where state = $1 and finished_at < $2
                     and kind not in ({kept})
                   order by finished_at limit $3)",
             kept = U::json_texts("$4")
