@@ -154,7 +154,35 @@ fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Sh
         .connect_lazy_with(hosts.nodes()[index].options.clone())
 }
 
+/// Bounds a statement on this side too: the server's `statement_timeout` cannot end a wait on
+/// a host that vanished without closing its connections (no reset ever arrives).
+async fn bounded<T>(
+    limit: Option<Duration>,
+    statement: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, statement)
+            .await
+            .unwrap_or_else(|_| Err(timed_out())),
+        None => statement.await,
+    }
+}
+
+fn timed_out() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no answer from the database within the statement timeout",
+    ))
+}
+
 impl Shared {
+    /// The statement timeout plus the acquire timeout (the server's cancel, and its answer,
+    /// come first); none when statements are unlimited.
+    fn client_limit(&self) -> Option<Duration> {
+        (!self.settings.statement_timeout.is_zero())
+            .then(|| self.settings.statement_timeout + self.settings.acquire_timeout)
+    }
+
     fn pool(&self) -> PgPool {
         self.current
             .read()
@@ -192,6 +220,8 @@ impl Shared {
             let node = match found {
                 Ok(node) => node,
                 Err(tried) => {
+                    metrics::counter!("tauros_database_probes_total", "found" => "none")
+                        .increment(1);
                     tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes");
                     return;
                 }
@@ -203,8 +233,11 @@ impl Shared {
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if current.1 == index {
+                    metrics::counter!("tauros_database_probes_total", "found" => "same")
+                        .increment(1);
                     return;
                 }
+                metrics::counter!("tauros_database_probes_total", "found" => "new").increment(1);
                 let fresh = pool_to(
                     &shared.hosts,
                     index,
@@ -288,19 +321,22 @@ impl Backend for PgUnit {
     }
 
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
-        fetch_optional(self.0.conn(), stmt)
+        let limit = self.1.client_limit();
+        bounded(limit, fetch_optional(self.0.conn(), stmt))
             .await
             .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
-        fetch_all(self.0.conn(), stmt)
+        let limit = self.1.client_limit();
+        bounded(limit, fetch_all(self.0.conn(), stmt))
             .await
             .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
-        execute(self.0.conn(), stmt)
+        let limit = self.1.client_limit();
+        bounded(limit, execute(self.0.conn(), stmt))
             .await
             .map_err(|e| self.1.failed(map_err(e)))
     }
@@ -316,7 +352,15 @@ impl Reader for PgUnit {}
 impl Tx for PgUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let shared = Arc::clone(&self.1);
-        self.0.commit(map_err).await.map_err(|e| shared.failed(e))
+        let limit = shared.client_limit();
+        match limit {
+            Some(limit) => match tokio::time::timeout(limit, self.0.commit(map_err)).await {
+                Ok(done) => done,
+                Err(_) => Err(StoreError::Unavailable(timed_out())),
+            },
+            None => self.0.commit(map_err).await,
+        }
+        .map_err(|e| shared.failed(e))
     }
 }
 
@@ -374,7 +418,13 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        self.noticed(claim_job(&self.pool(), claim).await)
+        let claimed = match self.shared.client_limit() {
+            Some(limit) => tokio::time::timeout(limit, claim_job(&self.pool(), claim))
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable(timed_out()))),
+            None => claim_job(&self.pool(), claim).await,
+        };
+        self.noticed(claimed)
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
