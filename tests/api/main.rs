@@ -30,6 +30,7 @@ mod conventions;
 mod document;
 mod failpoints;
 mod fair_work;
+mod formation;
 mod governance;
 mod invoices;
 mod issue_jobs;
