@@ -189,7 +189,9 @@ pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
             pool.close().await;
         }
     }
-    let store: DynStore = store::connect(&database_url, 8).await.expect("open store");
+    let store: DynStore = store::connect(&database_url, store::PoolSettings::new(8))
+        .await
+        .expect("open store");
     let app = App::new(Arc::clone(&store), AppConfig::default());
     let http = HttpConfig {
         metrics_on_main: true,

@@ -194,7 +194,9 @@ async fn catalog_sqlite(url: &str) -> (Vec<String>, Vec<Unique>, Vec<Reference>)
 /// `org_id` with `org_id`: the audit table of docs/SCALING.md, "Distributed by org_id".
 async fn every_unique_index_and_reference_of_an_org_owned_table_includes_org_id(backend: Backend) {
     let (url, _cleanup) = empty_database(backend).await;
-    let store = tauros_store::connect(&url, 2).await.expect("open store");
+    let store = tauros_store::connect(&url, tauros_store::PoolSettings::new(2))
+        .await
+        .expect("open store");
     store.migrate().await.expect("migrations");
     let (owned, uniques, references) = match backend {
         Backend::Postgres => catalog_postgres(&url).await,
