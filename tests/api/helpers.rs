@@ -154,6 +154,60 @@ async fn spawn_app_at(
     }
 }
 
+/// A running Tauros over a fresh database migrated up to `last` only (an older schema, for
+/// the tests of a migration over existing data: `app.app.store().migrate()` runs the rest).
+pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
+    init_test_log();
+    let (database_url, cleanup) = fresh_database(backend).await;
+    let dir = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/store/migrations")
+        .join(dir);
+    let mut before = sqlx::migrate::Migrator::new(path)
+        .await
+        .expect("migrations");
+    before.migrations = std::borrow::Cow::Owned(
+        before
+            .migrations
+            .iter()
+            .filter(|m| m.version <= last)
+            .cloned()
+            .collect(),
+    );
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&database_url).await.unwrap();
+            before.run(&pool).await.expect("the older migrations");
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&database_url).await.unwrap();
+            before.run(&pool).await.expect("the older migrations");
+            pool.close().await;
+        }
+    }
+    let store: DynStore = store::connect(&database_url, store::PoolSettings::new(8))
+        .await
+        .expect("open store");
+    let app = App::new(Arc::clone(&store), AppConfig::default());
+    let http = HttpConfig {
+        metrics_on_main: true,
+        ..HttpConfig::default()
+    };
+    let addr = serve_router(router(app.clone(), &http), http.limits).await;
+    TestApp {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        app,
+        backend,
+        database_url,
+        _cleanup: cleanup,
+    }
+}
+
 /// Serves `router` the way `tauros serve` does (connection limits, client address) on a free
 /// port of 127.0.0.1 until the test's runtime ends; returns the address.
 pub async fn serve_router(router: axum::Router, limits: ConnectionLimits) -> SocketAddr {

@@ -48,6 +48,7 @@ mod peer;
 mod presented;
 mod races;
 mod replays;
+mod schema;
 mod security;
 mod serve;
 mod settlement;

@@ -480,7 +480,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
              from orgs where orgs.org_id is not null
          ),
          heads as (
-             select head.id, head.run_at, t.last_claimed_at
+             select o.org_id, head.id, head.run_at, t.last_claimed_at
              from orgs o
              cross join unnest($2::text[]) as k (kind)
              cross join lateral (
@@ -503,7 +503,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
                  order by last_claimed_at nulls first, run_at, id
                  limit {HEADS} * 4
              ) h
-             join jobs j on j.id = h.id
+             join jobs j on j.org_id = h.org_id and j.id = h.id
              where j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
              order by h.last_claimed_at nulls first, h.run_at, h.id
              limit 1
@@ -516,7 +516,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
          )
          update jobs set state = 'running', lease_token = $3, lease_expires_at = {until},
              worker = $5, executions = jobs.executions + 1, started_at = $1, updated_at = $1
-         from next where jobs.id = next.id
+         from next where jobs.org_id = next.org_id and jobs.id = next.id
          returning jobs.*",
         until = now_plus_ms("$4"),
     )))
