@@ -243,7 +243,15 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
             assert_eq!(problem["invoice_id"], id, "{problem}");
         }
     }
-    // The approver's commands name it too.
+    // The approver's verify and commands name it too.
+    let res = app
+        .get(
+            &format!("/v1/invoices/{revision}/verify"),
+            &b.org.approver_token,
+        )
+        .await;
+    let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+    assert_eq!(problem["invoice_id"], id, "verify: {problem}");
     let decision = json!({
         "revision_id": revision,
         "payload_hash": invoice["current_revision"]["payload_hash"],
