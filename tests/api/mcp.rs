@@ -122,6 +122,8 @@ both_backends!(
     a_float_in_money_is_refused_as_rest_refuses_it,
     unknown_arguments_are_refused_naming_the_accepted_ones,
     a_foreign_id_is_answered_like_an_unknown_one,
+    a_revision_id_passed_as_the_invoice_id_is_named_as_rest_names_it,
+    the_waiting_for_you_filter_and_the_current_flag_over_mcp,
     a_settlement_only_key_is_refused_on_invoicing_tools,
     a_settlement_key_reports_payments_and_only_it,
     a_human_session_is_refused,
@@ -604,6 +606,100 @@ async fn a_foreign_id_is_answered_like_an_unknown_one(app: TestApp) {
         app.invoice(&other.org.agent_key, foreign).await["state"],
         "draft"
     );
+    client.cancel().await.expect("closes");
+}
+
+/// The revision id an agent may confuse with its invoice's: every invoice tool says what it
+/// is, with the very problem REST answers; another agent's revision stays a plain not_found.
+async fn a_revision_id_passed_as_the_invoice_id_is_named_as_rest_names_it(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "near")).await;
+    let id = draft["invoice"]["id"].as_str().unwrap().to_owned();
+    let revision = draft["invoice"]["current_revision"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let problem = refused(&client, "get_invoice", json!({"id": revision}), "not_found").await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("revision 1 of invoice {id}")),
+        "{problem}"
+    );
+    assert_eq!(problem["invoice_id"], json!(id));
+    assert_eq!(problem["id_kind"], "revision");
+    let res = app
+        .get(&format!("/v1/invoices/{revision}"), &b.org.agent_key)
+        .await;
+    assert_eq!(comparable(problem), rest_problem(res).await);
+    for (tool, args) in [
+        ("submit_invoice", json!({"id": revision})),
+        ("withdraw_invoice", json!({"id": revision})),
+        (
+            "revise_invoice",
+            json!({"id": revision, "reasoning": "again"}),
+        ),
+    ] {
+        let problem = refused(&client, tool, args, "not_found").await;
+        assert_eq!(problem["invoice_id"], json!(id), "{tool}: {problem}");
+    }
+
+    let other = app.second_agent(&b).await;
+    let theirs = app.draft(&other, "theirs").await;
+    let hidden = theirs["current_revision"]["id"].as_str().unwrap();
+    let unknown = Uuid::now_v7().to_string();
+    let a = refused(&client, "get_invoice", json!({"id": hidden}), "not_found").await;
+    let z = refused(&client, "get_invoice", json!({"id": unknown}), "not_found").await;
+    assert_eq!(comparable(a), comparable(z));
+    client.cancel().await.expect("closes");
+}
+
+/// list_invoices' `decision: changes_requested` is the agent's to-do list: the invoice is on
+/// it while the request is open and off it once revised; its decision says `current`.
+async fn the_waiting_for_you_filter_and_the_current_flag_over_mcp(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let draft = ok(&client, "create_invoice_draft", draft_args(&b, "todo")).await;
+    let id = draft["invoice"]["id"].as_str().unwrap().to_owned();
+    let pending = ok(&client, "submit_invoice", json!({"id": id})).await["invoice"].clone();
+    let res = app
+        .command(
+            &b.org.approver_token,
+            &id,
+            "request-changes",
+            TestApp::decision_body(&pending, Some("Split the workshop line.")),
+        )
+        .await;
+    expect_status(res, StatusCode::OK).await;
+    let todo = ok(
+        &client,
+        "list_invoices",
+        json!({"decision": "changes_requested"}),
+    )
+    .await;
+    let items = todo["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{todo}");
+    assert_eq!(items[0]["id"], json!(id));
+    assert_eq!(items[0]["decision"]["current"], true);
+
+    let revised = ok(
+        &client,
+        "revise_invoice",
+        json!({"id": id, "due_date": "2099-12-31", "reasoning": "Split as asked."}),
+    )
+    .await;
+    assert_eq!(revised["invoice"]["decision"]["current"], false);
+    let todo = ok(
+        &client,
+        "list_invoices",
+        json!({"decision": "changes_requested"}),
+    )
+    .await;
+    assert_eq!(todo["items"], json!([]), "{todo}");
+    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    assert_eq!(history["invoice"]["decision"]["current"], false);
     client.cancel().await.expect("closes");
 }
 

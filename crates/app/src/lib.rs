@@ -57,7 +57,7 @@ pub use customers::{CustomerChange, CustomerView, NewCustomer};
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
 pub use durable::when_durable;
-pub use error::{AppError, AppResult, FieldError, KeyHolder};
+pub use error::{AppError, AppResult, FieldError, KeyHolder, OtherKind};
 pub use governance::Resolved;
 pub use idempotency::Replayed;
 pub use invoices::{

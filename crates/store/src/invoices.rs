@@ -173,7 +173,8 @@ pub struct InvoiceFilter {
     pub state: Option<InvoiceState>,
     pub customer_id: Option<Uuid>,
     pub agent_id: Option<Uuid>,
-    /// Only invoices whose latest decision is this one.
+    /// Only invoices whose latest decision is this one and is about the current revision
+    /// (a decision on an older revision, before a revise, matches no kind).
     pub decision: Option<DecisionKind>,
     /// Only the invoice created with this key.
     pub idempotency_key: Option<String>,

@@ -227,6 +227,14 @@ impl From<AppError> for ApiError {
                 "not_found",
                 "no such resource (or it is not visible to you); check the id",
             ),
+            AppError::NotAnInvoice(other) => {
+                let problem = ApiError::new(S::NOT_FOUND, "not_found", other.detail())
+                    .with_member("id_kind", other.kind());
+                match other.invoice_id() {
+                    Some(id) => problem.with_member("invoice_id", id.to_string()),
+                    None => problem,
+                }
+            }
             AppError::Validation(errors) => ApiError::validation(errors),
             AppError::ApproverExists => ApiError::new(
                 S::CONFLICT,

@@ -121,8 +121,9 @@ impl Tool {
             }
             Tool::ListInvoices => {
                 "List your invoices, newest first (with `state: \"pending_approval\"`, oldest \
-                 first). Filters: `state`, `customer_id`, `decision` (the latest human decision: \
-                 approved, rejected, changes_requested) and `idempotency_key` (find the invoice \
+                 first). Filters: `state`, `customer_id`, `decision` (the latest human decision, \
+                 while it is about the current revision: `changes_requested` lists the drafts \
+                 waiting for you to revise; approved, rejected) and `idempotency_key` (find the invoice \
                  an earlier create_invoice_draft made with that key). Paged with `limit` and \
                  `cursor` like list_customers. Reads only."
             }
@@ -132,8 +133,10 @@ impl Tool {
                  reason, and the audit events 100 at a time (oldest first; when \
                  `events_next_cursor` is not null, pass it as `events_cursor` for the next \
                  100). After `changes_requested`, read the reason, then revise_invoice \
-                 and submit_invoice again. Reads only. An id that is not yours is answered \
-                 not_found, exactly like one that does not exist."
+                 and submit_invoice again (the decision then says `current: false`). Reads \
+                 only. An id that is not yours is answered not_found, exactly like one that \
+                 does not exist; one of your revision ids is answered not_found naming its \
+                 invoice (`invoice_id`)."
             }
             Tool::CreateInvoiceDraft => {
                 "Propose an invoice to one of your customers, as a draft. Money is never a JSON \
@@ -354,7 +357,8 @@ struct ListInvoicesArgs {
     state: Option<String>,
     /// Only this customer's.
     customer_id: Option<Uuid>,
-    /// Only invoices whose latest decision is this one.
+    /// Only invoices whose latest decision is this one and is about the current revision
+    /// (`changes_requested`: the drafts waiting for you to revise).
     #[schema(value_type = Option<crate::http::schema::DecisionKindSchema>)]
     decision: Option<String>,
     /// Only the invoice you created with this key.

@@ -600,10 +600,9 @@ pub(super) async fn locked(
     id: Uuid,
     action: Action,
 ) -> AppResult<(InvoiceRow, OrgSettings)> {
-    let invoice = tx
-        .lock_invoice(actor.org_id(), id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let Some(invoice) = tx.lock_invoice(actor.org_id(), id).await? else {
+        return Err(super::miss::unknown_invoice(&mut *tx, actor, id).await?);
+    };
     failpoint!(invoice.org_id, InvoiceLocked);
     let (access, settings) =
         super::access_facts(&mut *tx, invoice.org_id, invoice.agent_id).await?;

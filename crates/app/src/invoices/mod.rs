@@ -7,6 +7,7 @@ mod chain;
 mod commands;
 mod content;
 mod issuing;
+mod miss;
 mod queries;
 mod settling;
 mod views;

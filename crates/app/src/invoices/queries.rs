@@ -3,6 +3,7 @@
 
 use super::chain::event_fields;
 use super::content::stored;
+use super::miss::unknown_invoice;
 use super::views::{
     DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
 };
@@ -32,8 +33,9 @@ pub struct InvoiceQuery {
     pub customer_id: Option<Uuid>,
     /// Only this agent's invoices.
     pub agent_id: Option<Uuid>,
-    /// Only invoices whose latest decision is this one (`approved`, `rejected`,
-    /// `changes_requested`).
+    /// Only invoices whose latest decision is this one and is about the current revision:
+    /// `changes_requested` lists the drafts waiting for their agent to revise (none once
+    /// revised); `approved` and `rejected` are always about the current revision.
     pub decision: Option<String>,
     /// Only the invoice the caller created with this key.
     pub idempotency_key: Option<String>,
@@ -73,7 +75,11 @@ impl App {
         let (stored, joined) = found.map_or((None, None), |(c, i)| (Some(c), i));
         let actor = self.check_credential(&credential, stored, via).await?;
         actor.require(Capability::Invoicing)?;
-        joined_view(check_readable(&actor, joined.ok_or(AppError::NotFound)?)?)
+        let Some(joined) = joined else {
+            let mut conn = self.store.reader().await?;
+            return Err(unknown_invoice(&mut *conn, &actor, id).await?);
+        };
+        joined_view(check_readable(&actor, joined)?)
     }
 
     /// The invoices the caller may see. `state=pending_approval` lists oldest first.
@@ -196,10 +202,9 @@ impl App {
     pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
         actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
-        let joined = conn
-            .invoice_joined(actor.org_id(), id)
-            .await?
-            .ok_or(AppError::NotFound)?;
+        let Some(joined) = conn.invoice_joined(actor.org_id(), id).await? else {
+            return Err(unknown_invoice(&mut *conn, actor, id).await?);
+        };
         let org_id = joined.revision.org_id;
         let (access, settings) = joined_access(&joined);
         rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
@@ -312,17 +317,17 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
     })
 }
 
-/// The invoice with its current revision, if the caller may read it.
+/// The invoice with its current revision, if the caller may read it; an id of another kind
+/// the caller may see is named ([`unknown_invoice`]).
 async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<InvoiceJoined> {
-    let joined = conn
-        .invoice_joined(actor.org_id(), id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let Some(joined) = conn.invoice_joined(actor.org_id(), id).await? else {
+        return Err(unknown_invoice(conn, actor, id).await?);
+    };
     check_readable(actor, joined)
 }
 
 /// The invoice, if `actor` may read it.
-fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
+pub(super) fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
     let (access, settings) = joined_access(&joined);
     rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
     Ok(joined)

@@ -137,6 +137,9 @@ pub struct LatestDecision {
     pub revision_id: Uuid,
     /// When the approver decided (RFC 3339, UTC).
     pub decided_at: DateTime<Utc>,
+    /// `true` while the decision is about the invoice's current revision; `false` once a newer
+    /// revision exists (after `changes_requested` and a revise: the request was answered).
+    pub current: bool,
 }
 
 // A human's decision on one revision, as the wire shows it (`DecisionResponse` in the OpenAPI
@@ -327,6 +330,7 @@ fn stopped_job(
 /// The invoice as a joined read returned it.
 pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
     let id = j.revision.invoice_id;
+    let current_revision_id = j.revision.id;
     let current_revision = revision_view(j.revision)?;
     let s = settled(j.state, &current_revision, &j.amount_paid_minor)?;
     Ok(InvoiceView {
@@ -355,6 +359,7 @@ pub(crate) fn joined_view(j: InvoiceJoined) -> AppResult<InvoiceView> {
                 reason: j.last_decision_reason,
                 revision_id,
                 decided_at,
+                current: revision_id == current_revision_id,
             }),
             _ => None,
         },

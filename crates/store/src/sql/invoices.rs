@@ -432,7 +432,7 @@ static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
 
 /// The filters of an invoice list: the organisation (`org`) and scope (`agent` one agent,
 /// `owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
-/// latest decision (`$9`), idempotency key (`$10`), overdue (`$11`, as of the date `$12`) and
+/// latest decision while it is about the current revision (`$9`), idempotency key (`$10`), overdue (`$11`, as of the date `$12`) and
 /// issuing status (`$13`);
 /// `$7` and `$8` are the page's.
 ///
@@ -448,7 +448,7 @@ pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> Strin
    and ($4 is null or i.state = $4)
    and ($5 is null or r.customer_id = $5)
    and ($6 is null or i.agent_id = $6)
-   and ($9 is null or d.decision = $9)
+   and ($9 is null or (d.decision = $9 and d.revision_id = i.current_revision_id))
    and ($10 is null or i.idempotency_key = $10)
    and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))
    and ($13 is null or i.issuing_status = $13)"

@@ -86,7 +86,7 @@ pub(super) async fn create_invoice(
         ("state" = Option<InvoiceStateSchema>, Query, description = "Only invoices in this state; `pending_approval` is the approver's inbox, listed oldest first"),
         ("customer_id" = Option<Uuid>, Query, description = "Only this customer's"),
         ("agent_id" = Option<Uuid>, Query, description = "Only this agent's"),
-        ("decision" = Option<DecisionKindSchema>, Query, description = "Only invoices whose latest decision is this one"),
+        ("decision" = Option<DecisionKindSchema>, Query, description = "Only invoices whose latest decision is this one and is about the current revision: `changes_requested` lists the drafts waiting for their agent (off the list once revised); `approved` and `rejected` are always about the current revision"),
         ("idempotency_key" = Option<String>, Query, description = "Only the invoice you created with this key (the one a `409 idempotency_conflict` names)"),
         ("overdue" = Option<bool>, Query, description = "`true`: only overdue invoices (issued or partially paid, due before today in UTC, a balance open); `false`: only the others. Computed when asked, never stored"),
         ("issuing" = Option<IssuingStatusSchema>, Query, description = "Only approved invoices whose issuing stands here: `pending`, `blocked`, `rejected`, `conflict`, `needs_review` (the last three wait for an approver: issue again or cancel)"),
