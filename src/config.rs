@@ -82,12 +82,29 @@ pub struct OrgSetArgs {
 /// Where the database is.
 #[derive(Debug, Args, Clone)]
 pub struct DbArgs {
-    /// Database URL: `sqlite://FILE?mode=rwc` (embedded) or `postgres://USER@HOST/DB`.
+    /// Database URL: `sqlite://FILE?mode=rwc` (embedded), `postgres://USER@HOST/DB`, or a
+    /// formation's `postgres://USER@HOST1:PORT1,HOST2:PORT2/DB?target_session_attrs=read-write`
+    /// (Tauros follows the host that accepts writes); `sslmode=require` or `verify-full` (with
+    /// `sslrootcert=FILE`) for TLS.
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub database_url: String,
     /// Maximum pooled database connections (default: 4 per CPU core, from 8 to 32).
     #[arg(long, env = "TAUROS_DB_MAX_CONNECTIONS", default_value_t = default_pool_size())]
     pub db_max_connections: u32,
+    /// PostgreSQL: seconds a request waits for a database connection (and for a new one to
+    /// open) before it is answered 503 `unavailable`, safe to retry. Bounds what a request
+    /// waits during a failover.
+    #[arg(long, env = "TAUROS_DB_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub db_acquire_timeout_seconds: u64,
+    /// PostgreSQL: the server cancels a statement running longer than this many seconds
+    /// (`statement_timeout`; migrations have no limit). 0: no limit.
+    #[arg(
+        long,
+        env = "TAUROS_DB_STATEMENT_TIMEOUT_SECONDS",
+        default_value_t = 30
+    )]
+    pub db_statement_timeout_seconds: u64,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tauros=debug`.
     #[arg(long, env = "TAUROS_LOG", default_value = "info")]
     pub log: String,

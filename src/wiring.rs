@@ -14,7 +14,12 @@ const REAP_BATCH: i64 = 500;
 
 pub(crate) async fn open(db: &DbArgs) -> anyhow::Result<tauros_store::DynStore> {
     telemetry::init_logging(&db.log);
-    let store = tauros_store::connect(&db.database_url, db.db_max_connections)
+    let settings = tauros_store::PoolSettings {
+        acquire_timeout: Duration::from_secs(db.db_acquire_timeout_seconds),
+        statement_timeout: Duration::from_secs(db.db_statement_timeout_seconds),
+        ..tauros_store::PoolSettings::new(db.db_max_connections)
+    };
+    let store = tauros_store::connect(&db.database_url, settings)
         .await
         .context("cannot open the database")?;
     store.migrate().await.context("cannot apply migrations")?;

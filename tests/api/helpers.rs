@@ -7,7 +7,7 @@
 //! is removed when its [`TestApp`] is dropped. `TEST_LOG=1` prints the servers' logs (filter:
 //! `TAUROS_LOG`, default `tauros=debug,tower_http=debug,info`) with each test's output.
 
-mod postgres;
+pub mod postgres;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
@@ -97,14 +97,105 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfig) -> TestApp {
-    init_test_log();
     let (database_url, cleanup) = fresh_database(backend).await;
-    let store: DynStore = store::connect(&database_url, 8).await.expect("open store");
+    spawn_app_at(
+        backend,
+        database_url,
+        cleanup,
+        store::PoolSettings::new(8),
+        config,
+        http,
+    )
+    .await
+}
+
+/// A server on the PostgreSQL database `name` of the test server, reached through `url`
+/// (a formation's several hosts: tests/api/formation.rs) with `settings`; the database is
+/// dropped from the test server when the app is dropped.
+pub async fn spawn_app_on(url: String, name: &str, settings: store::PoolSettings) -> TestApp {
+    let cleanup = Cleanup::Database(name.to_owned());
+    spawn_app_at(
+        Backend::Postgres,
+        url,
+        cleanup,
+        settings,
+        AppConfig::default(),
+        HttpConfig::default(),
+    )
+    .await
+}
+
+async fn spawn_app_at(
+    backend: Backend,
+    database_url: String,
+    cleanup: Cleanup,
+    settings: store::PoolSettings,
+    config: AppConfig,
+    http: HttpConfig,
+) -> TestApp {
+    init_test_log();
+    let store: DynStore = store::connect(&database_url, settings)
+        .await
+        .expect("open store");
     store.migrate().await.expect("migrate");
     let app = App::new(Arc::clone(&store), config);
     let http = HttpConfig {
         metrics_on_main: true,
         ..http
+    };
+    let addr = serve_router(router(app.clone(), &http), http.limits).await;
+    TestApp {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        app,
+        backend,
+        database_url,
+        _cleanup: cleanup,
+    }
+}
+
+/// A running Tauros over a fresh database migrated up to `last` only (an older schema, for
+/// the tests of a migration over existing data: `app.app.store().migrate()` runs the rest).
+pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
+    init_test_log();
+    let (database_url, cleanup) = fresh_database(backend).await;
+    let dir = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/store/migrations")
+        .join(dir);
+    let mut before = sqlx::migrate::Migrator::new(path)
+        .await
+        .expect("migrations");
+    before.migrations = std::borrow::Cow::Owned(
+        before
+            .migrations
+            .iter()
+            .filter(|m| m.version <= last)
+            .cloned()
+            .collect(),
+    );
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&database_url).await.unwrap();
+            before.run(&pool).await.expect("the older migrations");
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&database_url).await.unwrap();
+            before.run(&pool).await.expect("the older migrations");
+            pool.close().await;
+        }
+    }
+    let store: DynStore = store::connect(&database_url, store::PoolSettings::new(8))
+        .await
+        .expect("open store");
+    let app = App::new(Arc::clone(&store), AppConfig::default());
+    let http = HttpConfig {
+        metrics_on_main: true,
+        ..HttpConfig::default()
     };
     let addr = serve_router(router(app.clone(), &http), http.limits).await;
     TestApp {

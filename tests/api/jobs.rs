@@ -99,7 +99,7 @@ pub(crate) async fn wait_for(
 }
 
 /// Workers inside the test process, with the test kinds and a short lease.
-fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
+pub(crate) fn in_process_workers(app: &TestApp, workers: usize) -> Workers {
     let registry = Arc::new(tauros_app::runtime::registry(
         Defaults::default(),
         tauros_app::runtime::webhooks::DeliveryPolicy::default(),

@@ -250,7 +250,9 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
             pool.close().await;
         }
     }
-    let store = tauros_store::connect(&url, 4).await.expect("open store");
+    let store = tauros_store::connect(&url, tauros_store::PoolSettings::new(4))
+        .await
+        .expect("open store");
     let app = tauros_app::App::new(
         std::sync::Arc::clone(&store),
         tauros_app::AppConfig::default(),

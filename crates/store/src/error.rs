@@ -69,22 +69,25 @@ impl Constraint {
         }
     }
 
-    /// The columns SQLite names instead (`UNIQUE constraint failed: <columns>`).
+    /// The columns SQLite names instead (`UNIQUE constraint failed: <columns>`). Since
+    /// migration 0018 every one but `orgs.name` leads with `org_id` (docs/SCALING.md).
     pub fn sqlite_columns(self) -> &'static str {
         match self {
             Constraint::OrgName => "orgs.name",
             Constraint::UserEmail => "users.org_id, users.email_normalized",
             Constraint::OneBootstrapPerOrg => "users.org_id",
-            Constraint::SessionToken => "sessions.token_hash",
-            Constraint::InvitationToken => "invitations.token_hash",
+            Constraint::SessionToken => "sessions.org_id, sessions.token_hash",
+            Constraint::InvitationToken => "invitations.org_id, invitations.token_hash",
             Constraint::DestinationKey => {
                 "payment_destinations.org_id, payment_destinations.agent_id, payment_destinations.idempotency_key"
             }
-            Constraint::DestinationSupersedes => "payment_destinations.supersedes_id",
+            Constraint::DestinationSupersedes => {
+                "payment_destinations.org_id, payment_destinations.supersedes_id"
+            }
             Constraint::InvoiceKey => {
                 "invoices.org_id, invoices.agent_id, invoices.idempotency_key"
             }
-            Constraint::DecisionPerRevision => "decisions.revision_id",
+            Constraint::DecisionPerRevision => "decisions.org_id, decisions.revision_id",
         }
     }
 }

@@ -159,13 +159,14 @@ pub trait JobRead: Send {
     /// The oldest due time among claimable jobs due by `now` (every org).
     async fn oldest_due(&mut self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
     /// Up to `limit` jobs of `kind` in `state` that finished before `before`, every org, by
-    /// id after `after` (the retention's keyset walk over the kinds it does not prune blind).
+    /// (org_id, id) after `after` (the retention's keyset walk over the kinds it does not
+    /// prune blind, along the primary key).
     async fn finished_jobs_of_kind(
         &mut self,
         kind: &str,
         state: JobState,
         before: DateTime<Utc>,
-        after: Option<Uuid>,
+        after: Option<(Uuid, Uuid)>,
         limit: i64,
     ) -> StoreResult<Vec<JobRow>>;
     /// Executions of one test job, by start time.

@@ -19,6 +19,7 @@
 mod claims;
 mod durable;
 mod error;
+mod formation;
 mod governance;
 mod identity;
 mod invoices;
@@ -52,7 +53,7 @@ pub use jobs::{
     TestExecutionRow,
 };
 pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
-pub use postgres::PgStore;
+pub use postgres::{PgStore, PoolSettings};
 pub use presented::{Presented, PresentedRead, Presenter};
 pub use query::{Lock, Page};
 pub use settlement::{
@@ -67,11 +68,13 @@ pub use webhooks::{
 };
 
 /// Opens the store named by a `DATABASE_URL` (`sqlite:…` or `postgres://…`).
-pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DynStore> {
+pub async fn connect(url: &str, settings: PoolSettings) -> anyhow::Result<DynStore> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PgStore::connect(url, max_connections).await?))
+        Ok(Arc::new(PgStore::connect(url, settings).await?))
     } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(SqliteStore::connect(url, max_connections).await?))
+        Ok(Arc::new(
+            SqliteStore::connect(url, settings.max_connections).await?,
+        ))
     } else {
         anyhow::bail!("DATABASE_URL must start with sqlite: or postgres://")
     }

@@ -4,14 +4,14 @@ use super::sql::{
     Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional,
 };
 use crate::error::{Constraint, StoreError, StoreResult};
+use crate::formation::Hosts;
 use crate::jobs::{Claim, JobRow};
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
-use std::str::FromStr;
-use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -19,9 +19,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 /// The channel a committed enqueue notifies.
 const JOBS_CHANNEL: &str = "tauros_jobs";
 
-/// A pool of PostgreSQL connections.
+/// A pool of PostgreSQL connections to the writable host of `DATABASE_URL` (one host, or a
+/// formation's several: see [`crate::formation`]).
 pub struct PgStore {
-    pool: PgPool,
+    shared: Arc<Shared>,
     /// One more connection, opened only when workers first wait, that `LISTEN`s for enqueues.
     listen_pool: PgPool,
     /// Woken by the listener; workers wait on it between polls.
@@ -29,31 +30,232 @@ pub struct PgStore {
     listening: OnceLock<()>,
 }
 
+/// What the store and its units share: the pool to the host that accepts writes, and how to
+/// find another when that one stops answering or stops accepting writes.
+struct Shared {
+    hosts: Hosts,
+    settings: PoolSettings,
+    /// The pool to the host last found writable, and that host's index in `hosts`.
+    current: RwLock<(PgPool, usize)>,
+    /// Held while the hosts are probed: one probe at a time, the others go on answering 503.
+    probing: tokio::sync::Mutex<Option<Instant>>,
+    /// Pools replaced by a failover, closed when the connections they lent come back.
+    listen_pool: PgPool,
+}
+
+/// How a PostgreSQL pool behaves (docs/OPERATIONS.md lists the settings).
+#[derive(Clone, Debug)]
+pub struct PoolSettings {
+    /// Most connections held open.
+    pub max_connections: u32,
+    /// How long a unit of work waits for a connection (and a new connection to open) before
+    /// answering `unavailable`.
+    pub acquire_timeout: Duration,
+    /// The server cancels a statement running longer (`statement_timeout`); zero: no limit.
+    pub statement_timeout: Duration,
+}
+
+impl PoolSettings {
+    /// The defaults with `max_connections`: 5 s to get a connection, 30 s per statement.
+    pub fn new(max_connections: u32) -> PoolSettings {
+        PoolSettings {
+            max_connections,
+            acquire_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Probes of the hosts are at least this far apart: a burst of failing requests during a
+/// failover costs one probe, not one each.
+const PROBE_SPACING: Duration = Duration::from_millis(250);
+
 impl PgStore {
-    /// Connects lazily-checked: the first query proves the database answers.
-    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgStore> {
-        let options = PgConnectOptions::from_str(url)?.application_name("tauros");
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options.clone())
-            .await?;
+    /// Finds the writable host of `url` and opens a pool to it. Fails when no host answers
+    /// as writable within the acquire timeout (each host's answer is in the error).
+    pub async fn connect(url: &str, settings: PoolSettings) -> anyhow::Result<PgStore> {
+        let statement_ms = settings.statement_timeout.as_millis().to_string();
+        let hosts = Hosts::parse(url)?.map(|options| {
+            options.application_name("tauros").options([
+                ("statement_timeout", statement_ms.as_str()),
+                // A transaction left open by a vanished client releases its locks.
+                ("idle_in_transaction_session_timeout", "60000"),
+            ])
+        });
+        let index = match hosts.writable(settings.acquire_timeout).await {
+            Ok(node) => index_of(&hosts, node),
+            Err(tried) => anyhow::bail!(
+                "no host of DATABASE_URL accepts writes: {}",
+                tried.join("; ")
+            ),
+        };
         let listen_pool = PgPoolOptions::new()
             .max_connections(1)
             .max_lifetime(None)
             .idle_timeout(None)
-            .connect_lazy_with(options);
+            .connect_lazy_with(hosts.nodes()[index].options.clone());
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
+            current: RwLock::new((pool_to(&hosts, index, &settings, weak.clone()), index)),
+            hosts,
+            settings,
+            probing: tokio::sync::Mutex::new(None),
+            listen_pool: listen_pool.clone(),
+        });
+        // Prove the pool works, as a single-host connect always did.
+        shared.pool().acquire().await?;
         Ok(PgStore {
-            pool,
+            shared,
             listen_pool,
             wake: Arc::new(Notify::new()),
             listening: OnceLock::new(),
         })
     }
+
+    fn pool(&self) -> PgPool {
+        self.shared.pool()
+    }
+
+    /// Runs `unavailable`'s probe for a new writable host when `err` says the database could
+    /// not be reached or would not write.
+    fn noticed<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
+        self.shared.noticed(result)
+    }
+}
+
+fn index_of(hosts: &Hosts, node: &crate::formation::Node) -> usize {
+    hosts
+        .nodes()
+        .iter()
+        .position(|n| std::ptr::eq(n, node))
+        .unwrap_or(0)
+}
+
+/// A pool to host `index` whose every new connection is checked to accept writes; one that
+/// does not (the host was demoted to a standby) is refused and starts a probe.
+fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Shared>) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout)
+        .after_connect(move |conn, _meta| {
+            let shared = shared.clone();
+            Box::pin(async move {
+                if crate::formation::accepts_writes(conn).await? {
+                    return Ok(());
+                }
+                if let Some(shared) = shared.upgrade() {
+                    shared.probe();
+                }
+                Err(sqlx::Error::Protocol(
+                    "the host no longer accepts writes (a standby); looking for the new primary"
+                        .into(),
+                ))
+            })
+        })
+        .connect_lazy_with(hosts.nodes()[index].options.clone())
+}
+
+/// Bounds a statement on this side too: the server's `statement_timeout` cannot end a wait on
+/// a host that vanished without closing its connections (no reset ever arrives).
+async fn bounded<T>(
+    limit: Option<Duration>,
+    statement: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, statement)
+            .await
+            .unwrap_or_else(|_| Err(timed_out())),
+        None => statement.await,
+    }
+}
+
+fn timed_out() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no answer from the database within the statement timeout",
+    ))
+}
+
+impl Shared {
+    /// The statement timeout plus the acquire timeout (the server's cancel, and its answer,
+    /// come first); none when statements are unlimited.
+    fn client_limit(&self) -> Option<Duration> {
+        (!self.settings.statement_timeout.is_zero())
+            .then(|| self.settings.statement_timeout + self.settings.acquire_timeout)
+    }
+
+    fn pool(&self) -> PgPool {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .clone()
+    }
+
+    fn noticed<T>(self: &Arc<Self>, result: StoreResult<T>) -> StoreResult<T> {
+        result.map_err(|e| self.failed(e))
+    }
+
+    /// Starts a probe for the writable host when `err` says this one is unreachable or
+    /// read-only.
+    fn failed(self: &Arc<Self>, err: StoreError) -> StoreError {
+        if let StoreError::Unavailable(_) = &err {
+            self.probe();
+        }
+        err
+    }
+
+    /// Looks for the writable host in the background, unless a probe runs or ran just now.
+    fn probe(self: &Arc<Self>) {
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            let Ok(mut last) = shared.probing.try_lock() else {
+                return;
+            };
+            if last.is_some_and(|at| at.elapsed() < PROBE_SPACING) {
+                return;
+            }
+            *last = Some(Instant::now());
+            let found = shared.hosts.writable(shared.settings.acquire_timeout).await;
+            *last = Some(Instant::now());
+            let node = match found {
+                Ok(node) => node,
+                Err(tried) => {
+                    metrics::counter!("tauros_database_probes_total", "found" => "none")
+                        .increment(1);
+                    tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes");
+                    return;
+                }
+            };
+            let index = index_of(&shared.hosts, node);
+            let old = {
+                let mut current = shared
+                    .current
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if current.1 == index {
+                    metrics::counter!("tauros_database_probes_total", "found" => "same")
+                        .increment(1);
+                    return;
+                }
+                metrics::counter!("tauros_database_probes_total", "found" => "new").increment(1);
+                let fresh = pool_to(
+                    &shared.hosts,
+                    index,
+                    &shared.settings,
+                    Arc::downgrade(&shared),
+                );
+                std::mem::replace(&mut *current, (fresh, index)).0
+            };
+            tracing::warn!(host = %node.name, "the writable database host changed; following it");
+            shared.listen_pool.set_connect_options(node.options.clone());
+            // Connections lent out finish (or fail) on the old host; then it closes.
+            old.close().await;
+        });
+    }
 }
 
 /// One unit of work: a transaction (as [`Tx`]) or a pooled connection (as [`Reader`]).
-pub(super) struct PgUnit(Conn<Postgres>);
+pub(super) struct PgUnit(Conn<Postgres>, Arc<Shared>);
 
 fn map_err(err: sqlx::Error) -> StoreError {
     if let Some(db) = err.as_database_error() {
@@ -66,11 +268,13 @@ fn map_err(err: sqlx::Error) -> StoreError {
         if db.code().as_deref() == Some("23503") {
             return StoreError::ReferenceGone(err);
         }
-        // 57P01 admin shutdown, 53300 too many connections, 08xxx connection exceptions.
-        if db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code == "57P01" || code == "53300")
-        {
+        // 08xxx connection exceptions; 57P01 admin shutdown, 57P02 crash shutdown, 57P03
+        // cannot connect now (starting, or in recovery); 53300 too many connections; 25006 a
+        // write refused by a read-only session (the host was demoted during a failover).
+        if db.code().is_some_and(|code| {
+            code.starts_with("08")
+                || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300" | "25006")
+        }) {
             return StoreError::Unavailable(err);
         }
     }
@@ -83,7 +287,7 @@ async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
         .bind(JOBS_CHANNEL)
         .execute(unit.0.conn())
         .await
-        .map_err(map_err)?;
+        .map_err(|e| unit.1.failed(map_err(e)))?;
     Ok(())
 }
 
@@ -117,15 +321,24 @@ impl Backend for PgUnit {
     }
 
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
-        fetch_optional(self.0.conn(), stmt).await.map_err(map_err)
+        let limit = self.1.client_limit();
+        bounded(limit, fetch_optional(self.0.conn(), stmt))
+            .await
+            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
-        fetch_all(self.0.conn(), stmt).await.map_err(map_err)
+        let limit = self.1.client_limit();
+        bounded(limit, fetch_all(self.0.conn(), stmt))
+            .await
+            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
-        execute(self.0.conn(), stmt).await.map_err(map_err)
+        let limit = self.1.client_limit();
+        bounded(limit, execute(self.0.conn(), stmt))
+            .await
+            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn wake_workers(&mut self) -> StoreResult<()> {
@@ -138,35 +351,65 @@ impl Reader for PgUnit {}
 #[async_trait]
 impl Tx for PgUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit(map_err).await
+        let shared = Arc::clone(&self.1);
+        let limit = shared.client_limit();
+        match limit {
+            Some(limit) => match tokio::time::timeout(limit, self.0.commit(map_err)).await {
+                Ok(done) => done,
+                Err(_) => Err(StoreError::Unavailable(timed_out())),
+            },
+            None => self.0.commit(map_err).await,
+        }
+        .map_err(|e| shared.failed(e))
     }
 }
 
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.pool.begin().await.map_err(map_err)?;
-        Ok(Box::new(PgUnit(Conn::Tx(tx))))
+        let tx = self.noticed(self.pool().begin().await.map_err(map_err))?;
+        Ok(Box::new(PgUnit(Conn::Tx(tx), Arc::clone(&self.shared))))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self.pool.acquire().await.map_err(map_err)?;
-        Ok(Box::new(PgUnit(Conn::Plain(conn))))
+        let conn = self.noticed(self.pool().acquire().await.map_err(map_err))?;
+        Ok(Box::new(PgUnit(
+            Conn::Plain(conn),
+            Arc::clone(&self.shared),
+        )))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR
-            .run(&self.pool)
-            .await
-            .map_err(|e| StoreError::Other(e.into()))
+        // Migrations may take longer than a request's statement: no limit for them, on a
+        // connection of their own to the current writable host.
+        let options = self.pool().connect_options();
+        let migrations = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(self.shared.settings.acquire_timeout)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    sqlx::query("set statement_timeout = 0")
+                        .execute(conn)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .connect_lazy_with((*options).clone());
+        let ran = MIGRATOR.run(&migrations).await;
+        migrations.close().await;
+        ran.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => self.shared.failed(map_err(e)),
+            other => StoreError::Other(other.into()),
+        })
     }
 
     async fn readiness(&self) -> StoreResult<bool> {
-        let applied: Vec<(i64,)> =
+        let applied: StoreResult<Vec<(i64,)>> =
             sqlx::query_as("select version from _sqlx_migrations where success order by version")
-                .fetch_all(&self.pool)
+                .fetch_all(&self.pool())
                 .await
-                .map_err(map_err)?;
+                .map_err(map_err);
+        let applied = self.noticed(applied)?;
         Ok(super::sql::migrations_current(&MIGRATOR, &applied))
     }
 
@@ -175,7 +418,13 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        claim_job(&self.pool, claim).await
+        let claimed = match self.shared.client_limit() {
+            Some(limit) => tokio::time::timeout(limit, claim_job(&self.pool(), claim))
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable(timed_out()))),
+            None => claim_job(&self.pool(), claim).await,
+        };
+        self.noticed(claimed)
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
@@ -231,7 +480,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
              from orgs where orgs.org_id is not null
          ),
          heads as (
-             select head.id, head.run_at, t.last_claimed_at
+             select o.org_id, head.id, head.run_at, t.last_claimed_at
              from orgs o
              cross join unnest($2::text[]) as k (kind)
              cross join lateral (
@@ -254,7 +503,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
                  order by last_claimed_at nulls first, run_at, id
                  limit {HEADS} * 4
              ) h
-             join jobs j on j.id = h.id
+             join jobs j on j.org_id = h.org_id and j.id = h.id
              where j.state in ('available', 'scheduled', 'retryable') and j.run_at <= $1
              order by h.last_claimed_at nulls first, h.run_at, h.id
              limit 1
@@ -267,7 +516,7 @@ async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRo
          )
          update jobs set state = 'running', lease_token = $3, lease_expires_at = {until},
              worker = $5, executions = jobs.executions + 1, started_at = $1, updated_at = $1
-         from next where jobs.id = next.id
+         from next where jobs.org_id = next.org_id and jobs.id = next.id
          returning jobs.*",
         until = now_plus_ms("$4"),
     )))

@@ -631,7 +631,7 @@ async fn claim_job(mut unit: WriteUnit, claim: &Claim<'_>) -> StoreResult<Option
              where o.org_id is not null
          )
          select h.id, h.org_id from heads h
-         join jobs j on j.id = h.id
+         join jobs j on j.org_id = h.org_id and j.id = h.id
          left join job_turns t on t.org_id = h.org_id and t.pool = $3
          where h.id is not null
          order by t.last_claimed_at is not null, t.last_claimed_at, j.run_at, j.id

@@ -29,7 +29,7 @@ pub fn admin_url() -> &'static str {
     static URL: OnceLock<Result<String, String>> = OnceLock::new();
     let url = URL.get_or_init(|| match std::env::var("TAUROS_TEST_POSTGRES_URL") {
         Ok(url) if !url.trim().is_empty() => Ok(url),
-        _ => start_throwaway(),
+        _ => start_throwaway(false).map(|(url, _)| url),
     });
     match url {
         Ok(url) => url,
@@ -37,10 +37,33 @@ pub fn admin_url() -> &'static str {
     }
 }
 
+/// The admin URL of a second throwaway cluster, started on first use, that speaks TLS with a
+/// certificate for `localhost` signed by a test authority ([`second_server_certificate`]): the
+/// other node of the formation tests (tests/api/formation.rs).
+pub fn second_admin_url() -> &'static str {
+    &second_server().0
+}
+
+/// The certificate authority that signed [`second_admin_url`]'s server certificate (PEM).
+pub fn second_server_certificate() -> PathBuf {
+    second_server().1.join("ca.crt")
+}
+
+fn second_server() -> &'static (String, PathBuf) {
+    static SERVER: OnceLock<Result<(String, PathBuf), String>> = OnceLock::new();
+    match SERVER.get_or_init(|| start_throwaway(true)) {
+        Ok(server) => server,
+        Err(why) => panic!("{why}"),
+    }
+}
+
 /// Creates a database with a fresh name on the test server; returns its URL and its name.
 pub async fn create_database() -> (String, String) {
-    let admin = admin_url();
-    let name = format!("tauros_test_{}", uuid::Uuid::new_v4().simple());
+    create_database_on(admin_url()).await
+}
+
+/// Creates a database named `name` on the server of `admin`; returns its URL.
+pub async fn create_named_database_on(admin: &str, name: &str) -> String {
     let mut conn = sqlx::PgConnection::connect(admin)
         .await
         .expect("connect to the test PostgreSQL");
@@ -50,7 +73,12 @@ pub async fn create_database() -> (String, String) {
         .expect("create test database");
     let _ = conn.close().await;
     let base = admin.rsplit_once('/').map_or(admin, |(base, _)| base);
-    (format!("{base}/{name}"), name)
+    format!("{base}/{name}")
+}
+
+async fn create_database_on(admin: &str) -> (String, String) {
+    let name = format!("tauros_test_{}", uuid::Uuid::new_v4().simple());
+    (create_named_database_on(admin, &name).await, name)
 }
 
 /// Drops a test database, from `Drop`: synchronously, on a thread of its own with its own
@@ -155,7 +183,9 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
-fn start_throwaway() -> Result<String, String> {
+/// Starts a cluster (with `tls`, presenting a certificate for `localhost` signed by a test authority, kept
+/// in its directory); returns its admin URL and its directory.
+fn start_throwaway(tls: bool) -> Result<(String, PathBuf), String> {
     let bin = find_bindir().ok_or(
         "The PostgreSQL tests need a PostgreSQL server, and none was found: \
          TAUROS_TEST_POSTGRES_URL is not set, and neither `pg_config --bindir`, \
@@ -211,13 +241,46 @@ fn start_throwaway() -> Result<String, String> {
             String::from_utf8_lossy(&initdb.stderr)
         ));
     }
+    let mut tls_options = String::new();
+    if tls {
+        let (crt, key) = (dir.join("server.crt"), dir.join("server.key"));
+        // A certificate authority and a server certificate for `localhost` signed by it (a
+        // self-signed CA certificate is not a valid server certificate to rustls).
+        let made = output(
+            as_postgres(root, Path::new("sh"))
+                .arg("-c")
+                .arg(
+                    "set -e; cd \"$1\"
+                 openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj /CN=tauros-test-ca \
+                   -keyout ca.key -out ca.crt
+                 openssl req -new -nodes -newkey rsa:2048 -subj /CN=localhost \
+                   -addext subjectAltName=DNS:localhost -keyout server.key -out server.csr
+                 openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+                   -days 2 -copy_extensions copyall -out server.crt
+                 chmod 600 server.key",
+                )
+                .arg("sh")
+                .arg(&dir),
+        )?;
+        if !made.status.success() {
+            return Err(format!(
+                "openssl could not make the test certificates: {}",
+                String::from_utf8_lossy(&made.stderr)
+            ));
+        }
+        tls_options = format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            crt.display(),
+            key.display()
+        );
+    }
     // The port is free when asked for, not necessarily when the server binds it: retry.
     let mut failures = String::new();
     for _ in 0..5 {
         let port = free_port()?;
         let options = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 \
-             -c shared_buffers=128MB -F -c synchronous_commit=off -c full_page_writes=off",
+             -c shared_buffers=128MB -F -c synchronous_commit=off -c full_page_writes=off{tls_options}",
             dir.display()
         );
         let started = output(
@@ -229,7 +292,10 @@ fn start_throwaway() -> Result<String, String> {
                 .args(["-w", "-s", "-o", &options, "start"]),
         )?;
         if started.status.success() {
-            return Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"));
+            return Ok((
+                format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+                dir,
+            ));
         }
         failures.push_str(&String::from_utf8_lossy(&started.stderr));
         failures.push_str(&std::fs::read_to_string(dir.join("server.log")).unwrap_or_default());

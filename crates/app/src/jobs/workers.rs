@@ -315,8 +315,8 @@ impl App {
 
     /// The finished jobs of the kinds that hold work, past retention in `state`: each is
     /// deleted once its work is done (up to `batch`), kept while it is not. The walk goes by
-    /// id through every such job, a page of `batch` at a time (the kept ones are few: the
-    /// stuck invoices a human has yet to move).
+    /// (org_id, id), the primary key, through every such job, a page of `batch` at a time
+    /// (the kept ones are few: the stuck invoices a human has yet to move).
     async fn prune_holding(
         &self,
         state: JobState,
@@ -334,7 +334,7 @@ impl App {
                     .finished_jobs_of_kind(kind, state, before, after, batch)
                     .await?;
                 let Some(last) = page.last() else { break };
-                after = Some(last.id);
+                after = Some((last.org_id, last.id));
                 let full = page.len() as i64 == batch;
                 for row in page {
                     let mut conn = self.store.reader().await?;

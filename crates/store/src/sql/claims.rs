@@ -145,8 +145,8 @@ impl<U: Backend> ClaimWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
         let sql = format!(
-            "delete from effect_claims where id in (
-                 select id from effect_claims
+            "delete from effect_claims where (org_id, id) in (
+                 select org_id, id from effect_claims
                  where state in ('complete', 'rejected') and retain_until < $1
                  order by retain_until limit $2{})",
             U::SKIP_LOCKED
@@ -159,8 +159,8 @@ impl<U: Backend> ClaimWrite for U {
     async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64> {
         query(U::SANCTION_REAP).execute(self).await?;
         let sql = format!(
-            "delete from effect_claims where id in (
-                 select id from effect_claims
+            "delete from effect_claims where (org_id, id) in (
+                 select org_id, id from effect_claims
                  where state = 'processing' and admitted_at < {cutoff} and retain_until < {now}
                  order by admitted_at limit $2{skip})",
             cutoff = U::now_plus_ms("(-$1)"),

@@ -365,8 +365,8 @@ impl<U: Backend> IdentityWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
         let done = query(
-            "delete from sessions where id in
-                 (select id from sessions where expires_at <= $1 limit $2)",
+            "delete from sessions where (org_id, id) in
+                 (select org_id, id from sessions where expires_at <= $1 limit $2)",
         )
         .bind(now)
         .bind(limit)
@@ -378,8 +378,8 @@ impl<U: Backend> IdentityWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
         let done = query(
-            "delete from invitations where id in
-                 (select id from invitations
+            "delete from invitations where (org_id, id) in
+                 (select org_id, id from invitations
                   where accepted_at is not null or expires_at <= $1 limit $2)",
         )
         .bind(now)

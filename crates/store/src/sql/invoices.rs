@@ -399,7 +399,7 @@ pub(crate) const JOINED_INVOICE: &str =
      a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
      d.decision as last_decision, d.reason as last_decision_reason,
      d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
- from invoices i join invoice_revisions r on r.id = i.current_revision_id
+ from invoices i join invoice_revisions r on r.org_id = i.org_id and r.id = i.current_revision_id
  join agents a on a.org_id = i.org_id and a.id = i.agent_id
  join orgs o on o.id = i.org_id
  left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id

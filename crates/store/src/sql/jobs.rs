@@ -101,18 +101,20 @@ impl<U: Backend> JobRead for U {
         kind: &str,
         state: JobState,
         before: DateTime<Utc>,
-        after: Option<Uuid>,
+        after: Option<(Uuid, Uuid)>,
         limit: i64,
     ) -> StoreResult<Vec<JobRow>> {
         query_as(
             "select * from jobs
-             where kind = $1 and state = $2 and finished_at < $3 and ($4 is null or id > $4)
-             order by id limit $5",
+             where kind = $1 and state = $2 and finished_at < $3
+               and ($4 is null or (org_id, id) > ($4, $5))
+             order by org_id, id limit $6",
         )
         .bind(kind)
         .bind(state.as_str())
         .bind(before)
-        .bind(after)
+        .bind(after.map(|(org_id, _)| org_id))
+        .bind(after.map(|(_, id)| id))
         .bind(limit)
         .fetch_all(self)
         .await
@@ -279,8 +281,8 @@ impl<U: Backend> JobWrite for U {
         let keep = serde_json::to_string(keep)
             .map_err(|e| crate::error::StoreError::Other(sqlx::Error::Encode(Box::new(e))))?;
         let done = query(format!(
-            "delete from jobs where state = $1 and finished_at < $2 and id in
-                 (select id from jobs where state = $1 and finished_at < $2
+            "delete from jobs where state = $1 and finished_at < $2 and (org_id, id) in
+                 (select org_id, id from jobs where state = $1 and finished_at < $2
                     and kind not in ({kept})
                   order by finished_at limit $3)",
             kept = U::json_texts("$4")

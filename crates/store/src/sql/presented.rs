@@ -42,24 +42,32 @@ fn key_org(p: &str) -> String {
     format!("(select org_id from api_keys where id = {p})")
 }
 
+/// The organisation of the session whose token's hash is bound at `p`, as a scalar subquery.
+fn session_org(p: &str) -> String {
+    format!("(select org_id from sessions where token_hash = {p})")
+}
+
 /// The agent of the key bound at `p`, as a scalar subquery (evaluated once).
 fn key_agent(p: &str) -> String {
     format!("(select agent_id from api_keys where id = {p})")
 }
 
-/// An API key (`$1`) and the invoice `$2` of its org.
+/// An API key (`$1`) and the invoice `$2` of its org (looked up by org and id: the invoices'
+/// key is (org_id, id), docs/SCALING.md).
 static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "select c.*, j.* from ({PRESENTED_KEY}) c left join ({JOINED_INVOICE} where i.id = $2) j \
-         on j.org_id = c.c_org_id"
+        "select c.*, j.* from ({PRESENTED_KEY}) c left join ({JOINED_INVOICE} \
+         where i.org_id = {} and i.id = $2) j on j.org_id = c.c_org_id",
+        key_org("$1"),
     )
 });
 
 /// A session (`$1`) and the invoice `$2` of its org.
 static INVOICE_BY_SESSION: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "select c.*, j.* from ({PRESENTED_SESSION}) c left join ({JOINED_INVOICE} where i.id = $2) j \
-         on j.org_id = c.c_org_id"
+        "select c.*, j.* from ({PRESENTED_SESSION}) c left join ({JOINED_INVOICE} \
+         where i.org_id = {} and i.id = $2) j on j.org_id = c.c_org_id",
+        session_org("$1"),
     )
 });
 

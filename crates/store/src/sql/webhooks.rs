@@ -433,8 +433,8 @@ impl<U: Backend> WebhookWrite for U {
         limit: i64,
     ) -> StoreResult<u64> {
         let done = query(
-            "delete from webhook_deliveries where id in
-                 (select id from webhook_deliveries where updated_at < $1 and not held
+            "delete from webhook_deliveries where (org_id, id) in
+                 (select org_id, id from webhook_deliveries where updated_at < $1 and not held
                   order by updated_at limit $2)",
         )
         .bind(before)
@@ -451,8 +451,8 @@ impl<U: Backend> WebhookWrite for U {
         limit: i64,
     ) -> StoreResult<u64> {
         let done = query(
-            "delete from webhook_attempts where id in
-                 (select id from webhook_attempts where attempted_at < $1
+            "delete from webhook_attempts where (org_id, id) in
+                 (select org_id, id from webhook_attempts where attempted_at < $1
                   order by attempted_at limit $2)",
         )
         .bind(before)
