@@ -65,11 +65,13 @@ pub struct WarningView {
     pub code: String,
     /// What and why.
     pub message: String,
-    /// The request member concerned, when there is one.
+    /// The request member concerned, when there is one (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, required = false)]
     pub field: Option<String>,
-    /// `possible_duplicate`: the other invoice (yours).
+    /// `possible_duplicate`: the other invoice, yours to read (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Uuid, required = false)]
     pub invoice_id: Option<Uuid>,
 }
 

@@ -87,7 +87,6 @@ pub(super) async fn create_invoice(
 /// warnings an approver would notice. Writes nothing, audits nothing; counts against the rate
 /// limit like any request.
 #[utoipa::path(post, path = "/v1/invoices/preview", tag = "invoices", security(("bearer" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Not needed. If sent, checked as a create checks it (1–200 visible ASCII characters; equal to a body `idempotency_key`), then ignored.")),
     request_body = CreateInvoiceRequest,
     responses(
         (status = 200, description = "What a create of this body would seal, and warnings", body = PreviewView),
