@@ -44,18 +44,15 @@ pub(crate) async fn create(
     mut body: CreateInvoiceRequest,
     missing_key: &'static str,
 ) -> Result<CommandResponse, ApiError> {
-    let key = match sent_key(app, caller, header_key, &mut body).await? {
-        Some(k) => k,
-        None => {
-            let actor = app.actor_of(caller).await?;
-            let mut errors = vec![FieldError::plain(
-                "idempotency_key",
-                "required",
-                missing_key,
-            )];
-            errors.extend(app.draft_field_errors(&actor, &body.into())?);
-            return Err(ApiError::validation(errors));
-        }
+    let Some(key) = sent_key(app, caller, header_key, &mut body).await? else {
+        let actor = app.actor_of(caller).await?;
+        let mut errors = vec![FieldError::plain(
+            "idempotency_key",
+            "required",
+            missing_key,
+        )];
+        errors.extend(app.draft_field_errors(&actor, &body.into())?);
+        return Err(ApiError::validation(errors));
     };
     command(app.create_draft(caller, &key, body.into()).await)
 }
