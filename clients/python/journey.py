@@ -20,6 +20,7 @@ from tauros_client.api.invoices import (
     list_decisions,
     list_events,
     list_invoices,
+    preview_invoice,
     submit,
 )
 from tauros_client.api.payment_destinations import list_destinations
@@ -34,6 +35,7 @@ from tauros_client.models import (
     DestinationState,
     EmptyRequest,
     InvoiceList,
+    InvoicePreviewResponse,
     InvoiceState,
     LineWithUnitAmount,
     LineWithUnitAmountMinor,
@@ -82,12 +84,20 @@ def journey(base_url: str, agent_key: str, approver_email: str, password: str) -
         ],
         reasoning="Workshop delivered as agreed",
     )
+    # A dry run first: no key, nothing written; what a create would seal, and warnings.
+    previewed = preview_invoice.sync(client=agent, body=body)
+    assert isinstance(previewed, InvoicePreviewResponse), "a preview"
+    check(previewed.total == "1070.50", previewed.total)
+    warned = [w.code for w in previewed.warnings]
+    check("due_date_far" in warned, f"preview warnings {warned}")
+
     key = str(uuid.uuid4())
     created = create_invoice.sync_detailed(client=agent, body=body, idempotency_key=key)
     invoice = command(created, 201).invoice
     check(created.headers["Idempotent-Replayed"] == "false", "Idempotent-Replayed: false")
     check(invoice.current_revision.total == "1070.50", invoice.current_revision.total)
     check(invoice.current_revision.total_minor == 107050, "total_minor")
+    check(invoice.current_revision.payload_hash == previewed.payload_hash, "the previewed hash")
     again = create_invoice.sync_detailed(client=agent, body=body, idempotency_key=key)
     check(command(again, 200).replayed, "a replay")
     check(again.headers["Idempotent-Replayed"] == "true", "Idempotent-Replayed: true")

@@ -69,6 +69,14 @@ async function journey(): Promise<void> {
     lines,
     reasoning: "Workshop delivered as agreed",
   };
+  // A dry run first: no key, nothing written; what a create would seal, and warnings.
+  const preview = await agent.POST("/v1/invoices/preview", { body });
+  check(preview.data !== undefined, `preview: ${preview.response.status}`);
+  const previewed = preview.data;
+  check(previewed.total === "1070.50" && previewed.total_minor === 107050, `preview total ${previewed.total}`);
+  const warned = previewed.warnings.map((w) => w.code);
+  check(warned.includes("due_date_far"), `preview warnings ${warned.join(",")}`);
+
   const key = crypto.randomUUID();
   const created = await agent.POST("/v1/invoices", {
     params: { header: { "Idempotency-Key": key } },
@@ -80,6 +88,7 @@ async function journey(): Promise<void> {
   const invoice = created.data.invoice;
   check(invoice.current_revision.total === "1070.50", `total ${invoice.current_revision.total}`);
   check(invoice.current_revision.total_minor === 107050, "total_minor");
+  check(invoice.current_revision.payload_hash === previewed.payload_hash, "the create sealed the previewed hash");
 
   const again = await agent.POST("/v1/invoices", { params: { header: { "Idempotency-Key": key } }, body });
   check(again.response.status === 200 && again.data?.replayed === true, "a replay");

@@ -39,6 +39,8 @@ both_backends!(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     CreateInvoice,
+    /// `POST /v1/invoices/preview`: a create's dry run, which writes nothing.
+    PreviewInvoice,
     ListInvoices,
     GetInvoice,
     Revisions,
@@ -173,6 +175,7 @@ use Settings::{Defaults, FourEyesSharedReview, SharedReview};
 const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     //                                      agent      sibling    other-org  owner-op   other-op   owner-ap   other-ap   org-B-ap   anonymous  settlement
     (Defaults, CreateInvoice,              [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
+    (Defaults, PreviewInvoice,             [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
     (Defaults, ListInvoices,               [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Hidden,    Hidden,    NoAuth,    NoCap]),
     (Defaults, GetInvoice,                 [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
     (Defaults, Revisions,                  [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       NotFound,  NotFound,  NoAuth,    NoCap]),
@@ -225,6 +228,7 @@ const MATRIX: &[(Settings, Route, [Expect; 10])] = &[
     (Settings::FourEyes, DeactivateApprover, [Forbid,  Forbid,    Forbid,    Forbid,    Forbid,    Proposed,  Proposed,  NotFound,  NoAuth,    Forbid]),
 
     (SharedReview, CreateInvoice,          [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
+    (SharedReview, PreviewInvoice,         [Yes,       Invalid,   Invalid,   Forbid,    Forbid,    Forbid,    Forbid,    Forbid,    NoAuth,    NoCap]),
     (SharedReview, ListInvoices,           [Listed,    Hidden,    Hidden,    Listed,    Hidden,    Listed,    Listed,    Hidden,    NoAuth,    NoCap]),
     (SharedReview, GetInvoice,             [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
     (SharedReview, Revisions,              [Yes,       NotFound,  NotFound,  Yes,       NotFound,  Yes,       Yes,       NotFound,  NoAuth,    NoCap]),
@@ -376,6 +380,7 @@ impl Route {
     fn label(self) -> &'static str {
         match self {
             CreateInvoice => "POST /v1/invoices",
+            PreviewInvoice => "POST /v1/invoices/preview",
             ListInvoices => "GET /v1/invoices",
             GetInvoice => "GET /v1/invoices/{id}",
             Revisions => "GET /v1/invoices/{id}/revisions",
@@ -456,6 +461,7 @@ impl Route {
         matches!(
             self,
             CreateInvoice
+                | PreviewInvoice
                 | ListInvoices
                 | GetInvoice
                 | Revisions
@@ -484,8 +490,9 @@ impl Route {
         )
     }
 
+    /// A read, or a preview: answered without writing anything.
     fn is_read(self) -> bool {
-        self.label().starts_with("GET ")
+        self.label().starts_with("GET ") || self == PreviewInvoice
     }
 
     /// A command answered with a `replayed` member (an invoice command, a payment resolution).
@@ -510,7 +517,7 @@ impl Route {
     /// The state the subject's records must be in before the request.
     fn fixture(self) -> Fixture {
         match self {
-            CreateInvoice | CreateCustomer | CreateDestination | CreateWebhook
+            CreateInvoice | PreviewInvoice | CreateCustomer | CreateDestination | CreateWebhook
             | GrantSettlement => Fixture::Nothing,
             DeactivateApprover => Fixture::Approver,
             ListInvoices
@@ -906,6 +913,11 @@ async fn send(
         CreateInvoice => (
             Method::POST,
             "/v1/invoices".to_owned(),
+            Some(invoice_body(p)),
+        ),
+        PreviewInvoice => (
+            Method::POST,
+            "/v1/invoices/preview".to_owned(),
             Some(invoice_body(p)),
         ),
         ListInvoices => (Method::GET, "/v1/invoices?limit=100".to_owned(), None),

@@ -46,6 +46,7 @@ mod parties;
 mod payments;
 mod peer;
 mod presented;
+mod preview;
 mod races;
 mod replays;
 mod schema;

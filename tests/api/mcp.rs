@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 /// The reviewed list, spelled out: adding a tool must change this test too. No tool approves,
 /// rejects, requests changes, cancels, manages agents or keys, or changes settings.
-const TOOLS: [&str; 12] = [
+const TOOLS: [&str; 13] = [
     "whoami",
     "list_customers",
     "list_payment_destinations",
@@ -29,6 +29,7 @@ const TOOLS: [&str; 12] = [
     "deactivate_payment_destination",
     "list_invoices",
     "get_invoice",
+    "preview_invoice",
     "create_invoice_draft",
     "revise_invoice",
     "submit_invoice",
@@ -36,10 +37,10 @@ const TOOLS: [&str; 12] = [
     "record_settlement_event",
 ];
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// An MCP client connected to `/mcp` with `key` as its bearer credential.
-async fn connect(app: &TestApp, key: &str) -> Client {
+pub(crate) async fn connect(app: &TestApp, key: &str) -> Client {
     try_connect(app, key).await.expect("MCP client connects")
 }
 
@@ -50,7 +51,7 @@ async fn try_connect(app: &TestApp, key: &str) -> Result<Client, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments are an object");
     };
@@ -61,7 +62,7 @@ async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
 }
 
 /// The tool's answer; it must have succeeded.
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+pub(crate) async fn ok(client: &Client, tool: &str, args: Value) -> Value {
     let result = call(client, tool, args).await;
     assert_eq!(result.is_error, Some(false), "{tool}: {result:?}");
     let value = result.structured_content.expect("structured content");
@@ -72,7 +73,7 @@ async fn ok(client: &Client, tool: &str, args: Value) -> Value {
 }
 
 /// The tool's problem; it must have been refused with `code`.
-async fn refused(client: &Client, tool: &str, args: Value, code: &str) -> Value {
+pub(crate) async fn refused(client: &Client, tool: &str, args: Value, code: &str) -> Value {
     let result = call(client, tool, args).await;
     assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
     let problem = result.structured_content.expect("structured content");
@@ -83,7 +84,7 @@ async fn refused(client: &Client, tool: &str, args: Value, code: &str) -> Value 
 }
 
 /// A problem without its request id, for comparing two answers.
-fn comparable(mut problem: Value) -> Value {
+pub(crate) fn comparable(mut problem: Value) -> Value {
     problem.as_object_mut().unwrap().remove("request_id");
     problem
 }

@@ -53,9 +53,9 @@ failpoints! {
     // create_draft: BEGIN, then …
     /// The proposing agent's row is share-locked (`Agent::hold`).
     AgentHeld = "agent.held",
-    /// The draft's customer is share-locked (`checked_parties`, create and revise).
+    /// The draft's customer is share-locked (`locked_parties`, create and revise).
     CustomerLocked = "parties.customer_locked",
-    /// The draft's payment destination is share-locked (`checked_parties`, create and revise).
+    /// The draft's payment destination is share-locked (`locked_parties`, create and revise).
     DestinationLocked = "parties.destination_locked",
     /// The invoice row is inserted (the idempotency key is now taken, uncommitted).
     InvoiceInserted = "create.invoice_inserted",

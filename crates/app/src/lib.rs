@@ -62,8 +62,8 @@ pub use governance::Resolved;
 pub use idempotency::Replayed;
 pub use invoices::{
     DecisionView, DraftInput, EventView, ISSUE_JOB, InvoiceQuery, InvoiceView, IssueAnswer,
-    IssueClaim, IssueRequest, IssueStart, IssueStop, IssuingView, LatestDecision, RevisionView,
-    VerifyReport, issue_business_key,
+    IssueClaim, IssueRequest, IssueStart, IssueStop, IssuingView, LatestDecision, PreviewView,
+    RevisionView, VerifyReport, WarningView, issue_business_key,
 };
 pub use jobs::{
     ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, MAIN_POOL, NewJob, Pool,

@@ -19,7 +19,8 @@ use tauros_app::{Actor, App};
 /// What a client is told when it connects, before any tool description.
 const INSTRUCTIONS: &str = "Tauros: you propose invoices, humans approve them. As this \
     agent you may read your customers, register and retire your payment destinations, and \
-    create, revise, submit and withdraw your invoice proposals. No tool approves, rejects, \
+    create, revise, submit and withdraw your invoice proposals; preview_invoice checks a \
+    proposal first and writes nothing. No tool approves, rejects, \
     requests changes or cancels: after submit_invoice, a human approver decides. Money is \
     never a JSON number: send decimal strings such as \"1200.50\" (or integer minor units). \
     Every command is safe to retry: create_invoice_draft needs an idempotency_key, and a \

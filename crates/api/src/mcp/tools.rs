@@ -34,6 +34,7 @@ pub enum Tool {
     DeactivatePaymentDestination,
     ListInvoices,
     GetInvoice,
+    PreviewInvoice,
     CreateInvoiceDraft,
     ReviseInvoice,
     SubmitInvoice,
@@ -44,7 +45,7 @@ pub enum Tool {
 impl Tool {
     /// Every tool, in the order `tools/list` shows them. `record_settlement_event` is for keys
     /// with the `settlement` capability; every other tool needs `invoicing`.
-    pub const ALL: [Tool; 12] = [
+    pub const ALL: [Tool; 13] = [
         Tool::Whoami,
         Tool::ListCustomers,
         Tool::ListPaymentDestinations,
@@ -52,6 +53,7 @@ impl Tool {
         Tool::DeactivatePaymentDestination,
         Tool::ListInvoices,
         Tool::GetInvoice,
+        Tool::PreviewInvoice,
         Tool::CreateInvoiceDraft,
         Tool::ReviseInvoice,
         Tool::SubmitInvoice,
@@ -69,6 +71,7 @@ impl Tool {
             Tool::DeactivatePaymentDestination => "deactivate_payment_destination",
             Tool::ListInvoices => "list_invoices",
             Tool::GetInvoice => "get_invoice",
+            Tool::PreviewInvoice => "preview_invoice",
             Tool::CreateInvoiceDraft => "create_invoice_draft",
             Tool::ReviseInvoice => "revise_invoice",
             Tool::SubmitInvoice => "submit_invoice",
@@ -138,6 +141,21 @@ impl Tool {
                  does not exist; one of your revision ids is answered not_found naming its \
                  invoice (`invoice_id`)."
             }
+            Tool::PreviewInvoice => {
+                "Check an invoice before you propose it: the arguments of create_invoice_draft \
+                 without `idempotency_key`. Reads only: it writes nothing, creates no invoice, \
+                 puts nothing in an inbox. A body create_invoice_draft would refuse is refused \
+                 with the same error, every mistake listed at once; a valid one answers what a \
+                 create now would seal: the lines with their amounts, `total` and \
+                 `total_minor`, `canonical_payload` and `payload_hash`, and `warnings` an \
+                 approver would notice (`due_date_soon`: due in fewer than 7 days; \
+                 `due_date_far`: more than 365 days ahead; `possible_duplicate`: an open invoice \
+                 of yours bills the same customer the same total, its `invoice_id` named). \
+                 Warnings never block. Money as for create_invoice_draft: a decimal string \
+                 (`\"unit_amount\": \"1200.50\"`) or integer minor units \
+                 (`\"unit_amount_minor\": 120050`), never a JSON float. Then call \
+                 create_invoice_draft with the same arguments and a key."
+            }
             Tool::CreateInvoiceDraft => {
                 "Propose an invoice to one of your customers, as a draft. Money is never a JSON \
                  number: send each line's price as a decimal string in major units, e.g. \
@@ -203,7 +221,8 @@ impl Tool {
             | Tool::ListCustomers
             | Tool::ListPaymentDestinations
             | Tool::ListInvoices
-            | Tool::GetInvoice => base.read_only(true),
+            | Tool::GetInvoice
+            | Tool::PreviewInvoice => base.read_only(true),
             // Safe to repeat only with an idempotency key, which is optional here.
             Tool::CreatePaymentDestination => {
                 base.read_only(false).destructive(false).idempotent(false)
@@ -298,6 +317,15 @@ impl Tool {
                 }
                 if let Some(Value::Array(required)) = schema.get_mut("required") {
                     required.insert(0, json!("idempotency_key"));
+                }
+                schema
+            }
+            Tool::PreviewInvoice => {
+                // The body of a create; no key is needed (one sent anyway is checked, then
+                // ignored), so the tool does not offer it.
+                let mut schema = pool.object("CreateInvoiceRequest", &[]);
+                if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+                    properties.remove("idempotency_key");
                 }
                 schema
             }
@@ -486,6 +514,10 @@ pub(super) async fn call(
                 events_next_cursor: events.next_cursor,
             })
         }
+        Tool::PreviewInvoice => {
+            let body: CreateInvoiceRequest = parse(args)?;
+            answer(invoices::preview(app, actor.into(), None, body).await?)
+        }
         Tool::CreateInvoiceDraft => {
             let body: CreateInvoiceRequest = parse(args)?;
             answer(invoices::create(app, actor.into(), None, body, SEND_A_KEY).await?)
@@ -528,6 +560,7 @@ mod tests {
                 "deactivate_payment_destination",
                 "list_invoices",
                 "get_invoice",
+                "preview_invoice",
                 "create_invoice_draft",
                 "revise_invoice",
                 "submit_invoice",
@@ -612,6 +645,7 @@ mod tests {
             | Tool::ListPaymentDestinations
             | Tool::ListInvoices
             | Tool::GetInvoice => &["Reads only"],
+            Tool::PreviewInvoice => &["Reads only", "writes nothing", "create_invoice_draft"],
             Tool::CreatePaymentDestination => &["moves no money", "needs no approval"],
             Tool::DeactivatePaymentDestination => &["for good", "register a new one"],
             Tool::CreateInvoiceDraft => &["call submit_invoice next", "never approves"],
@@ -647,9 +681,14 @@ mod tests {
             assert!(text.len() > 80, "{}", tool.name());
             let reads = tool.annotations().read_only_hint == Some(true);
             let promises = next_step_or_limit(tool);
-            // A tool that writes names what comes next or what it will not do, not just
-            // "Reads only"; a tool that reads says so.
-            assert_eq!(promises == ["Reads only"], reads, "{}", tool.name());
+            // A tool that writes names what comes next or what it will not do, not
+            // "Reads only"; a tool that reads says so first.
+            assert_eq!(
+                promises.first() == Some(&"Reads only"),
+                reads,
+                "{}",
+                tool.name()
+            );
             for promise in promises {
                 assert!(
                     text.contains(promise),
@@ -693,6 +732,7 @@ mod tests {
         assert_eq!(
             money,
             [
+                "preview_invoice",
                 "create_invoice_draft",
                 "revise_invoice",
                 "record_settlement_event"

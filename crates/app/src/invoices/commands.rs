@@ -8,8 +8,7 @@
 
 use super::chain::{EventInput, next_event, record_event};
 use super::content::{
-    checked_parties, current_content, refused_parties, revision_row, seal_into, seal_to, seals_as,
-    stored,
+    current_content, drafted, locked_parties, refused_parties, seal_to, seals_as, stored,
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
@@ -70,22 +69,7 @@ impl App {
     ) -> AppResult<Replayed<InvoiceView>> {
         let agent = proposer(actor)?;
         let mut conn = self.store.reader().await?;
-        let content = match (key_is_valid(key), check_content(&input, None)) {
-            (true, Ok(content)) => content,
-            (key_ok, checked) => {
-                // Refused anyway: list every rule the body breaks, parties included.
-                let mut errors = if key_ok { vec![] } else { vec![key_error()] };
-                let known = match checked {
-                    Ok(content) => content.known(),
-                    Err(refused) => {
-                        errors.extend(refused.errors);
-                        refused.known
-                    }
-                };
-                errors.extend(refused_parties(&mut *conn, actor, known).await?);
-                return Err(AppError::Validation(errors));
-            }
-        };
+        let content = checked_draft(&mut *conn, actor, key_is_valid(key), &input).await?;
 
         // Fast path: a replay costs one indexed read and takes no lock.
         let create = NewDraft {
@@ -191,17 +175,16 @@ impl App {
         // At most 100 revisions (bounds per record): counted by the invoice's own revision
         // count, read under its lock, never by counting its history.
         let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
-        let destination = checked_parties(&mut *tx, actor, &content).await?;
-        let sealed = seal_into(&content, &destination)?;
+        let parties = locked_parties(&mut *tx, actor, &content).await?;
         let now = now();
-        let revision = revision_row(
+        let revision = drafted(
+            actor,
             &content,
+            parties,
             (invoice.org_id, invoice.id),
             number,
-            &destination,
-            &sealed,
             now,
-        );
+        )?;
         let from = invoice.state;
         invoice.state = to;
         invoice.current_revision_id = revision.id;
@@ -444,12 +427,40 @@ impl App {
 
 /// The agent proposing an invoice, if `actor` may: the capability, the rule, and only agents
 /// (a human gets 403). One place for every entry to a create.
-fn proposer(actor: &Actor) -> AppResult<&Agent> {
+pub(super) fn proposer(actor: &Actor) -> AppResult<&Agent> {
     actor.require(Capability::Invoicing)?;
     rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
     match actor {
         Actor::Agent(agent) => Ok(agent),
         Actor::Human(_) => Err(AppError::Forbidden("only agents propose invoices")),
+    }
+}
+
+/// A create's body checked as a create checks it, before anything is locked: the content
+/// rules and, when the body is refused anyway, the party rules on what could be read of it, so
+/// that one answer lists every rule the body breaks (`key_ok`: the idempotency key, if any, is
+/// well-formed). Create and preview both call this, so they refuse a body alike; the party
+/// rules of a well-formed body are judged again by [`drafted`] on the rows the unit reads.
+pub(super) async fn checked_draft(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    key_ok: bool,
+    input: &DraftInput,
+) -> AppResult<DraftContent> {
+    match (key_ok, check_content(input, None)) {
+        (true, Ok(content)) => Ok(content),
+        (key_ok, checked) => {
+            let mut errors = if key_ok { vec![] } else { vec![key_error()] };
+            let known = match checked {
+                Ok(content) => content.known(),
+                Err(refused) => {
+                    errors.extend(refused.errors);
+                    refused.known
+                }
+            };
+            errors.extend(refused_parties(&mut *conn, actor, known).await?);
+            Err(AppError::Validation(errors))
+        }
     }
 }
 
@@ -531,18 +542,10 @@ impl KeyedCreate for NewDraft<'_> {
     async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
-        let destination = checked_parties(&mut *tx, &actor, content).await?;
-        let sealed = seal_into(content, &destination)?;
+        let parties = locked_parties(&mut *tx, &actor, content).await?;
         let now = now();
         let invoice_id = Uuid::now_v7();
-        let revision = revision_row(
-            content,
-            (agent.org_id, invoice_id),
-            1,
-            &destination,
-            &sealed,
-            now,
-        );
+        let revision = drafted(&actor, content, parties, (agent.org_id, invoice_id), 1, now)?;
         let mut invoice = InvoiceRow {
             id: invoice_id,
             org_id: agent.org_id,
@@ -553,7 +556,7 @@ impl KeyedCreate for NewDraft<'_> {
             number: None,
             current_revision_id: revision.id,
             revision_count: 1,
-            first_payload_hash: sealed.hash.clone(),
+            first_payload_hash: revision.payload_hash.clone(),
             event_count: 0,
             last_event_hash: GENESIS.to_owned(),
             created_at: now,

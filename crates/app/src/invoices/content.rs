@@ -28,15 +28,15 @@ pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
     }
 }
 
-/// Loads the parties a draft names and checks them (inside the transaction, after the invoice
-/// lock). The customer and the destination are share-locked: a concurrent delete or
+/// Loads the parties a draft names (inside the transaction, after the invoice lock), for
+/// [`drafted`]. The customer and the destination are share-locked: a concurrent delete or
 /// deactivation cannot slip between this check and the commit, yet drafts naming the same
 /// parties do not queue behind each other.
-pub(super) async fn checked_parties(
+pub(super) async fn locked_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
     content: &DraftContent,
-) -> AppResult<DestinationRow> {
+) -> AppResult<(Option<CustomerRow>, Option<DestinationRow>)> {
     let org_id = actor.org_id();
     let customer = tx
         .lock_customer(org_id, content.customer_id, Lock::Share)
@@ -46,6 +46,22 @@ pub(super) async fn checked_parties(
         .lock_destination(org_id, content.destination_id, Lock::Share)
         .await?;
     failpoint!(org_id, DestinationLocked);
+    Ok((customer, destination))
+}
+
+/// The one computation a create, a revise and a preview share once a body's content is
+/// well-formed: the party rules judged on the customer and destination rows (share-locked by
+/// a create or a revise, plainly read by a preview), then the seal and the revision row
+/// `number` of `invoice` (org, id) would be. Nothing is written here.
+pub(super) fn drafted(
+    actor: &Actor,
+    content: &DraftContent,
+    parties: (Option<CustomerRow>, Option<DestinationRow>),
+    invoice: (Uuid, Uuid),
+    number: i32,
+    created_at: DateTime<Utc>,
+) -> AppResult<RevisionRow> {
+    let (customer, destination) = parties;
     check_parties(facts(
         actor,
         content.known(),
@@ -53,7 +69,17 @@ pub(super) async fn checked_parties(
         destination.as_ref(),
     ))
     .map_err(AppError::Validation)?;
-    destination.ok_or_else(|| AppError::Internal("checked destination vanished".into()))
+    let destination =
+        destination.ok_or_else(|| AppError::Internal("checked destination vanished".into()))?;
+    let sealed = seal_into(content, &destination)?;
+    Ok(revision_row(
+        content,
+        invoice,
+        number,
+        &destination,
+        &sealed,
+        created_at,
+    ))
 }
 
 /// The party rules of a draft that is refused anyway, judged on what could be read of it, so
@@ -140,7 +166,7 @@ pub(super) fn seal_to(
 }
 
 /// The seal of `content` paid into `destination`.
-pub(super) fn seal_into(content: &DraftContent, destination: &DestinationRow) -> AppResult<Seal> {
+fn seal_into(content: &DraftContent, destination: &DestinationRow) -> AppResult<Seal> {
     seal_to(
         content,
         destination.id,
@@ -164,7 +190,7 @@ pub(super) fn seals_as(content: &DraftContent, revision: &RevisionRow) -> AppRes
 }
 
 /// A new revision row of `content`, sealed into `destination`.
-pub(super) fn revision_row(
+fn revision_row(
     content: &DraftContent,
     invoice: (Uuid, Uuid),
     number: i32,

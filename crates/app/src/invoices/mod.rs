@@ -8,6 +8,7 @@ mod commands;
 mod content;
 mod issuing;
 mod miss;
+mod preview;
 mod queries;
 mod settling;
 mod views;
@@ -16,6 +17,7 @@ pub(crate) use issuing::{CLAIM_KIND as ISSUE_CLAIM_KIND, issue_job};
 pub use issuing::{
     ISSUE_JOB, IssueAnswer, IssueClaim, IssueRequest, IssueStart, IssueStop, issue_business_key,
 };
+pub use preview::{PreviewView, WarningView};
 pub use queries::InvoiceQuery;
 pub(crate) use settling::{invoice_facts, reconcile_invoice, reconcile_payment, stored_amount};
 pub use tauros_domain::invoice::DraftInput;

@@ -12,6 +12,7 @@
 mod access;
 mod decide;
 mod draft;
+mod preview;
 mod state;
 
 #[cfg(test)]
@@ -28,6 +29,9 @@ pub use decide::{
 pub use draft::{
     CurrentContent, DraftContent, DraftInput, KnownMembers, MAX_REASONING_CHARS, NamedDestination,
     Party, PartyFacts, RefusedContent, check_content, check_parties,
+};
+pub use preview::{
+    DUE_FAR_DAYS, DUE_SOON_DAYS, OPEN_STATES, PreviewFacts, Warning, preview_warnings,
 };
 pub use state::{
     Action, DecisionKind, InvalidTransition, InvoiceState, IssuingStarted, Transition,

@@ -18,7 +18,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tauros_app::{Actor, InvoiceQuery, InvoiceView, IssueAnswer};
+use tauros_app::{Actor, InvoiceQuery, InvoiceView, IssueAnswer, PreviewView};
 use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
@@ -78,6 +78,36 @@ pub(super) async fn create_invoice(
     )
     .await?;
     Ok(answer(result, StatusCode::CREATED))
+}
+
+/// Check a proposal before making it (agents): the body of a create, no `Idempotency-Key`
+/// needed (one that is sent is checked as a create checks it, then ignored). A body a create
+/// would refuse is refused with the same problem, every mistake listed; a valid one answers
+/// what a create would seal now (lines, totals, canonical payload, `payload_hash`) and the
+/// warnings an approver would notice. Writes nothing, audits nothing; counts against the rate
+/// limit like any request.
+#[utoipa::path(post, path = "/v1/invoices/preview", tag = "invoices", security(("bearer" = [])),
+    request_body = CreateInvoiceRequest,
+    responses(
+        (status = 200, description = "What a create of this body would seal, and warnings", body = PreviewView),
+        (status = 400, description = "`invalid_json` and the other shape problems a create answers, every mistake listed in `errors`; `idempotency_key_mismatch`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`forbidden`: humans may not propose invoices", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`validation_failed`: every rule the body breaks, in `errors`, exactly as a create answers", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn preview_invoice(
+    State(state): State<AppState>,
+    credential: Bearer,
+    header: Result<IdempotencyKeyHeader, ApiError>,
+    body: Result<StrictJson<CreateInvoiceRequest>, ApiError>,
+) -> Result<Json<PreviewView>, ApiError> {
+    let (header_key, body) = match (header, body) {
+        (Ok(IdempotencyKeyHeader(h)), Ok(StrictJson(b))) => (h, b),
+        (Err(refused), _) | (_, Err(refused)) => {
+            return Err(credential.refuse(&state, refused).await);
+        }
+    };
+    let preview = use_cases::preview(&state.app, credential.caller(), header_key, body).await?;
+    Ok(Json(preview))
 }
 
 /// The invoices you may see. `?state=pending_approval` is the approver's inbox, oldest first.

@@ -15,6 +15,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(handlers::create_invoice, handlers::list_invoices))
+        .routes(routes!(handlers::preview_invoice))
         .routes(routes!(handlers::get_invoice))
         .routes(routes!(handlers::list_revisions))
         .routes(routes!(handlers::list_decisions))

@@ -9,7 +9,9 @@ use super::types::{
 };
 use crate::http::extract::ListParams;
 use crate::http::problem::ApiError;
-use tauros_app::{Actor, App, AppResult, Caller, FieldError, InvoiceQuery, InvoiceView, Replayed};
+use tauros_app::{
+    Actor, App, AppResult, Caller, FieldError, InvoiceQuery, InvoiceView, PreviewView, Replayed,
+};
 use uuid::Uuid;
 
 /// What every invoice command answers, over REST and MCP alike; replays are counted.
@@ -42,28 +44,54 @@ pub(crate) async fn create(
     mut body: CreateInvoiceRequest,
     missing_key: &'static str,
 ) -> Result<CommandResponse, ApiError> {
-    let key = match (header_key, body.idempotency_key.take()) {
+    let Some(key) = sent_key(app, caller, header_key, &mut body).await? else {
+        let actor = app.actor_of(caller).await?;
+        let mut errors = vec![FieldError::plain(
+            "idempotency_key",
+            "required",
+            missing_key,
+        )];
+        errors.extend(app.draft_field_errors(&actor, &body.into())?);
+        return Err(ApiError::validation(errors));
+    };
+    command(app.create_draft(caller, &key, body.into()).await)
+}
+
+/// The idempotency key a create's request carries, from the header or the body: when both are
+/// sent and differ, the caller is authenticated and the request refused (400).
+async fn sent_key(
+    app: &App,
+    caller: Caller<'_>,
+    header_key: Option<String>,
+    body: &mut CreateInvoiceRequest,
+) -> Result<Option<String>, ApiError> {
+    match (header_key, body.idempotency_key.take()) {
         (Some(h), Some(b)) if h != b => {
             app.actor_of(caller).await?;
-            return Err(ApiError::bad_request(
+            Err(ApiError::bad_request(
                 "idempotency_key_mismatch",
                 "the Idempotency-Key header and the body's idempotency_key differ; send one, or the same value in both",
             )
-            .with_field("idempotency_key"));
+            .with_field("idempotency_key"))
         }
-        (Some(k), _) | (None, Some(k)) => k,
-        (None, None) => {
-            let actor = app.actor_of(caller).await?;
-            let mut errors = vec![FieldError::plain(
-                "idempotency_key",
-                "required",
-                missing_key,
-            )];
-            errors.extend(app.draft_field_errors(&actor, &body.into())?);
-            return Err(ApiError::validation(errors));
-        }
-    };
-    command(app.create_draft(caller, &key, body.into()).await)
+        (h, b) => Ok(h.or(b)),
+    }
+}
+
+/// A create's dry run, as both surfaces take it: the body of a create, its key optional. A key
+/// that is sent is checked as a create checks it (a mismatch, a malformed key) and otherwise
+/// ignored: nothing is written, so there is nothing to make safe to retry. Everything else is
+/// a create's path up to the seal (`App::preview_draft`).
+pub(crate) async fn preview(
+    app: &App,
+    caller: Caller<'_>,
+    header_key: Option<String>,
+    mut body: CreateInvoiceRequest,
+) -> Result<PreviewView, ApiError> {
+    let key = sent_key(app, caller, header_key, &mut body).await?;
+    Ok(app
+        .preview_draft(caller, key.as_deref(), body.into())
+        .await?)
 }
 
 /// A page of the invoices the caller may see.

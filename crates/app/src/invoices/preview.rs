@@ -1,0 +1,186 @@
+//! A dry run of a create (`POST /v1/invoices/preview`, MCP `preview_invoice`): the same checks
+//! and the same computation as a create ([`checked_draft`], then [`drafted`]), in a plain read
+//! unit: no transaction, no lock, nothing written, no audit event, no idempotency record, no
+//! job. A body a create would refuse is refused with the same problem; a valid one is answered
+//! with what a create would seal and the warnings an approver would notice.
+
+use super::commands::{checked_draft, proposer};
+use super::content::drafted;
+use super::views::revision_view;
+use crate::actor::Actor;
+use crate::app::App;
+use crate::auth::Caller;
+use crate::clock::now;
+use crate::error::AppResult;
+use crate::schema::LineSchema;
+use chrono::NaiveDate;
+use serde::Serialize;
+use tauros_domain::fingerprint::key_is_valid;
+use tauros_domain::invoice::{DraftInput, OPEN_STATES, PreviewFacts, preview_warnings};
+use tauros_domain::lines::LineView;
+use tauros_domain::money::MinorAmount;
+use tauros_domain::visibility::Scope;
+use tauros_store::{InvoiceFilter, Page, Reader};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// How many of the caller's open invoices of one state (newest first) are compared for
+/// `possible_duplicate`.
+const DUPLICATES_SCANNED: i64 = 100;
+
+/// What a create of the same body would seal, and what an approver would notice.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = InvoicePreviewResponse)]
+pub struct PreviewView {
+    /// Customer billed.
+    pub customer_id: Uuid,
+    /// Destination paid.
+    pub payment_destination_id: Uuid,
+    /// Currency code of every amount.
+    pub currency: String,
+    /// When payment is due.
+    pub due_date: NaiveDate,
+    /// The lines with their computed amounts, in the order sent.
+    #[schema(value_type = Vec<LineSchema>)]
+    pub lines: Vec<LineView>,
+    /// Sum of the line amounts as a decimal string with exactly the currency's decimals.
+    pub total: String,
+    /// `total` in minor units: an exact JSON integer at any size (read `total` in JavaScript).
+    #[schema(value_type = u128)]
+    pub total_minor: MinorAmount,
+    /// The exact canonical bytes a create would seal as revision 1 (a JSON string).
+    pub canonical_payload: String,
+    /// Lowercase hex SHA-256 of `canonical_payload`: a create of this body, now, seals this.
+    pub payload_hash: String,
+    /// What an approver would notice; never blocks a create. Empty when nothing stands out.
+    pub warnings: Vec<WarningView>,
+}
+
+/// One thing an approver would notice about a valid body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = PreviewWarning)]
+pub struct WarningView {
+    /// `due_date_soon` (due in fewer than 7 days), `due_date_far` (more than 365 days ahead),
+    /// `possible_duplicate` (an open invoice of yours bills the same customer the same total).
+    pub code: String,
+    /// What and why.
+    pub message: String,
+    /// The request member concerned, when there is one (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, required = false)]
+    pub field: Option<String>,
+    /// `possible_duplicate`: the other invoice, yours to read (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Uuid, required = false)]
+    pub invoice_id: Option<Uuid>,
+}
+
+impl App {
+    /// A create's dry run: `key` is the idempotency key if one was sent (checked as a create
+    /// checks it, otherwise ignored). The credential is checked and takes one request from its
+    /// rate limit, as every request does.
+    pub async fn preview_draft(
+        &self,
+        caller: impl Into<Caller<'_>>,
+        key: Option<&str>,
+        input: DraftInput,
+    ) -> AppResult<PreviewView> {
+        let actor = self.actor_of(caller.into()).await?;
+        let agent = proposer(&actor)?;
+        let mut conn = self.store.reader().await?;
+        let key_ok = key.is_none_or(key_is_valid);
+        let content = checked_draft(&mut *conn, &actor, key_ok, &input).await?;
+        let org_id = agent.org_id;
+        let customer = conn.customer_by_id(org_id, content.customer_id).await?;
+        let destination = conn
+            .destination_by_id(org_id, content.destination_id)
+            .await?;
+        let now = now();
+        let revision = drafted(
+            &actor,
+            &content,
+            (customer, destination),
+            (org_id, Uuid::nil()),
+            1,
+            now,
+        )?;
+        let sealed = revision_view(revision)?;
+        let duplicates = open_duplicates(
+            &mut *conn,
+            &actor,
+            sealed.customer_id,
+            &sealed.currency,
+            sealed.total_minor,
+        )
+        .await?;
+        let warnings = preview_warnings(&PreviewFacts {
+            today: now.date_naive(),
+            due_date: sealed.due_date,
+            duplicates: &duplicates,
+        })
+        .into_iter()
+        .map(|w| WarningView {
+            code: w.code.to_owned(),
+            message: w.message,
+            field: w.field.map(str::to_owned),
+            invoice_id: w.invoice_id,
+        })
+        .collect();
+        Ok(PreviewView {
+            customer_id: sealed.customer_id,
+            payment_destination_id: sealed.payment_destination_id,
+            currency: sealed.currency,
+            due_date: sealed.due_date,
+            lines: sealed.lines,
+            total: sealed.total,
+            total_minor: sealed.total_minor,
+            canonical_payload: sealed.canonical_payload,
+            payload_hash: sealed.payload_hash,
+            warnings,
+        })
+    }
+}
+
+/// The caller's open invoices for this customer whose current revision bills the same total
+/// in the same currency, newest first: up to [`DUPLICATES_SCANNED`] of each open state are
+/// compared. Only the agent's own invoices (a customer belongs to one agent), so every id named
+/// is one the caller may read.
+async fn open_duplicates(
+    conn: &mut dyn Reader,
+    actor: &Actor,
+    customer_id: Uuid,
+    currency: &str,
+    total_minor: MinorAmount,
+) -> AppResult<Vec<Uuid>> {
+    let Actor::Agent(agent) = actor else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for state in OPEN_STATES {
+        let filter = InvoiceFilter {
+            scope: Scope::Agent(agent.id),
+            state: Some(state),
+            customer_id: Some(customer_id),
+            agent_id: Some(agent.id),
+            decision: None,
+            idempotency_key: None,
+            oldest_first: false,
+            overdue: None,
+            today: now().date_naive(),
+            issuing: None,
+        };
+        let page = Page {
+            after: None,
+            limit: DUPLICATES_SCANNED,
+        };
+        let total = total_minor.to_string();
+        found.extend(
+            conn.invoices(agent.org_id, &filter, page)
+                .await?
+                .into_iter()
+                .filter(|j| j.revision.currency == currency && j.revision.total_minor == total)
+                .map(|j| j.revision.invoice_id),
+        );
+    }
+    Ok(found)
+}
