@@ -21,6 +21,7 @@
 //! back, and the client would lose its `code` and `field`.
 
 use super::problem::{ApiError, MAX_ERRORS};
+use super::rules::{BodyRules, field_errors};
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -40,14 +41,18 @@ const MAX_FIELD_CHARS: usize = 200;
 /// shortened, for any sentence that still carries some outside quotes).
 const MAX_DETAIL_CHARS: usize = 1000;
 
-/// Parses a JSON object body into `T`, reporting every shape error at once.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+/// Parses a JSON object body into `T`, reporting every shape and value error at once.
+pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
     parse_value(parse_syntax(bytes)?, bytes.len())
 }
 
-/// Step 2 alone, for JSON that was parsed already (an MCP tool call's arguments): the value,
-/// `size` bytes long as sent, must be an object that fits `T`; every shape error is reported.
-pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result<T, ApiError> {
+/// Step 2 and 3 alone, for JSON that was parsed already (an MCP tool call's arguments): the
+/// value, `size` bytes long as sent, must be an object that fits `T` and keeps its value rules;
+/// every shape and value error is reported in one answer.
+pub fn parse_value<T: DeserializeOwned + BodyRules>(
+    mut value: Value,
+    size: usize,
+) -> Result<T, ApiError> {
     if !value.is_object() {
         // Every request body is an object (serde would otherwise read an array as the
         // struct's members in order).
@@ -61,10 +66,13 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
     let mut found: Vec<ShapeError> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     let max_errors = (REPARSE_BUDGET / size.max(1)).clamp(8, MAX_ERRORS);
+    let mut parsed: Option<T> = None;
     loop {
         match serde_path_to_error::deserialize::<_, T>(&value) {
-            Ok(parsed) if found.is_empty() => return Ok(parsed),
-            Ok(_) => break,
+            Ok(body) => {
+                parsed = Some(body);
+                break;
+            }
             Err(err) => {
                 let message = message_of(err.inner());
                 let mut path: Vec<Segment> = err.path().iter().filter_map(Segment::of).collect();
@@ -90,7 +98,82 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
             }
         }
     }
+    // Step 3: the value rules, on what could be read (members refused for their shape taken
+    // out). A body whose shape is right answers its field rules alone (the use case checks the
+    // rest with the rules that need state); one refused for its shape answers every rule.
+    let mut values: Vec<FieldError> = Vec::new();
+    if let Some(body) = &parsed {
+        if let Err(errors) = body.field_rules() {
+            values = field_errors(&errors);
+        }
+        if !found.is_empty() {
+            values.extend(body.completing_rules());
+        }
+    }
+    if found.is_empty() && values.is_empty() {
+        if let Some(body) = parsed {
+            return Ok(body);
+        }
+    }
+    let shapes: Vec<Vec<Segment>> = seen.iter().map(|f| parse_path(f)).collect();
+    let mut known: Vec<(String, &'static str)> = Vec::new();
+    for mut error in values {
+        let path = removed.original(&parse_path(&error.field));
+        if shapes.iter().any(|shape| explained_by(&path, shape))
+            || known.contains(&(render(&path), error.code))
+        {
+            continue;
+        }
+        let field = render(&path);
+        if field != error.field {
+            error.detail = error.detail.replace(&error.field, &field);
+            error.field = field;
+        }
+        known.push((error.field.clone(), error.code));
+        found.push(ShapeError {
+            field: error,
+            bad_request: false,
+        });
+    }
     Err(answer(found))
+}
+
+/// Whether a value error at `path` only repeats a shape error at `shape`: it is about the same
+/// member (or one inside it), or it says that a member is missing whose alternative in the
+/// same object was taken out for its shape (`unit_amount` when `unit_amount_minor` was a float).
+fn explained_by(path: &[Segment], shape: &[Segment]) -> bool {
+    if path.starts_with(shape) {
+        return true;
+    }
+    match (path.split_last(), shape.split_last()) {
+        (Some((Segment::Key(name), parent)), Some((Segment::Key(refused), shape_parent))) => {
+            parent == shape_parent && refused.starts_with(name.as_str())
+        }
+        _ => false,
+    }
+}
+
+/// A path as rendered (`lines[1].quantity`) back into its steps. Our request members' names
+/// hold no `.` or `[`.
+fn parse_path(field: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    if field == "body" {
+        return out;
+    }
+    for part in field.split('.') {
+        let (key, indexes) = part
+            .split_once('[')
+            .map_or((part, ""), |(k, rest)| (k, rest));
+        if !key.is_empty() {
+            out.push(Segment::Key(key.to_owned()));
+        }
+        for index in indexes.split('[') {
+            if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
+                out.push(Segment::Index(i));
+            }
+        }
+    }
+    out
 }
 
 /// Step 1: the body as a JSON value, or 400 `invalid_json`.
@@ -352,6 +435,12 @@ impl<'de, T: de::Deserialize<'de>> de::Deserialize<'de> for Object<T> {
     }
 }
 
+impl<T: validator::Validate> validator::Validate for Object<T> {
+    fn validate(&self) -> Result<(), validator::ValidationErrors> {
+        self.0.validate()
+    }
+}
+
 /// Passes everything through, except that a struct is read only from a map.
 struct StructAsMap<D>(D);
 
@@ -535,7 +624,7 @@ mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, validator::Validate)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Body {
@@ -544,12 +633,14 @@ mod tests {
         items: Option<Vec<Object<Item>>>,
     }
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, validator::Validate)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Item {
         label: Option<String>,
     }
+
+    crate::body_rules!(Body);
 
     fn problem(body: &str) -> serde_json::Value {
         let err = parse_json::<Body>(body.as_bytes()).unwrap_err();

@@ -26,7 +26,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Email and password.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct SignInRequest {
     /// The human's email (case-insensitive); at most 254 characters.
@@ -158,7 +158,7 @@ async fn sign_out_everywhere(
 }
 
 /// The current password and a new one.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
     /// The password the human signs in with now (at most 1024 characters).
@@ -270,7 +270,7 @@ impl From<Me> for MeResponse {
 }
 
 /// Accept an invitation by choosing a password.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptInvitationRequest {
     /// The token from the invitation.
@@ -300,3 +300,9 @@ async fn accept_invitation(
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
+
+crate::body_rules!(
+    SignInRequest,
+    ChangePasswordRequest,
+    AcceptInvitationRequest
+);

@@ -319,12 +319,12 @@ impl Tool {
 }
 
 /// No arguments.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct NoArgs {}
 
 /// A page: the arguments of list_customers, and of every list tool.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct ListArgs {
     /// How many to answer, 1-100 (default 50).
@@ -335,7 +335,7 @@ struct ListArgs {
 }
 
 /// The arguments of list_payment_destinations.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct ListDestinationsArgs {
     /// Only destinations in this state; `active` ones receive money.
@@ -349,7 +349,7 @@ struct ListDestinationsArgs {
 }
 
 /// The arguments of list_invoices.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct ListInvoicesArgs {
     /// Only invoices in this state; `pending_approval` lists oldest first.
@@ -382,7 +382,7 @@ struct DestinationCommand {
 }
 
 /// The arguments of get_invoice besides its `id`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct GetInvoiceArgs {
     /// The `events_next_cursor` of an earlier answer, for the next 100 events; omit for the
@@ -410,7 +410,9 @@ const SEND_A_KEY: &str = "send idempotency_key (one per intended invoice, reused
                           retry) so retries are safe";
 
 /// Parses `args` into a tool's argument type by the REST body rules.
-fn parse<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, ApiError> {
+fn parse<T: serde::de::DeserializeOwned + crate::http::rules::BodyRules>(
+    args: JsonObject,
+) -> Result<T, ApiError> {
     let value = Value::Object(args);
     let size = value.to_string().len();
     parse_value(value, size)
@@ -508,6 +510,14 @@ pub(super) async fn call(
         }
     }
 }
+
+crate::body_rules!(
+    NoArgs,
+    ListArgs,
+    ListDestinationsArgs,
+    ListInvoicesArgs,
+    GetInvoiceArgs
+);
 
 #[cfg(test)]
 mod tests {
