@@ -110,10 +110,11 @@ pub fn parse_value<T: DeserializeOwned + BodyRules>(
             values.extend(body.completing_rules());
         }
     }
-    if found.is_empty() && values.is_empty() {
-        if let Some(body) = parsed {
-            return Ok(body);
-        }
+    if found.is_empty()
+        && values.is_empty()
+        && let Some(body) = parsed
+    {
+        return Ok(body);
     }
     let shapes: Vec<Vec<Segment>> = seen.iter().map(|f| parse_path(f)).collect();
     let mut known: Vec<(String, &'static str)> = Vec::new();
