@@ -18,6 +18,7 @@ both_backends!(
     the_issues_three_mistakes_come_in_one_answer,
     every_shape_and_value_mistake_of_a_create_comes_in_one_answer,
     a_body_that_is_not_a_json_object_still_stops_before_its_shape,
+    a_sign_ins_field_rules_come_with_its_shape_errors,
 );
 
 type Client = RunningService<RoleClient, ()>;
@@ -208,4 +209,53 @@ async fn a_body_that_is_not_a_json_object_still_stops_before_its_shape(app: Test
         assert!(problem.get("errors").is_none(), "{problem}");
     }
     assert_eq!(app.invoice_rows().await, before);
+}
+
+/// A route whose rules are all the body's own (`validator` rules on `SignInRequest`): its value
+/// errors come with its shape errors, and alone they are one 422 before any work.
+async fn a_sign_ins_field_rules_come_with_its_shape_errors(app: TestApp) {
+    let long_email = format!("{}@example.com", "a".repeat(250));
+    let res = app
+        .client
+        .post(app.url("/v1/sessions"))
+        .json(&json!({"email": long_email, "organisation": 5, "remember": true}))
+        .send()
+        .await
+        .unwrap();
+    let problem = expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
+    assert_eq!(problem["field"], "organisation");
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("email", "email_too_long"),
+            ("organisation", "invalid_type"),
+            ("password", "required"),
+            ("remember", "unknown_field"),
+        ]),
+        "{problem}"
+    );
+
+    let res = app
+        .client
+        .post(app.url("/v1/sessions"))
+        .json(&json!({
+            "email": long_email,
+            "password": "p".repeat(1025),
+            "organisation": "o".repeat(161),
+        }))
+        .send()
+        .await
+        .unwrap();
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("email", "email_too_long"),
+            ("organisation", "organisation_too_long"),
+            ("password", "password_too_long"),
+        ]),
+        "{problem}"
+    );
+    let detail = problem["errors"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("at most"), "{detail}");
 }

@@ -157,41 +157,18 @@ impl App {
     }
 
     /// Signs a human in with email and password; `organisation` (its id or name) picks the
-    /// account when the email has one in several organisations (docs/DECISIONS.md). An email
-    /// or password over its bound is refused before any work; then a place is reserved in the
-    /// failed-sign-in record (or the attempt refused) before the password is hashed.
+    /// account when the email has one in several organisations (docs/DECISIONS.md). The body's
+    /// field rules (both present, an email or password or organisation over its bound) are the
+    /// wire's (`SignInRequest`'s `validator` rules), checked before any work; here a place is
+    /// reserved in the failed-sign-in record (or the attempt refused) before the password is
+    /// hashed.
     pub async fn sign_in(
         &self,
-        email: Option<&str>,
-        password: Option<String>,
+        email: &str,
+        password: String,
         organisation: Option<&str>,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<SignedIn> {
-        let mut errors = Vec::new();
-        let email = required("email", email, &mut errors);
-        let password = required("password", password, &mut errors);
-        if email.is_some_and(|e| e.chars().count() > identity::MAX_EMAIL_CHARS) {
-            errors.push(email_too_long("email"));
-        }
-        if password.as_deref().is_some_and(password_too_long) {
-            errors.push(password_too_long_error("password"));
-        }
-        if organisation.is_some_and(|o| o.chars().count() > ORGANISATION_MAX) {
-            errors.push(FieldError::plain(
-                "organisation",
-                "organisation_too_long",
-                format!(
-                    "send the organisation's id or its name (at most {ORGANISATION_MAX} characters), \
-                     or leave it out"
-                ),
-            ));
-        }
-        let (Some(email), Some(password)) = (email, password) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
         let normalized = identity::normalize_email(email);
         let attempt = self.sign_ins.reserve(&normalized, client)?;
         let signed_in = self
@@ -533,8 +510,6 @@ impl App {
 const SIGN_IN_CANDIDATES: i64 = 16;
 
 /// Longest `organisation` a sign-in may name (an organisation's name is 1–160 characters).
-const ORGANISATION_MAX: usize = 160;
-
 fn password_too_long(password: &str) -> bool {
     password.chars().count() > identity::MAX_PASSWORD_CHARS
 }
@@ -546,17 +521,6 @@ fn password_too_long_error(field: &str) -> FieldError {
         format!(
             "send a password of at most {} characters",
             identity::MAX_PASSWORD_CHARS
-        ),
-    )
-}
-
-fn email_too_long(field: &str) -> FieldError {
-    FieldError::plain(
-        field,
-        "email_too_long",
-        format!(
-            "send an email address of at most {} characters",
-            identity::MAX_EMAIL_CHARS
         ),
     )
 }

@@ -117,6 +117,9 @@ const CODES: &[&str] = &[
     "invalid_value",
     "invalid_date",
     "unknown_currency",
+    "email_too_long",
+    "password_too_long",
+    "organisation_too_long",
 ];
 
 fn bounds(field: &str, unit: &str, error: &ValidationError) -> String {

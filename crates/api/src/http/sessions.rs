@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{Actor, App, Me, SignedIn, UserView};
-use tauros_domain::identity::{Capability, Role, UserState};
+use tauros_domain::identity::{Capability, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, Role, UserState};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -31,16 +31,35 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct SignInRequest {
     /// The human's email (case-insensitive); at most 254 characters.
     #[schema(value_type = String, required = true, example = "demo@tauros.local", max_length = 254)]
+    #[validate(
+        required,
+        length(max = EMAIL_MAX, code = "email_too_long", message = "send an email address of at most 254 characters")
+    )]
     pub email: Option<String>,
     /// The password set on accepting the invitation (or with `bootstrap-approver`); at most
     /// 1024 characters.
     #[schema(value_type = String, required = true, example = "tauros-demo-password", max_length = 1024)]
+    #[validate(
+        required,
+        length(max = PASSWORD_MAX, code = "password_too_long", message = "send a password of at most 1024 characters")
+    )]
     pub password: Option<String>,
     /// Which of the email's organisations to sign in to (its id or its name), when the email
     /// has an account in several. Left out or null: the email's oldest account that may sign in.
     #[schema(required = false, max_length = 160, example = "Demo")]
+    #[validate(length(
+        max = ORGANISATION_MAX,
+        code = "organisation_too_long",
+        message = "send the organisation's id or its name (at most 160 characters), or leave it out"
+    ))]
     pub organisation: Option<String>,
 }
+
+/// The longest `organisation` a sign-in names (an organisation's name is at most 160).
+const ORGANISATION_MAX: u64 = 160;
+/// The domain's bounds, as `validator` takes them.
+const EMAIL_MAX: u64 = MAX_EMAIL_CHARS as u64;
+const PASSWORD_MAX: u64 = MAX_PASSWORD_CHARS as u64;
 
 /// A human.
 #[derive(Serialize, ToSchema)]
@@ -115,14 +134,13 @@ async fn sign_in(
     ClientAddr(client): ClientAddr,
     StrictJson(body): StrictJson<SignInRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    // Both present: `SignInRequest`'s rules required them.
+    let (Some(email), Some(password)) = (body.email, body.password) else {
+        return Err(crate::http::problem::internal());
+    };
     let signed_in = state
         .app
-        .sign_in(
-            body.email.as_deref(),
-            body.password,
-            body.organisation.as_deref(),
-            client,
-        )
+        .sign_in(&email, password, body.organisation.as_deref(), client)
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
