@@ -5,7 +5,7 @@
 //! `errors[]` listing every problem. REST and MCP answer alike. A body that is not JSON, or not
 //! an object, still stops before its shape. Nothing is written by any of these requests.
 
-use crate::helpers::{Billing, TestApp, both_backends, expect_problem, invoice_body};
+use crate::helpers::{Billing, TestApp, both_backends, expect_problem, id_of, invoice_body};
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -19,6 +19,7 @@ both_backends!(
     every_shape_and_value_mistake_of_a_create_comes_in_one_answer,
     a_body_that_is_not_a_json_object_still_stops_before_its_shape,
     a_sign_ins_field_rules_come_with_its_shape_errors,
+    a_revise_hears_every_mistake_of_its_body_at_once,
 );
 
 type Client = RunningService<RoleClient, ()>;
@@ -258,4 +259,48 @@ async fn a_sign_ins_field_rules_come_with_its_shape_errors(app: TestApp) {
     );
     let detail = problem["errors"][0]["detail"].as_str().unwrap();
     assert!(detail.contains("at most"), "{detail}");
+
+    // Accepting an invitation: the same, before any token is looked up.
+    let res = app
+        .client
+        .post(app.url("/v1/invitations/accept"))
+        .json(&json!({"invitation_token": 5, "password": "short"}))
+        .send()
+        .await
+        .unwrap();
+    let problem = expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("invitation_token", "invalid_type"),
+            ("password", "password_too_short"),
+        ]),
+        "{problem}"
+    );
+}
+
+/// A revise's body is read like a create's: a float, a bad date and a missing reasoning come in
+/// one answer; a member a revise may omit is not reported missing. Nothing is written.
+async fn a_revise_hears_every_mistake_of_its_body_at_once(app: TestApp) {
+    let b = app.billing().await;
+    let draft = app.draft(&b, "revise-once").await;
+    let before = app.invoice_rows().await;
+    let body = json!({
+        "due_date": "2030-13-01",
+        "lines": [{"description": "a", "quantity": 1.5, "unit_amount": "1"}],
+    });
+    let res = app
+        .command(&b.org.agent_key, id_of(&draft), "revise", body)
+        .await;
+    let problem = expect_problem(res, StatusCode::BAD_REQUEST, "float_not_allowed").await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("due_date", "invalid_date"),
+            ("lines[0].quantity", "float_not_allowed"),
+            ("reasoning", "required"),
+        ]),
+        "{problem}"
+    );
+    assert_eq!(app.invoice_rows().await, before);
 }

@@ -442,26 +442,9 @@ impl App {
     }
 
     /// Accepts an invitation once: sets the password and opens a session.
-    pub async fn accept_invitation(
-        &self,
-        token: Option<&str>,
-        password: Option<String>,
-    ) -> AppResult<SignedIn> {
-        let mut errors = Vec::new();
-        let token = required("invitation_token", token, &mut errors);
-        let password = required("password", password, &mut errors);
-        if password
-            .as_deref()
-            .is_some_and(|p| !identity::password_is_acceptable(p))
-        {
-            errors.push(password_field_error());
-        }
-        let (Some(token), Some(password)) = (token, password) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
+    pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<SignedIn> {
+        // Both present and the password 12–1024 characters: the wire's rules
+        // (`AcceptInvitationRequest`'s `validator` rules), checked before any work.
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
         };

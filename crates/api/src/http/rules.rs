@@ -119,6 +119,7 @@ const CODES: &[&str] = &[
     "unknown_currency",
     "email_too_long",
     "password_too_long",
+    "password_too_short",
     "organisation_too_long",
 ];
 

@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{Actor, App, Me, SignedIn, UserView};
-use tauros_domain::identity::{Capability, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, Role, UserState};
+use tauros_domain::identity::{
+    Capability, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, Role, UserState,
+};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -60,6 +62,7 @@ const ORGANISATION_MAX: u64 = 160;
 /// The domain's bounds, as `validator` takes them.
 const EMAIL_MAX: u64 = MAX_EMAIL_CHARS as u64;
 const PASSWORD_MAX: u64 = MAX_PASSWORD_CHARS as u64;
+const PASSWORD_MIN: u64 = MIN_PASSWORD_CHARS as u64;
 
 /// A human.
 #[derive(Serialize, ToSchema)]
@@ -293,9 +296,19 @@ impl From<Me> for MeResponse {
 pub struct AcceptInvitationRequest {
     /// The token from the invitation.
     #[schema(value_type = String, required = true)]
+    #[validate(required)]
     pub invitation_token: Option<String>,
     /// At least 12 characters.
     #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    #[validate(
+        required,
+        length(
+            min = PASSWORD_MIN,
+            max = PASSWORD_MAX,
+            code = "password_too_short",
+            message = "send a password of 12 to 1024 characters"
+        )
+    )]
     pub password: Option<String>,
 }
 
@@ -312,10 +325,11 @@ async fn accept_invitation(
     State(state): State<AppState>,
     StrictJson(body): StrictJson<AcceptInvitationRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
-    let signed_in = state
-        .app
-        .accept_invitation(body.invitation_token.as_deref(), body.password)
-        .await?;
+    // Both present: `AcceptInvitationRequest`'s rules required them.
+    let (Some(token), Some(password)) = (body.invitation_token, body.password) else {
+        return Err(crate::http::problem::internal());
+    };
+    let signed_in = state.app.accept_invitation(&token, password).await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
 
