@@ -20,6 +20,7 @@ both_backends!(
     a_body_that_is_not_a_json_object_still_stops_before_its_shape,
     a_sign_ins_field_rules_come_with_its_shape_errors,
     a_revise_hears_every_mistake_of_its_body_at_once,
+    a_password_changes_field_rules_come_with_its_shape_errors,
 );
 
 type Client = RunningService<RoleClient, ()>;
@@ -275,6 +276,49 @@ async fn a_sign_ins_field_rules_come_with_its_shape_errors(app: TestApp) {
             ("invitation_token", "invalid_type"),
             ("password", "password_too_short"),
         ]),
+        "{problem}"
+    );
+}
+
+/// Changing one's password: the field rules (`validator` on `ChangePasswordRequest`) come with
+/// the shape errors, and alone in one 422 before the current password is checked.
+async fn a_password_changes_field_rules_come_with_its_shape_errors(app: TestApp) {
+    let b = app.billing().await;
+    let token = b.org.approver_token.as_str();
+    let problem = expect_problem(
+        app.post(
+            "/v1/me/password",
+            token,
+            json!({"current_password": "p".repeat(1025), "new_password": 5, "extra": 1}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "unknown_field",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("current_password", "password_too_long"),
+            ("extra", "unknown_field"),
+            ("new_password", "invalid_type"),
+        ]),
+        "{problem}"
+    );
+    let problem = expect_problem(
+        app.post(
+            "/v1/me/password",
+            token,
+            json!({"current_password": "wrong but short", "new_password": "short"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("new_password", "password_too_short")]),
         "{problem}"
     );
 }

@@ -9,7 +9,6 @@ use crate::error::{AppError, AppResult, FieldError};
 use crate::random::random_32;
 use crate::users::UserView;
 use chrono::{DateTime, Duration, Utc};
-use tauros_domain::error::required;
 use tauros_domain::identity::{self, Capabilities, Credential, Interface};
 use tauros_store::{Lock, Presented, Presenter, SessionRow, UserRow};
 use uuid::Uuid;
@@ -300,29 +299,13 @@ impl App {
     pub async fn change_password(
         &self,
         actor: &Actor,
-        current_password: Option<String>,
-        new_password: Option<String>,
+        current: String,
+        new: String,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<()> {
+        // Both present, the current one at most 1024 characters and the new one 12–1024: the
+        // wire's rules (`ChangePasswordRequest`'s `validator` rules), checked before any work.
         let human = actor.human()?;
-        let mut errors = Vec::new();
-        let current = required("current_password", current_password, &mut errors);
-        let new = required("new_password", new_password, &mut errors);
-        if current.as_deref().is_some_and(password_too_long) {
-            errors.push(password_too_long_error("current_password"));
-        }
-        if new
-            .as_deref()
-            .is_some_and(|p| !identity::password_is_acceptable(p))
-        {
-            errors.push(password_field_error_on("new_password"));
-        }
-        let (Some(current), Some(new)) = (current, new) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
         let normalized = identity::normalize_email(&human.email);
         let attempt = self.sign_ins.reserve(&normalized, client)?;
         let stored = self
@@ -493,21 +476,6 @@ impl App {
 const SIGN_IN_CANDIDATES: i64 = 16;
 
 /// Longest `organisation` a sign-in may name (an organisation's name is 1–160 characters).
-fn password_too_long(password: &str) -> bool {
-    password.chars().count() > identity::MAX_PASSWORD_CHARS
-}
-
-fn password_too_long_error(field: &str) -> FieldError {
-    FieldError::plain(
-        field,
-        "password_too_long",
-        format!(
-            "send a password of at most {} characters",
-            identity::MAX_PASSWORD_CHARS
-        ),
-    )
-}
-
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {
     AppError::Validation(vec![password_field_error()])

@@ -184,9 +184,22 @@ async fn sign_out_everywhere(
 pub struct ChangePasswordRequest {
     /// The password the human signs in with now (at most 1024 characters).
     #[schema(value_type = String, required = true, max_length = 1024)]
+    #[validate(
+        required,
+        length(max = PASSWORD_MAX, code = "password_too_long", message = "send a password of at most 1024 characters")
+    )]
     pub current_password: Option<String>,
     /// The new password: 12 to 1024 characters.
     #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    #[validate(
+        required,
+        length(
+            min = PASSWORD_MIN,
+            max = PASSWORD_MAX,
+            code = "password_too_short",
+            message = "send a password of 12 to 1024 characters"
+        )
+    )]
     pub new_password: Option<String>,
 }
 
@@ -208,9 +221,13 @@ async fn change_password(
     ClientAddr(client): ClientAddr,
     StrictJson(body): StrictJson<ChangePasswordRequest>,
 ) -> Result<StatusCode, ApiError> {
+    // Both present: `ChangePasswordRequest`'s rules required them.
+    let (Some(current), Some(new)) = (body.current_password, body.new_password) else {
+        return Err(crate::http::problem::internal());
+    };
     state
         .app
-        .change_password(&actor, body.current_password, body.new_password, client)
+        .change_password(&actor, current, new, client)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
