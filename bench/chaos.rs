@@ -27,6 +27,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "chaos/dead_ends.rs"]
 mod dead_ends;
+#[path = "chaos/ha.rs"]
+mod ha;
 #[path = "chaos/tenancy.rs"]
 mod tenancy;
 
@@ -372,6 +374,9 @@ struct Driver {
     op_budget: Duration,
     /// Whether a 5xx was ever a 500 (a bug: faults should give 503).
     statuses_5xx: Counters,
+    /// Every answer: (end µs since `epoch`, status; 0 for a transport error), for the
+    /// windows of the HA scenario (bench/chaos/ha.rs).
+    answers: Mutex<Vec<(u64, u16)>>,
 }
 
 impl Driver {
@@ -392,6 +397,7 @@ impl Driver {
             max_attempts: 40,
             op_budget,
             statuses_5xx: Counters::default(),
+            answers: Mutex::default(),
         }
     }
 
@@ -402,6 +408,11 @@ impl Driver {
 
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
+    }
+
+    fn answered(&self, status: u16) {
+        let at = self.now_us();
+        self.answers.lock().unwrap().push((at, status));
     }
 
     /// Waits (bounded) for the first 2xx after `since`; its delay, or None.
@@ -452,10 +463,12 @@ impl Driver {
             match req.send().await {
                 Err(_) => {
                     self.counters.add("resp.transport", 1);
+                    self.answered(0);
                     uncertain = true;
                 }
                 Ok(res) => {
                     let status = res.status().as_u16();
+                    self.answered(status);
                     let replayed_header = res
                         .headers()
                         .get("idempotent-replayed")
@@ -646,6 +659,8 @@ struct KeyRecord {
     ids_seen: HashSet<String>,
     variants_acked: HashSet<String>,
     fresh: u64,
+    /// When its latest step ended (µs since the driver's epoch).
+    last_us: u64,
 }
 
 type Records = Arc<Mutex<BTreeMap<String, KeyRecord>>>;
@@ -718,6 +733,7 @@ async fn lifecycle_step(d: &Driver, f: &Fixture, records: &Records, key: &str, s
     };
     let mut all = records.lock().unwrap();
     let rec = all.entry(key.to_owned()).or_default();
+    rec.last_us = d.now_us();
     rec.uncertain[step] |= uncertain;
     // A definite answer after an indeterminate one never downgrades an acknowledgement.
     if rec.steps[step] != Step::Acked {
@@ -2263,6 +2279,15 @@ async fn run(args: Args) -> Value {
             helpers.extend(r.helpers);
             check_url = r.check_url;
         }
+        "ha" => {
+            // Failovers of a pg_auto_failover formation (bench/chaos/ha.rs, scripts/ha).
+            let r = ha::ha(&ctx, &http, &mut v, &mut extra).await;
+            records = r.records;
+            driver = r.driver;
+            servers.extend(r.servers);
+            helpers.extend(r.helpers);
+            check_url = r.check_url;
+        }
         "noisy" | "anonflood" => {
             // The tenancy scenarios (bench/chaos/tenancy.rs).
             let r = if args.scenario == "noisy" {
@@ -2390,7 +2415,7 @@ async fn sqlite_integrity(url: &str) -> String {
 // ------------------------------------------------------------------------------------------
 // The report: one table from the JSON lines, optionally written into docs/RELIABILITY.md.
 
-fn report(path: &str, doc: Option<&str>, command: &str) -> bool {
+fn report(path: &str, doc: Option<&str>, command: &str, marker: &str) -> bool {
     let text = std::fs::read_to_string(path).expect("results");
     let runs: Vec<Value> = text
         .lines()
@@ -2522,10 +2547,16 @@ fn report(path: &str, doc: Option<&str>, command: &str) -> bool {
         ));
     }
     t.push_str(&tenancy::tables(&runs));
+    t.push_str(&ha::tables(&runs));
     println!("{t}");
     if let Some(doc) = doc {
         let old = std::fs::read_to_string(doc).unwrap_or_default();
-        let (start, end) = ("<!-- chaos:begin -->", "<!-- chaos:end -->");
+        // `chaos` for scripts/chaos, `ha` for scripts/ha: each writes only its own block.
+        let (start, end) = (
+            format!("<!-- {marker}:begin -->"),
+            format!("<!-- {marker}:end -->"),
+        );
+        let (start, end) = (start.as_str(), end.as_str());
         if let (Some(a), Some(b)) = (old.find(start), old.find(end)) {
             let secs: f64 = runs.iter().filter_map(|r| r["seconds"].as_f64()).sum();
             let body = format!(
@@ -2555,15 +2586,17 @@ async fn main() -> std::process::ExitCode {
         Some("report") => {
             let path = it.next().expect("results file");
             let (mut doc, mut command) = (None, String::from("scripts/chaos"));
+            let mut marker = String::from("chaos");
             while let Some(flag) = it.next() {
                 let v = it.next().expect("a value");
                 match flag.as_str() {
                     "--doc" => doc = Some(v),
                     "--command" => command = v,
+                    "--marker" => marker = v,
                     other => panic!("unknown flag {other}"),
                 }
             }
-            if report(&path, doc.as_deref(), &command) {
+            if report(&path, doc.as_deref(), &command, &marker) {
                 std::process::ExitCode::SUCCESS
             } else {
                 std::process::ExitCode::FAILURE

@@ -70,6 +70,10 @@ impl PoolSettings {
 /// failover costs one probe, not one each.
 const PROBE_SPACING: Duration = Duration::from_millis(250);
 
+/// How long one probe goes on looking while no host accepts writes (a failover takes seconds;
+/// after this, the next failing unit of work starts a new probe).
+const PROBE_PERSISTENCE: Duration = Duration::from_secs(120);
+
 impl PgStore {
     /// Finds the writable host of `url` and opens a pool to it. Fails when no host answers
     /// as writable within the acquire timeout (each host's answer is in the error).
@@ -205,6 +209,9 @@ impl Shared {
     }
 
     /// Looks for the writable host in the background, unless a probe runs or ran just now.
+    /// While no host accepts writes (the old primary is gone, the new one not yet promoted)
+    /// it keeps looking every [`PROBE_SPACING`], for at most [`PROBE_PERSISTENCE`], so the
+    /// first write after a promotion waits for the promotion, not for a request's timeout.
     fn probe(self: &Arc<Self>) {
         let shared = Arc::clone(self);
         tokio::spawn(async move {
@@ -214,16 +221,25 @@ impl Shared {
             if last.is_some_and(|at| at.elapsed() < PROBE_SPACING) {
                 return;
             }
-            *last = Some(Instant::now());
-            let found = shared.hosts.writable(shared.settings.acquire_timeout).await;
-            *last = Some(Instant::now());
-            let node = match found {
-                Ok(node) => node,
-                Err(tried) => {
-                    metrics::counter!("tauros_database_probes_total", "found" => "none")
-                        .increment(1);
-                    tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes");
-                    return;
+            let started = Instant::now();
+            let mut first = true;
+            let node = loop {
+                let found = shared.hosts.writable(shared.settings.acquire_timeout).await;
+                *last = Some(Instant::now());
+                match found {
+                    Ok(node) => break node,
+                    Err(tried) => {
+                        metrics::counter!("tauros_database_probes_total", "found" => "none")
+                            .increment(1);
+                        if started.elapsed() >= PROBE_PERSISTENCE {
+                            tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes; probing stops until the next failure");
+                            return;
+                        }
+                        if std::mem::take(&mut first) {
+                            tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes; probing until one does");
+                        }
+                        tokio::time::sleep(PROBE_SPACING).await;
+                    }
                 }
             };
             let index = index_of(&shared.hosts, node);
@@ -246,9 +262,11 @@ impl Shared {
                 );
                 std::mem::replace(&mut *current, (fresh, index)).0
             };
+            drop(last);
             tracing::warn!(host = %node.name, "the writable database host changed; following it");
             shared.listen_pool.set_connect_options(node.options.clone());
-            // Connections lent out finish (or fail) on the old host; then it closes.
+            // Units waiting for a connection of the old pool are answered at once (503, safe
+            // to retry); connections lent out finish (or fail) on the old host; then it closes.
             old.close().await;
         });
     }
