@@ -1,9 +1,11 @@
-//! Reading a JSON body into a request type: syntax first, then every shape error at once.
+//! Reading a JSON body into a request type: syntax first, then every shape and value error at
+//! once (docs/contract/api.md Errors, "One answer lists every mistake").
 //!
 //! 1. **Syntax.** The whole body is parsed as JSON before any member is typed, so a body that is
 //!    not JSON is always 400 `invalid_json`, even when an earlier member also has the wrong
 //!    type (docs/contract/api.md Conventions). A member that appears twice is refused here too:
-//!    which of the two the client meant cannot be guessed.
+//!    which of the two the client meant cannot be guessed. A body that is not an object stops
+//!    here too (400 `invalid_type` on `body`).
 //! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
 //!    first error, so each error is recorded, the offending member is taken out of the value,
 //!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds, fewer
@@ -11,9 +13,15 @@
 //!    Request types take their members as `Option`s, so a removed member never causes a new
 //!    error; array elements that are removed are remembered, so later errors still name their
 //!    original index. A wrong type, an unknown member or a float in money is a 400; an
-//!    unknown enum value is a 422, as a rule violation is. The answer lists every error in
-//!    `errors[]` (members of one object in the order of their names); its top-level `code` and
-//!    `field` are the first one's.
+//!    unknown enum value is a 422, as a rule violation is.
+//! 3. **Values.** What could be read is checked against the type's [`BodyRules`]: its field
+//!    rules (`validator`) always, and, when the body is refused for its shape anyway, the rules
+//!    the use case would check too (an invoice's content). Their paths are mapped back to the
+//!    body's indexes; one that only repeats a shape error is dropped.
+//!
+//! The answer lists every error in `errors[]` (shape errors first, members of one object in the
+//! order of their names, then value errors); its top-level `code` and `field` are the first
+//! shape error's (400), or it is a 422 `validation_failed` when there is no shape error.
 //!
 //! Client text in an answer is shortened: an unknown member's name in `field` and every quoted
 //! value or name in a `detail` (serde repeats a wrong string value in full). A body of 1 MiB
@@ -788,6 +796,91 @@ mod tests {
             shorten_quoted(&format!("open `{long}")),
             format!("open `{}…", "v".repeat(40))
         );
+    }
+
+    // `nested` calls `validate` on the member, so the trait must be in scope.
+    use validator::Validate;
+
+    #[derive(Debug, Deserialize, Validate)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Ruled {
+        #[validate(required)]
+        name: Option<String>,
+        #[validate(nested)]
+        items: Option<Vec<Object<RuledItem>>>,
+    }
+
+    #[derive(Debug, Deserialize, validator::Validate)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct RuledItem {
+        #[validate(length(max = 3))]
+        label: Option<String>,
+    }
+
+    crate::body_rules!(Ruled, RuledItem);
+
+    fn ruled(body: &str) -> serde_json::Value {
+        let err = parse_json::<Ruled>(body.as_bytes()).unwrap_err();
+        serde_json::to_value(err.problem()).unwrap()
+    }
+
+    #[test]
+    fn value_errors_come_with_shape_errors_at_the_bodys_own_indexes() {
+        // items[0] is taken out for its type; the value error of what was items[2] (index 1
+        // once it is gone) keeps its index in the body as sent.
+        let p = ruled(r#"{"items": [1, {"label": "ok"}, {"label": "toolong"}]}"#);
+        assert_eq!(p["status"], 400);
+        assert_eq!(p["code"], "invalid_type");
+        assert_eq!(
+            fields(&p),
+            [
+                ("items[0]".to_owned(), "invalid_type".to_owned()),
+                ("items[2].label".to_owned(), "invalid_length".to_owned()),
+                ("name".to_owned(), "required".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn value_errors_alone_are_a_422_and_a_refused_member_is_not_reported_missing() {
+        let p = ruled(r#"{"items": [{"label": "toolong"}]}"#);
+        assert_eq!(p["status"], 422);
+        assert_eq!(p["code"], "validation_failed");
+        assert_eq!(
+            fields(&p),
+            [
+                ("items[0].label".to_owned(), "invalid_length".to_owned()),
+                ("name".to_owned(), "required".to_owned()),
+            ]
+        );
+        let p = ruled(r#"{"name": 5}"#);
+        assert_eq!(fields(&p), [("name".to_owned(), "invalid_type".to_owned())]);
+    }
+
+    #[test]
+    fn a_value_error_repeating_a_shape_error_is_dropped() {
+        let lines = |path: &str| parse_path(path);
+        assert!(explained_by(
+            &lines("lines[0].unit_amount"),
+            &lines("lines[0].unit_amount")
+        ));
+        assert!(explained_by(
+            &lines("lines[0].unit_amount"),
+            &lines("lines[0].unit_amount_minor")
+        ));
+        assert!(explained_by(
+            &lines("lines[1].quantity"),
+            &lines("lines[1]")
+        ));
+        assert!(!explained_by(
+            &lines("lines[1].unit_amount"),
+            &lines("lines[0].unit_amount_minor")
+        ));
+        assert!(!explained_by(&lines("lines"), &lines("lines[0].quantity")));
+        assert_eq!(render(&lines("lines[12].quantity")), "lines[12].quantity");
+        assert_eq!(render(&lines("body")), "");
     }
 
     #[test]

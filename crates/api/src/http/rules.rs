@@ -14,7 +14,7 @@
 //!   the body is refused for its shape anyway, the wire adds them to that 400 so the client sees
 //!   every mistake of the body at once (the state rules come in a later answer).
 //!
-//! [`body_rules!`] implements the trait for types with `validator` rules only.
+//! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
 use std::borrow::Cow;
 use tauros_app::FieldError;
