@@ -113,6 +113,20 @@ async fn the_issues_three_mistakes_come_in_one_answer(app: TestApp) {
     // MCP answers the same arguments with the same problem.
     let client = connect(&app, &b.org.agent_key).await;
     assert_eq!(mcp_problem(&client, &body).await, problem);
+    // Without its key (an argument over MCP), the same answer lists the key too.
+    body.as_object_mut().unwrap().remove("idempotency_key");
+    let keyless = mcp_problem(&client, &body).await;
+    assert_eq!(keyless["code"], "float_not_allowed");
+    assert_eq!(
+        entries(&keyless),
+        pairs(&[
+            ("currency", "unknown_currency"),
+            ("due_date", "required"),
+            ("idempotency_key", "required"),
+            ("lines[0].unit_amount", "float_not_allowed"),
+        ]),
+        "{keyless}"
+    );
     client.cancel().await.expect("closes");
     assert_eq!(app.invoice_rows().await, before);
 }

@@ -58,8 +58,19 @@ pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, Ap
 /// value, `size` bytes long as sent, must be an object that fits `T` and keeps its value rules;
 /// every shape and value error is reported in one answer.
 pub fn parse_value<T: DeserializeOwned + BodyRules>(
+    value: Value,
+    size: usize,
+) -> Result<T, ApiError> {
+    parse_value_also(value, size, Vec::new)
+}
+
+/// [`parse_value`], where a body refused anyway also lists `also()`: the errors a caller knows
+/// of that the body's type cannot see (an MCP create without its `idempotency_key`, which REST
+/// may send as a header instead).
+pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
     mut value: Value,
     size: usize,
+    also: impl FnOnce() -> Vec<FieldError>,
 ) -> Result<T, ApiError> {
     if !value.is_object() {
         // Every request body is an object (serde would otherwise read an array as the
@@ -117,6 +128,9 @@ pub fn parse_value<T: DeserializeOwned + BodyRules>(
         if !found.is_empty() {
             values.extend(body.completing_rules());
         }
+    }
+    if !found.is_empty() || !values.is_empty() {
+        values.extend(also());
     }
     if found.is_empty()
         && values.is_empty()

@@ -13,14 +13,14 @@ use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
 use crate::http::invoices::types::{CreateInvoiceRequest, EmptyRequest, ReviseRequest};
 use crate::http::invoices::use_cases as invoices;
-use crate::http::json::parse_value;
+use crate::http::json::{parse_value, parse_value_also};
 use crate::http::problem::ApiError;
 use crate::http::settlement::SettlementEventRequest;
 use crate::http::{customers, destinations, sessions, settlement};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tauros_app::{Actor, App, InvoiceQuery, InvoiceView, RevisionView};
+use tauros_app::{Actor, App, FieldError, InvoiceQuery, InvoiceView, RevisionView};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -489,7 +489,18 @@ pub(super) async fn call(
             })
         }
         Tool::CreateInvoiceDraft => {
-            let body: CreateInvoiceRequest = parse(args)?;
+            // A body refused for its shape lists a missing key too (the use case lists it with
+            // the other rules otherwise): here the key can only come as an argument.
+            let keyless = !args.contains_key("idempotency_key");
+            let value = Value::Object(args);
+            let size = value.to_string().len();
+            let body: CreateInvoiceRequest = parse_value_also(value, size, || {
+                if keyless {
+                    vec![FieldError::plain("idempotency_key", "required", SEND_A_KEY)]
+                } else {
+                    Vec::new()
+                }
+            })?;
             answer(invoices::create(app, actor.into(), None, body, SEND_A_KEY).await?)
         }
         Tool::ReviseInvoice => {
