@@ -39,6 +39,7 @@ mod issuing_dead_ends;
 mod jobs;
 mod mcp;
 mod model;
+mod one_answer;
 mod oracles;
 mod organisation;
 mod panics;

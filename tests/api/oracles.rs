@@ -265,12 +265,7 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
         .await
         .unwrap();
     let session = app
-        .sign_in(
-            Some("first@before.example"),
-            Some(PASSWORD.into()),
-            None,
-            None,
-        )
+        .sign_in("first@before.example", PASSWORD.into(), None, None)
         .await
         .unwrap();
     let actor = tauros_app::Actor::Human(tauros_app::Human {
@@ -346,14 +341,9 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(who.org_id(), first.org_id);
-    app.sign_in(
-        Some("second@before.example"),
-        Some(PASSWORD.into()),
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    app.sign_in("second@before.example", PASSWORD.into(), None, None)
+        .await
+        .unwrap();
     // An email of one organisation may now be an account of another.
     app.bootstrap_approver("After C", "first@before.example", PASSWORD.into())
         .await

@@ -9,7 +9,6 @@ use crate::error::{AppError, AppResult, FieldError};
 use crate::random::random_32;
 use crate::users::UserView;
 use chrono::{DateTime, Duration, Utc};
-use tauros_domain::error::required;
 use tauros_domain::identity::{self, Capabilities, Credential, Interface};
 use tauros_store::{Lock, Presented, Presenter, SessionRow, UserRow};
 use uuid::Uuid;
@@ -157,41 +156,18 @@ impl App {
     }
 
     /// Signs a human in with email and password; `organisation` (its id or name) picks the
-    /// account when the email has one in several organisations (docs/DECISIONS.md). An email
-    /// or password over its bound is refused before any work; then a place is reserved in the
-    /// failed-sign-in record (or the attempt refused) before the password is hashed.
+    /// account when the email has one in several organisations (docs/DECISIONS.md). The body's
+    /// field rules (both present, an email or password or organisation over its bound) are the
+    /// wire's (`SignInRequest`'s `validator` rules), checked before any work; here a place is
+    /// reserved in the failed-sign-in record (or the attempt refused) before the password is
+    /// hashed.
     pub async fn sign_in(
         &self,
-        email: Option<&str>,
-        password: Option<String>,
+        email: &str,
+        password: String,
         organisation: Option<&str>,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<SignedIn> {
-        let mut errors = Vec::new();
-        let email = required("email", email, &mut errors);
-        let password = required("password", password, &mut errors);
-        if email.is_some_and(|e| e.chars().count() > identity::MAX_EMAIL_CHARS) {
-            errors.push(email_too_long("email"));
-        }
-        if password.as_deref().is_some_and(password_too_long) {
-            errors.push(password_too_long_error("password"));
-        }
-        if organisation.is_some_and(|o| o.chars().count() > ORGANISATION_MAX) {
-            errors.push(FieldError::plain(
-                "organisation",
-                "organisation_too_long",
-                format!(
-                    "send the organisation's id or its name (at most {ORGANISATION_MAX} characters), \
-                     or leave it out"
-                ),
-            ));
-        }
-        let (Some(email), Some(password)) = (email, password) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
         let normalized = identity::normalize_email(email);
         let attempt = self.sign_ins.reserve(&normalized, client)?;
         let signed_in = self
@@ -323,29 +299,13 @@ impl App {
     pub async fn change_password(
         &self,
         actor: &Actor,
-        current_password: Option<String>,
-        new_password: Option<String>,
+        current: String,
+        new: String,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<()> {
+        // Both present, the current one at most 1024 characters and the new one 12–1024: the
+        // wire's rules (`ChangePasswordRequest`'s `validator` rules), checked before any work.
         let human = actor.human()?;
-        let mut errors = Vec::new();
-        let current = required("current_password", current_password, &mut errors);
-        let new = required("new_password", new_password, &mut errors);
-        if current.as_deref().is_some_and(password_too_long) {
-            errors.push(password_too_long_error("current_password"));
-        }
-        if new
-            .as_deref()
-            .is_some_and(|p| !identity::password_is_acceptable(p))
-        {
-            errors.push(password_field_error_on("new_password"));
-        }
-        let (Some(current), Some(new)) = (current, new) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
         let normalized = identity::normalize_email(&human.email);
         let attempt = self.sign_ins.reserve(&normalized, client)?;
         let stored = self
@@ -465,26 +425,9 @@ impl App {
     }
 
     /// Accepts an invitation once: sets the password and opens a session.
-    pub async fn accept_invitation(
-        &self,
-        token: Option<&str>,
-        password: Option<String>,
-    ) -> AppResult<SignedIn> {
-        let mut errors = Vec::new();
-        let token = required("invitation_token", token, &mut errors);
-        let password = required("password", password, &mut errors);
-        if password
-            .as_deref()
-            .is_some_and(|p| !identity::password_is_acceptable(p))
-        {
-            errors.push(password_field_error());
-        }
-        let (Some(token), Some(password)) = (token, password) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
+    pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<SignedIn> {
+        // Both present and the password 12–1024 characters: the wire's rules
+        // (`AcceptInvitationRequest`'s `validator` rules), checked before any work.
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
         };
@@ -533,34 +476,6 @@ impl App {
 const SIGN_IN_CANDIDATES: i64 = 16;
 
 /// Longest `organisation` a sign-in may name (an organisation's name is 1–160 characters).
-const ORGANISATION_MAX: usize = 160;
-
-fn password_too_long(password: &str) -> bool {
-    password.chars().count() > identity::MAX_PASSWORD_CHARS
-}
-
-fn password_too_long_error(field: &str) -> FieldError {
-    FieldError::plain(
-        field,
-        "password_too_long",
-        format!(
-            "send a password of at most {} characters",
-            identity::MAX_PASSWORD_CHARS
-        ),
-    )
-}
-
-fn email_too_long(field: &str) -> FieldError {
-    FieldError::plain(
-        field,
-        "email_too_long",
-        format!(
-            "send an email address of at most {} characters",
-            identity::MAX_EMAIL_CHARS
-        ),
-    )
-}
-
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {
     AppError::Validation(vec![password_field_error()])

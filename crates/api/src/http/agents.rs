@@ -25,7 +25,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new agent.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
@@ -38,7 +38,7 @@ pub struct CreateAgentRequest {
 }
 
 /// A new name for the agent.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct RenameAgentRequest {
     /// New name, 1–160 characters.
@@ -240,3 +240,5 @@ async fn delete_agent(
     state.app.delete_agent(&actor, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+crate::body_rules!(RenameAgentRequest, CreateAgentRequest);

@@ -19,7 +19,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new customer of one of the caller's agents.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCustomerRequest {
     /// An agent the calling human owns.
@@ -41,7 +41,7 @@ pub struct CreateCustomerRequest {
 }
 
 /// Fields to change; `agent_id` is immutable.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateCustomerRequest {
     /// Replaces the name; 1–160 characters.
@@ -168,3 +168,5 @@ async fn delete_customer(
     state.app.delete_customer(&actor, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+crate::body_rules!(UpdateCustomerRequest, CreateCustomerRequest);

@@ -23,7 +23,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new payment destination.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDestinationRequest {
     /// Display label, 1–160 characters (not part of any invoice seal).
@@ -245,3 +245,5 @@ async fn deactivate_destination(
 ) -> Result<Json<DestinationResponse>, ApiError> {
     Ok(Json(deactivate(&state.app, &actor, id).await?))
 }
+
+crate::body_rules!(CreateDestinationRequest);

@@ -4,6 +4,7 @@
 use super::headers::{IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER};
 use super::json::parse_json;
 use super::problem::{ApiError, too_large, unsupported_media_type};
+use super::rules::BodyRules;
 use crate::http::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -18,7 +19,7 @@ use uuid::Uuid;
 /// wrong types and floats in money, naming the offending field in the error.
 pub struct StrictJson<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for StrictJson<T> {
+impl<T: DeserializeOwned + BodyRules, S: Send + Sync> FromRequest<S> for StrictJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
@@ -34,7 +35,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for StrictJson<T> {
 /// anything else must be strict JSON like [`StrictJson`].
 pub struct OptionalJson<T>(pub T);
 
-impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+impl<T: DeserializeOwned + Default + BodyRules, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {

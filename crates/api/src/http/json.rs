@@ -1,9 +1,11 @@
-//! Reading a JSON body into a request type: syntax first, then every shape error at once.
+//! Reading a JSON body into a request type: syntax first, then every shape and value error at
+//! once (docs/contract/api.md Errors, "One answer lists every mistake").
 //!
 //! 1. **Syntax.** The whole body is parsed as JSON before any member is typed, so a body that is
 //!    not JSON is always 400 `invalid_json`, even when an earlier member also has the wrong
 //!    type (docs/contract/api.md Conventions). A member that appears twice is refused here too:
-//!    which of the two the client meant cannot be guessed.
+//!    which of the two the client meant cannot be guessed. A body that is not an object stops
+//!    here too (400 `invalid_type` on `body`).
 //! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
 //!    first error, so each error is recorded, the offending member is taken out of the value,
 //!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds, fewer
@@ -11,9 +13,15 @@
 //!    Request types take their members as `Option`s, so a removed member never causes a new
 //!    error; array elements that are removed are remembered, so later errors still name their
 //!    original index. A wrong type, an unknown member or a float in money is a 400; an
-//!    unknown enum value is a 422, as a rule violation is. The answer lists every error in
-//!    `errors[]` (members of one object in the order of their names); its top-level `code` and
-//!    `field` are the first one's.
+//!    unknown enum value is a 422, as a rule violation is.
+//! 3. **Values.** What could be read is checked against the type's [`BodyRules`]: its field
+//!    rules (`validator`) always, and, when the body is refused for its shape anyway, the rules
+//!    the use case would check too (an invoice's content). Their paths are mapped back to the
+//!    body's indexes; one that only repeats a shape error is dropped.
+//!
+//! The answer lists every error in `errors[]` (shape errors first, members of one object in the
+//! order of their names, then value errors); its top-level `code` and `field` are the first
+//! shape error's (400), or it is a 422 `validation_failed` when there is no shape error.
 //!
 //! Client text in an answer is shortened: an unknown member's name in `field` and every quoted
 //! value or name in a `detail` (serde repeats a wrong string value in full). A body of 1 MiB
@@ -21,6 +29,7 @@
 //! back, and the client would lose its `code` and `field`.
 
 use super::problem::{ApiError, MAX_ERRORS};
+use super::rules::{BodyRules, field_errors};
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -40,14 +49,29 @@ const MAX_FIELD_CHARS: usize = 200;
 /// shortened, for any sentence that still carries some outside quotes).
 const MAX_DETAIL_CHARS: usize = 1000;
 
-/// Parses a JSON object body into `T`, reporting every shape error at once.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+/// Parses a JSON object body into `T`, reporting every shape and value error at once.
+pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
     parse_value(parse_syntax(bytes)?, bytes.len())
 }
 
-/// Step 2 alone, for JSON that was parsed already (an MCP tool call's arguments): the value,
-/// `size` bytes long as sent, must be an object that fits `T`; every shape error is reported.
-pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result<T, ApiError> {
+/// Step 2 and 3 alone, for JSON that was parsed already (an MCP tool call's arguments): the
+/// value, `size` bytes long as sent, must be an object that fits `T` and keeps its value rules;
+/// every shape and value error is reported in one answer.
+pub fn parse_value<T: DeserializeOwned + BodyRules>(
+    value: Value,
+    size: usize,
+) -> Result<T, ApiError> {
+    parse_value_also(value, size, Vec::new)
+}
+
+/// [`parse_value`], where a body refused anyway also lists `also()`: the errors a caller knows
+/// of that the body's type cannot see (an MCP create without its `idempotency_key`, which REST
+/// may send as a header instead).
+pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
+    mut value: Value,
+    size: usize,
+    also: impl FnOnce() -> Vec<FieldError>,
+) -> Result<T, ApiError> {
     if !value.is_object() {
         // Every request body is an object (serde would otherwise read an array as the
         // struct's members in order).
@@ -61,10 +85,13 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
     let mut found: Vec<ShapeError> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     let max_errors = (REPARSE_BUDGET / size.max(1)).clamp(8, MAX_ERRORS);
+    let mut parsed: Option<T> = None;
     loop {
         match serde_path_to_error::deserialize::<_, T>(&value) {
-            Ok(parsed) if found.is_empty() => return Ok(parsed),
-            Ok(_) => break,
+            Ok(body) => {
+                parsed = Some(body);
+                break;
+            }
             Err(err) => {
                 let message = message_of(err.inner());
                 let mut path: Vec<Segment> = err.path().iter().filter_map(Segment::of).collect();
@@ -90,7 +117,86 @@ pub fn parse_value<T: DeserializeOwned>(mut value: Value, size: usize) -> Result
             }
         }
     }
+    // Step 3: the value rules, on what could be read (members refused for their shape taken
+    // out). A body whose shape is right answers its field rules alone (the use case checks the
+    // rest with the rules that need state); one refused for its shape answers every rule.
+    let mut values: Vec<FieldError> = Vec::new();
+    if let Some(body) = &parsed {
+        if let Err(errors) = body.field_rules() {
+            values = field_errors(&errors);
+        }
+        if !found.is_empty() {
+            values.extend(body.completing_rules());
+        }
+    }
+    if !found.is_empty() || !values.is_empty() {
+        values.extend(also());
+    }
+    if found.is_empty()
+        && values.is_empty()
+        && let Some(body) = parsed
+    {
+        return Ok(body);
+    }
+    let shapes: Vec<Vec<Segment>> = seen.iter().map(|f| parse_path(f)).collect();
+    let mut known: Vec<(String, &'static str)> = Vec::new();
+    for mut error in values {
+        let path = removed.original(&parse_path(&error.field));
+        if shapes.iter().any(|shape| explained_by(&path, shape))
+            || known.contains(&(render(&path), error.code))
+        {
+            continue;
+        }
+        let field = render(&path);
+        if field != error.field {
+            error.detail = error.detail.replace(&error.field, &field);
+            error.field = field;
+        }
+        known.push((error.field.clone(), error.code));
+        found.push(ShapeError {
+            field: error,
+            bad_request: false,
+        });
+    }
     Err(answer(found))
+}
+
+/// Whether a value error at `path` only repeats a shape error at `shape`: it is about the same
+/// member (or one inside it), or it says that a member is missing whose alternative in the
+/// same object was taken out for its shape (`unit_amount` when `unit_amount_minor` was a float).
+fn explained_by(path: &[Segment], shape: &[Segment]) -> bool {
+    if path.starts_with(shape) {
+        return true;
+    }
+    match (path.split_last(), shape.split_last()) {
+        (Some((Segment::Key(name), parent)), Some((Segment::Key(refused), shape_parent))) => {
+            parent == shape_parent && refused.starts_with(name.as_str())
+        }
+        _ => false,
+    }
+}
+
+/// A path as rendered (`lines[1].quantity`) back into its steps. Our request members' names
+/// hold no `.` or `[`.
+fn parse_path(field: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    if field == "body" {
+        return out;
+    }
+    for part in field.split('.') {
+        let (key, indexes) = part
+            .split_once('[')
+            .map_or((part, ""), |(k, rest)| (k, rest));
+        if !key.is_empty() {
+            out.push(Segment::Key(key.to_owned()));
+        }
+        for index in indexes.split('[') {
+            if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
+                out.push(Segment::Index(i));
+            }
+        }
+    }
+    out
 }
 
 /// Step 1: the body as a JSON value, or 400 `invalid_json`.
@@ -352,6 +458,12 @@ impl<'de, T: de::Deserialize<'de>> de::Deserialize<'de> for Object<T> {
     }
 }
 
+impl<T: validator::Validate> validator::Validate for Object<T> {
+    fn validate(&self) -> Result<(), validator::ValidationErrors> {
+        self.0.validate()
+    }
+}
+
 /// Passes everything through, except that a struct is read only from a map.
 struct StructAsMap<D>(D);
 
@@ -535,7 +647,7 @@ mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, validator::Validate)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Body {
@@ -544,12 +656,14 @@ mod tests {
         items: Option<Vec<Object<Item>>>,
     }
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, validator::Validate)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Item {
         label: Option<String>,
     }
+
+    crate::body_rules!(Body);
 
     fn problem(body: &str) -> serde_json::Value {
         let err = parse_json::<Body>(body.as_bytes()).unwrap_err();
@@ -696,6 +810,91 @@ mod tests {
             shorten_quoted(&format!("open `{long}")),
             format!("open `{}…", "v".repeat(40))
         );
+    }
+
+    // `nested` calls `validate` on the member, so the trait must be in scope.
+    use validator::Validate;
+
+    #[derive(Debug, Deserialize, Validate)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Ruled {
+        #[validate(required)]
+        name: Option<String>,
+        #[validate(nested)]
+        items: Option<Vec<Object<RuledItem>>>,
+    }
+
+    #[derive(Debug, Deserialize, validator::Validate)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct RuledItem {
+        #[validate(length(max = 3))]
+        label: Option<String>,
+    }
+
+    crate::body_rules!(Ruled, RuledItem);
+
+    fn ruled(body: &str) -> serde_json::Value {
+        let err = parse_json::<Ruled>(body.as_bytes()).unwrap_err();
+        serde_json::to_value(err.problem()).unwrap()
+    }
+
+    #[test]
+    fn value_errors_come_with_shape_errors_at_the_bodys_own_indexes() {
+        // items[0] is taken out for its type; the value error of what was items[2] (index 1
+        // once it is gone) keeps its index in the body as sent.
+        let p = ruled(r#"{"items": [1, {"label": "ok"}, {"label": "toolong"}]}"#);
+        assert_eq!(p["status"], 400);
+        assert_eq!(p["code"], "invalid_type");
+        assert_eq!(
+            fields(&p),
+            [
+                ("items[0]".to_owned(), "invalid_type".to_owned()),
+                ("items[2].label".to_owned(), "invalid_length".to_owned()),
+                ("name".to_owned(), "required".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn value_errors_alone_are_a_422_and_a_refused_member_is_not_reported_missing() {
+        let p = ruled(r#"{"items": [{"label": "toolong"}]}"#);
+        assert_eq!(p["status"], 422);
+        assert_eq!(p["code"], "validation_failed");
+        assert_eq!(
+            fields(&p),
+            [
+                ("items[0].label".to_owned(), "invalid_length".to_owned()),
+                ("name".to_owned(), "required".to_owned()),
+            ]
+        );
+        let p = ruled(r#"{"name": 5}"#);
+        assert_eq!(fields(&p), [("name".to_owned(), "invalid_type".to_owned())]);
+    }
+
+    #[test]
+    fn a_value_error_repeating_a_shape_error_is_dropped() {
+        let lines = |path: &str| parse_path(path);
+        assert!(explained_by(
+            &lines("lines[0].unit_amount"),
+            &lines("lines[0].unit_amount")
+        ));
+        assert!(explained_by(
+            &lines("lines[0].unit_amount"),
+            &lines("lines[0].unit_amount_minor")
+        ));
+        assert!(explained_by(
+            &lines("lines[1].quantity"),
+            &lines("lines[1]")
+        ));
+        assert!(!explained_by(
+            &lines("lines[1].unit_amount"),
+            &lines("lines[0].unit_amount_minor")
+        ));
+        assert!(!explained_by(&lines("lines"), &lines("lines[0].quantity")));
+        assert_eq!(render(&lines("lines[12].quantity")), "lines[12].quantity");
+        assert_eq!(render(&lines("body")), "");
     }
 
     #[test]

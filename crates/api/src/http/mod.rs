@@ -18,6 +18,7 @@ pub(crate) mod ops;
 mod organisation;
 pub mod problem;
 mod proposals;
+pub mod rules;
 pub(crate) mod schema;
 pub(crate) mod serve;
 pub(crate) mod sessions;

@@ -54,7 +54,7 @@ impl From<OrgView> for OrganisationResponse {
 }
 
 /// Settings to change; omitted ones keep their value.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateOrganisationRequest {
     /// `true`: an approver may not decide on invoices of agents they own.
@@ -223,3 +223,5 @@ async fn reject_change(
 ) -> Result<Json<ChangeDecisionResponse>, ApiError> {
     Ok(Json(state.app.reject_change(&actor, id).await?.into()))
 }
+
+crate::body_rules!(UpdateOrganisationRequest);

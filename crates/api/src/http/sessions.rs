@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{Actor, App, Me, SignedIn, UserView};
-use tauros_domain::identity::{Capability, Role, UserState};
+use tauros_domain::identity::{
+    Capability, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, Role, UserState,
+};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -26,21 +28,41 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Email and password.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct SignInRequest {
     /// The human's email (case-insensitive); at most 254 characters.
     #[schema(value_type = String, required = true, example = "demo@tauros.local", max_length = 254)]
+    #[validate(
+        required,
+        length(max = EMAIL_MAX, code = "email_too_long", message = "send an email address of at most 254 characters")
+    )]
     pub email: Option<String>,
     /// The password set on accepting the invitation (or with `bootstrap-approver`); at most
     /// 1024 characters.
     #[schema(value_type = String, required = true, example = "tauros-demo-password", max_length = 1024)]
+    #[validate(
+        required,
+        length(max = PASSWORD_MAX, code = "password_too_long", message = "send a password of at most 1024 characters")
+    )]
     pub password: Option<String>,
     /// Which of the email's organisations to sign in to (its id or its name), when the email
     /// has an account in several. Left out or null: the email's oldest account that may sign in.
     #[schema(required = false, max_length = 160, example = "Demo")]
+    #[validate(length(
+        max = ORGANISATION_MAX,
+        code = "organisation_too_long",
+        message = "send the organisation's id or its name (at most 160 characters), or leave it out"
+    ))]
     pub organisation: Option<String>,
 }
+
+/// The longest `organisation` a sign-in names (an organisation's name is at most 160).
+const ORGANISATION_MAX: u64 = 160;
+/// The domain's bounds, as `validator` takes them.
+const EMAIL_MAX: u64 = MAX_EMAIL_CHARS as u64;
+const PASSWORD_MAX: u64 = MAX_PASSWORD_CHARS as u64;
+const PASSWORD_MIN: u64 = MIN_PASSWORD_CHARS as u64;
 
 /// A human.
 #[derive(Serialize, ToSchema)]
@@ -115,14 +137,13 @@ async fn sign_in(
     ClientAddr(client): ClientAddr,
     StrictJson(body): StrictJson<SignInRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
+    // Both present: `SignInRequest`'s rules required them.
+    let (Some(email), Some(password)) = (body.email, body.password) else {
+        return Err(crate::http::problem::internal());
+    };
     let signed_in = state
         .app
-        .sign_in(
-            body.email.as_deref(),
-            body.password,
-            body.organisation.as_deref(),
-            client,
-        )
+        .sign_in(&email, password, body.organisation.as_deref(), client)
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
@@ -158,14 +179,27 @@ async fn sign_out_everywhere(
 }
 
 /// The current password and a new one.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
     /// The password the human signs in with now (at most 1024 characters).
     #[schema(value_type = String, required = true, max_length = 1024)]
+    #[validate(
+        required,
+        length(max = PASSWORD_MAX, code = "password_too_long", message = "send a password of at most 1024 characters")
+    )]
     pub current_password: Option<String>,
     /// The new password: 12 to 1024 characters.
     #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    #[validate(
+        required,
+        length(
+            min = PASSWORD_MIN,
+            max = PASSWORD_MAX,
+            code = "password_too_short",
+            message = "send a password of 12 to 1024 characters"
+        )
+    )]
     pub new_password: Option<String>,
 }
 
@@ -187,9 +221,13 @@ async fn change_password(
     ClientAddr(client): ClientAddr,
     StrictJson(body): StrictJson<ChangePasswordRequest>,
 ) -> Result<StatusCode, ApiError> {
+    // Both present: `ChangePasswordRequest`'s rules required them.
+    let (Some(current), Some(new)) = (body.current_password, body.new_password) else {
+        return Err(crate::http::problem::internal());
+    };
     state
         .app
-        .change_password(&actor, body.current_password, body.new_password, client)
+        .change_password(&actor, current, new, client)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -270,14 +308,24 @@ impl From<Me> for MeResponse {
 }
 
 /// Accept an invitation by choosing a password.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptInvitationRequest {
     /// The token from the invitation.
     #[schema(value_type = String, required = true)]
+    #[validate(required)]
     pub invitation_token: Option<String>,
     /// At least 12 characters.
     #[schema(value_type = String, required = true, min_length = 12, max_length = 1024)]
+    #[validate(
+        required,
+        length(
+            min = PASSWORD_MIN,
+            max = PASSWORD_MAX,
+            code = "password_too_short",
+            message = "send a password of 12 to 1024 characters"
+        )
+    )]
     pub password: Option<String>,
 }
 
@@ -294,9 +342,16 @@ async fn accept_invitation(
     State(state): State<AppState>,
     StrictJson(body): StrictJson<AcceptInvitationRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), ApiError> {
-    let signed_in = state
-        .app
-        .accept_invitation(body.invitation_token.as_deref(), body.password)
-        .await?;
+    // Both present: `AcceptInvitationRequest`'s rules required them.
+    let (Some(token), Some(password)) = (body.invitation_token, body.password) else {
+        return Err(crate::http::problem::internal());
+    };
+    let signed_in = state.app.accept_invitation(&token, password).await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
+
+crate::body_rules!(
+    SignInRequest,
+    ChangePasswordRequest,
+    AcceptInvitationRequest
+);

@@ -37,7 +37,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// the invoice with exactly one of `invoice_id` and `invoice_number`, and the amount with
 /// exactly one of `amount` and `amount_minor`. The Rust fields are optional only so that every
 /// missing member is reported at once (422).
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct SettlementEventRequest {
     /// Which system reports the event, 1–200 characters (`bank-feed`, `usdc-watcher`).
@@ -239,7 +239,7 @@ pub struct PaymentDetail {
 
 /// How an approver resolves a payment settlement could not. The Rust fields are optional only
 /// so that every missing member is reported at once (422).
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct ResolvePaymentRequest {
     /// `accept`: count a payment in `conflict` at `amount`. `allocate`: count an `unmatched`
@@ -492,3 +492,5 @@ async fn resolve_payment(
         }),
     ))
 }
+
+crate::body_rules!(SettlementEventRequest, ResolvePaymentRequest);

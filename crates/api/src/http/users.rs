@@ -25,7 +25,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Invite a human into the organisation.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct InviteRequest {
     /// Their email (unique within the organisation; another organisation's humans do not
@@ -153,3 +153,5 @@ async fn deactivate_user(
         Deactivated::Proposed(change) => ChangeAccepted::response(change),
     })
 }
+
+crate::body_rules!(InviteRequest);

@@ -71,7 +71,7 @@ fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
 }
 
 /// A new webhook endpoint.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpointRequest {
     /// Where deliveries are POSTed: `http://` or `https://`, at most 2000 characters, no user
@@ -325,3 +325,5 @@ async fn resend_webhook_delivery(
     };
     Ok((status, Json(value)))
 }
+
+crate::body_rules!(CreateWebhookEndpointRequest);

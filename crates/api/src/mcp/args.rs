@@ -76,6 +76,17 @@ pub(super) struct WithExtras<X, T> {
     pub body: T,
 }
 
+/// The body's value rules are the tool's (the extras are typed; a missing `id` is `required`).
+impl<X, T: crate::http::rules::BodyRules> crate::http::rules::BodyRules for WithExtras<X, T> {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        self.body.field_rules()
+    }
+
+    fn completing_rules(&self) -> Vec<tauros_app::FieldError> {
+        self.body.completing_rules()
+    }
+}
+
 impl<'de, X: Extras, T: Deserialize<'de>> Deserialize<'de> for WithExtras<X, T> {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
         de.deserialize_map(ExtrasVisitor(PhantomData))
@@ -194,12 +205,13 @@ mod tests {
     use serde::Deserialize;
     use serde_json::{Value, json};
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, validator::Validate)]
     #[serde(deny_unknown_fields)]
     struct Body {
         reasoning: Option<String>,
         count: Option<u32>,
     }
+    crate::body_rules!(Body);
 
     fn problem(args: Value) -> Value {
         let size = args.to_string().len();
@@ -250,12 +262,13 @@ mod tests {
 
     #[test]
     fn a_float_keeps_its_path_through_the_split() {
-        #[derive(Debug, Deserialize)]
+        #[derive(Debug, Deserialize, validator::Validate)]
         #[serde(deny_unknown_fields)]
         #[allow(dead_code)]
         struct Money {
             unit_amount: Option<tauros_domain::input::MajorAmountInput>,
         }
+        crate::body_rules!(Money);
         let args = json!({"id": Uuid::now_v7(), "unit_amount": 12.5});
         let err = parse_value::<WithExtras<Id, Money>>(args, 64).unwrap_err();
         let p = serde_json::to_value(err.problem()).unwrap();

@@ -2,9 +2,12 @@
 //! and their conversions from and to the app's types.
 
 use crate::http::json::Object;
+use crate::http::rules::BodyRules;
 use serde::{Deserialize, Serialize};
+use tauros_app::FieldError;
 use tauros_app::{DecisionView, DraftInput, EventView, InvoiceView, RevisionView, VerifyReport};
 use tauros_domain::input::{MajorAmountInput, MinorAmountInput, QuantityInput};
+use tauros_domain::invoice::check_content;
 use tauros_domain::lines::LineInput;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -14,7 +17,7 @@ use uuid::Uuid;
 // optional in Rust only so that a missing one is reported with every other problem of the
 // request (422); the schema states the contract: `description` and `quantity` are required.
 // The amount and quantity types are the domain's strict inputs, which refuse JSON floats.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct LineRequest {
     /// What is billed, 1–500 characters (sealed into the payload).
@@ -54,6 +57,78 @@ impl From<LineRequest> for LineInput {
     }
 }
 
+/// The lines as the domain reads them, borrowed (for the rules checked at the wire).
+fn line_inputs_of(lines: Option<&Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
+    lines.map(|lines| {
+        lines
+            .iter()
+            .map(|Object(line)| LineInput {
+                description: line.description.clone(),
+                quantity: line.quantity.clone(),
+                unit_amount: line.unit_amount.clone(),
+                unit_amount_minor: line.unit_amount_minor.clone(),
+            })
+            .collect()
+    })
+}
+
+/// An invoice's content rules are the domain's ([`check_content`]): the use case checks them
+/// with the rules that need state, so at the wire they only complete an answer refused for its
+/// shape (docs/DECISIONS.md, "Every mistake in one answer").
+impl BodyRules for CreateInvoiceRequest {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(self)
+    }
+
+    fn completing_rules(&self) -> Vec<FieldError> {
+        let input = DraftInput {
+            customer_id: self.customer_id,
+            payment_destination_id: self.payment_destination_id,
+            currency: self.currency.clone(),
+            due_date: self.due_date.clone(),
+            lines: line_inputs_of(self.lines.as_ref()),
+            reasoning: self.reasoning.clone(),
+        };
+        check_content(&input, None)
+            .err()
+            .map_or_else(Vec::new, |r| r.errors)
+    }
+}
+
+/// A revise's content rules without the current revision: the members it sends must be valid;
+/// one it omits keeps its value (so it is not reported missing here).
+impl BodyRules for ReviseRequest {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(self)
+    }
+
+    fn completing_rules(&self) -> Vec<FieldError> {
+        const KEPT: &[&str] = &[
+            "customer_id",
+            "payment_destination_id",
+            "currency",
+            "due_date",
+            "lines",
+        ];
+        let input = DraftInput {
+            customer_id: self.customer_id,
+            payment_destination_id: self.payment_destination_id,
+            currency: self.currency.clone(),
+            due_date: self.due_date.clone(),
+            lines: line_inputs_of(self.lines.as_ref()),
+            reasoning: self.reasoning.clone(),
+        };
+        check_content(&input, None)
+            .err()
+            .map_or_else(Vec::new, |r| {
+                r.errors
+                    .into_iter()
+                    .filter(|e| !(e.code == "required" && KEPT.contains(&e.field.as_str())))
+                    .collect()
+            })
+    }
+}
+
 fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
     lines.map(|lines| {
         lines
@@ -65,7 +140,7 @@ fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>
 
 /// A new invoice proposal. Every member but `idempotency_key` is required (the Rust fields are
 /// optional only so that every missing one is reported at once, as a 422).
-#[derive(Deserialize, ToSchema, Default)]
+#[derive(Deserialize, ToSchema, Default, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvoiceRequest {
     /// The idempotency key, when it is not sent as the `Idempotency-Key` header (if both are
@@ -98,7 +173,7 @@ pub struct CreateInvoiceRequest {
 }
 
 /// A revision: omitted fields keep the current revision's values; `reasoning` is required.
-#[derive(Deserialize, ToSchema, Default)]
+#[derive(Deserialize, ToSchema, Default, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct ReviseRequest {
     /// Why this revision, for the approver (not part of the seal), 1–4000 characters.
@@ -119,7 +194,7 @@ pub struct ReviseRequest {
 }
 
 /// A decision on one exact revision.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct DecideRequest {
     /// The revision you reviewed (`current_revision.id`).
@@ -133,7 +208,7 @@ pub struct DecideRequest {
 }
 
 /// A cancellation of an approved invoice; `reason` is required.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     /// Why (1–2000 characters).
@@ -142,7 +217,7 @@ pub struct CancelRequest {
 }
 
 /// No fields: send `{}` or no body.
-#[derive(Deserialize, ToSchema, Default)]
+#[derive(Deserialize, ToSchema, Default, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct EmptyRequest {}
 
@@ -265,6 +340,8 @@ impl From<CreateInvoiceRequest> for DraftInput {
         }
     }
 }
+
+crate::body_rules!(LineRequest, DecideRequest, CancelRequest, EmptyRequest);
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,189 @@
+//! The value rules of a request body, checked at the wire once its shape is read, so that one
+//! answer lists every mistake of the body: its shape errors and its value errors together
+//! (docs/contract/api.md Errors, "One answer names every mistake").
+//!
+//! Every request type (REST bodies and MCP tool arguments alike: both are read by
+//! [`super::json::parse_value`]) implements [`BodyRules`]:
+//!
+//! - [`BodyRules::field_rules`]: the field rules of the body alone, as `validator` derives
+//!   (lengths, ranges, formats, required members). They are checked on every body.
+//! - [`BodyRules::completing_rules`]: rules whose one source of truth is the domain because the
+//!   use case checks them itself, together with the rules that need state (an invoice's
+//!   content: customer and destination must be the agent's own, the due date not past). When
+//!   the body's shape is right the use case answers them in one 422 with the state rules; when
+//!   the body is refused for its shape anyway, the wire adds them to that 400 so the client sees
+//!   every mistake of the body at once (the state rules come in a later answer).
+//!
+//! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
+
+use std::borrow::Cow;
+use tauros_app::FieldError;
+use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
+
+/// The value rules of a request body (see the module documentation).
+pub trait BodyRules {
+    /// The field rules of the body alone (`validator`), checked on every body.
+    fn field_rules(&self) -> Result<(), ValidationErrors>;
+
+    /// The rules the use case checks again (with the state rules), at the wire only to complete
+    /// an answer refused for its shape. Paths are the request's own (`lines[2].quantity`).
+    fn completing_rules(&self) -> Vec<FieldError> {
+        Vec::new()
+    }
+}
+
+/// Implements [`BodyRules`] by the type's `validator` derive.
+#[macro_export]
+macro_rules! body_rules {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $crate::http::rules::BodyRules for $ty {
+            fn field_rules(&self) -> Result<(), ::validator::ValidationErrors> {
+                ::validator::Validate::validate(self)
+            }
+        }
+    )*};
+}
+
+/// A `validator` error carrying one of our codes, for custom rules.
+pub fn rule_error(code: &'static str, detail: impl Into<String>) -> ValidationError {
+    ValidationError::new(code).with_message(Cow::Owned(detail.into()))
+}
+
+/// `validator`'s errors as our field errors, with the request's own paths (`lines[2].quantity`),
+/// in the order of their paths.
+pub fn field_errors(errors: &ValidationErrors) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    collect(errors, "", &mut out);
+    out.sort_by(|a, b| a.field.cmp(&b.field));
+    out
+}
+
+fn collect(errors: &ValidationErrors, prefix: &str, out: &mut Vec<FieldError>) {
+    for (name, kind) in &errors.0 {
+        // A list's own errors come under a placeholder name (validator's `_tmp_validator`);
+        // struct-level rules under `__all__`: both belong to the enclosing path.
+        let path = if name.starts_with('_') {
+            prefix.to_owned()
+        } else if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match kind {
+            ValidationErrorsKind::Field(list) => {
+                out.extend(list.iter().map(|e| field_error(&path, e)));
+            }
+            ValidationErrorsKind::Struct(inner) => collect(inner, &path, out),
+            ValidationErrorsKind::List(items) => {
+                for (index, inner) in items {
+                    collect(inner, &format!("{path}[{index}]"), out);
+                }
+            }
+        }
+    }
+}
+
+/// One `validator` error as ours: its code mapped to our stable codes, its sentence ours.
+fn field_error(path: &str, error: &ValidationError) -> FieldError {
+    let field = if path.is_empty() { "body" } else { path };
+    let code = match error.code.as_ref() {
+        "required" => "required",
+        "length" => "invalid_length",
+        "range" => "out_of_range",
+        "regex" | "email" | "url" => "invalid_format",
+        other => CODES
+            .iter()
+            .find(|c| **c == other)
+            .copied()
+            .unwrap_or("invalid_value"),
+    };
+    let detail = match (&error.message, error.code.as_ref()) {
+        (Some(message), _) => message.to_string(),
+        (None, "required") => format!("`{field}` is required"),
+        (None, "length") => bounds(field, "characters or items", error),
+        (None, "range") => bounds(field, "", error),
+        (None, _) => format!("`{field}` is not valid"),
+    };
+    FieldError::plain(field, code, detail)
+}
+
+/// Our codes a custom rule may carry as its `validator` code.
+const CODES: &[&str] = &[
+    "required",
+    "invalid_length",
+    "too_long",
+    "out_of_range",
+    "invalid_format",
+    "invalid_value",
+    "invalid_date",
+    "unknown_currency",
+    "email_too_long",
+    "password_too_long",
+    "password_too_short",
+    "organisation_too_long",
+];
+
+fn bounds(field: &str, unit: &str, error: &ValidationError) -> String {
+    let min = error.params.get("min").map(ToString::to_string);
+    let max = error.params.get("max").map(ToString::to_string);
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
+    match (min, max) {
+        (Some(min), Some(max)) => format!("`{field}` must be {min}–{max}{unit}"),
+        (Some(min), None) => format!("`{field}` must be at least {min}{unit}"),
+        (None, Some(max)) => format!("`{field}` must be at most {max}{unit}"),
+        (None, None) => format!("`{field}` is out of bounds"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use validator::Validate;
+
+    #[derive(Validate)]
+    struct Inner {
+        #[validate(length(min = 1, max = 3))]
+        label: Option<String>,
+    }
+
+    #[derive(Validate)]
+    struct Outer {
+        #[validate(required)]
+        name: Option<String>,
+        #[validate(range(min = 1, max = 10))]
+        count: Option<u32>,
+        #[validate(nested)]
+        items: Option<Vec<Inner>>,
+    }
+
+    #[test]
+    fn paths_are_the_requests_own_and_codes_ours() {
+        let body = Outer {
+            name: None,
+            count: Some(11),
+            items: Some(vec![
+                Inner {
+                    label: Some("ok".into()),
+                },
+                Inner {
+                    label: Some("toolong".into()),
+                },
+            ]),
+        };
+        let errors = field_errors(&body.validate().unwrap_err());
+        let got: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(
+            got,
+            [
+                ("count", "out_of_range"),
+                ("items[1].label", "invalid_length"),
+                ("name", "required"),
+            ]
+        );
+        assert_eq!(errors[0].detail, "`count` must be 1–10");
+    }
+}
