@@ -443,7 +443,7 @@ pub(super) fn tables(runs: &[Value]) -> String {
     t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     let opt = |v: &Value| v.as_u64().map_or("—".to_owned(), |x| x.to_string());
-    for r in ha {
+    for r in &ha {
         let h = &r["ha"];
         for f in r["failovers"].as_array().cloned().unwrap_or_default() {
             t.push_str(&format!(
@@ -482,6 +482,28 @@ pub(super) fn tables(runs: &[Value]) -> String {
             n(h, "transport_errors"),
             n(h, "answers_500"),
         ));
+    }
+    let fed: Vec<&Value> = ha
+        .iter()
+        .copied()
+        .filter(|r| r["settlement"].is_object())
+        .collect();
+    if !fed.is_empty() {
+        t.push_str("\n| run | payments reported (each invoice issued, paid in full) | acknowledged | redelivered (same event again) | lost | duplicated | wrong amount or state |\n");
+        t.push_str("|---|---|---|---|---|---|---|\n");
+        for r in fed {
+            let p = &r["settlement"];
+            t.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r["scenario"].as_str().unwrap_or(""),
+                n(p, "payments_sent"),
+                n(p, "acknowledged"),
+                n(p, "redelivered"),
+                n(p, "lost"),
+                n(p, "duplicated"),
+                n(p, "wrong"),
+            ));
+        }
     }
     t
 }

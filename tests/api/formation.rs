@@ -33,12 +33,17 @@ async fn admin(admin: &str, sql: &str) {
     let _ = conn.close().await;
 }
 
+/// A connection to database `db` of the server of `admin_url`.
+async fn on_node(admin_url: &str, db: &str) -> sqlx::PgConnection {
+    let base = admin_url.rsplit_once('/').map_or(admin_url, |(b, _)| b);
+    sqlx::PgConnection::connect(&format!("{base}/{db}"))
+        .await
+        .expect("connect to the node")
+}
+
 /// Organisations named `name` in database `db` of the server of `admin_url`.
 async fn orgs_named(admin_url: &str, db: &str, name: &str) -> i64 {
-    let base = admin_url.rsplit_once('/').map_or(admin_url, |(b, _)| b);
-    let mut conn = sqlx::PgConnection::connect(&format!("{base}/{db}"))
-        .await
-        .expect("connect to the node");
+    let mut conn = on_node(admin_url, db).await;
     let (n,): (i64,) = sqlx::query_as("select count(*) from orgs where name = $1")
         .bind(name)
         .fetch_one(&mut conn)
@@ -194,10 +199,7 @@ async fn writes_go_only_to_the_writable_host_and_follow_a_failover() {
 
 /// The name of organisation `org_id`, read on the (first) primary.
 async fn org_name(db: &str, org_id: uuid::Uuid) -> String {
-    let base = admin_url().rsplit_once('/').map_or(admin_url(), |(b, _)| b);
-    let mut conn = sqlx::PgConnection::connect(&format!("{base}/{db}"))
-        .await
-        .expect("connect to the primary");
+    let mut conn = on_node(admin_url(), db).await;
     let (name,): (String,) = sqlx::query_as("select name from orgs where id = $1")
         .bind(org_id)
         .fetch_one(&mut conn)

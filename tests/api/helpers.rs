@@ -154,11 +154,9 @@ async fn spawn_app_at(
     }
 }
 
-/// A running Tauros over a fresh database migrated up to `last` only (an older schema, for
-/// the tests of a migration over existing data: `app.app.store().migrate()` runs the rest).
-pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
-    init_test_log();
-    let (database_url, cleanup) = fresh_database(backend).await;
+/// Applies the migrations of `backend` up to `last` (inclusive) to the database at `url`: an
+/// older schema, for the tests of a migration over data written before it.
+pub async fn migrate_up_to(backend: Backend, url: &str, last: i64) {
     let dir = match backend {
         Backend::Sqlite => "sqlite",
         Backend::Postgres => "postgres",
@@ -179,16 +177,24 @@ pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
     );
     match backend {
         Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&database_url).await.unwrap();
+            let pool = sqlx::SqlitePool::connect(url).await.expect("open");
             before.run(&pool).await.expect("the older migrations");
             pool.close().await;
         }
         Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&database_url).await.unwrap();
+            let pool = sqlx::PgPool::connect(url).await.expect("open");
             before.run(&pool).await.expect("the older migrations");
             pool.close().await;
         }
     }
+}
+
+/// A running Tauros over a fresh database migrated up to `last` only (an older schema, for
+/// the tests of a migration over existing data: `app.app.store().migrate()` runs the rest).
+pub async fn spawn_app_migrated_to(backend: Backend, last: i64) -> TestApp {
+    init_test_log();
+    let (database_url, cleanup) = fresh_database(backend).await;
+    migrate_up_to(backend, &database_url, last).await;
     let store: DynStore = store::connect(&database_url, store::PoolSettings::new(8))
         .await
         .expect("open store");

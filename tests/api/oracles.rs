@@ -7,7 +7,7 @@
 
 use crate::helpers::{
     Backend, PASSWORD, TestApp, both_backends, child_lines, empty_database, expect_problem,
-    expect_status, listening_address,
+    expect_status, listening_address, migrate_up_to,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -220,36 +220,7 @@ async fn metrics_are_not_served_on_a_non_loopback_listener_unless_asked(app: Tes
 /// still enforced, the humans still sign in, and their emails may now be held elsewhere too.
 async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
     let (url, _cleanup) = empty_database(backend).await;
-    let dir = match backend {
-        Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
-    };
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/store/migrations")
-        .join(dir);
-    let mut before = sqlx::migrate::Migrator::new(path)
-        .await
-        .expect("migrations");
-    before.migrations = std::borrow::Cow::Owned(
-        before
-            .migrations
-            .iter()
-            .filter(|m| m.version <= 13)
-            .cloned()
-            .collect(),
-    );
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-            before.run(&pool).await.expect("0001–0013");
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&url).await.unwrap();
-            before.run(&pool).await.expect("0001–0013");
-            pool.close().await;
-        }
-    }
+    migrate_up_to(backend, &url, 13).await;
     let store = tauros_store::connect(&url, tauros_store::PoolSettings::new(4))
         .await
         .expect("open store");
