@@ -39,8 +39,10 @@ struct Shared {
     current: RwLock<(PgPool, usize)>,
     /// Held while the hosts are probed: one probe at a time, the others go on answering 503.
     probing: tokio::sync::Mutex<Option<Instant>>,
-    /// Pools replaced by a failover, closed when the connections they lent come back.
+    /// The connection that `LISTEN`s for enqueues, moved with the pool.
     listen_pool: PgPool,
+    /// Bumped when the pool moves to another host: units waiting on the old one start again.
+    moved: tokio::sync::watch::Sender<u64>,
 }
 
 /// How a PostgreSQL pool behaves (docs/OPERATIONS.md lists the settings).
@@ -104,6 +106,7 @@ impl PgStore {
             settings,
             probing: tokio::sync::Mutex::new(None),
             listen_pool: listen_pool.clone(),
+            moved: tokio::sync::watch::Sender::new(0),
         });
         // Prove the pool works, as a single-host connect always did.
         shared.pool().acquire().await?;
@@ -117,6 +120,28 @@ impl PgStore {
 
     fn pool(&self) -> PgPool {
         self.shared.pool()
+    }
+
+    /// A transaction on the current pool. A unit that waits for a connection when the store
+    /// follows a failover starts again on the new pool at once: the old pool's wait (its
+    /// connects to the lost host retried until the acquire timeout) is not waited out.
+    async fn begun(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+        let mut moved = self.shared.moved.subscribe();
+        let pool = self.pool();
+        tokio::select! {
+            tx = pool.begin() => tx,
+            _ = moved.changed() => self.pool().begin().await,
+        }
+    }
+
+    /// A connection of the current pool, as [`PgStore::begun`] gets a transaction.
+    async fn acquired(&self) -> Result<sqlx::pool::PoolConnection<Postgres>, sqlx::Error> {
+        let mut moved = self.shared.moved.subscribe();
+        let pool = self.pool();
+        tokio::select! {
+            conn = pool.acquire() => conn,
+            _ = moved.changed() => self.pool().acquire().await,
+        }
     }
 
     /// Runs `unavailable`'s probe for a new writable host when `err` says the database could
@@ -262,6 +287,7 @@ impl Shared {
                 );
                 std::mem::replace(&mut *current, (fresh, index)).0
             };
+            shared.moved.send_modify(|moves| *moves += 1);
             drop(last);
             tracing::warn!(host = %node.name, "the writable database host changed; following it");
             shared.listen_pool.set_connect_options(node.options.clone());
@@ -385,12 +411,12 @@ impl Tx for PgUnit {
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.noticed(self.pool().begin().await.map_err(map_err))?;
+        let tx = self.noticed(self.begun().await.map_err(map_err))?;
         Ok(Box::new(PgUnit(Conn::Tx(tx), Arc::clone(&self.shared))))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self.noticed(self.pool().acquire().await.map_err(map_err))?;
+        let conn = self.noticed(self.acquired().await.map_err(map_err))?;
         Ok(Box::new(PgUnit(
             Conn::Plain(conn),
             Arc::clone(&self.shared),
@@ -436,11 +462,12 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
+        let tx = self.noticed(self.begun().await.map_err(map_err))?;
         let claimed = match self.shared.client_limit() {
-            Some(limit) => tokio::time::timeout(limit, claim_job(&self.pool(), claim))
+            Some(limit) => tokio::time::timeout(limit, claim_job(tx, claim))
                 .await
                 .unwrap_or_else(|_| Err(StoreError::Unavailable(timed_out()))),
-            None => claim_job(&self.pool(), claim).await,
+            None => claim_job(tx, claim).await,
         };
         self.noticed(claimed)
     }
@@ -476,8 +503,10 @@ const HEADS: u32 = 16;
 /// are serialized by a transaction-scoped advisory lock, so the running jobs a claim counts in
 /// a lane cannot change under it (deliveries are few and short to claim; handlers run after
 /// the commit, unserialized).
-async fn claim_job(pool: &PgPool, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-    let mut tx = pool.begin().await.map_err(map_err)?;
+async fn claim_job(
+    mut tx: sqlx::Transaction<'static, Postgres>,
+    claim: &Claim<'_>,
+) -> StoreResult<Option<JobRow>> {
     if claim.lane_limit.is_some() {
         sqlx::query("select pg_advisory_xact_lock(hashtext('tauros.claim.' || $1))")
             .bind(claim.pool)
