@@ -112,11 +112,11 @@ impl Hosts {
         &self.nodes
     }
 
-    /// The first host, in the URL's order, that answers within `timeout` and accepts writes,
-    /// with what each host before it answered.
-    pub(crate) async fn writable(&self, timeout: Duration) -> Result<&Node, Vec<String>> {
+    /// The index of the first host, in the URL's order, that answers within `timeout` and
+    /// accepts writes; else what each host answered.
+    pub(crate) async fn writable(&self, timeout: Duration) -> Result<usize, Vec<String>> {
         let mut tried = Vec::new();
-        for node in &self.nodes {
+        for (index, node) in self.nodes.iter().enumerate() {
             let answer =
                 tokio::time::timeout(timeout, PgConnection::connect_with(&node.options)).await;
             let why = match answer {
@@ -126,7 +126,7 @@ impl Hosts {
                     let verdict = accepts_writes(&mut conn).await;
                     let _ = conn.close().await;
                     match verdict {
-                        Ok(true) => return Ok(node),
+                        Ok(true) => return Ok(index),
                         Ok(false) => format!("{}: read-only (a standby)", node.name),
                         Err(e) => format!("{}: {e}", node.name),
                     }

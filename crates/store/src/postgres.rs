@@ -23,8 +23,6 @@ const JOBS_CHANNEL: &str = "tauros_jobs";
 /// formation's several: see [`crate::formation`]).
 pub struct PgStore {
     shared: Arc<Shared>,
-    /// One more connection, opened only when workers first wait, that `LISTEN`s for enqueues.
-    listen_pool: PgPool,
     /// Woken by the listener; workers wait on it between polls.
     wake: Arc<Notify>,
     listening: OnceLock<()>,
@@ -39,7 +37,8 @@ struct Shared {
     current: RwLock<(PgPool, usize)>,
     /// Held while the hosts are probed: one probe at a time, the others go on answering 503.
     probing: tokio::sync::Mutex<Option<Instant>>,
-    /// The connection that `LISTEN`s for enqueues, moved with the pool.
+    /// One more connection, opened only when workers first wait, that `LISTEN`s for
+    /// enqueues; it follows the pool to a new host.
     listen_pool: PgPool,
     /// Bumped when the pool moves to another host: units waiting on the old one start again.
     moved: tokio::sync::watch::Sender<u64>,
@@ -89,7 +88,7 @@ impl PgStore {
             ])
         });
         let index = match hosts.writable(settings.acquire_timeout).await {
-            Ok(node) => index_of(&hosts, node),
+            Ok(index) => index,
             Err(tried) => anyhow::bail!(
                 "no host of DATABASE_URL accepts writes: {}",
                 tried.join("; ")
@@ -105,14 +104,13 @@ impl PgStore {
             hosts,
             settings,
             probing: tokio::sync::Mutex::new(None),
-            listen_pool: listen_pool.clone(),
+            listen_pool,
             moved: tokio::sync::watch::Sender::new(0),
         });
         // Prove the pool works, as a single-host connect always did.
         shared.pool().acquire().await?;
         Ok(PgStore {
             shared,
-            listen_pool,
             wake: Arc::new(Notify::new()),
             listening: OnceLock::new(),
         })
@@ -122,41 +120,23 @@ impl PgStore {
         self.shared.pool()
     }
 
-    /// A transaction on the current pool. A unit that waits for a connection when the store
-    /// follows a failover starts again on the new pool at once: the old pool's wait (its
-    /// connects to the lost host retried until the acquire timeout) is not waited out.
-    async fn begun(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+    /// `get` (a connection or a transaction) from the current pool. A unit that waits for a
+    /// connection when the store follows a failover starts again on the new pool at once: the
+    /// old pool's wait (its connects to the lost host retried until the acquire timeout) is
+    /// not waited out. Its error is classified, and starts a probe when it says the host is
+    /// gone.
+    async fn on_pool<T, F, Fut>(&self, get: F) -> StoreResult<T>
+    where
+        F: Fn(PgPool) -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+    {
         let mut moved = self.shared.moved.subscribe();
-        let pool = self.pool();
-        tokio::select! {
-            tx = pool.begin() => tx,
-            _ = moved.changed() => self.pool().begin().await,
-        }
+        let got = tokio::select! {
+            got = get(self.pool()) => got,
+            _ = moved.changed() => get(self.pool()).await,
+        };
+        got.map_err(|e| self.shared.failed(map_err(e)))
     }
-
-    /// A connection of the current pool, as [`PgStore::begun`] gets a transaction.
-    async fn acquired(&self) -> Result<sqlx::pool::PoolConnection<Postgres>, sqlx::Error> {
-        let mut moved = self.shared.moved.subscribe();
-        let pool = self.pool();
-        tokio::select! {
-            conn = pool.acquire() => conn,
-            _ = moved.changed() => self.pool().acquire().await,
-        }
-    }
-
-    /// Runs `unavailable`'s probe for a new writable host when `err` says the database could
-    /// not be reached or would not write.
-    fn noticed<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
-        self.shared.noticed(result)
-    }
-}
-
-fn index_of(hosts: &Hosts, node: &crate::formation::Node) -> usize {
-    hosts
-        .nodes()
-        .iter()
-        .position(|n| std::ptr::eq(n, node))
-        .unwrap_or(0)
 }
 
 /// A pool to host `index` whose every new connection is checked to accept writes; one that
@@ -183,20 +163,6 @@ fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Sh
         .connect_lazy_with(hosts.nodes()[index].options.clone())
 }
 
-/// Bounds a statement on this side too: the server's `statement_timeout` cannot end a wait on
-/// a host that vanished without closing its connections (no reset ever arrives).
-async fn bounded<T>(
-    limit: Option<Duration>,
-    statement: impl std::future::Future<Output = Result<T, sqlx::Error>>,
-) -> Result<T, sqlx::Error> {
-    match limit {
-        Some(limit) => tokio::time::timeout(limit, statement)
-            .await
-            .unwrap_or_else(|_| Err(timed_out())),
-        None => statement.await,
-    }
-}
-
 fn timed_out() -> sqlx::Error {
     sqlx::Error::Io(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
@@ -205,11 +171,25 @@ fn timed_out() -> sqlx::Error {
 }
 
 impl Shared {
-    /// The statement timeout plus the acquire timeout (the server's cancel, and its answer,
-    /// come first); none when statements are unlimited.
-    fn client_limit(&self) -> Option<Duration> {
-        (!self.settings.statement_timeout.is_zero())
-            .then(|| self.settings.statement_timeout + self.settings.acquire_timeout)
+    /// Runs one statement of a unit (or its commit, or a claim), bounded on this side too:
+    /// the server's `statement_timeout` cannot end a wait on a host that vanished without
+    /// closing its connections (no reset ever arrives), so after the statement timeout plus
+    /// the acquire timeout (the server's cancel, and its answer, come first) the unit is
+    /// unavailable. No bound when statements are unlimited. An unavailable answer starts a
+    /// probe.
+    async fn bounded<T>(
+        self: &Arc<Self>,
+        work: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let statement = self.settings.statement_timeout;
+        let answer = if statement.is_zero() {
+            work.await
+        } else {
+            tokio::time::timeout(statement + self.settings.acquire_timeout, work)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable(timed_out())))
+        };
+        answer.map_err(|e| self.failed(e))
     }
 
     fn pool(&self) -> PgPool {
@@ -218,10 +198,6 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .0
             .clone()
-    }
-
-    fn noticed<T>(self: &Arc<Self>, result: StoreResult<T>) -> StoreResult<T> {
-        result.map_err(|e| self.failed(e))
     }
 
     /// Starts a probe for the writable host when `err` says this one is unreachable or
@@ -233,10 +209,8 @@ impl Shared {
         err
     }
 
-    /// Looks for the writable host in the background, unless a probe runs or ran just now.
-    /// While no host accepts writes (the old primary is gone, the new one not yet promoted)
-    /// it keeps looking every [`PROBE_SPACING`], for at most [`PROBE_PERSISTENCE`], so the
-    /// first write after a promotion waits for the promotion, not for a request's timeout.
+    /// Looks for the writable host in the background, unless a probe runs or ran just now,
+    /// and moves the pool there when it is another one.
     fn probe(self: &Arc<Self>) {
         let shared = Arc::clone(self);
         tokio::spawn(async move {
@@ -246,55 +220,62 @@ impl Shared {
             if last.is_some_and(|at| at.elapsed() < PROBE_SPACING) {
                 return;
             }
-            let started = Instant::now();
-            let mut first = true;
-            let node = loop {
-                let found = shared.hosts.writable(shared.settings.acquire_timeout).await;
-                *last = Some(Instant::now());
-                match found {
-                    Ok(node) => break node,
-                    Err(tried) => {
-                        metrics::counter!("tauros_database_probes_total", "found" => "none")
-                            .increment(1);
-                        if started.elapsed() >= PROBE_PERSISTENCE {
-                            tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes; probing stops until the next failure");
-                            return;
-                        }
-                        if std::mem::take(&mut first) {
-                            tracing::warn!(hosts = %tried.join("; "), "no database host accepts writes; probing until one does");
-                        }
-                        tokio::time::sleep(PROBE_SPACING).await;
-                    }
-                }
-            };
-            let index = index_of(&shared.hosts, node);
-            let old = {
-                let mut current = shared
-                    .current
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if current.1 == index {
-                    metrics::counter!("tauros_database_probes_total", "found" => "same")
-                        .increment(1);
-                    return;
-                }
-                metrics::counter!("tauros_database_probes_total", "found" => "new").increment(1);
-                let fresh = pool_to(
-                    &shared.hosts,
-                    index,
-                    &shared.settings,
-                    Arc::downgrade(&shared),
-                );
-                std::mem::replace(&mut *current, (fresh, index)).0
-            };
-            shared.moved.send_modify(|moves| *moves += 1);
+            let found = shared.writable_host(&mut last).await;
             drop(last);
-            tracing::warn!(host = %node.name, "the writable database host changed; following it");
-            shared.listen_pool.set_connect_options(node.options.clone());
-            // Units waiting for a connection of the old pool are answered at once (503, safe
-            // to retry); connections lent out finish (or fail) on the old host; then it closes.
-            old.close().await;
+            if let Some(index) = found {
+                shared.move_to(index).await;
+            }
         });
+    }
+
+    /// The index of the host that accepts writes. While none does (the old primary is gone,
+    /// the new one not yet promoted) it keeps asking every [`PROBE_SPACING`], for at most
+    /// [`PROBE_PERSISTENCE`], so the first write after a promotion waits for the promotion,
+    /// not for a request's timeout. `last` records when the hosts last answered.
+    async fn writable_host(&self, last: &mut Option<Instant>) -> Option<usize> {
+        let started = Instant::now();
+        let mut warned = false;
+        loop {
+            let found = self.hosts.writable(self.settings.acquire_timeout).await;
+            *last = Some(Instant::now());
+            let tried = match found {
+                Ok(index) => return Some(index),
+                Err(tried) => tried.join("; "),
+            };
+            metrics::counter!("tauros_database_probes_total", "found" => "none").increment(1);
+            if started.elapsed() >= PROBE_PERSISTENCE {
+                tracing::warn!(hosts = %tried, "no database host accepts writes; probing stops until the next failure");
+                return None;
+            }
+            if !std::mem::replace(&mut warned, true) {
+                tracing::warn!(hosts = %tried, "no database host accepts writes; probing until one does");
+            }
+            tokio::time::sleep(PROBE_SPACING).await;
+        }
+    }
+
+    /// Moves every later unit of work (and those waiting for a connection of the old pool,
+    /// [`PgStore::on_pool`]) to a new pool to host `index`, unless the pool is there
+    /// already; the old pool closes once the connections it lent have come back.
+    async fn move_to(self: &Arc<Self>, index: usize) {
+        let old = {
+            let mut current = self
+                .current
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if current.1 == index {
+                metrics::counter!("tauros_database_probes_total", "found" => "same").increment(1);
+                return;
+            }
+            metrics::counter!("tauros_database_probes_total", "found" => "new").increment(1);
+            let fresh = pool_to(&self.hosts, index, &self.settings, Arc::downgrade(self));
+            std::mem::replace(&mut *current, (fresh, index)).0
+        };
+        self.moved.send_modify(|moves| *moves += 1);
+        let node = &self.hosts.nodes()[index];
+        tracing::warn!(host = %node.name, "the writable database host changed; following it");
+        self.listen_pool.set_connect_options(node.options.clone());
+        old.close().await;
     }
 }
 
@@ -365,24 +346,24 @@ impl Backend for PgUnit {
     }
 
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
-        let limit = self.1.client_limit();
-        bounded(limit, fetch_optional(self.0.conn(), stmt))
+        let shared = Arc::clone(&self.1);
+        shared
+            .bounded(async { fetch_optional(self.0.conn(), stmt).await.map_err(map_err) })
             .await
-            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
-        let limit = self.1.client_limit();
-        bounded(limit, fetch_all(self.0.conn(), stmt))
+        let shared = Arc::clone(&self.1);
+        shared
+            .bounded(async { fetch_all(self.0.conn(), stmt).await.map_err(map_err) })
             .await
-            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
-        let limit = self.1.client_limit();
-        bounded(limit, execute(self.0.conn(), stmt))
+        let shared = Arc::clone(&self.1);
+        shared
+            .bounded(async { execute(self.0.conn(), stmt).await.map_err(map_err) })
             .await
-            .map_err(|e| self.1.failed(map_err(e)))
     }
 
     async fn wake_workers(&mut self) -> StoreResult<()> {
@@ -396,27 +377,23 @@ impl Reader for PgUnit {}
 impl Tx for PgUnit {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let shared = Arc::clone(&self.1);
-        let limit = shared.client_limit();
-        match limit {
-            Some(limit) => match tokio::time::timeout(limit, self.0.commit(map_err)).await {
-                Ok(done) => done,
-                Err(_) => Err(StoreError::Unavailable(timed_out())),
-            },
-            None => self.0.commit(map_err).await,
-        }
-        .map_err(|e| shared.failed(e))
+        shared.bounded(self.0.commit(map_err)).await
     }
 }
 
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.noticed(self.begun().await.map_err(map_err))?;
+        let tx = self
+            .on_pool(|pool| async move { pool.begin().await })
+            .await?;
         Ok(Box::new(PgUnit(Conn::Tx(tx), Arc::clone(&self.shared))))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self.noticed(self.acquired().await.map_err(map_err))?;
+        let conn = self
+            .on_pool(|pool| async move { pool.acquire().await })
+            .await?;
         Ok(Box::new(PgUnit(
             Conn::Plain(conn),
             Arc::clone(&self.shared),
@@ -448,12 +425,15 @@ impl Store for PgStore {
     }
 
     async fn readiness(&self) -> StoreResult<bool> {
-        let applied: StoreResult<Vec<(i64,)>> =
-            sqlx::query_as("select version from _sqlx_migrations where success order by version")
-                .fetch_all(&self.pool())
+        let applied: Vec<(i64,)> = self
+            .on_pool(|pool| async move {
+                sqlx::query_as(
+                    "select version from _sqlx_migrations where success order by version",
+                )
+                .fetch_all(&pool)
                 .await
-                .map_err(map_err);
-        let applied = self.noticed(applied)?;
+            })
+            .await?;
         Ok(super::sql::migrations_current(&MIGRATOR, &applied))
     }
 
@@ -462,19 +442,18 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        let tx = self.noticed(self.begun().await.map_err(map_err))?;
-        let claimed = match self.shared.client_limit() {
-            Some(limit) => tokio::time::timeout(limit, claim_job(tx, claim))
-                .await
-                .unwrap_or_else(|_| Err(StoreError::Unavailable(timed_out()))),
-            None => claim_job(tx, claim).await,
-        };
-        self.noticed(claimed)
+        let tx = self
+            .on_pool(|pool| async move { pool.begin().await })
+            .await?;
+        self.shared.bounded(claim_job(tx, claim)).await
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
         self.listening.get_or_init(|| {
-            tokio::spawn(listen(self.listen_pool.clone(), Arc::downgrade(&self.wake)));
+            tokio::spawn(listen(
+                self.shared.listen_pool.clone(),
+                Arc::downgrade(&self.wake),
+            ));
         });
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
     }
