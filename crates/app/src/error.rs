@@ -29,7 +29,7 @@ pub enum AppError {
     /// No invoice has this id, but the caller may see the id as another kind of record (a
     /// revision's id passed as an invoice's): still a 404 `not_found`, whose detail says what
     /// the id is. Only ids the caller may see are named; any other miss is [`AppError::NotFound`].
-    #[error("not an invoice: {}", .0.detail())]
+    #[error("not an invoice: {0:?}")]
     NotAnInvoice(OtherKind),
     /// Input broke one or more rules; every offending field is listed.
     #[error("validation failed")]
@@ -125,17 +125,6 @@ pub enum OtherKind {
 }
 
 impl OtherKind {
-    /// The `id_kind` member of the 404: `revision`, `event`, `customer`,
-    /// `payment_destination`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            OtherKind::Revision { .. } => "revision",
-            OtherKind::Event { .. } => "event",
-            OtherKind::Customer => "customer",
-            OtherKind::PaymentDestination => "payment_destination",
-        }
-    }
-
     /// The invoice the record belongs to (revisions and events), the id to pass instead.
     pub fn invoice_id(&self) -> Option<uuid::Uuid> {
         match self {
@@ -143,26 +132,6 @@ impl OtherKind {
                 Some(*invoice_id)
             }
             OtherKind::Customer | OtherKind::PaymentDestination => None,
-        }
-    }
-
-    /// The 404's `detail`: what the id is and what to pass instead.
-    pub fn detail(&self) -> String {
-        match self {
-            OtherKind::Revision { invoice_id, number } => format!(
-                "no invoice has this id: that id is revision {number} of invoice {invoice_id}; \
-                 pass the invoice id (`id`, not `current_revision.id`)"
-            ),
-            OtherKind::Event { invoice_id, seq } => format!(
-                "no invoice has this id: that id is event {seq} of the audit trail of invoice \
-                 {invoice_id}; pass the invoice id"
-            ),
-            OtherKind::Customer => "no invoice has this id: that id is a customer's; pass an \
-                 invoice id (`?customer_id=` lists the customer's invoices)"
-                .to_owned(),
-            OtherKind::PaymentDestination => "no invoice has this id: that id is a payment \
-                 destination's; pass an invoice id"
-                .to_owned(),
         }
     }
 }

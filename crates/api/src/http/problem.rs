@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tauros_app::{AppError, FieldError, KeyHolder};
+use tauros_app::{AppError, FieldError, KeyHolder, OtherKind};
 use utoipa::ToSchema;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -228,8 +228,9 @@ impl From<AppError> for ApiError {
                 "no such resource (or it is not visible to you); check the id",
             ),
             AppError::NotAnInvoice(other) => {
-                let problem = ApiError::new(S::NOT_FOUND, "not_found", other.detail())
-                    .with_member("id_kind", other.kind());
+                let (kind, detail) = other_kind(other);
+                let problem =
+                    ApiError::new(S::NOT_FOUND, "not_found", detail).with_member("id_kind", kind);
                 match other.invoice_id() {
                     Some(id) => problem.with_member("invoice_id", id.to_string()),
                     None => problem,
@@ -410,5 +411,37 @@ fn title_for(code: &str) -> &'static str {
         "timeout" => "Request timeout",
         "internal" => "Internal error",
         _ => "Bad request",
+    }
+}
+
+/// An id passed where an invoice's belongs, named for a caller who may see it: the 404's
+/// `id_kind` and its `detail` (what the id is and what to pass instead).
+fn other_kind(other: OtherKind) -> (&'static str, String) {
+    match other {
+        OtherKind::Revision { invoice_id, number } => (
+            "revision",
+            format!(
+                "no invoice has this id: that id is revision {number} of invoice {invoice_id}; \
+                 pass the invoice id (`id`, not `current_revision.id`)"
+            ),
+        ),
+        OtherKind::Event { invoice_id, seq } => (
+            "event",
+            format!(
+                "no invoice has this id: that id is event {seq} of the audit trail of invoice \
+                 {invoice_id}; pass the invoice id"
+            ),
+        ),
+        OtherKind::Customer => (
+            "customer",
+            "no invoice has this id: that id is a customer's; pass an invoice id \
+             (`?customer_id=` lists the customer's invoices)"
+                .to_owned(),
+        ),
+        OtherKind::PaymentDestination => (
+            "payment_destination",
+            "no invoice has this id: that id is a payment destination's; pass an invoice id"
+                .to_owned(),
+        ),
     }
 }

@@ -39,8 +39,8 @@ pub struct LineRequest {
     pub unit_amount_minor: Option<MinorAmountInput>,
 }
 
-impl From<LineRequest> for LineInput {
-    fn from(line: LineRequest) -> Self {
+impl From<&LineRequest> for LineInput {
+    fn from(line: &LineRequest) -> Self {
         // Destructured so that a field added to either type fails to compile here.
         let LineRequest {
             description,
@@ -49,28 +49,38 @@ impl From<LineRequest> for LineInput {
             unit_amount_minor,
         } = line;
         LineInput {
-            description,
-            quantity,
-            unit_amount,
-            unit_amount_minor,
+            description: description.clone(),
+            quantity: quantity.clone(),
+            unit_amount: unit_amount.clone(),
+            unit_amount_minor: unit_amount_minor.clone(),
         }
     }
 }
 
-/// The lines as the domain reads them, borrowed (for the rules checked at the wire).
-fn line_inputs_of(lines: Option<&Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
-    lines.map(|lines| {
-        lines
-            .iter()
-            .map(|Object(line)| LineInput {
-                description: line.description.clone(),
-                quantity: line.quantity.clone(),
-                unit_amount: line.unit_amount.clone(),
-                unit_amount_minor: line.unit_amount_minor.clone(),
-            })
-            .collect()
-    })
+/// The lines as the domain reads them.
+fn line_inputs(lines: Option<&Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
+    lines.map(|lines| lines.iter().map(|Object(line)| line.into()).collect())
 }
+
+/// The content of a create or a revise as the domain reads it (the use cases take it, and the
+/// wire's completing rules check it): one conversion for both request types.
+macro_rules! draft_input_from {
+    ($($request:ty),*) => {$(
+        impl From<&$request> for DraftInput {
+            fn from(b: &$request) -> Self {
+                DraftInput {
+                    customer_id: b.customer_id,
+                    payment_destination_id: b.payment_destination_id,
+                    currency: b.currency.clone(),
+                    due_date: b.due_date.clone(),
+                    lines: line_inputs(b.lines.as_ref()),
+                    reasoning: b.reasoning.clone(),
+                }
+            }
+        }
+    )*};
+}
+draft_input_from!(CreateInvoiceRequest, ReviseRequest);
 
 /// An invoice's content rules are the domain's ([`check_content`]): the use case checks them
 /// with the rules that need state, so at the wire they only complete an answer refused for its
@@ -81,17 +91,7 @@ impl BodyRules for CreateInvoiceRequest {
     }
 
     fn completing_rules(&self) -> Vec<FieldError> {
-        let input = DraftInput {
-            customer_id: self.customer_id,
-            payment_destination_id: self.payment_destination_id,
-            currency: self.currency.clone(),
-            due_date: self.due_date.clone(),
-            lines: line_inputs_of(self.lines.as_ref()),
-            reasoning: self.reasoning.clone(),
-        };
-        check_content(&input, None)
-            .err()
-            .map_or_else(Vec::new, |r| r.errors)
+        content_errors(&self.into())
     }
 }
 
@@ -110,32 +110,18 @@ impl BodyRules for ReviseRequest {
             "due_date",
             "lines",
         ];
-        let input = DraftInput {
-            customer_id: self.customer_id,
-            payment_destination_id: self.payment_destination_id,
-            currency: self.currency.clone(),
-            due_date: self.due_date.clone(),
-            lines: line_inputs_of(self.lines.as_ref()),
-            reasoning: self.reasoning.clone(),
-        };
-        check_content(&input, None)
-            .err()
-            .map_or_else(Vec::new, |r| {
-                r.errors
-                    .into_iter()
-                    .filter(|e| !(e.code == "required" && KEPT.contains(&e.field.as_str())))
-                    .collect()
-            })
+        content_errors(&self.into())
+            .into_iter()
+            .filter(|e| !(e.code == "required" && KEPT.contains(&e.field.as_str())))
+            .collect()
     }
 }
 
-fn line_inputs(lines: Option<Vec<Object<LineRequest>>>) -> Option<Vec<LineInput>> {
-    lines.map(|lines| {
-        lines
-            .into_iter()
-            .map(|Object(line)| LineInput::from(line))
-            .collect()
-    })
+/// What the domain's content rules say of `input` (nothing when it is well-formed).
+fn content_errors(input: &DraftInput) -> Vec<FieldError> {
+    check_content(input, None)
+        .err()
+        .map_or_else(Vec::new, |refused| refused.errors)
 }
 
 /// A new invoice proposal. Every member but `idempotency_key` is required (the Rust fields are
@@ -315,32 +301,6 @@ impl From<VerifyReport> for VerifyResponse {
     }
 }
 
-impl From<ReviseRequest> for DraftInput {
-    fn from(b: ReviseRequest) -> Self {
-        DraftInput {
-            customer_id: b.customer_id,
-            payment_destination_id: b.payment_destination_id,
-            currency: b.currency,
-            due_date: b.due_date,
-            lines: line_inputs(b.lines),
-            reasoning: b.reasoning,
-        }
-    }
-}
-
-impl From<CreateInvoiceRequest> for DraftInput {
-    fn from(b: CreateInvoiceRequest) -> Self {
-        DraftInput {
-            customer_id: b.customer_id,
-            payment_destination_id: b.payment_destination_id,
-            currency: b.currency,
-            due_date: b.due_date,
-            lines: line_inputs(b.lines),
-            reasoning: b.reasoning,
-        }
-    }
-}
-
 crate::body_rules!(LineRequest, DecideRequest, CancelRequest, EmptyRequest);
 
 #[cfg(test)]
@@ -364,14 +324,14 @@ mod tests {
         ];
         for sample in samples {
             let request = serde_json::from_value::<LineRequest>(sample.clone())
-                .map(LineInput::from)
+                .map(|line| LineInput::from(&line))
                 .map_err(|e| e.to_string());
             let domain =
                 serde_json::from_value::<LineInput>(sample.clone()).map_err(|e| e.to_string());
             assert_eq!(request, domain, "{sample}");
         }
         let float = r#"{"description":"a","quantity":"1","unit_amount_minor":1.0}"#;
-        let request = serde_json::from_str::<LineRequest>(float).map(LineInput::from);
+        let request = serde_json::from_str::<LineRequest>(float).map(|line| LineInput::from(&line));
         let domain = serde_json::from_str::<LineInput>(float);
         assert_eq!(
             request.map_err(|e| e.to_string()),

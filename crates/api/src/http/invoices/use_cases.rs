@@ -51,10 +51,10 @@ pub(crate) async fn create(
             "required",
             missing_key,
         )];
-        errors.extend(app.draft_field_errors(&actor, &body.into())?);
+        errors.extend(app.draft_field_errors(&actor, &(&body).into())?);
         return Err(ApiError::validation(errors));
     };
-    command(app.create_draft(caller, &key, body.into()).await)
+    command(app.create_draft(caller, &key, (&body).into()).await)
 }
 
 /// The idempotency key a create's request carries, from the header or the body: when both are
@@ -90,7 +90,7 @@ pub(crate) async fn preview(
 ) -> Result<PreviewView, ApiError> {
     let key = sent_key(app, caller, header_key, &mut body).await?;
     Ok(app
-        .preview_draft(caller, key.as_deref(), body.into())
+        .preview_draft(caller, key.as_deref(), (&body).into())
         .await?)
 }
 
@@ -153,7 +153,7 @@ pub(crate) async fn revise(
     id: Uuid,
     body: ReviseRequest,
 ) -> Result<CommandResponse, ApiError> {
-    command(app.revise(actor, id, body.into()).await)
+    command(app.revise(actor, id, (&body).into()).await)
 }
 
 /// Into the approvers' inbox.
