@@ -16,7 +16,6 @@
 //!
 //! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
-use std::borrow::Cow;
 use tauros_app::FieldError;
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
@@ -42,11 +41,6 @@ macro_rules! body_rules {
             }
         }
     )*};
-}
-
-/// A `validator` error carrying one of our codes, for custom rules.
-pub fn rule_error(code: &'static str, detail: impl Into<String>) -> ValidationError {
-    ValidationError::new(code).with_message(Cow::Owned(detail.into()))
 }
 
 /// `validator`'s errors as our field errors, with the request's own paths (`lines[2].quantity`),
@@ -107,16 +101,9 @@ fn field_error(path: &str, error: &ValidationError) -> FieldError {
     FieldError::plain(field, code, detail)
 }
 
-/// Our codes a custom rule may carry as its `validator` code.
+/// Our codes a request type's rule carries as its `validator` code (`code = "…"`); any other
+/// code a rule might carry is answered `invalid_value`.
 const CODES: &[&str] = &[
-    "required",
-    "invalid_length",
-    "too_long",
-    "out_of_range",
-    "invalid_format",
-    "invalid_value",
-    "invalid_date",
-    "unknown_currency",
     "email_too_long",
     "password_too_long",
     "password_too_short",

@@ -6,7 +6,7 @@
 
 use super::commands::{checked_draft, proposer};
 use super::content::drafted;
-use super::views::revision_view;
+use super::views::{RevisionView, revision_view};
 use crate::actor::Actor;
 use crate::app::App;
 use crate::auth::Caller;
@@ -105,16 +105,10 @@ impl App {
             now,
         )?;
         let sealed = revision_view(revision)?;
-        let duplicates = open_duplicates(
-            &mut *conn,
-            &actor,
-            sealed.customer_id,
-            &sealed.currency,
-            sealed.total_minor,
-        )
-        .await?;
+        let today = now.date_naive();
+        let duplicates = open_duplicates(&mut *conn, &actor, &sealed, today).await?;
         let warnings = preview_warnings(&PreviewFacts {
-            today: now.date_naive(),
+            today,
             due_date: sealed.due_date,
             duplicates: &duplicates,
         })
@@ -141,44 +135,45 @@ impl App {
     }
 }
 
-/// The caller's open invoices for this customer whose current revision bills the same total
-/// in the same currency, newest first: up to [`DUPLICATES_SCANNED`] of each open state are
+/// The caller's open invoices for the customer of `sealed` whose current revision bills the
+/// same total in the same currency, newest first: up to [`DUPLICATES_SCANNED`] of each open state are
 /// compared. Only the agent's own invoices (a customer belongs to one agent), so every id named
 /// is one the caller may read.
 async fn open_duplicates(
     conn: &mut dyn Reader,
     actor: &Actor,
-    customer_id: Uuid,
-    currency: &str,
-    total_minor: MinorAmount,
+    sealed: &RevisionView,
+    today: NaiveDate,
 ) -> AppResult<Vec<Uuid>> {
     let Actor::Agent(agent) = actor else {
         return Ok(Vec::new());
     };
+    let total = sealed.total_minor.to_string();
     let mut found = Vec::new();
     for state in OPEN_STATES {
         let filter = InvoiceFilter {
             scope: Scope::Agent(agent.id),
             state: Some(state),
-            customer_id: Some(customer_id),
+            customer_id: Some(sealed.customer_id),
             agent_id: Some(agent.id),
             decision: None,
             idempotency_key: None,
             oldest_first: false,
             overdue: None,
-            today: now().date_naive(),
+            today,
             issuing: None,
         };
         let page = Page {
             after: None,
             limit: DUPLICATES_SCANNED,
         };
-        let total = total_minor.to_string();
         found.extend(
             conn.invoices(agent.org_id, &filter, page)
                 .await?
                 .into_iter()
-                .filter(|j| j.revision.currency == currency && j.revision.total_minor == total)
+                .filter(|j| {
+                    j.revision.currency == sealed.currency && j.revision.total_minor == total
+                })
                 .map(|j| j.revision.invoice_id),
         );
     }
