@@ -239,7 +239,13 @@ async fn mcp_get_invoice_answers_a_bounded_page_of_events(app: TestApp) {
         .await;
     expect_status(res, StatusCode::OK).await;
 
-    let answer = tool_answer(&app, &b.org.agent_key, "get_invoice", json!({"id": id})).await;
+    let answer = tool_answer(
+        &app,
+        &b.org.agent_key,
+        "get_invoice",
+        json!({"id": id, "history": true}),
+    )
+    .await;
     let events = answer["events"].as_array().unwrap();
     assert_eq!(events.len(), 100, "one page of events");
     let cursor = answer["events_next_cursor"]

@@ -4,8 +4,8 @@
 //! and the audit trail saying `mcp`.
 
 use crate::helpers::{
-    Backend, Billing, IBAN, TestApp, both_backends, expect_problem, expect_status, invoice_body,
-    spawn_app_with, uuid_of, without_request_id,
+    Backend, Billing, IBAN, TestApp, both_backends, error_fields, expect_problem, expect_status,
+    invoice_body, spawn_app_with, uuid_of, without_request_id,
 };
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
@@ -66,10 +66,39 @@ pub(crate) async fn ok(client: &Client, tool: &str, args: Value) -> Value {
     let result = call(client, tool, args).await;
     assert_eq!(result.is_error, Some(false), "{tool}: {result:?}");
     let value = result.structured_content.expect("structured content");
-    // A model that reads only the text sees the same JSON.
-    let text = result.content[0].as_text().expect("text").text.clone();
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    // The JSON comes once; the text is a summary that names every id a next call takes.
+    assert_eq!(result.content.len(), 1, "{tool}");
+    let text = &result.content[0].as_text().expect("text").text;
+    assert!(
+        serde_json::from_str::<Value>(text).is_err(),
+        "{tool}: {text}"
+    );
+    for id in ids_a_next_call_takes(&value) {
+        assert!(text.contains(&id), "{tool}: {id} in {text}");
+    }
     value
+}
+
+/// The ids in a tool's answer that a next call may take: the invoice's, the destination's,
+/// every listed item's, and a next page's cursor.
+fn ids_a_next_call_takes(value: &Value) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut take = |v: &Value| {
+        if let Some(s) = v.as_str() {
+            ids.push(s.to_owned());
+        }
+    };
+    take(&value["invoice"]["id"]);
+    take(&value["payment_destination"]["id"]);
+    take(&value["next_cursor"]);
+    take(&value["events_next_cursor"]);
+    if value["kind"].is_string() {
+        take(&value["id"]);
+    }
+    for item in value["items"].as_array().into_iter().flatten() {
+        take(&item["id"]);
+    }
+    ids
 }
 
 /// The tool's problem; it must have been refused with `code`.
@@ -78,6 +107,13 @@ pub(crate) async fn refused(client: &Client, tool: &str, args: Value, code: &str
     assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
     let problem = result.structured_content.expect("structured content");
     assert_eq!(problem["code"], code, "{tool}: {problem}");
+    // The text names the code and every field error, without repeating the JSON.
+    let text = &result.content[0].as_text().expect("text").text;
+    assert!(text.contains(code), "{text}");
+    for e in problem["errors"].as_array().into_iter().flatten() {
+        let field = e["field"].as_str().unwrap();
+        assert!(text.contains(&format!("- {field} (")), "{field} in {text}");
+    }
     assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
     assert!(problem["request_id"].as_str().is_some(), "{problem}");
     problem
@@ -129,6 +165,7 @@ both_backends!(
     a_settlement_key_reports_payments_and_only_it,
     a_human_session_is_refused,
     commands_through_mcp_are_audited_as_mcp,
+    answers_carry_the_json_once_and_a_summary_naming_the_next_step,
 );
 both_backends!(backend: a_browser_origin_must_be_configured, mcp_turned_off_is_not_found);
 
@@ -232,7 +269,7 @@ async fn an_agent_proposes_and_submits_an_invoice_end_to_end(app: TestApp) {
     let resubmitted = ok(&client, "submit_invoice", json!({"id": id})).await;
     assert_eq!(resubmitted["replayed"], true);
 
-    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    let history = ok(&client, "get_invoice", json!({"id": id, "history": true})).await;
     assert_eq!(history["invoice"]["state"], "pending_approval");
     assert_eq!(history["revisions"].as_array().unwrap().len(), 2);
     assert_eq!(history["decisions"], json!([]));
@@ -313,7 +350,7 @@ async fn get_invoice_shows_the_changes_an_approver_requested_over_rest(app: Test
         .await;
     expect_status(res, StatusCode::OK).await;
 
-    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    let history = ok(&client, "get_invoice", json!({"id": id, "history": true})).await;
     assert_eq!(history["invoice"]["state"], "draft");
     let decisions = history["decisions"].as_array().unwrap();
     assert_eq!(decisions.len(), 1, "{history}");
@@ -349,7 +386,7 @@ async fn get_invoice_shows_the_changes_an_approver_requested_over_rest(app: Test
     .await;
     let resubmitted = ok(&client, "submit_invoice", json!({"id": id})).await;
     assert_eq!(resubmitted["invoice"]["state"], "pending_approval");
-    let history = ok(&client, "get_invoice", json!({"id": id})).await;
+    let history = ok(&client, "get_invoice", json!({"id": id, "history": true})).await;
     assert_eq!(history["revisions"].as_array().unwrap().len(), 2);
     assert_eq!(history["decisions"].as_array().unwrap().len(), 1);
     assert_eq!(history["decisions"][0]["revision_id"], first_revision);
@@ -984,4 +1021,91 @@ async fn mcp_turned_off_is_not_found(backend: Backend) {
     // REST is unaffected.
     let res = app.get("/v1/me", &org.agent_key).await;
     expect_status(res, StatusCode::OK).await;
+}
+
+/// An answer's JSON comes once (structured content) with a few lines of text naming the ids,
+/// the state, the total and the next step; get_invoice answers the invoice alone unless asked
+/// for its history; a refusal's text lists every mistake.
+async fn answers_carry_the_json_once_and_a_summary_naming_the_next_step(app: TestApp) {
+    let b = app.billing().await;
+    let client = connect(&app, &b.org.agent_key).await;
+    let text = |r: &CallToolResult| r.content[0].as_text().expect("text").text.clone();
+
+    let created = call(&client, "create_invoice_draft", draft_args(&b, "summary-1")).await;
+    let value = created
+        .structured_content
+        .clone()
+        .expect("structured content");
+    let id = value["invoice"]["id"].as_str().unwrap().to_owned();
+    let hash = value["invoice"]["current_revision"]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wire = serde_json::to_string(&created).unwrap();
+    assert_eq!(
+        wire.matches(&hash).count(),
+        1,
+        "the JSON comes once: {wire}"
+    );
+    let summary = text(&created);
+    for part in [id.as_str(), "draft", "1200.00 EUR", "Next: submit_invoice"] {
+        assert!(summary.contains(part), "{part} in {summary}");
+    }
+    assert!(summary.len() < 400, "{} bytes: {summary}", summary.len());
+
+    let submitted = call(&client, "submit_invoice", json!({"id": id})).await;
+    assert!(
+        text(&submitted).contains("wait for a human"),
+        "{}",
+        text(&submitted)
+    );
+    let again = call(&client, "submit_invoice", json!({"id": id})).await;
+    assert!(text(&again).contains("replayed"), "{}", text(&again));
+
+    // get_invoice: the invoice alone by default, the history on request.
+    let compact = call(&client, "get_invoice", json!({"id": id})).await;
+    let value = compact.structured_content.clone().unwrap();
+    let members: Vec<&String> = value.as_object().unwrap().keys().collect();
+    assert_eq!(members, ["invoice"], "{value}");
+    assert_eq!(value["invoice"]["state"], "pending_approval");
+    assert!(
+        text(&compact).contains("history: true"),
+        "{}",
+        text(&compact)
+    );
+    assert!(
+        text(&compact).contains("Discovery workshop"),
+        "{}",
+        text(&compact)
+    );
+    let full = call(&client, "get_invoice", json!({"id": id, "history": true})).await;
+    let history = full.structured_content.clone().unwrap();
+    assert_eq!(history["invoice"], value["invoice"]);
+    assert_eq!(history["revisions"].as_array().unwrap().len(), 1);
+    assert_eq!(history["events"].as_array().unwrap().len(), 2);
+    assert!(
+        text(&full).contains("1 revision, 0 decisions, 2 events"),
+        "{}",
+        text(&full)
+    );
+    let bytes = |r: &CallToolResult| serde_json::to_string(r).unwrap().len();
+    assert!(
+        bytes(&compact) * 2 < bytes(&full),
+        "{} vs {}",
+        bytes(&compact),
+        bytes(&full)
+    );
+
+    // A refusal's text names every mistake, so a model reading only text can fix them all.
+    let mut args = draft_args(&b, "summary-2");
+    args["lines"][0]["unit_amount"] = json!(400.5);
+    args["currency"] = json!("EUX");
+    args.as_object_mut().unwrap().remove("due_date");
+    let problem = refused(&client, "create_invoice_draft", args, "float_not_allowed").await;
+    assert_eq!(
+        error_fields(&problem),
+        ["lines[0].unit_amount", "currency", "due_date"],
+        "{problem}"
+    );
+    client.cancel().await.expect("closes");
 }

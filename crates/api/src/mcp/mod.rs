@@ -13,6 +13,7 @@
 //! - `guard`: Origin check, agent-only authentication, refusals as problem details;
 //! - `server`: the rmcp handler (`tools/list`, `tools/call`);
 //! - `tools`: the reviewed list, descriptions, schemas and the calls;
+//! - `summary`: the short text beside each answer's structured content;
 //! - `args`: REST bodies plus the members REST takes from the path or a header;
 //! - `schema`: input schemas from the REST document's own schemas.
 
@@ -20,6 +21,7 @@ mod args;
 mod guard;
 mod schema;
 mod server;
+mod summary;
 mod tools;
 
 pub use tools::Tool;

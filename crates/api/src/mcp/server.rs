@@ -1,15 +1,18 @@
 //! The MCP server behind `/mcp`: `tools/list` answers the reviewed list, `tools/call` runs
-//! one tool as the agent the request authenticated ([`super::guard`]). A tool that runs and
-//! refuses answers a tool result with `isError: true` whose content is the REST problem
-//! (`code`, `detail`, `errors[]`, …); only a tool that does not exist is a JSON-RPC error.
+//! one tool as the agent the request authenticated ([`super::guard`]). A tool's answer is its
+//! REST answer once, as structured content, and a short text summary ([`super::summary`]). A
+//! tool that runs and refuses answers a tool result with `isError: true` whose structured
+//! content is the REST problem (`code`, `detail`, `errors[]`, …) and whose text lists every
+//! error; only a tool that does not exist is a JSON-RPC error.
 
 use super::schema::Pool;
+use super::summary::refusal;
 use super::tools::{Tool, call};
 use crate::http::middleware::REQUEST_ID;
-use crate::http::problem::ApiError;
+use crate::http::problem::{ApiError, Problem};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -17,16 +20,20 @@ use std::sync::Arc;
 use tauros_app::{Actor, App};
 
 /// What a client is told when it connects, before any tool description.
-const INSTRUCTIONS: &str = "Tauros: you propose invoices, humans approve them. As this \
+pub(super) const INSTRUCTIONS: &str = "Tauros: you propose invoices, humans approve them. As this \
     agent you may read your customers, register and retire your payment destinations, and \
     create, revise, submit and withdraw your invoice proposals; preview_invoice checks a \
     proposal first and writes nothing. No tool approves, rejects, \
-    requests changes or cancels: after submit_invoice, a human approver decides. Money is \
+    requests changes or cancels: after submit_invoice, a human approver decides, which may take \
+    minutes or days (check with get_invoice now and then, never in a loop). Money is \
     never a JSON number: send decimal strings such as \"1200.50\" (or integer minor units). \
+    Ids: every invoice tool takes the invoice's `id`, never `current_revision.id`; an invoice's \
+    `number` (INV-…) is given when it is issued, a revision's `number` counts revisions. \
     Every command is safe to retry: create_invoice_draft needs an idempotency_key, and a \
-    repeated command answers `replayed: true` without doing anything twice. A refusal is a \
-    tool result with isError true holding a problem: act on its `code`, `detail` and \
-    `errors`.";
+    repeated command answers `replayed: true` without doing anything twice. An answer is JSON \
+    in structuredContent with a short text summary naming the ids and the next step. A refusal \
+    is a tool result with isError true holding a problem that lists every mistake at once: \
+    act on its `code`, `detail` and `errors`.";
 
 /// The tool surface; one per request (cheap: the tool list is built once per router).
 #[derive(Clone)]
@@ -110,16 +117,21 @@ impl ServerHandler for TaurosMcp {
             None => Err(tauros_app::AppError::Unauthorized.into()),
         };
         let result = match outcome {
-            Ok(value) => {
+            Ok(answer) => {
                 metrics::counter!("tauros_mcp_tool_calls_total", "tool" => tool.name(), "outcome" => "ok")
                     .increment(1);
-                CallToolResult::structured(value)
+                let mut result = CallToolResult::success(vec![ContentBlock::text(answer.summary)]);
+                result.structured_content = Some(answer.value);
+                result
             }
             Err(error) => {
                 metrics::counter!("tauros_mcp_tool_calls_total", "tool" => tool.name(), "outcome" => error.code())
                     .increment(1);
                 tracing::info!(tool = tool.name(), code = error.code(), "tool refused");
-                CallToolResult::structured_error(problem(&error, request_id))
+                let problem = problem(&error, request_id);
+                let mut result = CallToolResult::error(vec![ContentBlock::text(refusal(&problem))]);
+                result.structured_content = serde_json::to_value(problem).ok();
+                result
             }
         };
         Ok(result.into())
@@ -127,8 +139,8 @@ impl ServerHandler for TaurosMcp {
 }
 
 /// The REST problem of `error`, with the HTTP request's id as `request_id`.
-fn problem(error: &ApiError, request_id: Option<String>) -> serde_json::Value {
+fn problem(error: &ApiError, request_id: Option<String>) -> Problem {
     let mut problem = error.problem();
     problem.request_id = request_id;
-    serde_json::to_value(problem).unwrap_or_default()
+    problem
 }

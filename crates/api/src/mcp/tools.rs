@@ -9,6 +9,7 @@
 
 use super::args::{Id, Key, WithExtras};
 use super::schema::Pool;
+use super::summary::Summary;
 use crate::http::destinations::CreateDestinationRequest;
 use crate::http::extract::ListParams;
 use crate::http::invoices::types::{CreateInvoiceRequest, EmptyRequest, ReviseRequest};
@@ -125,21 +126,28 @@ impl Tool {
             Tool::ListInvoices => {
                 "List your invoices, newest first (with `state: \"pending_approval\"`, oldest \
                  first). Filters: `state`, `customer_id`, `decision` (the latest human decision, \
-                 while it is about the current revision: `changes_requested` lists the drafts \
-                 waiting for you to revise; approved, rejected) and `idempotency_key` (find the invoice \
-                 an earlier create_invoice_draft made with that key). Paged with `limit` and \
-                 `cursor` like list_customers. Reads only."
+                 while it is about the current revision: `changes_requested` is your to-do list, \
+                 the drafts waiting for you to revise; approved, rejected) and `idempotency_key` \
+                 (find the invoice an earlier create_invoice_draft made with that key). Paged \
+                 with `limit` and `cursor` like list_customers. Each item's `id` is the invoice \
+                 id every invoice tool takes; `current_revision.id` is a revision's id, never \
+                 passed to a tool. Two numbers: `number` is the invoice number (INV-…, null until \
+                 the invoice is issued after approval; payers quote it), \
+                 `current_revision.number` counts revisions (1, 2, …). Reads only."
             }
             Tool::GetInvoice => {
-                "One of your invoices (`id`) with its history: every revision (the sealed \
-                 payload and its payload_hash; at most 100), every human decision with its \
-                 reason, and the audit events 100 at a time (oldest first; when \
-                 `events_next_cursor` is not null, pass it as `events_cursor` for the next \
-                 100). After `changes_requested`, read the reason, then revise_invoice \
-                 and submit_invoice again (the decision then says `current: false`). Reads \
-                 only. An id that is not yours is answered not_found, exactly like one that \
-                 does not exist; one of your revision ids is answered not_found naming its \
-                 invoice (`invoice_id`)."
+                "One of your invoices by its id (`invoice.id` in any answer): its state, its \
+                 number once issued, its current revision (lines, total, due date, \
+                 payload_hash) and the latest human decision with its reason. `history: true` \
+                 adds every revision (at most 100), every decision and the audit events 100 at \
+                 a time (when `events_next_cursor` is not null, pass it as `events_cursor` for \
+                 the next 100). Use it to see whether a human decided: approval may take \
+                 minutes or days, so check now and then (every few minutes at most), never in a \
+                 loop. After `changes_requested`, read the reason, then revise_invoice and \
+                 submit_invoice again (the decision then says `current: false`). Reads only. An \
+                 id that is not yours is answered not_found, exactly like one that does not \
+                 exist; one of your revision ids is answered not_found naming its invoice \
+                 (`invoice_id`)."
             }
             Tool::PreviewInvoice => {
                 "Check an invoice before you propose it: the arguments of create_invoice_draft \
@@ -165,11 +173,13 @@ impl Tool {
                  Floating-point numbers are refused. `idempotency_key` is required: choose one \
                  per intended invoice (a UUID) and reuse it when you retry; the same key and \
                  content answer the same invoice with `replayed: true`, the same key with other \
-                 content is refused (idempotency_conflict). `customer_id`: one of yours \
+                 content is refused (idempotency_conflict). A refusal lists every mistake at \
+                 once in `errors[]`: fix them all, then retry. `customer_id`: one of yours \
                  (list_customers); `payment_destination_id`: one of your active destinations \
                  receiving `currency` (list_payment_destinations); `due_date`: YYYY-MM-DD, today \
-                 or later; `reasoning`: why, for the human approver. A draft is in no one's \
-                 inbox: call submit_invoice next. This tool never approves, and no tool can: a \
+                 or later; `reasoning`: why, for the human approver. The answer's `invoice.id` \
+                 is what every other invoice tool takes; `invoice.number` stays null until the \
+                 invoice is issued. A draft is in no one's inbox: call submit_invoice next. This tool never approves, and no tool can: a \
                  human approver decides."
             }
             Tool::ReviseInvoice => {
@@ -180,15 +190,19 @@ impl Tool {
                  submit_invoice again. Content equal to the current revision changes nothing \
                  (`replayed: true`). Money as for create_invoice_draft: a decimal string in \
                  major units (`\"unit_amount\": \"1200.50\"`) or integer minor units \
-                 (`\"unit_amount_minor\": 120050`), never a JSON float. Approved, rejected and \
-                 cancelled invoices cannot be revised."
+                 (`\"unit_amount_minor\": 120050`), never a JSON float. A refusal lists every \
+                 mistake at once. Approved, rejected and cancelled invoices cannot be revised."
             }
             Tool::SubmitInvoice => {
                 "Send your draft invoice (`id`) to the approvers' inbox: its state becomes \
                  pending_approval. Already pending: answered unchanged (`replayed: true`). Then \
                  wait for a human: an approver approves, rejects or requests changes; you cannot, \
-                 and no tool does. Check with get_invoice; after changes_requested, read the \
-                 decision's reason, revise_invoice, then submit_invoice again."
+                 and no tool does. It may take minutes or days: check with get_invoice now and \
+                 then (every few minutes at most), never in a loop; a human's own system can be \
+                 told by webhooks instead (invoice.approved, invoice.changes_requested, \
+                 invoice.rejected). After changes_requested, read the decision's reason, \
+                 revise_invoice, then submit_invoice again. Once approved, Tauros issues the \
+                 invoice and it gets its number (INV-…)."
             }
             Tool::WithdrawInvoice => {
                 "Take back your draft or pending invoice (`id`): its state becomes cancelled, \
@@ -199,12 +213,14 @@ impl Tool {
                 "For settlement keys only (a bank feed, a chain watcher, a payment provider): \
                  report one observation of one payment. `source` names your feed, `event_id` is \
                  the event's id at the source, `payment_id` the payment's; name the invoice by \
-                 `invoice_id` or `invoice_number`; the amount as a decimal string in major units \
+                 `invoice_id` or `invoice_number` (the INV-… number it got when issued, which \
+                 payers quote; a revision's number is not an invoice number); the amount as a decimal string in major units \
                  (`amount: \"400.00\"`) or integer minor units (`amount_minor: 40000`), never a \
                  JSON float; `currency`; `status`: observed, confirmed or failed (a failed \
                  payment after confirmed is a reversal); `occurred_at` (RFC 3339). Redelivering \
                  the same event is safe (`replayed: true`); the same event_id with another body \
-                 is refused (idempotency_conflict). This never marks an invoice paid by itself: \
+                 is refused (idempotency_conflict); a refusal lists every mistake at once. This \
+                 never marks an invoice paid by itself: \
                  Tauros decides from confirmed payments, and keeps what it cannot apply \
                  (unknown invoice, another currency, not issued yet, overpaid, contradicting \
                  events) for a human. A `source` is yours once you first report under it \
@@ -285,19 +301,11 @@ impl Tool {
             }
             Tool::GetInvoice => {
                 let name = pool.add::<GetInvoiceArgs>();
-                pool.object(
-                    &name,
-                    &[id(
-                        "The invoice's id (from create_invoice_draft or list_invoices).",
-                    )],
-                )
+                pool.object(&name, &[id(INVOICE_ID)])
             }
-            Tool::SubmitInvoice | Tool::WithdrawInvoice => pool.object(
-                "EmptyRequest",
-                &[id(
-                    "The invoice's id (from create_invoice_draft or list_invoices).",
-                )],
-            ),
+            Tool::SubmitInvoice | Tool::WithdrawInvoice => {
+                pool.object("EmptyRequest", &[id(INVOICE_ID)])
+            }
             Tool::CreateInvoiceDraft => {
                 let mut schema = pool.object("CreateInvoiceRequest", &[]);
                 // The key is a header or a member over REST; here it is a required argument.
@@ -329,12 +337,7 @@ impl Tool {
                 }
                 schema
             }
-            Tool::ReviseInvoice => pool.object(
-                "ReviseRequest",
-                &[id(
-                    "The invoice's id (from create_invoice_draft or list_invoices).",
-                )],
-            ),
+            Tool::ReviseInvoice => pool.object("ReviseRequest", &[id(INVOICE_ID)]),
             Tool::RecordSettlementEvent => pool.object("SettlementEventRequest", &[]),
         }
     }
@@ -404,31 +407,47 @@ struct ListInvoicesArgs {
 
 /// What create_payment_destination answers (REST says `replayed` in a header).
 #[derive(Serialize)]
-struct DestinationCommand {
-    payment_destination: destinations::DestinationResponse,
-    replayed: bool,
+pub(super) struct DestinationCommand {
+    pub payment_destination: destinations::DestinationResponse,
+    pub replayed: bool,
 }
 
 /// The arguments of get_invoice besides its `id`.
 #[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct GetInvoiceArgs {
-    /// The `events_next_cursor` of an earlier answer, for the next 100 events; omit for the
-    /// first.
+    /// `true` for the history too: every revision (at most 100), every decision and the first
+    /// 100 audit events. Omitted or `false`: the invoice alone (its current revision and latest
+    /// decision are in it).
+    history: Option<bool>,
+    /// The `events_next_cursor` of an earlier answer, for the next 100 events (implies
+    /// `history`); omit for the first.
     events_cursor: Option<String>,
 }
 
-/// What get_invoice answers: the invoice and a bounded history: its revisions (at most 100
-/// per invoice), its decisions (at most one per revision) and one page of 100 events.
+/// What get_invoice answers: the invoice, and with `history` its bounded history.
 #[derive(Serialize)]
-struct InvoiceWithHistory {
-    invoice: InvoiceView,
-    revisions: Vec<RevisionView>,
-    decisions: Vec<tauros_app::DecisionView>,
-    events: Vec<tauros_app::EventView>,
-    /// Pass as `events_cursor` for the next page of events; `null` on the last.
-    events_next_cursor: Option<String>,
+pub(super) struct InvoiceAnswer {
+    pub invoice: InvoiceView,
+    #[serde(flatten)]
+    pub history: Option<History>,
 }
+
+/// An invoice's bounded history: its revisions (at most 100 per invoice), its decisions (at
+/// most one per revision) and one page of 100 events.
+#[derive(Serialize)]
+pub(super) struct History {
+    pub revisions: Vec<RevisionView>,
+    pub decisions: Vec<tauros_app::DecisionView>,
+    pub events: Vec<tauros_app::EventView>,
+    /// Pass as `events_cursor` for the next page of events; `null` on the last.
+    pub events_next_cursor: Option<String>,
+}
+
+/// What an invoice tool's `id` is, and what it is not (the ids share a long prefix).
+const INVOICE_ID: &str = "The invoice's id: `invoice.id` of create_invoice_draft's answer, or an \
+    item's `id` from list_invoices. Not `current_revision.id` (a revision's id) and not the \
+    invoice number INV-….";
 
 /// How many revisions and events one get_invoice answers at most.
 const HISTORY_PAGE: i64 = 100;
@@ -446,8 +465,17 @@ fn parse<T: serde::de::DeserializeOwned + crate::http::rules::BodyRules>(
     parse_value(value, size)
 }
 
-fn answer(value: impl Serialize) -> Result<Value, ApiError> {
-    serde_json::to_value(value).map_err(|_| crate::http::problem::internal())
+/// A tool's answer: the REST answer as structured content, and a short text summary of it.
+pub(super) struct Answer {
+    pub value: Value,
+    pub summary: String,
+}
+
+fn answer(value: impl Serialize + Summary) -> Result<Answer, ApiError> {
+    Ok(Answer {
+        summary: value.summary(),
+        value: serde_json::to_value(value).map_err(|_| crate::http::problem::internal())?,
+    })
 }
 
 /// Runs `tool` for `actor`: the arguments are parsed like a REST body into the REST route's
@@ -458,7 +486,7 @@ pub(super) async fn call(
     actor: &Actor,
     tool: Tool,
     args: JsonObject,
-) -> Result<Value, ApiError> {
+) -> Result<Answer, ApiError> {
     match tool {
         Tool::Whoami => {
             let NoArgs {} = parse(args)?;
@@ -506,15 +534,19 @@ pub(super) async fn call(
             let events_page = ListParams::of(Some(HISTORY_PAGE), a.body.events_cursor.as_deref())
                 .map_err(|e| e.rename_field("cursor", "events_cursor"))?;
             let invoice = invoices::get(app, actor.into(), id).await?;
-            let revisions = ListParams::of(Some(HISTORY_PAGE), None)?;
-            let events = invoices::events(app, actor, id, events_page).await?;
-            answer(InvoiceWithHistory {
-                invoice,
-                revisions: invoices::revisions(app, actor, id, revisions).await?.items,
-                decisions: invoices::decisions(app, actor, id).await?.items,
-                events: events.items,
-                events_next_cursor: events.next_cursor,
-            })
+            let history = if a.body.history == Some(true) || a.body.events_cursor.is_some() {
+                let revisions = ListParams::of(Some(HISTORY_PAGE), None)?;
+                let events = invoices::events(app, actor, id, events_page).await?;
+                Some(History {
+                    revisions: invoices::revisions(app, actor, id, revisions).await?.items,
+                    decisions: invoices::decisions(app, actor, id).await?.items,
+                    events: events.items,
+                    events_next_cursor: events.next_cursor,
+                })
+            } else {
+                None
+            };
+            answer(InvoiceAnswer { invoice, history })
         }
         Tool::PreviewInvoice => {
             let body: CreateInvoiceRequest = parse(args)?;
@@ -674,6 +706,68 @@ mod tests {
             Tool::SubmitInvoice => &["wait for a human", "no tool does"],
             Tool::WithdrawInvoice => &["for good", "use revise_invoice"],
             Tool::RecordSettlementEvent => &["never marks an invoice paid by itself"],
+        }
+    }
+
+    /// The ids share a long prefix and there are two kinds of `number`: every tool that takes
+    /// an invoice's `id` says which id it is and which it is not; the tools where an agent
+    /// reads or names numbers say which number is which; the tools an agent waits with say how
+    /// long a human may take; the tools that take a body say a refusal lists every mistake.
+    #[test]
+    fn descriptions_say_which_id_which_number_how_long_and_that_errors_list_everything() {
+        let mut pool = Pool::new();
+        for tool in Tool::ALL {
+            let schema = Value::Object(tool.input_schema(&mut pool));
+            let text = tool.description();
+            let takes_invoice_id = matches!(
+                tool,
+                Tool::GetInvoice
+                    | Tool::ReviseInvoice
+                    | Tool::SubmitInvoice
+                    | Tool::WithdrawInvoice
+            );
+            if takes_invoice_id {
+                let id = schema["properties"]["id"]["description"].as_str().unwrap();
+                for part in ["invoice.id", "Not `current_revision.id`", "INV-"] {
+                    assert!(id.contains(part), "{}: {part} in {id}", tool.name());
+                }
+            } else if let Some(id) = schema["properties"]["id"]["description"].as_str() {
+                assert!(!id.contains("invoice"), "{}: {id}", tool.name());
+            }
+            let (numbers, waits, lists_everything): (&[&str], &[&str], bool) = match tool {
+                Tool::ListInvoices => (&["INV-", "counts revisions"], &[], false),
+                Tool::CreateInvoiceDraft => (&["`invoice.number` stays null"], &[], true),
+                Tool::RecordSettlementEvent => (&["INV-", "a revision's number is not"], &[], true),
+                Tool::SubmitInvoice => (
+                    &["INV-"],
+                    &["minutes or days", "never in a loop", "webhooks"],
+                    false,
+                ),
+                Tool::GetInvoice => (&[], &["minutes or days", "never in a loop"], false),
+                Tool::ReviseInvoice => (&[], &[], true),
+                Tool::PreviewInvoice => (&[], &[], true),
+                Tool::Whoami
+                | Tool::ListCustomers
+                | Tool::ListPaymentDestinations
+                | Tool::CreatePaymentDestination
+                | Tool::DeactivatePaymentDestination
+                | Tool::WithdrawInvoice => (&[], &[], false),
+            };
+            for part in numbers.iter().chain(waits) {
+                assert!(text.contains(part), "{}: {part:?} in {text}", tool.name());
+            }
+            if lists_everything {
+                assert!(text.contains("every mistake"), "{}: {text}", tool.name());
+            }
+        }
+        let instructions = super::super::server::INSTRUCTIONS;
+        for part in [
+            "never `current_revision.id`",
+            "INV-",
+            "every mistake",
+            "minutes or days",
+        ] {
+            assert!(instructions.contains(part), "{part} in the instructions");
         }
     }
 
