@@ -119,6 +119,38 @@ pub(crate) async fn refused(client: &Client, tool: &str, args: Value, code: &str
     problem
 }
 
+/// A REST answer as a tool answers it (docs/MCP.md, "Answers and errors"), the rule written
+/// out again: no null members, no `_minor` twin beside its decimal string, no
+/// `canonical_payload` in an invoice's current revision.
+pub(crate) fn compacted(mut value: Value) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(members) => {
+                let keys: Vec<String> = members.keys().cloned().collect();
+                for key in keys {
+                    let twin = key
+                        .strip_suffix("_minor")
+                        .is_some_and(|major| members.get(major).is_some_and(Value::is_string));
+                    if members[&key].is_null() || twin {
+                        members.remove(&key);
+                    }
+                }
+                if let Some(revision) = members.get_mut("current_revision") {
+                    revision
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("canonical_payload");
+                }
+                members.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
+
 /// A problem without its request id, for comparing two answers.
 pub(crate) fn comparable(mut problem: Value) -> Value {
     problem.as_object_mut().unwrap().remove("request_id");
@@ -293,7 +325,7 @@ async fn an_agent_proposes_and_submits_an_invoice_end_to_end(app: TestApp) {
         .get("/v1/invoices?state=pending_approval", &b.org.approver_token)
         .await;
     let inbox = expect_status(inbox, StatusCode::OK).await;
-    assert_eq!(inbox["items"][0], history["invoice"]);
+    assert_eq!(compacted(inbox["items"][0].clone()), history["invoice"]);
 
     // No tool reaches authority: those names are not tools, and the invoice stays pending.
     for tool in [
@@ -362,8 +394,8 @@ async fn get_invoice_shows_the_changes_an_approver_requested_over_rest(app: Test
         pending["current_revision"]["payload_hash"]
     );
     assert_eq!(
-        *decisions,
-        app.decisions(&b.org.approver_token, &id).await,
+        Value::from(decisions.clone()),
+        compacted(Value::from(app.decisions(&b.org.approver_token, &id).await)),
         "MCP and REST list the same decision"
     );
     let actions: Vec<&str> = history["events"]
@@ -1047,6 +1079,22 @@ async fn answers_carry_the_json_once_and_a_summary_naming_the_next_step(app: Tes
         1,
         "the JSON comes once: {wire}"
     );
+    // Every fact once: no nulls, amounts as decimal strings only, no canonical bytes beside
+    // their hash (they are in the history).
+    let revision = &value["invoice"]["current_revision"];
+    assert_eq!(revision["total"], "1200.00");
+    for gone in ["total_minor", "canonical_payload"] {
+        assert!(revision.get(gone).is_none(), "{gone}: {revision}");
+    }
+    assert!(
+        revision["lines"][0].get("amount_minor").is_none(),
+        "{revision}"
+    );
+    assert!(
+        value["invoice"].get("number").is_none(),
+        "null members are left out"
+    );
+    assert!(value["invoice"].get("balance_minor").is_none());
     let summary = text(&created);
     for part in [id.as_str(), "draft", "1200.00 EUR", "Next: submit_invoice"] {
         assert!(summary.contains(part), "{part} in {summary}");
@@ -1082,6 +1130,7 @@ async fn answers_carry_the_json_once_and_a_summary_naming_the_next_step(app: Tes
     let history = full.structured_content.clone().unwrap();
     assert_eq!(history["invoice"], value["invoice"]);
     assert_eq!(history["revisions"].as_array().unwrap().len(), 1);
+    assert!(history["revisions"][0]["canonical_payload"].is_string());
     assert_eq!(history["events"].as_array().unwrap().len(), 2);
     assert!(
         text(&full).contains("1 revision, 0 decisions, 2 events"),

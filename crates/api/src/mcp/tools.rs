@@ -97,7 +97,7 @@ impl Tool {
             }
             Tool::ListCustomers => {
                 "List your customers, the people and companies you may bill: id, name, email. \
-                 Newest first; `limit` 1-100 (default 50); when `next_cursor` is not null, pass \
+                 Newest first; `limit` 1-100 (default 50); when the answer has a `next_cursor`, pass \
                  it as `cursor` for the next page. Reads only. Customers are created by your \
                  human owner, never by an agent: if the one you need is missing, ask your human."
             }
@@ -140,7 +140,7 @@ impl Tool {
                  number once issued, its current revision (lines, total, due date, \
                  payload_hash) and the latest human decision with its reason. `history: true` \
                  adds every revision (at most 100), every decision and the audit events 100 at \
-                 a time (when `events_next_cursor` is not null, pass it as `events_cursor` for \
+                 a time (when the answer has an `events_next_cursor`, pass it as `events_cursor` for \
                  the next 100). Use it to see whether a human decided: approval may take \
                  minutes or days, so check now and then (every few minutes at most), never in a \
                  loop. After `changes_requested`, read the reason, then revise_invoice and \
@@ -472,10 +472,40 @@ pub(super) struct Answer {
 }
 
 fn answer(value: impl Serialize + Summary) -> Result<Answer, ApiError> {
-    Ok(Answer {
-        summary: value.summary(),
-        value: serde_json::to_value(value).map_err(|_| crate::http::problem::internal())?,
-    })
+    let summary = value.summary();
+    let mut value = serde_json::to_value(value).map_err(|_| crate::http::problem::internal())?;
+    compact(&mut value);
+    Ok(Answer { value, summary })
+}
+
+/// The REST answer as a tool answers it: every fact once (docs/MCP.md, "Answers and errors").
+/// A member whose value is null is left out; an amount's `_minor` twin is left out where its
+/// exact decimal string is there (`total` without `total_minor`); an invoice's current revision
+/// leaves out `canonical_payload`, whose `payload_hash` stays (the bytes are in get_invoice's
+/// history and REST). A tool answers tens of these per page; an agent pays for each in context.
+pub(super) fn compact(value: &mut Value) {
+    match value {
+        Value::Object(members) => {
+            members.retain(|_, v| !v.is_null());
+            let twins: Vec<String> = members
+                .keys()
+                .filter(|k| {
+                    k.strip_suffix("_minor")
+                        .is_some_and(|major| members.get(major).is_some_and(Value::is_string))
+                })
+                .cloned()
+                .collect();
+            for twin in twins {
+                members.remove(&twin);
+            }
+            if let Some(Value::Object(revision)) = members.get_mut("current_revision") {
+                revision.remove("canonical_payload");
+            }
+            members.values_mut().for_each(compact);
+        }
+        Value::Array(items) => items.iter_mut().for_each(compact),
+        _ => {}
+    }
 }
 
 /// Runs `tool` for `actor`: the arguments are parsed like a REST body into the REST route's
