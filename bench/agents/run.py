@@ -7,7 +7,8 @@ Python 3, standard library only. `scripts/agent-bench` starts the server and cal
 hand against a server that is already up:
 
     python3 bench/agents/run.py --base http://127.0.0.1:8080 --agent-key tauros_... \
-        --email demo@tauros.local --password tauros-demo-password [--out FILE] [--compare FILE] [--check]
+        --email demo@tauros.local --password tauros-demo-password \
+        [--label NAME] [--out FILE] [--compare FILE] [--check]
 
 The agent's policy (docs/MCP.md, "Agent benchmark") is what makes two servers comparable: it acts
 only on what answers say, fixes exactly what a refusal's `errors[]` names, retries at most 5 times,
@@ -73,7 +74,7 @@ class Task:
         self.completed = False
         self.wasted = 0
         self.notes = []
-        self.log = []  # (tool, failed, avoidable, code): what was called, in order
+        self.log = []  # (tool, failed, avoidable, code, bytes): what was called, in order
 
     def figures(self):
         return {
@@ -86,7 +87,8 @@ class Task:
             "wasted_calls": self.wasted,
             "notes": self.notes,
             "log": [
-                {"tool": t, "failed": f, "avoidable": a, "code": c} for (t, f, a, c) in self.log
+                {"tool": t, "failed": f, "avoidable": a, "code": c, "bytes": b}
+                for (t, f, a, c, b) in self.log
             ],
         }
 
@@ -155,7 +157,7 @@ class Agent:
             t.failed += 1
             if not inherent:
                 t.avoidable += 1
-        t.log.append((tool, failed, failed and not inherent, code))
+        t.log.append((tool, failed, failed and not inherent, code, len(raw)))
         return Answer(not failed, data, code, rpc_error)
 
 
@@ -267,9 +269,9 @@ class Bench:
         self.rest = Rest(base)
         self.agent = Agent(base, agent_key)
         self.agent_key = agent_key
-        self.human = self.rest.call("POST", "/v1/sessions", "", {"email": email, "password": password})[
-            "token"
-        ]
+        credentials = {"email": email, "password": password}
+        signed_in = self.rest.call("POST", "/v1/sessions", "", credentials)
+        self.human = signed_in["token"]
         self.memory = {"destinations": {}}
         self.tasks = []
         self.tool_names = []
@@ -285,7 +287,8 @@ class Bench:
         return self.rest.call("POST", "/v1/invoices", self.agent_key, body, key=key)["invoice"]
 
     def rest_submit(self, invoice_id):
-        return self.rest.call("POST", f"/v1/invoices/{invoice_id}/submit", self.agent_key)["invoice"]
+        path = f"/v1/invoices/{invoice_id}/submit"
+        return self.rest.call("POST", path, self.agent_key)["invoice"]
 
     def rest_decide(self, invoice_id, action, reason=None):
         inv = self.rest.call("GET", f"/v1/invoices/{invoice_id}", self.human)
@@ -338,10 +341,12 @@ class Bench:
         args["lines"][0]["unit_amount"] = 120.5  # a JSON float
         del args["due_date"]
         args["currency"] = "EUX"
-        created, _ = call_fixing(self.agent, "create_invoice_draft", args, self.memory, inherent_first=True)
+        created, _ = call_fixing(
+            self.agent, "create_invoice_draft", args, self.memory, inherent_first=True
+        )
         if not created.ok:
             raise TaskFailed(f"create still refused: {created.code}")
-        refusals = sum(1 for (_, f, _, _) in t.log if f)
+        refusals = sum(1 for entry in t.log if entry[1])
         t.notes.append(f"{refusals} refusal(s) before the create")
 
     def t_preview(self, t):
@@ -411,7 +416,10 @@ class Bench:
             "POST",
             f"/v1/invoices/{fixed_before}/revise",
             self.agent_key,
-            {"reasoning": "Split by week, as asked.", "lines": self.split_lines("Consulting block 1")},
+            {
+                "reasoning": "Split by week, as asked.",
+                "lines": self.split_lines("Consulting block 1"),
+            },
         )
         self.rest_submit(fixed_before)
         # The task: the to-do list, until nothing is listed (or only what this task handled).
@@ -451,10 +459,8 @@ class Bench:
         if not got.ok:
             raise TaskFailed(f"get_invoice refused: {got.code}")
         decisions = got.data.get("decisions") or []
-        reason = next(
-            (d.get("reason") for d in reversed(decisions) if d.get("decision") == "changes_requested"),
-            None,
-        )
+        asked = [d for d in decisions if d.get("decision") == "changes_requested"]
+        reason = asked[-1].get("reason") if asked else None
         if reason is None:
             raise TaskFailed("no reason to act on")
         desc = got.data["invoice"]["current_revision"]["lines"][0]["description"].split(",")[0]
@@ -504,8 +510,12 @@ class Bench:
         if not number:
             raise TaskFailed("the issued invoice has no number")
         bank = self.rest.call(
-            "POST", "/v1/agents", self.human, {"name": "Bench bank feed", "capabilities": ["settlement"]}
+            "POST",
+            "/v1/agents",
+            self.human,
+            {"name": "Bench bank feed", "capabilities": ["settlement"]},
         )["api_key"]
+        now = datetime.datetime.now(datetime.timezone.utc)
         event = {
             "source": self.key("bank"),
             "event_id": "evt-1",
@@ -514,7 +524,7 @@ class Bench:
             "amount": issued["balance"],
             "currency": issued["current_revision"]["currency"],
             "status": "confirmed",
-            "occurred_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "occurred_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         first = self.agent.call("record_settlement_event", event, key=bank)
         if not first.ok:
@@ -538,7 +548,8 @@ class Bench:
     def t_conflict(self, t):
         a = self.agent
         key = self.key("conflict")
-        first, _ = call_fixing(a, "create_invoice_draft", invoice_args(self.memory, key, "Design review"), self.memory)
+        args = invoice_args(self.memory, key, "Design review")
+        first, _ = call_fixing(a, "create_invoice_draft", args, self.memory)
         if not first.ok:
             raise TaskFailed(f"create refused: {first.code}")
         self.memory["conflict_key"] = key
@@ -600,7 +611,11 @@ class Bench:
         draft = self.memory["second_draft"]
         revised = a.call(
             "revise_invoice",
-            {"id": draft, "reasoning": "Paid into the new bank account.", "payment_destination_id": new_id},
+            {
+                "id": draft,
+                "reasoning": "Paid into the new bank account.",
+                "payment_destination_id": new_id,
+            },
         )
         if not revised.ok:
             raise TaskFailed(f"revise refused: {revised.code}")
@@ -637,27 +652,39 @@ class Bench:
 
 
 def totals(tasks):
-    return {k: sum(t[k] for t in tasks) for k in ("calls", "failed", "avoidable", "bytes", "wasted_calls")}
+    keys = ("calls", "failed", "avoidable", "bytes", "wasted_calls")
+    return {k: sum(t[k] for t in tasks) for k in keys}
 
 
 def print_table(report):
-    print(f"agent benchmark ({report.get('label') or 'this server'}); tools/list: {report['tools_list_bytes']} bytes")
-    print(f"{'task':<24} {'done':>4} {'calls':>5} {'failed':>6} {'avoidable':>9} {'bytes':>8}  notes")
+    label = report.get("label") or "this server"
+    print(f"agent benchmark ({label}); tools/list: {report['tools_list_bytes']} bytes")
+    print(
+        f"{'task':<24} {'done':>4} {'calls':>5} {'failed':>6} {'avoidable':>9} {'bytes':>8}  notes"
+    )
     for t in report["tasks"]:
         done = "yes" if t["completed"] else "NO"
         notes = "; ".join(t["notes"])
-        print(f"{t['task']:<24} {done:>4} {t['calls']:>5} {t['failed']:>6} {t['avoidable']:>9} {t['bytes']:>8}  {notes}")
+        print(
+            f"{t['task']:<24} {done:>4} {t['calls']:>5} {t['failed']:>6} {t['avoidable']:>9} "
+            f"{t['bytes']:>8}  {notes}"
+        )
     s = totals(report["tasks"])
-    print(f"{'total':<24} {'':>4} {s['calls']:>5} {s['failed']:>6} {s['avoidable']:>9} {s['bytes']:>8}")
+    print(
+        f"{'total':<24} {'':>4} {s['calls']:>5} {s['failed']:>6} {s['avoidable']:>9} "
+        f"{s['bytes']:>8}"
+    )
 
 
 def print_compare(before, after):
     print(
-        f"compare: before = {before.get('label') or 'before'}, after = {after.get('label') or 'this run'}; "
+        f"compare: before = {before.get('label') or 'before'}, "
+        f"after = {after.get('label') or 'this run'}; "
         f"tools/list {before['tools_list_bytes']} -> {after['tools_list_bytes']} bytes"
     )
     print(
-        f"{'task':<24} {'calls':>9} {'failed':>7} {'avoidable':>9} {'bytes before':>12} {'bytes after':>11} {'ratio':>6}"
+        f"{'task':<24} {'calls':>9} {'failed':>7} {'avoidable':>9} "
+        f"{'bytes before':>12} {'bytes after':>11} {'ratio':>6}"
     )
     old = {t["task"]: t for t in before["tasks"]}
     rows = []
@@ -670,14 +697,16 @@ def print_compare(before, after):
         ratio = t["bytes"] / b["bytes"] if b["bytes"] else float("nan")
         print(
             f"{t['task']:<24} {b['calls']:>4}->{t['calls']:<4} {b['failed']:>3}->{t['failed']:<3} "
-            f"{b['avoidable']:>4}->{t['avoidable']:<4} {b['bytes']:>12} {t['bytes']:>11} {ratio:>6.2f}"
+            f"{b['avoidable']:>4}->{t['avoidable']:<4} "
+            f"{b['bytes']:>12} {t['bytes']:>11} {ratio:>6.2f}"
         )
     sb = totals([b for b, _ in rows])
     sa = totals([t for _, t in rows])
     ratio = sa["bytes"] / sb["bytes"] if sb["bytes"] else float("nan")
     print(
         f"{'total':<24} {sb['calls']:>4}->{sa['calls']:<4} {sb['failed']:>3}->{sa['failed']:<3} "
-        f"{sb['avoidable']:>4}->{sa['avoidable']:<4} {sb['bytes']:>12} {sa['bytes']:>11} {ratio:>6.2f}"
+        f"{sb['avoidable']:>4}->{sa['avoidable']:<4} "
+        f"{sb['bytes']:>12} {sa['bytes']:>11} {ratio:>6.2f}"
     )
 
 
@@ -690,7 +719,11 @@ def main():
     p.add_argument("--label", default="", help="names this run in the JSON (e.g. a commit)")
     p.add_argument("--out", help="write the figures as JSON to this file")
     p.add_argument("--compare", help="a previous run's JSON: print before/after columns")
-    p.add_argument("--check", action="store_true", help="exit 1 when a task did not complete or made an avoidable failed call")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a task did not complete or made an avoidable failed call",
+    )
     o = p.parse_args()
 
     bench = Bench(o.base.rstrip("/"), o.agent_key, o.email, o.password)
