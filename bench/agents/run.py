@@ -19,6 +19,7 @@ import argparse
 import datetime
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -31,6 +32,20 @@ DUE = (TODAY + datetime.timedelta(days=30)).isoformat()
 
 class TaskFailed(Exception):
     """The task could not be completed; its figures are still reported."""
+
+
+DEADLINE = [float("inf")]  # time.monotonic() after which no further request is sent (--deadline)
+
+
+def check_deadline():
+    """Every loop of the benchmark makes requests, so this bounds each of them in time too."""
+    if time.monotonic() > DEADLINE[0]:
+        raise TaskFailed("the benchmark's deadline passed")
+
+
+def invoice_of(data):
+    """The invoice in a command's or get_invoice's answer (`{invoice, …}`), else the answer."""
+    return data.get("invoice", data) if isinstance(data, dict) else {}
 
 
 def http(method, url, body=None, headers=None):
@@ -52,8 +67,9 @@ class Rest:
     def __init__(self, base):
         self.base = base
 
-    def call(self, method, path, token, body=None, key=None, ok=(200, 201, 202)):
-        headers = {"Authorization": "Bearer " + token}
+    def call(self, method, path, token=None, body=None, key=None, ok=(200, 201, 202)):
+        check_deadline()
+        headers = {"Authorization": "Bearer " + token} if token else {}
         if key:
             headers["Idempotency-Key"] = key
         status, raw = http(method, self.base + path, body, headers)
@@ -130,6 +146,7 @@ class Agent:
     def call(self, tool, args, inherent=False, key=None):
         """Calls a tool and counts it in the current task. A failure is avoidable unless the
         task is built to make it (`inherent`)."""
+        check_deadline()
         status, raw = self.rpc("tools/call", {"name": tool, "arguments": args}, key)
         t = self.task
         t.calls += 1
@@ -270,7 +287,7 @@ class Bench:
         self.agent = Agent(base, agent_key)
         self.agent_key = agent_key
         credentials = {"email": email, "password": password}
-        signed_in = self.rest.call("POST", "/v1/sessions", "", credentials)
+        signed_in = self.rest.call("POST", "/v1/sessions", None, credentials)
         self.human = signed_in["token"]
         self.memory = {"destinations": {}}
         self.tasks = []
@@ -306,6 +323,9 @@ class Bench:
             task.completed = True
         except TaskFailed as e:
             task.notes.append(f"not completed: {e}")
+        except (KeyError, IndexError, TypeError, StopIteration) as e:
+            # An answer (or an earlier task) lacked what the agent needed to go on.
+            task.notes.append(f"not completed: {type(e).__name__} {e} (not in an answer)")
         self.tasks.append(task)
 
     # --- the tasks ---
@@ -330,11 +350,11 @@ class Bench:
         created, _ = call_fixing(a, "create_invoice_draft", args, self.memory)
         if not created.ok:
             raise TaskFailed(f"create refused: {created.code}")
-        inv = created.data["invoice"]
+        inv = invoice_of(created.data)
         submitted = a.call("submit_invoice", {"id": inv["id"]})
         if not submitted.ok:
             raise TaskFailed(f"submit refused: {submitted.code}")
-        self.memory["proposed"] = submitted.data["invoice"]
+        self.memory["proposed"] = invoice_of(submitted.data)
 
     def t_three_mistakes(self, t):
         args = invoice_args(self.memory, self.key("mistakes"), "Support hours")
@@ -368,7 +388,7 @@ class Bench:
         created, _ = call_fixing(a, "create_invoice_draft", args, self.memory)
         if not created.ok:
             raise TaskFailed(f"create refused: {created.code}")
-        inv = created.data["invoice"]
+        inv = invoice_of(created.data)
         if preview_hash is not None:
             if inv["current_revision"]["payload_hash"] != preview_hash:
                 raise TaskFailed("the created payload_hash differs from the previewed one")
@@ -398,7 +418,7 @@ class Bench:
             invoice_id = match[0]["id"]
             t.notes.append("looked the invoice up by listing")
         got = a.call("get_invoice", {"id": invoice_id})
-        if not got.ok or got.data["invoice"]["id"] != held["id"]:
+        if not got.ok or invoice_of(got.data)["id"] != held["id"]:
             raise TaskFailed("get_invoice with the invoice id failed")
 
     def t_todo(self, t):
@@ -458,12 +478,18 @@ class Bench:
         got = a.call("get_invoice", {"id": invoice_id})
         if not got.ok:
             raise TaskFailed(f"get_invoice refused: {got.code}")
-        decisions = got.data.get("decisions") or []
-        asked = [d for d in decisions if d.get("decision") == "changes_requested"]
-        reason = asked[-1].get("reason") if asked else None
+        # The reason is on the invoice's decision; an answer without it lists `decisions`.
+        decision = invoice_of(got.data).get("decision") or {}
+        reason = decision.get("reason") if decision.get("decision") == "changes_requested" else None
+        if reason is None:
+            decisions = got.data.get("decisions") or []
+            asked = [d for d in decisions if d.get("decision") == "changes_requested"]
+            reason = asked[-1].get("reason") if asked else None
         if reason is None:
             raise TaskFailed("no reason to act on")
-        desc = got.data["invoice"]["current_revision"]["lines"][0]["description"].split(",")[0]
+        # What to split: the first line of the current revision, as the answer shows it.
+        lines = (invoice_of(got.data).get("current_revision") or {}).get("lines") or [{}]
+        desc = lines[0].get("description", "Consulting block").split(",")[0]
         revised = a.call(
             "revise_invoice",
             {"id": invoice_id, "reasoning": f"As asked: {reason}", "lines": self.split_lines(desc)},
@@ -480,7 +506,7 @@ class Bench:
         created, _ = call_fixing(a, "create_invoice_draft", args, self.memory)
         if not created.ok:
             raise TaskFailed(f"create refused: {created.code}")
-        invoice_id = created.data["invoice"]["id"]
+        invoice_id = invoice_of(created.data)["id"]
         submitted = a.call("submit_invoice", {"id": invoice_id})
         if not submitted.ok:
             raise TaskFailed(f"submit refused: {submitted.code}")
@@ -490,13 +516,13 @@ class Bench:
             polls += 1
             if not got.ok:
                 raise TaskFailed(f"get_invoice refused: {got.code}")
-            if got.data["invoice"]["state"] not in ("pending_approval", "draft"):
+            if invoice_of(got.data)["state"] not in ("pending_approval", "draft"):
                 break
             if polls == 1:
                 self.rest_decide(invoice_id, "approve")  # the human, after the first poll
         else:
             raise TaskFailed("never approved")
-        if got.data["invoice"]["state"] != "approved":
+        if invoice_of(got.data)["state"] != "approved":
             raise TaskFailed(f"ended {got.data['invoice']['state']}")
         self.memory["approved"] = invoice_id
         t.notes.append(f"{polls} polls")
@@ -557,9 +583,9 @@ class Bench:
         second, _ = call_fixing(a, "create_invoice_draft", other, self.memory, inherent_first=True)
         if not second.ok:
             raise TaskFailed(f"create refused: {second.code}")
-        if second.data["invoice"]["id"] == first.data["invoice"]["id"]:
+        if invoice_of(second.data)["id"] == invoice_of(first.data)["id"]:
             raise TaskFailed("the second create answered the first invoice")
-        self.memory["second_draft"] = second.data["invoice"]["id"]
+        self.memory["second_draft"] = invoice_of(second.data)["id"]
 
     def t_withdraw(self, t):
         a = self.agent
@@ -724,7 +750,14 @@ def main():
         action="store_true",
         help="exit 1 when a task did not complete or made an avoidable failed call",
     )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=600,
+        help="seconds after which no further request is sent (the remaining tasks fail)",
+    )
     o = p.parse_args()
+    DEADLINE[0] = time.monotonic() + o.deadline
 
     bench = Bench(o.base.rstrip("/"), o.agent_key, o.email, o.password)
     bench.run_all()
