@@ -16,6 +16,7 @@ and never depends on a tool's text block being JSON when `structuredContent` is 
 """
 
 import argparse
+import os
 import datetime
 import json
 import sys
@@ -151,6 +152,10 @@ class Agent:
         t = self.task
         t.calls += 1
         t.bytes += len(raw)
+        if os.environ.get("AGENT_BENCH_DUMP"):
+            # Every answer as it came, for reading what the bytes are (not used by the figures).
+            with open(os.environ["AGENT_BENCH_DUMP"], "ab") as f:
+                f.write(f"== {t.name} {tool}\n".encode() + raw + b"\n")
         try:
             msg = json.loads(raw)
         except ValueError:

@@ -80,7 +80,8 @@ pub(crate) async fn ok(client: &Client, tool: &str, args: Value) -> Value {
 }
 
 /// The ids in a tool's answer that a next call may take: the invoice's, the destination's,
-/// every listed item's, and a next page's cursor.
+/// every listed item's, and a next page's cursor. A settlement answer's matched invoice is named
+/// by its number when it has one: a feed's next call never takes the invoice's id.
 fn ids_a_next_call_takes(value: &Value) -> Vec<String> {
     let mut ids = Vec::new();
     let mut take = |v: &Value| {
@@ -88,7 +89,10 @@ fn ids_a_next_call_takes(value: &Value) -> Vec<String> {
             ids.push(s.to_owned());
         }
     };
-    take(&value["invoice"]["id"]);
+    // An invoice view (a settlement answer names its matched invoice by number instead).
+    if value["invoice"]["current_revision"].is_object() {
+        take(&value["invoice"]["id"]);
+    }
     take(&value["payment_destination"]["id"]);
     take(&value["next_cursor"]);
     take(&value["events_next_cursor"]);
@@ -120,7 +124,7 @@ pub(crate) async fn refused(client: &Client, tool: &str, args: Value, code: &str
 }
 
 /// A REST answer as a tool answers it (docs/MCP.md, "Answers and errors"), the rule written
-/// out again: no null members, no `_minor` twin beside its decimal string, no
+/// out again: no null members, no `agent_id` (always the caller's), no `_minor` twin beside its decimal string, no
 /// `canonical_payload` in an invoice's current revision.
 pub(crate) fn compacted(mut value: Value) -> Value {
     fn walk(value: &mut Value) {
@@ -131,7 +135,7 @@ pub(crate) fn compacted(mut value: Value) -> Value {
                     let twin = key
                         .strip_suffix("_minor")
                         .is_some_and(|major| members.get(major).is_some_and(Value::is_string));
-                    if members[&key].is_null() || twin {
+                    if members[&key].is_null() || twin || key == "agent_id" {
                         members.remove(&key);
                     }
                 }
@@ -881,8 +885,15 @@ async fn a_settlement_key_reports_payments_and_only_it(app: TestApp) {
     shown.sort();
     assert_eq!(shown, ["id", "number", "state"], "{first}");
     assert!(first["payment"].get("allocated").is_none(), "{first}");
-    let again = ok(&client, "record_settlement_event", event).await;
+    let again = ok(&client, "record_settlement_event", event.clone()).await;
     assert_eq!(again["replayed"], true);
+    // The summary names the payment, the invoice by its number, and the replay.
+    let third = call(&client, "record_settlement_event", event).await;
+    let text = &third.content[0].as_text().unwrap().text;
+    let number = issued["number"].as_str().unwrap();
+    for part in ["pay-1", number, "is paid", "replayed"] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
     assert_eq!(
         app.sql_count("select count(*) from settlement_events")
             .await,

@@ -69,15 +69,14 @@ fn invoice_line(invoice: &InvoiceView) -> String {
 
 /// What an agent does next with an invoice in this state.
 fn next_step(invoice: &InvoiceView) -> String {
-    let id = invoice.id;
     match invoice.state {
         InvoiceState::Draft => match &invoice.decision {
             Some(d) if d.current && d.decision == DecisionKind::ChangesRequested => format!(
-                "An approver asked for changes: \"{}\". Next: revise_invoice (id {id}), then \
-                 submit_invoice.",
+                "An approver asked for changes: \"{}\". Next: revise_invoice with this id, \
+                 then submit_invoice.",
                 d.reason.as_deref().unwrap_or_default()
             ),
-            _ => format!("Next: submit_invoice (id {id}) puts it in the approvers' inbox."),
+            _ => "Next: submit_invoice with this id puts it in the approvers' inbox.".to_owned(),
         },
         InvoiceState::PendingApproval => "Next: wait for a human approver (minutes to days); \
              check with get_invoice now and then, not in a loop."
@@ -184,21 +183,16 @@ impl Summary for InvoiceList {
 impl Summary for PreviewView {
     fn summary(&self) -> String {
         let mut text = format!(
-            "Valid. A create now would seal {} {} over {} line(s), due {}, payload_hash {}.",
+            "Valid; nothing was written. A create now seals {} {} over {} line(s), due {}.",
             self.total,
             self.currency,
             self.lines.len(),
             self.due_date,
-            self.payload_hash
         );
-        if self.warnings.is_empty() {
-            text.push_str("\nNo warnings.");
-        }
         for w in &self.warnings {
             let _ = write!(text, "\nWarning {}: {}", w.code, w.message);
         }
-        text + "\nNothing was written. Next: create_invoice_draft with the same arguments and an \
-                idempotency_key."
+        text + "\nNext: create_invoice_draft with the same arguments and an idempotency_key."
     }
 }
 
@@ -273,26 +267,18 @@ impl Summary for SettlementEventRecorded {
     fn summary(&self) -> String {
         let p = &self.payment;
         let mut text = format!(
-            "Event recorded{}: payment {} ({}) {} {} {}.",
+            "Recorded{}: payment {} {}, {} {}, {}.",
             replayed(self.replayed),
             p.payment_id,
-            p.status,
+            p.state,
             p.amount,
             p.currency,
-            p.state
+            p.status
         );
         match &self.invoice {
             Some(i) => {
-                let _ = write!(
-                    text,
-                    " Invoice {}{} is {}.",
-                    i.id,
-                    i.number
-                        .as_deref()
-                        .map(|n| format!(" ({n})"))
-                        .unwrap_or_default(),
-                    i.state.as_str()
-                );
+                let name = i.number.clone().unwrap_or_else(|| i.id.to_string());
+                let _ = write!(text, " Invoice {name} is {}.", i.state.as_str());
             }
             None => text.push_str(" No invoice matched: it is kept for a human."),
         }
@@ -303,17 +289,26 @@ impl Summary for SettlementEventRecorded {
     }
 }
 
-/// A refusal: status, code and detail, then every field error, one per line.
+/// A refusal: status and code, then every field error one per line (their details say what
+/// to send instead, so the problem's `detail`, which opens with the first of them, is not
+/// repeated), or the detail when there are none; then its extra members that name something
+/// (`invoice_id`, `id_kind`, `from`, `action`).
 pub(super) fn refusal(problem: &Problem) -> String {
-    let mut text = format!(
-        "Refused: {} {}: {}",
-        problem.status, problem.code, problem.detail
-    );
+    let mut text = format!("Refused: {} {}", problem.status, problem.code);
+    if problem.errors.is_empty() {
+        let _ = write!(text, ": {}", problem.detail);
+    } else {
+        let _ = write!(
+            text,
+            ", {}; fix them all:",
+            plural(problem.errors.len(), "problem")
+        );
+    }
     for e in &problem.errors {
         let _ = write!(text, "\n- {} ({}): {}", e.field, e.code, e.detail);
     }
     for (name, value) in &problem.extra {
-        if let Some(value) = value.as_str() {
+        if let Some(value) = value.as_str().filter(|_| name != "field") {
             let _ = write!(text, "\n{name}: {value}");
         }
     }

@@ -479,14 +479,16 @@ fn answer(value: impl Serialize + Summary) -> Result<Answer, ApiError> {
 }
 
 /// The REST answer as a tool answers it: every fact once (docs/MCP.md, "Answers and errors").
-/// A member whose value is null is left out; an amount's `_minor` twin is left out where its
+/// A member whose value is null is left out, and so is `agent_id` (every record a tool answers
+/// is the calling agent's own); an amount's `_minor` twin is left out where its
 /// exact decimal string is there (`total` without `total_minor`); an invoice's current revision
 /// leaves out `canonical_payload`, whose `payload_hash` stays (the bytes are in get_invoice's
 /// history and REST). A tool answers tens of these per page; an agent pays for each in context.
 pub(super) fn compact(value: &mut Value) {
     match value {
         Value::Object(members) => {
-            members.retain(|_, v| !v.is_null());
+            // Every record a tool answers is the calling agent's own: its id is whoami's.
+            members.retain(|k, v| !v.is_null() && k != "agent_id");
             let twins: Vec<String> = members
                 .keys()
                 .filter(|k| {
