@@ -99,7 +99,7 @@ impl App {
         let (agent_id, agent_key) = match agents.into_iter().find(|a| a.name == DEMO_AGENT) {
             None => {
                 let new = NewAgent {
-                    name: Some(DEMO_AGENT.into()),
+                    name: DEMO_AGENT.into(),
                     capabilities: vec![Capability::Invoicing.as_str().to_owned()],
                 };
                 match self.create_agent(&actor, new).await? {
@@ -271,8 +271,8 @@ impl App {
 
 fn new_customer(agent_id: Uuid, name: &str, email: &str) -> NewCustomer {
     NewCustomer {
-        agent_id: Some(agent_id),
-        name: Some(name.into()),
-        email: Some(email.into()),
+        agent_id,
+        name: name.into(),
+        email: email.into(),
     }
 }

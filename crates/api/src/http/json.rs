@@ -125,7 +125,9 @@ pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
         if let Err(errors) = body.field_rules() {
             values = field_errors(&errors);
         }
-        if !found.is_empty() {
+        // A body refused anyway (for its shape or its field rules) also hears the rules the
+        // use case would check, so that one answer lists every mistake of the body.
+        if !found.is_empty() || !values.is_empty() {
             values.extend(body.completing_rules());
         }
     }

@@ -17,6 +17,8 @@
 //! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
 use tauros_app::FieldError;
+use tauros_domain::identity;
+use tauros_domain::text::{Lines, text_error};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 /// The value rules of a request body (see the module documentation).
@@ -92,7 +94,7 @@ fn field_error(path: &str, error: &ValidationError) -> FieldError {
             .unwrap_or("invalid_value"),
     };
     let detail = match (&error.message, error.code.as_ref()) {
-        (Some(message), _) => message.to_string(),
+        (Some(message), _) => message.replace(FIELD, field),
         (None, "required") => format!("`{field}` is required"),
         (None, "length") => bounds(field, "characters or items", error),
         (None, "range") => bounds(field, "", error),
@@ -108,7 +110,47 @@ const CODES: &[&str] = &[
     "password_too_long",
     "password_too_short",
     "organisation_too_long",
+    "too_long",
+    "invalid_characters",
+    "invalid_email",
+    "too_many_capabilities",
 ];
+
+/// Stands for the member's path in a rule's message; [`field_error`] puts the path in (a
+/// `validator` custom rule does not know which member it checks).
+const FIELD: &str = "{field}";
+
+/// A domain rule's error as `validator`'s: its code and its sentence (with [`FIELD`] for the
+/// member's path).
+fn rule_error(error: FieldError) -> ValidationError {
+    ValidationError::new(error.code).with_message(error.detail.into())
+}
+
+/// A text member's rule, the domain's ([`text_error`]): trimmed, clean, 1 to `max` characters.
+fn text(value: &str, max: usize, lines: Lines) -> Result<(), ValidationError> {
+    text_error(FIELD, value, max, lines).map_or(Ok(()), |e| Err(rule_error(e)))
+}
+
+/// One line of clean text, 1–160 characters once trimmed (names and labels).
+pub fn name_160(value: &str) -> Result<(), ValidationError> {
+    text(value, 160, Lines::One)
+}
+
+/// One line of clean text, 1–200 characters once trimmed (a webhook's description).
+pub fn text_200(value: &str) -> Result<(), ValidationError> {
+    text(value, 200, Lines::One)
+}
+
+/// An email address as a contact or an invitation takes it ([`identity::email_is_valid`] once
+/// trimmed: 1–254 characters, one `@` with text on both sides, no spaces, clean).
+pub fn email_address(value: &str) -> Result<(), ValidationError> {
+    if identity::email_is_valid(value.trim()) {
+        return Ok(());
+    }
+    Err(ValidationError::new("invalid_email").with_message(
+        "send an email address like name@example.com (1–254 characters, one @, no spaces)".into(),
+    ))
+}
 
 fn bounds(field: &str, unit: &str, error: &ValidationError) -> String {
     let min = error.params.get("min").map(ToString::to_string);

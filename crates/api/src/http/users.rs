@@ -37,9 +37,11 @@ pub struct InviteRequest {
         max_length = 254,
         pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
+    #[validate(required, custom(function = crate::http::rules::email_address))]
     pub email: Option<String>,
     /// What the human may do; fixed for good.
     #[schema(value_type = RoleSchema, required = true, example = "operator")]
+    #[validate(required)]
     pub role: Option<Role>,
 }
 
@@ -93,12 +95,12 @@ async fn invite_user(
     Auth(actor): Auth,
     StrictJson(body): StrictJson<InviteRequest>,
 ) -> Result<Response, ApiError> {
+    // Both present: `InviteRequest`'s rules required them.
+    let (Some(email), Some(role)) = (body.email, body.role) else {
+        return Err(crate::http::problem::internal());
+    };
     Ok(
-        match state
-            .app
-            .invite_user(&actor, body.email.as_deref(), body.role)
-            .await?
-        {
+        match state.app.invite_user(&actor, &email, role).await? {
             Invited::Done(invitation) => {
                 (StatusCode::CREATED, Json(InviteResponse::from(invitation))).into_response()
             }
