@@ -458,10 +458,10 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_destination(
             &agent,
             NewDestination {
-                label: Some("Account".into()),
-                currency: Some("EUR".into()),
-                network: Some("iban".into()),
-                address: Some(IBAN.into()),
+                label: "Account".into(),
+                currency: "EUR".into(),
+                network: "iban".into(),
+                address: IBAN.into(),
                 supersedes_id: None,
             },
             None,

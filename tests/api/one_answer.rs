@@ -22,6 +22,7 @@ both_backends!(
     a_revise_hears_every_mistake_of_its_body_at_once,
     a_password_changes_field_rules_come_with_its_shape_errors,
     customers_agents_and_invitations_hear_their_field_rules_with_their_shape_errors,
+    a_destinations_field_rules_come_with_its_payees_rules,
 );
 
 type Client = RunningService<RoleClient, ()>;
@@ -510,4 +511,69 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
     let customer = crate::helpers::expect_status(res, StatusCode::CREATED).await;
     assert_eq!(customer["name"], "Trimmed Ltd");
     assert_eq!(customer["email"], "t@example.com");
+}
+
+/// A payment destination: its label and the presence of every member are the request type's
+/// rules (`validator`), its payee (currency, network, address) the domain's; a body refused for
+/// either hears both, in one answer. Nothing is written.
+async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
+    let b = app.billing().await;
+    let key = b.org.agent_key.as_str();
+    let before = app
+        .sql_count("select count(*) from payment_destinations")
+        .await;
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": "Ops\u{200B}", "currency": "EURO", "network": "iban"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("address", "required"),
+            ("currency", "unknown_currency"),
+            ("label", "invalid_characters"),
+        ]),
+        "{problem}"
+    );
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": 5, "currency": "EURO", "network": "iban", "address": "DE89"}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("currency", "unknown_currency"), ("label", "invalid_type")]),
+        "{problem}"
+    );
+    // Right in itself, the body still hears the payee's rules (the use case's answer).
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": "  Ops  ", "currency": "EUR", "network": "iban", "address": "DE00"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(crate::helpers::error_fields(&problem), ["address"], "{problem}");
+    assert_eq!(
+        app.sql_count("select count(*) from payment_destinations")
+            .await,
+        before
+    );
 }

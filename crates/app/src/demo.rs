@@ -155,10 +155,10 @@ impl App {
             .await?;
         let destination =
             |label: &str, currency: &str, network: &str, address: &str| NewDestination {
-                label: Some(label.into()),
-                currency: Some(currency.into()),
-                network: Some(network.into()),
-                address: Some(address.into()),
+                label: label.into(),
+                currency: currency.into(),
+                network: network.into(),
+                address: address.into(),
                 supersedes_id: None,
             };
         let eur = self
