@@ -369,7 +369,10 @@ async fn a_revise_hears_every_mistake_of_its_body_at_once(app: TestApp) {
 async fn people_rows(app: &TestApp) -> Vec<i64> {
     let mut counts = Vec::new();
     for table in ["customers", "agents", "users", "audit_events"] {
-        counts.push(app.sql_count(&format!("select count(*) from {table}")).await);
+        counts.push(
+            app.sql_count(&format!("select count(*) from {table}"))
+                .await,
+        );
     }
     counts
 }
@@ -473,11 +476,16 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         "validation_failed",
     )
     .await;
-    assert_eq!(entries(&problem), pairs(&[("name", "too_long")]), "{problem}");
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("name", "too_long")]),
+        "{problem}"
+    );
 
     // An invitation: a bad email beside a role of the wrong type; alone, with no role.
     let problem = expect_problem(
-        app.post("/v1/users", token, json!({"email": "ops", "role": 5})).await,
+        app.post("/v1/users", token, json!({"email": "ops", "role": 5}))
+            .await,
         StatusCode::BAD_REQUEST,
         "invalid_type",
     )
@@ -488,7 +496,8 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         "{problem}"
     );
     let problem = expect_problem(
-        app.post("/v1/users", token, json!({"email": " ops@ex ample.com "})).await,
+        app.post("/v1/users", token, json!({"email": " ops@ex ample.com "}))
+            .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
@@ -570,7 +579,11 @@ async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(crate::helpers::error_fields(&problem), ["address"], "{problem}");
+    assert_eq!(
+        crate::helpers::error_fields(&problem),
+        ["address"],
+        "{problem}"
+    );
     assert_eq!(
         app.sql_count("select count(*) from payment_destinations")
             .await,

@@ -71,12 +71,7 @@ impl App {
     /// An approver invites a human into their organisation. While `four_eyes` is on, inviting
     /// anyone (operator or approver: either can own agents) is a proposal that another approver
     /// confirms (the invitation token then goes to the confirming approver).
-    pub async fn invite_user(
-        &self,
-        actor: &Actor,
-        email: &str,
-        role: Role,
-    ) -> AppResult<Invited> {
+    pub async fn invite_user(&self, actor: &Actor, email: &str, role: Role) -> AppResult<Invited> {
         let inviter = actor.human()?.approver()?;
         // The email's rule (a valid address once trimmed) is the caller's: the wire's
         // `validator` rule on `InviteRequest`.

@@ -205,7 +205,9 @@ async fn rename_agent(
     let Some(name) = body.name else {
         return Err(crate::http::problem::internal());
     };
-    Ok(Json(state.app.rename_agent(&actor, id, &name).await?.into()))
+    Ok(Json(
+        state.app.rename_agent(&actor, id, &name).await?.into(),
+    ))
 }
 
 /// Issue a new key; every older key of the agent stops working at once.
@@ -258,7 +260,10 @@ impl BodyRules for CreateAgentRequest {
 
     fn completing_rules(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        Capabilities::requested(self.capabilities.as_deref().unwrap_or_default(), &mut errors);
+        Capabilities::requested(
+            self.capabilities.as_deref().unwrap_or_default(),
+            &mut errors,
+        );
         errors
     }
 }

@@ -3,6 +3,7 @@
 use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
+use crate::http::rules::BodyRules;
 use crate::http::schema::{DestinationStateSchema, NetworkSchema};
 use crate::http::state::AppState;
 use axum::Json;
@@ -10,7 +11,6 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use crate::http::rules::BodyRules;
 use tauros_app::{Actor, App, AppError, DestinationView, FieldError, NewDestination, Replayed};
 use tauros_domain::destination::check_payee;
 use utoipa::ToSchema;
@@ -275,4 +275,3 @@ async fn deactivate_destination(
 ) -> Result<Json<DestinationResponse>, ApiError> {
     Ok(Json(deactivate(&state.app, &actor, id).await?))
 }
-

@@ -19,6 +19,7 @@
 use tauros_app::FieldError;
 use tauros_domain::identity;
 use tauros_domain::text::{Lines, text_error};
+use tauros_domain::webhook;
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 /// The value rules of a request body (see the module documentation).
@@ -136,9 +137,9 @@ pub fn name_160(value: &str) -> Result<(), ValidationError> {
     text(value, 160, Lines::One)
 }
 
-/// One line of clean text, 1–200 characters once trimmed (a webhook's description).
-pub fn text_200(value: &str) -> Result<(), ValidationError> {
-    text(value, 200, Lines::One)
+/// A webhook endpoint's description: one line of clean text, 1–200 characters once trimmed.
+pub fn webhook_description(value: &str) -> Result<(), ValidationError> {
+    text(value, webhook::MAX_DESCRIPTION_CHARS, Lines::One)
 }
 
 /// An email address as a contact or an invitation takes it ([`identity::email_is_valid`] once

@@ -99,14 +99,12 @@ async fn invite_user(
     let (Some(email), Some(role)) = (body.email, body.role) else {
         return Err(crate::http::problem::internal());
     };
-    Ok(
-        match state.app.invite_user(&actor, &email, role).await? {
-            Invited::Done(invitation) => {
-                (StatusCode::CREATED, Json(InviteResponse::from(invitation))).into_response()
-            }
-            Invited::Proposed(change) => ChangeAccepted::response(change),
-        },
-    )
+    Ok(match state.app.invite_user(&actor, &email, role).await? {
+        Invited::Done(invitation) => {
+            (StatusCode::CREATED, Json(InviteResponse::from(invitation))).into_response()
+        }
+        Invited::Proposed(change) => ChangeAccepted::response(change),
+    })
 }
 
 /// The organisation's humans, newest first (approvers only).
