@@ -7,12 +7,18 @@
 //!
 //! - [`BodyRules::field_rules`]: the field rules of the body alone, as `validator` derives
 //!   (lengths, ranges, formats, required members). They are checked on every body.
-//! - [`BodyRules::completing_rules`]: rules whose one source of truth is the domain because the
-//!   use case checks them itself, together with the rules that need state (an invoice's
-//!   content: customer and destination must be the agent's own, the due date not past). When
-//!   the body's shape is right the use case answers them in one 422 with the state rules; when
-//!   the body is refused for its shape anyway, the wire adds them to that 400 so the client sees
-//!   every mistake of the body at once (the state rules come in a later answer).
+//! - [`BodyRules::completing_rules`]: pure rules whose one source of truth is the domain
+//!   because they are a domain type's invariants (an invoice's content, a destination's payee,
+//!   capability names, a webhook URL's form and event types); the use case checks them itself,
+//!   with the rules that need state. When the body is right in itself the use case answers them
+//!   in one 422 with the state rules; when the wire refuses the body anyway (for its shape or a
+//!   field rule), it adds them so the client sees every mistake of the body at once (the state
+//!   rules come in a later answer).
+//!
+//! A text member's rule and an email's format are the domain's definitions
+//! ([`text_error`], [`identity::email_is_valid`]) applied here by custom rules; the use cases
+//! of the request types that carry them do not check them again (docs/DECISIONS.md, "Where each
+//! value rule lives").
 //!
 //! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
