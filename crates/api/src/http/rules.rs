@@ -222,4 +222,46 @@ mod tests {
         );
         assert_eq!(errors[0].detail, "`count` must be 1–10");
     }
+
+    #[derive(Validate)]
+    struct Named {
+        #[validate(custom(function = name_160))]
+        name: Option<String>,
+        #[validate(custom(function = email_address))]
+        email: Option<String>,
+    }
+
+    #[test]
+    fn the_domains_text_and_email_rules_answer_with_the_members_path() {
+        let errors = field_errors(
+            &Named {
+                name: Some("Ac\u{200B}me".into()),
+                email: Some(" a@b ".into()),
+            }
+            .validate()
+            .unwrap_err(),
+        );
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, "invalid_characters");
+        assert!(errors[0].detail.starts_with("`name` holds"), "{}", errors[0].detail);
+        let errors = field_errors(
+            &Named {
+                name: Some(format!(" {} ", "n".repeat(161))),
+                email: Some("a@b@c".into()),
+            }
+            .validate()
+            .unwrap_err(),
+        );
+        let got: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(got, [("email", "invalid_email"), ("name", "too_long")]);
+        assert_eq!(errors[1].detail, "`name` must be at most 160 characters (got 161)");
+        // Trimmed first: surrounding spaces neither count nor make a blank name valid.
+        let blank = Named {
+            name: Some("   ".into()),
+            email: None,
+        };
+        let errors = field_errors(&blank.validate().unwrap_err());
+        assert_eq!(errors[0].code, "required");
+        assert_eq!(errors[0].detail, "`name` must not be empty");
+    }
 }
