@@ -243,7 +243,11 @@ mod tests {
         );
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].code, "invalid_characters");
-        assert!(errors[0].detail.starts_with("`name` holds"), "{}", errors[0].detail);
+        assert!(
+            errors[0].detail.starts_with("`name` holds"),
+            "{}",
+            errors[0].detail
+        );
         let errors = field_errors(
             &Named {
                 name: Some(format!(" {} ", "n".repeat(161))),
@@ -254,7 +258,10 @@ mod tests {
         );
         let got: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
         assert_eq!(got, [("email", "invalid_email"), ("name", "too_long")]);
-        assert_eq!(errors[1].detail, "`name` must be at most 160 characters (got 161)");
+        assert_eq!(
+            errors[1].detail,
+            "`name` must be at most 160 characters (got 161)"
+        );
         // Trimmed first: surrounding spaces neither count nor make a blank name valid.
         let blank = Named {
             name: Some("   ".into()),
