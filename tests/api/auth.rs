@@ -321,7 +321,7 @@ async fn expired_credentials_are_401(backend: Backend) {
         .create_agent(
             &actor,
             tauros_app::NewAgent {
-                name: Some("Old".into()),
+                name: "Old".into(),
                 capabilities: vec![],
             },
         )

@@ -394,8 +394,8 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .app
         .invite_user(
             &approver,
-            Some(&format!("operator-{tag}@example.com")),
-            Some(Role::Operator),
+            &format!("operator-{tag}@example.com"),
+            Role::Operator,
         )
         .await
         .unwrap()
@@ -424,7 +424,7 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_agent(
             owner,
             NewAgent {
-                name: Some("Model agent".into()),
+                name: "Model agent".into(),
                 capabilities: vec![],
             },
         )
@@ -438,9 +438,9 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_customer(
             owner,
             tauros_app::NewCustomer {
-                agent_id: Some(agent.id),
-                name: Some("Acme Inc".into()),
-                email: Some("billing@example.com".into()),
+                agent_id: agent.id,
+                name: "Acme Inc".into(),
+                email: "billing@example.com".into(),
             },
         )
         .await
@@ -458,10 +458,10 @@ async fn fixture(app: &TestApp, setup: Setup) -> Fixture {
         .create_destination(
             &agent,
             NewDestination {
-                label: Some("Account".into()),
-                currency: Some("EUR".into()),
-                network: Some("iban".into()),
-                address: Some(IBAN.into()),
+                label: "Account".into(),
+                currency: "EUR".into(),
+                network: "iban".into(),
+                address: IBAN.into(),
                 supersedes_id: None,
             },
             None,

@@ -21,6 +21,8 @@ both_backends!(
     a_sign_ins_field_rules_come_with_its_shape_errors,
     a_revise_hears_every_mistake_of_its_body_at_once,
     a_password_changes_field_rules_come_with_its_shape_errors,
+    customers_agents_and_invitations_hear_their_field_rules_with_their_shape_errors,
+    a_destinations_field_rules_come_with_its_payees_rules,
 );
 
 type Client = RunningService<RoleClient, ()>;
@@ -361,4 +363,230 @@ async fn a_revise_hears_every_mistake_of_its_body_at_once(app: TestApp) {
         "{problem}"
     );
     assert_eq!(app.invoice_rows().await, before);
+}
+
+/// Rows a refused customer, agent or invitation body could have written.
+async fn people_rows(app: &TestApp) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for table in ["customers", "agents", "users", "audit_events"] {
+        counts.push(
+            app.sql_count(&format!("select count(*) from {table}"))
+                .await,
+        );
+    }
+    counts
+}
+
+/// Customers, agents and invitations: their field rules (`validator` on the request types: a
+/// required member, a name of 1–160 characters of clean text, a valid email) come with their
+/// shape errors, and alone in one 422 before any work; what the domain parses (capability
+/// names) comes with them. Nothing is written.
+async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shape_errors(
+    app: TestApp,
+) {
+    let b = app.billing().await;
+    let token = b.org.approver_token.as_str();
+    let before = people_rows(&app).await;
+
+    // A customer: a blank name and a bad email beside an unknown member.
+    let problem = expect_problem(
+        app.post(
+            "/v1/customers",
+            token,
+            json!({"agent_id": b.org.agent_id, "name": "  ", "email": "not an email", "vip": true}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "unknown_field",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("email", "invalid_email"),
+            ("name", "required"),
+            ("vip", "unknown_field"),
+        ]),
+        "{problem}"
+    );
+    // Alone: a missing agent and a name over 160 characters, one 422.
+    let problem = expect_problem(
+        app.post(
+            "/v1/customers",
+            token,
+            json!({"name": "n".repeat(161), "email": "billing@example.com"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("agent_id", "required"), ("name", "too_long")]),
+        "{problem}"
+    );
+    let detail = problem["errors"][1]["detail"].as_str().unwrap();
+    assert!(detail.contains("`name` must be at most 160"), "{detail}");
+    // A change: a hidden character in the name, an email without `@`.
+    let problem = expect_problem(
+        app.patch(
+            &format!("/v1/customers/{}", b.customer_id),
+            token,
+            json!({"name": "Acme\u{202E}Inc", "email": "billing.example.com"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("email", "invalid_email"), ("name", "invalid_characters")]),
+        "{problem}"
+    );
+    let detail = problem["errors"][1]["detail"].as_str().unwrap();
+    assert!(detail.starts_with("`name` holds"), "{detail}");
+
+    // An agent: an empty name and an unknown capability, in one answer.
+    let problem = expect_problem(
+        app.post(
+            "/v1/agents",
+            token,
+            json!({"name": "", "capabilities": ["invoicing", "payroll"]}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("capabilities[1]", "invalid_value"), ("name", "required")]),
+        "{problem}"
+    );
+    let problem = expect_problem(
+        app.patch(
+            &format!("/v1/agents/{}", b.org.agent_id),
+            token,
+            json!({"name": "a".repeat(161)}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("name", "too_long")]),
+        "{problem}"
+    );
+
+    // An invitation: a bad email beside a role of the wrong type; alone, with no role.
+    let problem = expect_problem(
+        app.post("/v1/users", token, json!({"email": "ops", "role": 5}))
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("email", "invalid_email"), ("role", "invalid_type")]),
+        "{problem}"
+    );
+    let problem = expect_problem(
+        app.post("/v1/users", token, json!({"email": " ops@ex ample.com "}))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("email", "invalid_email"), ("role", "required")]),
+        "{problem}"
+    );
+    assert_eq!(people_rows(&app).await, before);
+
+    // The checked values are trimmed as before.
+    let res = app
+        .post(
+            "/v1/customers",
+            token,
+            json!({"agent_id": b.org.agent_id, "name": "  Trimmed Ltd ", "email": " t@example.com "}),
+        )
+        .await;
+    let customer = crate::helpers::expect_status(res, StatusCode::CREATED).await;
+    assert_eq!(customer["name"], "Trimmed Ltd");
+    assert_eq!(customer["email"], "t@example.com");
+}
+
+/// A payment destination: its label and the presence of every member are the request type's
+/// rules (`validator`), its payee (currency, network, address) the domain's; a body refused for
+/// either hears both, in one answer. Nothing is written.
+async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
+    let b = app.billing().await;
+    let key = b.org.agent_key.as_str();
+    let before = app
+        .sql_count("select count(*) from payment_destinations")
+        .await;
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": "Ops\u{200B}", "currency": "EURO", "network": "iban"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[
+            ("address", "required"),
+            ("currency", "unknown_currency"),
+            ("label", "invalid_characters"),
+        ]),
+        "{problem}"
+    );
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": 5, "currency": "EURO", "network": "iban", "address": "DE89"}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_type",
+    )
+    .await;
+    assert_eq!(
+        entries(&problem),
+        pairs(&[("currency", "unknown_currency"), ("label", "invalid_type")]),
+        "{problem}"
+    );
+    // Right in itself, the body still hears the payee's rules (the use case's answer).
+    let problem = expect_problem(
+        app.post(
+            "/v1/payment-destinations",
+            key,
+            json!({"label": "  Ops  ", "currency": "EUR", "network": "iban", "address": "DE00"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        crate::helpers::error_fields(&problem),
+        ["address"],
+        "{problem}"
+    );
+    assert_eq!(
+        app.sql_count("select count(*) from payment_destinations")
+            .await,
+        before
+    );
 }

@@ -250,7 +250,7 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
     app.create_agent(
         &actor,
         tauros_app::NewAgent {
-            name: Some("Before".into()),
+            name: "Before".into(),
             capabilities: vec![],
         },
     )

@@ -11,7 +11,6 @@ use crate::random::random_32;
 use chrono::{DateTime, Utc};
 use tauros_domain::governance::{self as rules, ChangeKind, Settings};
 use tauros_domain::identity::{ApiKey, Capabilities, Capability};
-use tauros_domain::text::required_text;
 use tauros_store::{AgentRow, ApiKeyRow, Lock, OrgChangeRow, Reader, Tx};
 use uuid::Uuid;
 
@@ -27,8 +26,9 @@ pub enum AgentCreated {
 /// What a human sends to create an agent.
 #[derive(Debug)]
 pub struct NewAgent {
-    /// Display name, 1–160 characters after trimming.
-    pub name: Option<String>,
+    /// Display name, 1–160 characters of clean text after trimming: the caller checked it
+    /// (the wire's `validator` rule on `CreateAgentRequest`); trimmed here.
+    pub name: String,
     /// Capability names as sent (at most `MAX_CAPABILITIES`); empty means the default
     /// (`invoicing`).
     pub capabilities: Vec<String>,
@@ -50,18 +50,17 @@ pub struct AgentView {
     pub updated_at: DateTime<Utc>,
 }
 
-const NAME_MAX: usize = 160;
-
 impl App {
     /// Creates an agent owned by the calling human and issues its first key. Only an approver
     /// grants `settlement` (never with `invoicing`: the domain refuses the pair), and while
     /// `four_eyes` is on that grant is a proposal another approver confirms.
     pub async fn create_agent(&self, actor: &Actor, input: NewAgent) -> AppResult<AgentCreated> {
         let human = actor.human()?;
+        let name = input.name.trim().to_owned();
+        // The capabilities are the domain's to read (names it parses, their count, the pair
+        // a key may not hold).
         let mut errors = Vec::new();
-        let name = required_text("name", input.name.as_deref(), NAME_MAX, &mut errors);
-        let capabilities = Capabilities::requested(&input.capabilities, &mut errors);
-        let (Some(name), Some(capabilities), true) = (name, capabilities, errors.is_empty()) else {
+        let Some(capabilities) = Capabilities::requested(&input.capabilities, &mut errors) else {
             return Err(AppError::Validation(errors));
         };
         if !capabilities.grantable_by(human.role) {
@@ -180,19 +179,11 @@ impl App {
         view(&mut *conn, agent).await
     }
 
-    /// Renames an agent.
-    pub async fn rename_agent(
-        &self,
-        actor: &Actor,
-        id: Uuid,
-        name: Option<&str>,
-    ) -> AppResult<AgentView> {
+    /// Renames an agent. The name's rule (1–160 characters of clean text once trimmed) is
+    /// the caller's (the wire's `validator` rule on `RenameAgentRequest`); trimmed here.
+    pub async fn rename_agent(&self, actor: &Actor, id: Uuid, name: &str) -> AppResult<AgentView> {
         let human = actor.human()?;
-        let mut errors = Vec::new();
-        let name = required_text("name", name, NAME_MAX, &mut errors);
-        let Some(name) = name.filter(|_| errors.is_empty()) else {
-            return Err(AppError::Validation(errors));
-        };
+        let name = name.trim().to_owned();
         let mut tx = self.store.begin().await?;
         let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
         if agent.name != name {

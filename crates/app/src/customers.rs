@@ -8,10 +8,7 @@ use crate::error::{AppError, AppResult};
 use crate::lists::PageRequest;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tauros_domain::error::required;
-use tauros_domain::identity;
 use tauros_domain::identity::Capability;
-use tauros_domain::text::{checked_text, required_text};
 use tauros_domain::visibility::Scope;
 use tauros_store::{CustomerRow, Lock, Reader, Tx};
 use utoipa::ToSchema;
@@ -50,33 +47,23 @@ impl From<CustomerRow> for CustomerView {
     }
 }
 
-/// A partial update; `None` keeps the value.
+/// A partial update; `None` keeps the value. Its field rules are checked by the caller
+/// (`UpdateCustomerRequest`'s `validator` rules); the values are trimmed here.
 #[derive(Debug, Default)]
 pub struct CustomerChange {
     pub name: Option<String>,
     pub email: Option<String>,
 }
 
-fn check_email(email: &str, errors: &mut Vec<crate::error::FieldError>) -> String {
-    let email = email.trim();
-    if !identity::email_is_valid(email) {
-        errors.push(crate::error::FieldError::plain(
-            "email",
-            "invalid_email",
-            "send an email address like billing@example.com (1–254 characters, one @, no spaces)",
-        ));
-    }
-    email.to_owned()
-}
-
-/// A new customer, as sent (every member optional so that all missing ones are reported).
-#[derive(Clone, Debug, Default)]
+/// A new customer, its field rules checked by the caller (the wire's `validator` rules on
+/// `CreateCustomerRequest`: name 1–160 characters of clean text, email a valid address; both
+/// trimmed here). Whether the agent is the caller's is checked here.
+#[derive(Clone, Debug)]
 pub struct NewCustomer {
     /// One of the caller's agents.
-    pub agent_id: Option<Uuid>,
-    /// 1–160 characters.
-    pub name: Option<String>,
-    pub email: Option<String>,
+    pub agent_id: Uuid,
+    pub name: String,
+    pub email: String,
 }
 
 impl App {
@@ -88,44 +75,28 @@ impl App {
     ) -> AppResult<CustomerView> {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
-        let mut errors = Vec::new();
-        let agent_id = required("agent_id", input.agent_id, &mut errors);
-        let name = required_text("name", input.name.as_deref(), 160, &mut errors);
-        let email = required("email", input.email.as_deref(), &mut errors)
-            .map(|email| check_email(email, &mut errors));
         let mut tx = self.store.begin().await?;
         // Share-locked: the agent cannot be deleted before this customer is committed.
-        let owns = match agent_id {
-            None => true,
-            Some(agent_id) => tx
-                .lock_agent(human.org_id, agent_id, Lock::Share)
-                .await?
-                .is_some_and(|a| a.owner_id == human.id),
-        };
+        let owns = tx
+            .lock_agent(human.org_id, input.agent_id, Lock::Share)
+            .await?
+            .is_some_and(|a| a.owner_id == human.id);
         if !owns {
             // Another human's agent and an unknown id get the same answer.
-            errors.insert(
-                0,
-                crate::error::FieldError::plain(
-                    "agent_id",
-                    "unknown_agent",
-                    "no agent with this id is yours; send the id of an agent you own (GET /v1/agents)",
-                ),
-            );
+            return Err(AppError::Validation(vec![crate::error::FieldError::plain(
+                "agent_id",
+                "unknown_agent",
+                "no agent with this id is yours; send the id of an agent you own (GET /v1/agents)",
+            )]));
         }
-        let (Some(agent_id), Some(name), Some(email)) = (agent_id, name, email) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
+        let agent_id = input.agent_id;
         let now = now();
         let row = CustomerRow {
             id: Uuid::now_v7(),
             org_id: human.org_id,
             agent_id,
-            name,
-            email,
+            name: input.name.trim().to_owned(),
+            email: input.email.trim().to_owned(),
             created_at: now,
             updated_at: now,
         };
@@ -175,14 +146,9 @@ impl App {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
         let mut row = locked_customer(&mut *tx, actor, id).await?;
-        let mut errors = Vec::new();
-        let name = change
-            .name
-            .map(|n| checked_text("name", &n, 160, &mut errors));
-        let email = change.email.map(|e| check_email(&e, &mut errors));
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
+        // The field rules are the caller's (`UpdateCustomerRequest`'s `validator` rules).
+        let name = change.name.map(|n| n.trim().to_owned());
+        let email = change.email.map(|e| e.trim().to_owned());
         let before = (row.name.clone(), row.email.clone());
         row.name = name.unwrap_or(row.name);
         row.email = email.unwrap_or(row.email);

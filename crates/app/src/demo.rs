@@ -99,7 +99,7 @@ impl App {
         let (agent_id, agent_key) = match agents.into_iter().find(|a| a.name == DEMO_AGENT) {
             None => {
                 let new = NewAgent {
-                    name: Some(DEMO_AGENT.into()),
+                    name: DEMO_AGENT.into(),
                     capabilities: vec![Capability::Invoicing.as_str().to_owned()],
                 };
                 match self.create_agent(&actor, new).await? {
@@ -155,10 +155,10 @@ impl App {
             .await?;
         let destination =
             |label: &str, currency: &str, network: &str, address: &str| NewDestination {
-                label: Some(label.into()),
-                currency: Some(currency.into()),
-                network: Some(network.into()),
-                address: Some(address.into()),
+                label: label.into(),
+                currency: currency.into(),
+                network: network.into(),
+                address: address.into(),
                 supersedes_id: None,
             };
         let eur = self
@@ -271,8 +271,8 @@ impl App {
 
 fn new_customer(agent_id: Uuid, name: &str, email: &str) -> NewCustomer {
     NewCustomer {
-        agent_id: Some(agent_id),
-        name: Some(name.into()),
-        email: Some(email.into()),
+        agent_id,
+        name: name.into(),
+        email: email.into(),
     }
 }

@@ -6,31 +6,31 @@ use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::customers::{scope_of, sees_agent};
-use crate::error::{AppError, AppResult, FieldError, KeyHolder};
+use crate::error::{AppError, AppResult, KeyHolder};
 use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
 use crate::lists::{PageRequest, list_filter};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use std::str::FromStr;
 use tauros_domain::address::Network;
 use tauros_domain::currency::Currency;
-use tauros_domain::destination::DestinationState;
-use tauros_domain::error::required;
+use tauros_domain::destination::{DestinationState, check_payee};
 use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid};
 use tauros_domain::identity::Capability;
-use tauros_domain::text::required_text;
 use tauros_store::{Constraint, DestinationRow, Lock, Reader, StoreError, Tx};
 use uuid::Uuid;
 
-/// What an agent sends to create a destination.
+/// What an agent sends to create a destination. The label's rule (1–160 characters of clean
+/// text once trimmed) and the presence of every member are the caller's (the wire's
+/// `validator` rules on `CreateDestinationRequest`); the currency, the network and the address
+/// are the domain's to read (`destination::check_payee`).
 #[derive(Debug, Clone)]
 pub struct NewDestination {
-    /// Display label (not hashed), 1–160 characters.
-    pub label: Option<String>,
-    pub currency: Option<String>,
-    pub network: Option<String>,
+    /// Display label (not hashed), 1–160 characters; trimmed here.
+    pub label: String,
+    pub currency: String,
+    pub network: String,
     /// Address on that network.
-    pub address: Option<String>,
+    pub address: String,
     /// An active destination of the same agent that this one replaces.
     pub supersedes_id: Option<Uuid>,
 }
@@ -330,33 +330,13 @@ impl KeyedCreate for NewDestinationRow<'_> {
     }
 }
 
-/// Field rules of a new destination, every offending field at once.
+/// A new destination's label (trimmed) and its payee as the domain reads it.
 fn validate_destination(input: &NewDestination) -> AppResult<(String, Currency, Network, String)> {
-    let mut errors = Vec::new();
-    let label = required_text("label", input.label.as_deref(), 160, &mut errors);
-    let currency = required("currency", input.currency.as_deref(), &mut errors).and_then(|c| {
-        Currency::from_str(c.trim())
-            .map_err(|e| errors.push(FieldError::new("currency", &e)))
-            .ok()
-    });
-    let network = required("network", input.network.as_deref(), &mut errors).and_then(|n| {
-        Network::from_str(n.trim())
-            .map_err(|e| errors.push(FieldError::new("network", &e)))
-            .ok()
-    });
-    let address = required("address", input.address.as_deref(), &mut errors);
-    let mut checked_address = None;
-    if let (Some(currency), Some(network), Some(address)) = (currency, network, address) {
-        match network.check_carries(currency) {
-            Err(e) => errors.push(FieldError::new("network", &e)),
-            Ok(()) => match network.validate_address(address) {
-                Ok(a) => checked_address = Some(a),
-                Err(e) => errors.push(FieldError::new("address", &e)),
-            },
-        }
-    }
-    match (label, currency, network, checked_address) {
-        (Some(l), Some(c), Some(n), Some(a)) if errors.is_empty() => Ok((l, c, n, a)),
-        _ => Err(AppError::Validation(errors)),
-    }
+    let (currency, network, address) = check_payee(
+        Some(&input.currency),
+        Some(&input.network),
+        Some(&input.address),
+    )
+    .map_err(AppError::Validation)?;
+    Ok((input.label.trim().to_owned(), currency, network, address))
 }

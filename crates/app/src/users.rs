@@ -5,12 +5,11 @@ use crate::actor::{Actor, Human};
 use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
-use crate::error::{AppError, AppResult, FieldError};
+use crate::error::{AppError, AppResult};
 use crate::lists::PageRequest;
 use crate::proposals::{ChangeView, pending, propose};
 use crate::random::random_32;
 use chrono::{DateTime, Utc};
-use tauros_domain::error::required;
 use tauros_domain::governance::{self as rules, ChangeKind, Settings};
 use tauros_domain::identity::{self, Role, UserState};
 use tauros_store::{Constraint, InvitationRow, Lock, OrgChangeRow, StoreError, Tx, UserRow};
@@ -72,29 +71,11 @@ impl App {
     /// An approver invites a human into their organisation. While `four_eyes` is on, inviting
     /// anyone (operator or approver: either can own agents) is a proposal that another approver
     /// confirms (the invitation token then goes to the confirming approver).
-    pub async fn invite_user(
-        &self,
-        actor: &Actor,
-        email: Option<&str>,
-        role: Option<Role>,
-    ) -> AppResult<Invited> {
+    pub async fn invite_user(&self, actor: &Actor, email: &str, role: Role) -> AppResult<Invited> {
         let inviter = actor.human()?.approver()?;
-        let mut errors = Vec::new();
-        let email = required("email", email, &mut errors).map(str::trim);
-        let role = required("role", role, &mut errors);
-        if email.is_some_and(|e| !identity::email_is_valid(e)) {
-            errors.push(FieldError::plain(
-                "email",
-                "invalid_email",
-                "send an email address like name@example.com (1–254 characters, one @, no spaces)",
-            ));
-        }
-        let (Some(email), Some(role)) = (email, role) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
+        // The email's rule (a valid address once trimmed) is the caller's: the wire's
+        // `validator` rule on `InviteRequest`.
+        let email = email.trim();
         let mut tx = self.store.begin().await?;
         // Shared: a settings change waits for this invitation, and this one for it.
         let org = tx

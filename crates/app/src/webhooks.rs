@@ -34,13 +34,17 @@ use tauros_store::{
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// A registration as sent.
-#[derive(Clone, Debug, Default)]
+/// A registration whose field rules the caller checked (the wire's `validator` rules on
+/// `CreateWebhookEndpointRequest`); the URL's policy and the event types are the domain's
+/// (`check_endpoint`).
+#[derive(Clone, Debug)]
 pub struct NewWebhookEndpoint {
-    pub url: Option<String>,
-    pub events: Option<Vec<String>>,
+    pub url: String,
+    pub events: Vec<String>,
+    /// 1–200 characters of clean text once trimmed; trimmed by the domain.
     pub description: Option<String>,
-    pub timeout_seconds: Option<i64>,
+    /// 1–30; 10 when omitted.
+    pub timeout_seconds: Option<i32>,
 }
 
 // An endpoint as approvers see it, as the wire shows it (`WebhookEndpointResponse` in the
@@ -459,8 +463,8 @@ impl App {
         }
         let checked = rules::check_endpoint(
             EndpointInput {
-                url: input.url.as_deref(),
-                events: input.events.as_deref(),
+                url: &input.url,
+                events: &input.events,
                 description: input.description.as_deref(),
                 timeout_seconds: input.timeout_seconds,
             },

@@ -1,7 +1,11 @@
 //! A payment destination's lifecycle (docs/contract/domain.md §2): it receives money while
 //! `active`, and stops for good when deactivated or replaced by a successor.
 
+use crate::address::Network;
+use crate::currency::Currency;
+use crate::error::FieldError;
 use std::fmt;
+use std::str::FromStr;
 
 /// Whether a destination still receives money.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,4 +47,37 @@ impl fmt::Display for DestinationState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A destination's payee as sent: its currency and network as the domain parses them, the
+/// network carrying the currency, the address valid on that network (checksums included).
+/// These are the destination's invariants, so they stay here; a missing member is not
+/// reported (the request type's rules require each one). `Err` lists what is wrong with what
+/// was sent: nothing when a member is missing and the rest is right.
+pub fn check_payee(
+    currency: Option<&str>,
+    network: Option<&str>,
+    address: Option<&str>,
+) -> Result<(Currency, Network, String), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let currency = currency.and_then(|c| {
+        Currency::from_str(c.trim())
+            .map_err(|e| errors.push(FieldError::new("currency", &e)))
+            .ok()
+    });
+    let network = network.and_then(|n| {
+        Network::from_str(n.trim())
+            .map_err(|e| errors.push(FieldError::new("network", &e)))
+            .ok()
+    });
+    if let (Some(currency), Some(network), Some(address)) = (currency, network, address) {
+        match network.check_carries(currency) {
+            Err(e) => errors.push(FieldError::new("network", &e)),
+            Ok(()) => match network.validate_address(address) {
+                Ok(address) => return Ok((currency, network, address)),
+                Err(e) => errors.push(FieldError::new("address", &e)),
+            },
+        }
+    }
+    Err(errors)
 }

@@ -88,24 +88,33 @@ fn checked(
     lines: Lines,
     errors: &mut Vec<FieldError>,
 ) -> String {
+    errors.extend(text_error(field, value, max, lines));
+    value.trim().to_owned()
+}
+
+/// What is wrong with a text field's value, if anything: once trimmed, it must be clean and 1
+/// to `max` characters. The one definition of a text field's rule: the domain applies it to an
+/// invoice's content, the wire's `validator` rules to the request types' text members.
+pub fn text_error(field: &str, value: &str, max: usize, lines: Lines) -> Option<FieldError> {
     let trimmed = value.trim();
     let len = trimmed.chars().count();
     if let Some(found) = unclean(trimmed, lines) {
-        errors.push(unclean_error(field, found));
+        Some(unclean_error(field, found))
     } else if len == 0 {
-        errors.push(FieldError::plain(
+        Some(FieldError::plain(
             field,
             "required",
             format!("`{field}` must not be empty"),
-        ));
+        ))
     } else if len > max {
-        errors.push(FieldError::plain(
+        Some(FieldError::plain(
             field,
             "too_long",
             format!("`{field}` must be at most {max} characters (got {len})"),
-        ));
+        ))
+    } else {
+        None
     }
-    trimmed.to_owned()
 }
 
 #[cfg(test)]

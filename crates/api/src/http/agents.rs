@@ -3,6 +3,7 @@
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
 use super::proposals::ChangeAccepted;
+use crate::http::rules::{self, BodyRules};
 use crate::http::schema::CapabilitySchema;
 use crate::http::state::AppState;
 use axum::Json;
@@ -11,8 +12,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{AgentCreated, AgentView, NewAgent};
-use tauros_domain::identity::Capability;
+use tauros_app::{AgentCreated, AgentView, FieldError, NewAgent};
+use tauros_domain::identity::{Capabilities, Capability};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -30,6 +31,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
     #[schema(value_type = String, required = true, example = "Billing agent", min_length = 1, max_length = 160)]
+    #[validate(required, custom(function = rules::name_160))]
     pub name: Option<String>,
     /// What its key may do; omitted, `null` or empty: `["invoicing"]`. At most 8 entries
     /// (repeats are kept once); a longer list is refused whole (`too_many_capabilities`).
@@ -43,6 +45,7 @@ pub struct CreateAgentRequest {
 pub struct RenameAgentRequest {
     /// New name, 1–160 characters.
     #[schema(value_type = String, required = true, min_length = 1, max_length = 160)]
+    #[validate(required, custom(function = rules::name_160))]
     pub name: Option<String>,
 }
 
@@ -126,8 +129,12 @@ async fn create_agent(
     Auth(actor): Auth,
     StrictJson(body): StrictJson<CreateAgentRequest>,
 ) -> Result<Response, ApiError> {
+    // Present: `CreateAgentRequest`'s rules required it.
+    let Some(name) = body.name else {
+        return Err(crate::http::problem::internal());
+    };
     let input = NewAgent {
-        name: body.name,
+        name,
         capabilities: body.capabilities.unwrap_or_default(),
     };
     Ok(match state.app.create_agent(&actor, input).await? {
@@ -194,12 +201,12 @@ async fn rename_agent(
     IdPath(id): IdPath,
     StrictJson(body): StrictJson<RenameAgentRequest>,
 ) -> Result<Json<AgentResponse>, ApiError> {
+    // Present: `RenameAgentRequest`'s rules required it.
+    let Some(name) = body.name else {
+        return Err(crate::http::problem::internal());
+    };
     Ok(Json(
-        state
-            .app
-            .rename_agent(&actor, id, body.name.as_deref())
-            .await?
-            .into(),
+        state.app.rename_agent(&actor, id, &name).await?.into(),
     ))
 }
 
@@ -241,4 +248,22 @@ async fn delete_agent(
     Ok(StatusCode::NO_CONTENT)
 }
 
-crate::body_rules!(RenameAgentRequest, CreateAgentRequest);
+crate::body_rules!(RenameAgentRequest);
+
+/// The name's rule is the wire's (`validator`); the capabilities are the domain's to read
+/// (`Capabilities::requested`: names it parses, at most 8, never `settlement` with
+/// `invoicing`), and complete an answer the wire refuses anyway.
+impl BodyRules for CreateAgentRequest {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(self)
+    }
+
+    fn completing_rules(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        Capabilities::requested(
+            self.capabilities.as_deref().unwrap_or_default(),
+            &mut errors,
+        );
+        errors
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::extract::{Auth, IdPath, ListParams, StrictJson};
 use super::problem::{ApiError, Problem};
+use crate::http::rules;
 use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -24,9 +25,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct CreateCustomerRequest {
     /// An agent the calling human owns.
     #[schema(value_type = Uuid, required = true)]
+    #[validate(required)]
     pub agent_id: Option<Uuid>,
     /// 1–160 characters.
     #[schema(value_type = String, required = true, example = "Acme Inc", min_length = 1, max_length = 160)]
+    #[validate(required, custom(function = rules::name_160))]
     pub name: Option<String>,
     /// 1–254 characters, one `@`, no spaces inside (surrounding ones are trimmed).
     #[schema(
@@ -37,6 +40,7 @@ pub struct CreateCustomerRequest {
         max_length = 254,
         pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
+    #[validate(required, custom(function = rules::email_address))]
     pub email: Option<String>,
 }
 
@@ -46,6 +50,7 @@ pub struct CreateCustomerRequest {
 pub struct UpdateCustomerRequest {
     /// Replaces the name; 1–160 characters.
     #[schema(min_length = 1, max_length = 160)]
+    #[validate(custom(function = rules::name_160))]
     pub name: Option<String>,
     /// Replaces the email; 1–254 characters, one `@`, no spaces inside.
     #[schema(
@@ -53,6 +58,7 @@ pub struct UpdateCustomerRequest {
         max_length = 254,
         pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
+    #[validate(custom(function = rules::email_address))]
     pub email: Option<String>,
 }
 
@@ -77,14 +83,18 @@ async fn create_customer(
     Auth(actor): Auth,
     StrictJson(body): StrictJson<CreateCustomerRequest>,
 ) -> Result<(StatusCode, Json<CustomerView>), ApiError> {
+    // All present: `CreateCustomerRequest`'s rules required them.
+    let (Some(agent_id), Some(name), Some(email)) = (body.agent_id, body.name, body.email) else {
+        return Err(crate::http::problem::internal());
+    };
     let customer = state
         .app
         .create_customer(
             &actor,
             NewCustomer {
-                agent_id: body.agent_id,
-                name: body.name,
-                email: body.email,
+                agent_id,
+                name,
+                email,
             },
         )
         .await?;

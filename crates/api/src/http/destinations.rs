@@ -3,6 +3,7 @@
 use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
+use crate::http::rules::BodyRules;
 use crate::http::schema::{DestinationStateSchema, NetworkSchema};
 use crate::http::state::AppState;
 use axum::Json;
@@ -10,7 +11,8 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tauros_app::{Actor, App, AppError, DestinationView, NewDestination, Replayed};
+use tauros_app::{Actor, App, AppError, DestinationView, FieldError, NewDestination, Replayed};
+use tauros_domain::destination::check_payee;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -28,29 +30,54 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct CreateDestinationRequest {
     /// Display label, 1–160 characters (not part of any invoice seal).
     #[schema(value_type = String, required = true, example = "Operating account", min_length = 1, max_length = 160)]
+    #[validate(required, custom(function = crate::http::rules::name_160))]
     pub label: Option<String>,
     /// Currency code (`EUR`, `USDC`, …).
     #[schema(value_type = String, required = true, example = "EUR")]
+    #[validate(required)]
     pub currency: Option<String>,
     /// The network paid on; it must carry the currency.
     #[schema(value_type = NetworkSchema, required = true, example = "iban")]
+    #[validate(required)]
     pub network: Option<String>,
     /// Address on that network (checksums are verified).
     #[schema(value_type = String, required = true, example = "DE89370400440532013000", min_length = 1, max_length = 128)]
+    #[validate(required)]
     pub address: Option<String>,
     /// One of your active destinations that this one replaces (it becomes `superseded`).
     pub supersedes_id: Option<Uuid>,
 }
 
-impl From<CreateDestinationRequest> for NewDestination {
-    fn from(body: CreateDestinationRequest) -> Self {
-        NewDestination {
-            label: body.label,
-            currency: body.currency,
-            network: body.network,
-            address: body.address,
-            supersedes_id: body.supersedes_id,
-        }
+impl CreateDestinationRequest {
+    /// The checked body as the use case takes it; `None` only if its rules were skipped (every
+    /// member is required by them).
+    fn checked(self) -> Option<NewDestination> {
+        Some(NewDestination {
+            label: self.label?,
+            currency: self.currency?,
+            network: self.network?,
+            address: self.address?,
+            supersedes_id: self.supersedes_id,
+        })
+    }
+}
+
+/// The label and the presence of every member are the wire's rules (`validator`); the payee
+/// (currency, network, their pairing, the address and its checksum) is the domain's
+/// (`destination::check_payee`), and completes an answer the wire refuses anyway.
+impl BodyRules for CreateDestinationRequest {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(self)
+    }
+
+    fn completing_rules(&self) -> Vec<FieldError> {
+        check_payee(
+            self.currency.as_deref(),
+            self.network.as_deref(),
+            self.address.as_deref(),
+        )
+        .err()
+        .unwrap_or_default()
     }
 }
 
@@ -119,7 +146,10 @@ pub(crate) async fn create(
     body: CreateDestinationRequest,
     key: Option<&str>,
 ) -> Result<Replayed<DestinationResponse>, AppError> {
-    let Replayed { value, replayed } = app.create_destination(actor, body.into(), key).await?;
+    let input = body
+        .checked()
+        .ok_or_else(|| AppError::Internal("a destination body skipped its rules".into()))?;
+    let Replayed { value, replayed } = app.create_destination(actor, input, key).await?;
     if replayed {
         metrics::counter!("tauros_replays_total", "resource" => "payment_destination").increment(1);
     }
@@ -245,5 +275,3 @@ async fn deactivate_destination(
 ) -> Result<Json<DestinationResponse>, ApiError> {
     Ok(Json(deactivate(&state.app, &actor, id).await?))
 }
-
-crate::body_rules!(CreateDestinationRequest);

@@ -15,8 +15,9 @@
 //!    original index. A wrong type, an unknown member or a float in money is a 400; an
 //!    unknown enum value is a 422, as a rule violation is.
 //! 3. **Values.** What could be read is checked against the type's [`BodyRules`]: its field
-//!    rules (`validator`) always, and, when the body is refused for its shape anyway, the rules
-//!    the use case would check too (an invoice's content). Their paths are mapped back to the
+//!    rules (`validator`) always, and, when the body is refused anyway (for its shape or its
+//!    field rules), the rules the use case would check too (an invoice's content, a
+//!    destination's payee). Their paths are mapped back to the
 //!    body's indexes; one that only repeats a shape error is dropped.
 //!
 //! The answer lists every error in `errors[]` (shape errors first, members of one object in the
@@ -118,14 +119,16 @@ pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
         }
     }
     // Step 3: the value rules, on what could be read (members refused for their shape taken
-    // out). A body whose shape is right answers its field rules alone (the use case checks the
-    // rest with the rules that need state); one refused for its shape answers every rule.
+    // out). A body right in shape and field rules goes on (the use case checks the rest with
+    // the rules that need state); one refused for either answers every rule of the body.
     let mut values: Vec<FieldError> = Vec::new();
     if let Some(body) = &parsed {
         if let Err(errors) = body.field_rules() {
             values = field_errors(&errors);
         }
-        if !found.is_empty() {
+        // A body refused anyway (for its shape or its field rules) also hears the rules the
+        // use case would check, so that one answer lists every mistake of the body.
+        if !found.is_empty() || !values.is_empty() {
             values.extend(body.completing_rules());
         }
     }

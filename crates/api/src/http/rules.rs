@@ -7,16 +7,25 @@
 //!
 //! - [`BodyRules::field_rules`]: the field rules of the body alone, as `validator` derives
 //!   (lengths, ranges, formats, required members). They are checked on every body.
-//! - [`BodyRules::completing_rules`]: rules whose one source of truth is the domain because the
-//!   use case checks them itself, together with the rules that need state (an invoice's
-//!   content: customer and destination must be the agent's own, the due date not past). When
-//!   the body's shape is right the use case answers them in one 422 with the state rules; when
-//!   the body is refused for its shape anyway, the wire adds them to that 400 so the client sees
-//!   every mistake of the body at once (the state rules come in a later answer).
+//! - [`BodyRules::completing_rules`]: pure rules whose one source of truth is the domain
+//!   because they are a domain type's invariants (an invoice's content, a destination's payee,
+//!   capability names, a webhook URL's form and event types); the use case checks them itself,
+//!   with the rules that need state. When the body is right in itself the use case answers them
+//!   in one 422 with the state rules; when the wire refuses the body anyway (for its shape or a
+//!   field rule), it adds them so the client sees every mistake of the body at once (the state
+//!   rules come in a later answer).
+//!
+//! A text member's rule and an email's format are the domain's definitions
+//! ([`text_error`], [`identity::email_is_valid`]) applied here by custom rules; the use cases
+//! of the request types that carry them do not check them again (docs/DECISIONS.md, "Where each
+//! value rule lives").
 //!
 //! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
 use tauros_app::FieldError;
+use tauros_domain::identity;
+use tauros_domain::text::{Lines, text_error};
+use tauros_domain::webhook;
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 /// The value rules of a request body (see the module documentation).
@@ -92,7 +101,7 @@ fn field_error(path: &str, error: &ValidationError) -> FieldError {
             .unwrap_or("invalid_value"),
     };
     let detail = match (&error.message, error.code.as_ref()) {
-        (Some(message), _) => message.to_string(),
+        (Some(message), _) => message.replace(FIELD, field),
         (None, "required") => format!("`{field}` is required"),
         (None, "length") => bounds(field, "characters or items", error),
         (None, "range") => bounds(field, "", error),
@@ -108,7 +117,47 @@ const CODES: &[&str] = &[
     "password_too_long",
     "password_too_short",
     "organisation_too_long",
+    "too_long",
+    "invalid_characters",
+    "invalid_email",
+    "too_many_capabilities",
 ];
+
+/// Stands for the member's path in a rule's message; [`field_error`] puts the path in (a
+/// `validator` custom rule does not know which member it checks).
+const FIELD: &str = "{field}";
+
+/// A domain rule's error as `validator`'s: its code and its sentence (with [`FIELD`] for the
+/// member's path).
+fn rule_error(error: FieldError) -> ValidationError {
+    ValidationError::new(error.code).with_message(error.detail.into())
+}
+
+/// A text member's rule, the domain's ([`text_error`]): trimmed, clean, 1 to `max` characters.
+fn text(value: &str, max: usize, lines: Lines) -> Result<(), ValidationError> {
+    text_error(FIELD, value, max, lines).map_or(Ok(()), |e| Err(rule_error(e)))
+}
+
+/// One line of clean text, 1–160 characters once trimmed (names and labels).
+pub fn name_160(value: &str) -> Result<(), ValidationError> {
+    text(value, 160, Lines::One)
+}
+
+/// A webhook endpoint's description: one line of clean text, 1–200 characters once trimmed.
+pub fn webhook_description(value: &str) -> Result<(), ValidationError> {
+    text(value, webhook::MAX_DESCRIPTION_CHARS, Lines::One)
+}
+
+/// An email address as a contact or an invitation takes it ([`identity::email_is_valid`] once
+/// trimmed: 1–254 characters, one `@` with text on both sides, no spaces, clean).
+pub fn email_address(value: &str) -> Result<(), ValidationError> {
+    if identity::email_is_valid(value.trim()) {
+        return Ok(());
+    }
+    Err(ValidationError::new("invalid_email").with_message(
+        "send an email address like name@example.com (1–254 characters, one @, no spaces)".into(),
+    ))
+}
 
 fn bounds(field: &str, unit: &str, error: &ValidationError) -> String {
     let min = error.params.get("min").map(ToString::to_string);
@@ -172,5 +221,54 @@ mod tests {
             ]
         );
         assert_eq!(errors[0].detail, "`count` must be 1–10");
+    }
+
+    #[derive(Validate)]
+    struct Named {
+        #[validate(custom(function = name_160))]
+        name: Option<String>,
+        #[validate(custom(function = email_address))]
+        email: Option<String>,
+    }
+
+    #[test]
+    fn the_domains_text_and_email_rules_answer_with_the_members_path() {
+        let errors = field_errors(
+            &Named {
+                name: Some("Ac\u{200B}me".into()),
+                email: Some(" a@b ".into()),
+            }
+            .validate()
+            .unwrap_err(),
+        );
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, "invalid_characters");
+        assert!(
+            errors[0].detail.starts_with("`name` holds"),
+            "{}",
+            errors[0].detail
+        );
+        let errors = field_errors(
+            &Named {
+                name: Some(format!(" {} ", "n".repeat(161))),
+                email: Some("a@b@c".into()),
+            }
+            .validate()
+            .unwrap_err(),
+        );
+        let got: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(got, [("email", "invalid_email"), ("name", "too_long")]);
+        assert_eq!(
+            errors[1].detail,
+            "`name` must be at most 160 characters (got 161)"
+        );
+        // Trimmed first: surrounding spaces neither count nor make a blank name valid.
+        let blank = Named {
+            name: Some("   ".into()),
+            email: None,
+        };
+        let errors = field_errors(&blank.validate().unwrap_err());
+        assert_eq!(errors[0].code, "required");
+        assert_eq!(errors[0].detail, "`name` must not be empty");
     }
 }

@@ -34,12 +34,15 @@ pub struct InviteRequest {
         value_type = String,
         required = true,
         example = "ops@example.com",
+        min_length = 3,
         max_length = 254,
         pattern = r"^[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^@\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
+    #[validate(required, custom(function = crate::http::rules::email_address))]
     pub email: Option<String>,
     /// What the human may do; fixed for good.
     #[schema(value_type = RoleSchema, required = true, example = "operator")]
+    #[validate(required)]
     pub role: Option<Role>,
 }
 
@@ -93,18 +96,16 @@ async fn invite_user(
     Auth(actor): Auth,
     StrictJson(body): StrictJson<InviteRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(
-        match state
-            .app
-            .invite_user(&actor, body.email.as_deref(), body.role)
-            .await?
-        {
-            Invited::Done(invitation) => {
-                (StatusCode::CREATED, Json(InviteResponse::from(invitation))).into_response()
-            }
-            Invited::Proposed(change) => ChangeAccepted::response(change),
-        },
-    )
+    // Both present: `InviteRequest`'s rules required them.
+    let (Some(email), Some(role)) = (body.email, body.role) else {
+        return Err(crate::http::problem::internal());
+    };
+    Ok(match state.app.invite_user(&actor, &email, role).await? {
+        Invited::Done(invitation) => {
+            (StatusCode::CREATED, Json(InviteResponse::from(invitation))).into_response()
+        }
+        Invited::Proposed(change) => ChangeAccepted::response(change),
+    })
 }
 
 /// The organisation's humans, newest first (approvers only).

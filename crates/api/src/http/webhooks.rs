@@ -7,6 +7,7 @@ use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, StrictJson}
 use super::headers::REPLAYED;
 use super::problem::{ApiError, Problem};
 use super::schema::WebhookEventType;
+use crate::http::rules::{self, BodyRules};
 use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
@@ -14,9 +15,10 @@ use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 use tauros_app::{
-    NewWebhookEndpoint, Replayed, WebhookAttemptView, WebhookDeliveryView, WebhookEndpointView,
-    WithSecret,
+    FieldError, NewWebhookEndpoint, Replayed, WebhookAttemptView, WebhookDeliveryView,
+    WebhookEndpointView, WithSecret,
 };
+use tauros_domain::webhook::{TIMEOUT_SECONDS, endpoint_form_errors};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -80,18 +82,44 @@ pub struct CreateWebhookEndpointRequest {
     /// hosts).
     #[schema(value_type = String, required = true, example = "https://hooks.example.com/tauros",
         max_length = 2000, pattern = r"^[Hh][Tt][Tt][Pp][Ss]?://")]
+    #[validate(required)]
     pub url: Option<String>,
     /// The event types to deliver: at least one (a repeat counts once).
     #[schema(value_type = Vec<WebhookEventType>, required = true, min_items = 1, max_items = 32,
         example = json!(["invoice.submitted", "invoice.approved"]))]
+    #[validate(required)]
     pub events: Option<Vec<String>>,
     /// A note for humans, 1–200 characters.
     #[schema(min_length = 1, max_length = 200, example = "Accounting system")]
+    #[validate(custom(function = rules::webhook_description))]
     pub description: Option<String>,
     /// Seconds one attempt may take (connecting, sending, and the answer's status line):
     /// 1–30, 10 when omitted. Longer is a failed attempt, retried.
     #[schema(minimum = 1, maximum = 30, default = 10)]
+    #[validate(range(
+        min = TIMEOUT_MIN,
+        max = TIMEOUT_MAX,
+        message = "`timeout_seconds` must be a whole number of seconds from 1 to 30 (10 when omitted)"
+    ))]
     pub timeout_seconds: Option<i64>,
+}
+
+/// The domain's bounds of an attempt's timeout, as `validator` takes them.
+const TIMEOUT_MIN: i64 = *TIMEOUT_SECONDS.start() as i64;
+const TIMEOUT_MAX: i64 = *TIMEOUT_SECONDS.end() as i64;
+
+/// `url` and `events` present, the description and the timeout are the wire's rules
+/// (`validator`); the URL's form and the event types are the domain's
+/// (`webhook::endpoint_form_errors`) and complete an answer the wire refuses anyway. The
+/// outbound policy (the operator's allow-list) comes with the use case.
+impl BodyRules for CreateWebhookEndpointRequest {
+    fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(self)
+    }
+
+    fn completing_rules(&self) -> Vec<FieldError> {
+        endpoint_form_errors(self.url.as_deref(), self.events.as_deref())
+    }
 }
 
 /// An endpoint with its signing secret: shown in this answer and never again.
@@ -157,11 +185,15 @@ async fn create_webhook_endpoint(
     ),
     ApiError,
 > {
+    // `url` and `events` present, the timeout 1–30: `CreateWebhookEndpointRequest`'s rules.
+    let (Some(url), Some(events)) = (body.url, body.events) else {
+        return Err(crate::http::problem::internal());
+    };
     let input = NewWebhookEndpoint {
-        url: body.url,
-        events: body.events,
+        url,
+        events,
         description: body.description,
-        timeout_seconds: body.timeout_seconds,
+        timeout_seconds: body.timeout_seconds.and_then(|t| i32::try_from(t).ok()),
     };
     let Replayed { value, replayed } = state
         .app
@@ -325,5 +357,3 @@ async fn resend_webhook_delivery(
     };
     Ok((status, Json(value)))
 }
-
-crate::body_rules!(CreateWebhookEndpointRequest);

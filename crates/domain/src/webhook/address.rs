@@ -174,6 +174,31 @@ impl Coded for UrlError {
 /// change; [`AllowList::vet`] checks every address at delivery), but an address, and
 /// `localhost` and names below it (RFC 6761: always loopback), must pass the policy now.
 pub fn check_url(raw: &str, allow: &AllowList) -> Result<WebhookUrl, UrlError> {
+    let (url, name, address) = parse_url(raw)?;
+    if !allow.allows(&name) {
+        if !allow.is_empty() {
+            return Err(UrlError::NotListed(crate::error::echo(&name)));
+        }
+        let loopback_name = name == "localhost" || name.ends_with(".localhost");
+        if loopback_name || address.is_some_and(|ip| !address_is_public(ip)) {
+            return Err(UrlError::Internal(crate::error::echo(&name)));
+        }
+    }
+    Ok(WebhookUrl {
+        url: url.to_string(),
+        host: name,
+        address,
+    })
+}
+
+/// The part of [`check_url`] that needs no policy: its length, `http://` or `https://`, a
+/// host, no credentials.
+pub fn check_url_form(raw: &str) -> Result<(), UrlError> {
+    parse_url(raw).map(|_| ())
+}
+
+/// A URL's form: the URL, its host's name, and the host's address when it is one.
+fn parse_url(raw: &str) -> Result<(Url, String, Option<IpAddr>), UrlError> {
     if raw.chars().count() > MAX_URL_CHARS {
         return Err(UrlError::TooLong);
     }
@@ -197,20 +222,7 @@ pub fn check_url(raw: &str, allow: &AllowList) -> Result<WebhookUrl, UrlError> {
         Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
         Host::Domain(_) => None,
     };
-    if !allow.allows(&name) {
-        if !allow.is_empty() {
-            return Err(UrlError::NotListed(crate::error::echo(&name)));
-        }
-        let loopback_name = name == "localhost" || name.ends_with(".localhost");
-        if loopback_name || address.is_some_and(|ip| !address_is_public(ip)) {
-            return Err(UrlError::Internal(crate::error::echo(&name)));
-        }
-    }
-    Ok(WebhookUrl {
-        url: url.to_string(),
-        host: name,
-        address,
-    })
+    Ok((url, name, address))
 }
 
 /// Whether an address is on the public internet: not unspecified, loopback, private (RFC

@@ -8,7 +8,9 @@ mod address;
 mod delivery;
 mod signing;
 
-pub use address::{AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url};
+pub use address::{
+    AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url, check_url_form,
+};
 pub use delivery::{
     DEFAULT_DISABLE_AFTER, DeliveryStatus, Health, Resend, ResendRefused, SECRET_REPLAY_WINDOW,
     cycle_submission, delivery_id, next_cycle, resend,
@@ -17,9 +19,8 @@ pub use signing::{
     SECRET_PREFIX, SealError, SecretKey, SigningSecret, open_secret, seal_secret, signature,
 };
 
-use crate::error::{FieldError, required};
+use crate::error::FieldError;
 use crate::invoice::{Action, InvoiceState};
-use crate::text::checked_text;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use std::time::Duration;
@@ -111,13 +112,17 @@ impl Subscription {
     }
 }
 
-/// A registration as sent; every member optional so that every problem is reported at once.
-#[derive(Clone, Copy, Debug, Default)]
+/// A registration whose field rules the caller checked (the wire's `validator` rules on
+/// `CreateWebhookEndpointRequest`: `url` and `events` present, `description` 1–200 characters of
+/// clean text once trimmed, `timeout_seconds` 1–30). What stays here is what the domain reads:
+/// the URL against the outbound policy, and the event types.
+#[derive(Clone, Copy, Debug)]
 pub struct EndpointInput<'a> {
-    pub url: Option<&'a str>,
-    pub events: Option<&'a [String]>,
+    pub url: &'a str,
+    pub events: &'a [String],
     pub description: Option<&'a str>,
-    pub timeout_seconds: Option<i64>,
+    /// 10 when omitted.
+    pub timeout_seconds: Option<i32>,
 }
 
 /// A registration that follows every rule.
@@ -130,55 +135,47 @@ pub struct CheckedEndpoint {
     pub timeout_seconds: i32,
 }
 
-/// Checks a registration: `url` (scheme and outbound policy), `events[]` (known, not empty),
-/// `description` (clean text, at most 200 characters) and `timeout_seconds` (1–30, 10 when
-/// omitted). Every problem is an error naming its field.
+/// Checks a registration: `url` (its form, and the outbound policy `allow`) and `events[]`
+/// (known, not empty, at most 32). Every problem is an error naming its field; the description
+/// is trimmed and an omitted timeout is 10 seconds.
 pub fn check_endpoint(
     input: EndpointInput<'_>,
     allow: &AllowList,
 ) -> Result<CheckedEndpoint, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let url = required("url", input.url, &mut errors).and_then(|raw| {
-        check_url(raw, allow)
-            .map_err(|e| errors.push(FieldError::new("url", &e)))
-            .ok()
-    });
+    let url = check_url(input.url, allow)
+        .map_err(|e| errors.push(FieldError::new("url", &e)))
+        .ok();
     let subscription = check_events(input.events, &mut errors);
-    let description = input
-        .description
-        .map(|d| checked_text("description", d, MAX_DESCRIPTION_CHARS, &mut errors));
-    let timeout_seconds = match input.timeout_seconds {
-        None => Some(DEFAULT_TIMEOUT_SECONDS),
-        Some(t) => match i32::try_from(t) {
-            Ok(t) if TIMEOUT_SECONDS.contains(&t) => Some(t),
-            _ => {
-                errors.push(FieldError::plain(
-                    "timeout_seconds",
-                    "out_of_range",
-                    "`timeout_seconds` must be a whole number of seconds from 1 to 30 \
-                     (10 when omitted)",
-                ));
-                None
-            }
-        },
-    };
-    match (url, subscription, timeout_seconds) {
-        (Some(url), Some(subscription), Some(timeout_seconds)) if errors.is_empty() => {
-            Ok(CheckedEndpoint {
-                url: url.url,
-                subscription,
-                description,
-                timeout_seconds,
-            })
-        }
+    match (url, subscription) {
+        (Some(url), Some(subscription)) if errors.is_empty() => Ok(CheckedEndpoint {
+            url: url.url,
+            subscription,
+            description: input.description.map(|d| d.trim().to_owned()),
+            timeout_seconds: input.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS),
+        }),
         _ => Err(errors),
     }
 }
 
+/// What [`check_endpoint`] says of a registration as sent that needs no policy: the URL's form
+/// (scheme, length, no credentials) and the event types; a missing member is not reported (the
+/// request type's rules require it). The wire adds these to an answer it refuses anyway, so a
+/// body hears every mistake of its own at once; the outbound policy comes with the use case.
+pub fn endpoint_form_errors(url: Option<&str>, events: Option<&[String]>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(Err(e)) = url.map(check_url_form) {
+        errors.push(FieldError::new("url", &e));
+    }
+    if let Some(events) = events {
+        check_events(events, &mut errors);
+    }
+    errors
+}
+
 /// `events[]`: at least one, at most 32 entries, each a known event type (repeats are kept
 /// once). An unknown entry is named by its index, with the list of valid ones.
-fn check_events(sent: Option<&[String]>, errors: &mut Vec<FieldError>) -> Option<Subscription> {
-    let sent = required("events", sent, errors)?;
+fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscription> {
     if sent.is_empty() {
         errors.push(FieldError::plain(
             "events",
@@ -442,9 +439,10 @@ mod tests {
         let sent = strings(&["invoice.approved", "invoice.created", "invoice.approved"]);
         let checked = check_endpoint(
             EndpointInput {
-                url: Some("https://hooks.example.com/tauros"),
-                events: Some(&sent),
-                ..EndpointInput::default()
+                url: "https://hooks.example.com/tauros",
+                events: &sent,
+                description: None,
+                timeout_seconds: None,
             },
             &allow,
         )
@@ -467,49 +465,43 @@ mod tests {
         let sent = strings(&["invoice.approved", "invoice.paid!", "nope"]);
         let errors = check_endpoint(
             EndpointInput {
-                url: Some("ftp://example.com/"),
-                events: Some(&sent),
-                description: Some("a\u{202E}b"),
-                timeout_seconds: Some(31),
+                url: "ftp://example.com/",
+                events: &sent,
+                description: None,
+                timeout_seconds: None,
             },
             &allow,
         )
         .unwrap_err();
         let fields: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
-        assert_eq!(
-            fields,
-            [
-                ("url", "unsupported_scheme"),
-                ("events[1]", "unknown_event"),
-                ("events[2]", "unknown_event"),
-                ("description", "invalid_characters"),
-                ("timeout_seconds", "out_of_range"),
-            ]
-        );
+        let expected = [
+            ("url", "unsupported_scheme"),
+            ("events[1]", "unknown_event"),
+            ("events[2]", "unknown_event"),
+        ];
+        assert_eq!(fields, expected);
         assert!(errors[1].detail.contains("invoice.changes_requested"));
-        let errors = check_endpoint(
-            EndpointInput {
-                events: Some(&[]),
-                ..EndpointInput::default()
-            },
-            &allow,
-        )
-        .unwrap_err();
-        let fields: Vec<(&str, &str)> = errors.iter().map(|e| (e.field.as_str(), e.code)).collect();
-        assert_eq!(fields, [("url", "required"), ("events", "empty_events")]);
+        // The same without a policy, for an answer the wire refuses anyway.
+        let form = endpoint_form_errors(Some("ftp://example.com/"), Some(&sent));
+        let fields: Vec<(&str, &str)> = form.iter().map(|e| (e.field.as_str(), e.code)).collect();
+        assert_eq!(fields, expected);
+        let errors = endpoint_form_errors(None, Some(&[]));
+        assert_eq!(errors[0].code, "empty_events");
+        // An internal address is the policy's to refuse, at registration.
+        assert!(endpoint_form_errors(Some("http://127.0.0.1/"), None).is_empty());
         let many = vec!["invoice.created".to_owned(); MAX_EVENTS + 1];
         let errors = check_endpoint(
             EndpointInput {
-                url: Some("https://example.com"),
-                events: Some(&many),
-                timeout_seconds: Some(0),
-                ..EndpointInput::default()
+                url: "http://127.0.0.1/",
+                events: &many,
+                description: None,
+                timeout_seconds: None,
             },
             &allow,
         )
         .unwrap_err();
-        assert_eq!(errors[0].code, "too_many_events");
-        assert_eq!(errors[1].field, "timeout_seconds");
+        assert_eq!(errors[0].code, "internal_address");
+        assert_eq!(errors[1].code, "too_many_events");
     }
 
     #[test]
