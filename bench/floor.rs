@@ -39,7 +39,7 @@ const TOKEN: &[u8] = b"tauros-bench-floor";
 const SELECT: &str = "select id, org_id, agent_id, idempotency_key, state, number, revision_count, \
     amount_paid_minor, created_at, updated_at, revision_id, revision_number, customer_id, \
     payment_destination_id, destination_network, destination_address, currency, due_date, \
-    lines, total_minor, reasoning, payload_hash, revision_created_at \
+    lines, total_minor, reasoning, canonical_payload, payload_hash, revision_created_at \
     from floor.invoices where id = $1";
 
 #[derive(sqlx::FromRow, serde::Serialize)]
@@ -65,6 +65,7 @@ struct Invoice {
     lines: String,
     total_minor: String,
     reasoning: String,
+    canonical_payload: String,
     payload_hash: String,
     revision_created_at: DateTime<Utc>,
 }
