@@ -13,7 +13,7 @@
 //! worker per core), a PostgreSQL pool of 4 connections per core from 8 to 32
 //! (`default_pool_size` in src/config.rs) unless `FLOOR_MAX_CONNECTIONS` says otherwise
 //! (scripts/bench passes `BENCH_POOL` to both), 5 s to acquire a connection, HTTP/1.1 with
-//! keep-alive. Prints `address=HOST:PORT` on stderr once it listens, like Tauros's log line.
+//! keep-alive. Unlike Tauros's, the pool opens all its connections at start (see `main`). Prints `address=HOST:PORT` on stderr once it listens, like Tauros's log line.
 //!
 //! ```text
 //! FLOOR_DATABASE_URL=postgres://…/bench cargo run --release --example floor
@@ -109,8 +109,12 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| (cores * 4).clamp(8, 32));
+    // All connections opened at start (sqlx keeps `min_connections` open in the background):
+    // scripts/bench lists PostgreSQL's backends before a window to charge their CPU, so a
+    // backend born during the window would go uncounted.
     let pool = PgPoolOptions::new()
         .max_connections(size)
+        .min_connections(size)
         .acquire_timeout(Duration::from_secs(5))
         .connect(&url)
         .await
