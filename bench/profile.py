@@ -101,17 +101,18 @@ def main():
         print("no samples (was perf attached to the server?)")
         return
     per = args.cpu_us
-    print(f"{total} samples; {100 * kernel / total:.1f} % of them in the kernel (charged to the caller's layer)")
-    print(f"{'layer':70} {'samples':>8} {'share':>7} {'µs/req':>7} {'in kernel':>9}")
     order = [name for name, _ in LAYERS] + [
         "unattributed: kernel, caller lost", "unattributed: libc (malloc, memcpy), caller lost", "unattributed: other"]
+    w = max(len(name) for name in order)
+    print(f"{total} samples; {100 * kernel / total:.1f} % of them in the kernel (charged to the caller's layer)")
+    print(f"{'layer':{w}} {'samples':>8} {'share':>7} {'µs/req':>7} {'in kernel':>9}")
     for name in order:
         n = by_layer.get(name, 0)
         us = f"{per * n / total:7.1f}" if per is not None else "      -"
         k = f"{100 * kernel_by_layer.get(name, 0) / n:8.0f}%" if n else "        -"
-        print(f"{name:70} {n:>8} {100 * n / total:>6.1f}% {us} {k}")
+        print(f"{name:{w}} {n:>8} {100 * n / total:>6.1f}% {us} {k}")
     if per is not None:
-        print(f"{'total (the server CPU per request measured over the window)':70} {total:>8} {100.0:>6.1f}% {per:7.1f}")
+        print(f"{'total (the server CPU per request measured over the window)':{w}} {total:>8} {100.0:>6.1f}% {per:7.1f}")
     print()
     print("top frames (leaf functions) per layer, share of all samples:")
     for name in order:
