@@ -12,6 +12,10 @@
 //! `--scenario fixture` only sets up (one invoice) and prints what an external client (`wrk`
 //! in `scripts/bench`) needs to send the same GET and replay: the agent key, the invoice id,
 //! its idempotency key and its body.
+//!
+//! `--scenario floor` measures the stack's floor instead (bench/floor.rs): `GET /inv/{id}`
+//! with the bearer `--token`, over the invoice ids in the file `--ids` (one a line), in
+//! rotation like `get`; no setup through Tauros's API.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +37,9 @@ struct Args {
     /// Processes whose CPU time the measured window is charged: the server first, then
     /// the database's (PostgreSQL's backends), as `pid,pid,…`.
     cpu_pids: Vec<u32>,
+    /// `floor` only: the floor's bearer token and a file of invoice ids, one a line.
+    token: String,
+    ids: String,
 }
 
 fn parse_args() -> Args {
@@ -45,6 +52,8 @@ fn parse_args() -> Args {
         seconds: 10.0,
         pool: 200,
         cpu_pids: Vec::new(),
+        token: String::new(),
+        ids: String::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -57,6 +66,8 @@ fn parse_args() -> Args {
             "--concurrency" => args.concurrency = value.parse().expect("--concurrency"),
             "--seconds" => args.seconds = value.parse().expect("--seconds"),
             "--pool" => args.pool = value.parse().expect("--pool"),
+            "--token" => args.token = value,
+            "--ids" => args.ids = value,
             "--cpu-pids" => {
                 args.cpu_pids = value
                     .split(',')
@@ -117,6 +128,26 @@ async fn fixture(args: &Args) -> Fixture {
         .build()
         .unwrap();
     let base = args.base_url.trim_end_matches('/').to_owned();
+    if args.scenario == "floor" {
+        let ids = std::fs::read_to_string(&args.ids).expect("--ids: a file of invoice ids");
+        let invoices: Vec<(String, String)> = ids
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(args.pool.max(1))
+            .map(|id| (String::new(), id.trim().to_owned()))
+            .collect();
+        assert!(!invoices.is_empty(), "--ids names no invoice");
+        return Fixture {
+            client,
+            base,
+            human: String::new(),
+            agent: args.token.clone(),
+            customer: String::new(),
+            destination: String::new(),
+            invoices,
+            run: String::new(),
+        };
+    }
     let session = client
         .post(format!("{base}/v1/sessions"))
         .json(&json!({"email": args.email, "password": args.password}))
@@ -210,6 +241,15 @@ async fn step(f: &Fixture, scenario: &str, n: u64) -> bool {
             let (_, id) = &f.invoices[n as usize % f.invoices.len()];
             let res = c
                 .get(format!("{}/v1/invoices/{id}", f.base))
+                .bearer_auth(&f.agent)
+                .send()
+                .await;
+            ok(res).await
+        }
+        "floor" => {
+            let (_, id) = &f.invoices[n as usize % f.invoices.len()];
+            let res = c
+                .get(format!("{}/inv/{id}", f.base))
                 .bearer_auth(&f.agent)
                 .send()
                 .await;
