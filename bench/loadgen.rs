@@ -34,9 +34,11 @@ struct Args {
     seconds: f64,
     /// Invoices created up front for `replay` and `get`.
     pool: usize,
-    /// Processes whose CPU time the measured window is charged: the server first, then
-    /// the database's (PostgreSQL's backends), as `pid,pid,…`.
-    cpu_pids: Vec<u32>,
+    /// The server whose CPU time the measured window is charged.
+    server_pid: Option<u32>,
+    /// PostgreSQL's postmaster: the database's CPU over the window is its whole process tree's
+    /// ([`cluster_ticks`]), backends that start or end inside the window included.
+    db_postmaster: Option<u32>,
     /// `floor` only: the floor's bearer token and a file of invoice ids, one a line.
     token: String,
     ids: String,
@@ -51,7 +53,8 @@ fn parse_args() -> Args {
         concurrency: 8,
         seconds: 10.0,
         pool: 200,
-        cpu_pids: Vec::new(),
+        server_pid: None,
+        db_postmaster: None,
         token: String::new(),
         ids: String::new(),
     };
@@ -68,12 +71,9 @@ fn parse_args() -> Args {
             "--pool" => args.pool = value.parse().expect("--pool"),
             "--token" => args.token = value,
             "--ids" => args.ids = value,
-            "--cpu-pids" => {
-                args.cpu_pids = value
-                    .split(',')
-                    .filter(|p| !p.is_empty())
-                    .map(|p| p.parse().expect("--cpu-pids"))
-                    .collect();
+            "--server-pid" => args.server_pid = Some(value.parse().expect("--server-pid")),
+            "--db-postmaster" => {
+                args.db_postmaster = Some(value.parse().expect("--db-postmaster"));
             }
             other => panic!("unknown flag {other}"),
         }
@@ -331,10 +331,11 @@ async fn main() {
     // The server's peak resident set is measured over the window from here (scripts/bench
     // reads VmHWM after the run): the setup's sign-in hashes a password with 19 MiB of
     // Argon2 memory that is returned at once, which is not what load costs.
-    if let Some(server) = args.cpu_pids.first() {
+    if let Some(server) = args.server_pid {
         let _ = std::fs::write(format!("/proc/{server}/clear_refs"), "5");
     }
-    let cpu_before: Vec<u64> = args.cpu_pids.iter().map(|p| cpu_ticks(*p)).collect();
+    let server_before = args.server_pid.map(cpu_ticks);
+    let db_before = args.db_postmaster.map(cluster_ticks);
     let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -363,16 +364,16 @@ async fn main() {
         hist.add(t.await.unwrap()).unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let cpu: Vec<u64> = args
-        .cpu_pids
-        .iter()
-        .zip(&cpu_before)
-        .map(|(p, before)| cpu_ticks(*p).saturating_sub(*before))
-        .collect();
     // Clock ticks are 1/100 s: 10,000 µs each.
     let per_op = |ticks: u64| (ticks as f64 * 10_000.0) / hist.len().max(1) as f64;
-    let server_cpu_us = cpu.first().map(|t| per_op(*t));
-    let db_cpu_us = (cpu.len() > 1).then(|| per_op(cpu[1..].iter().sum()));
+    let server_cpu_us = args
+        .server_pid
+        .zip(server_before)
+        .map(|(p, before)| per_op(cpu_ticks(p).saturating_sub(before)));
+    let db_cpu_us = args
+        .db_postmaster
+        .zip(db_before)
+        .map(|(p, before)| per_op(cluster_ticks(p).saturating_sub(before)));
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "{}",
@@ -394,18 +395,49 @@ async fn main() {
 
 /// User plus system CPU time of process `pid` so far, in clock ticks (0 once it is gone).
 fn cpu_ticks(pid: u32) -> u64 {
+    let fields = stat_fields(pid);
+    fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0)
+}
+
+/// The CPU time of PostgreSQL so far, in clock ticks: the postmaster's own, its reaped
+/// children's (`cutime` + `cstime`: a backend that ended is counted there once reaped) and its
+/// live children's. Its difference over a window is the cluster's CPU over it, whichever
+/// backends started or ended inside it (a fixed list of backend pids taken at the start misses
+/// the ones that start later and loses the ones that end, down to negative figures).
+fn cluster_ticks(postmaster: u32) -> u64 {
+    let own = stat_fields(postmaster);
+    let mut total: u64 = own.iter().skip(11).take(4).sum();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return total;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let fields = stat_fields(pid);
+        // The parent is field 4 of the whole line: 2 after the name.
+        if fields.get(1) == Some(&u64::from(postmaster)) {
+            total += fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The numeric fields of `/proc/{pid}/stat` after the command name, as numbers (a field that
+/// is not one reads 0); empty once the process is gone.
+fn stat_fields(pid: u32) -> Vec<u64> {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
+        return Vec::new();
     };
     // The fields after the command name (which may hold spaces) in parentheses.
+    // utime, stime, cutime and cstime are fields 14 to 17 of the whole line: 12 to 15 after
+    // the name (index 11 to 14 here); the state (index 0) is a letter and reads 0.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(11) + field(12)
+    rest.split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(0))
+        .collect()
 }

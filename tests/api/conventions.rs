@@ -349,6 +349,49 @@ async fn cors_allows_only_configured_origins(backend: Backend) {
     );
 }
 
+/// With no origins configured (the default) CORS allows nothing: a preflight gets no
+/// `Access-Control-Allow-Origin`, and an ordinary answer carries no CORS headers at all.
+async fn without_origins_cors_allows_nothing(backend: Backend) {
+    let app = spawn_app_with(backend, AppConfig::default(), HttpConfig::default()).await;
+    let preflight = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/v1/me"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "GET")
+        .send()
+        .await
+        .unwrap();
+    assert!(!preflight.status().is_success(), "{}", preflight.status());
+    let plain = app
+        .client
+        .get(app.url("/v1/me"))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    for response in [&preflight, &plain] {
+        assert!(
+            !response
+                .headers()
+                .keys()
+                .any(|name| name.as_str().starts_with("access-control-")),
+            "{:?}",
+            response.headers()
+        );
+        assert!(response.headers().contains_key("x-request-id"));
+    }
+}
+
+#[tokio::test]
+async fn without_origins_cors_allows_nothing_sqlite() {
+    without_origins_cors_allows_nothing(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn without_origins_cors_allows_nothing_postgres() {
+    without_origins_cors_allows_nothing(Backend::Postgres).await;
+}
+
 #[tokio::test]
 async fn cors_allows_only_configured_origins_sqlite() {
     cors_allows_only_configured_origins(Backend::Sqlite).await;

@@ -13,7 +13,6 @@ use std::time::Duration;
 use tauros_app::App;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 /// HTTP settings.
@@ -48,30 +47,29 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
 }
 
 /// Every layer a request passes through, outermost last. The panic catcher sits inside the
-/// request-id and problem layers, so a panic's 500 still carries `X-Request-Id` and
-/// `request_id` like every other answer.
+/// outer edge (request id, problem bodies, security headers), so a panic's 500 still carries
+/// `X-Request-Id` and `request_id` like every other answer. CORS is there only when origins
+/// are configured: with none, it would have nothing to allow and only cost every request.
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
-    let request_id = HeaderName::from_static(middleware::REQUEST_ID);
-    router
-        .layer(axum::middleware::from_fn(middleware::durable_answers))
+    let router = router
         .layer(axum::middleware::from_fn_with_state(
             body_timeout::BodyClock::from(&config.limits),
-            body_timeout::body_progress,
+            middleware::inner,
         ))
-        .layer(axum::middleware::from_fn(middleware::metrics))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(cors(&config.cors_origins))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT));
+    let router = if config.cors_origins.is_empty() {
+        router
+    } else {
+        router.layer(cors(&config.cors_origins))
+    };
+    router
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(span)
                 .on_failure(()),
         )
         .layer(CatchPanicLayer::custom(panic_response))
-        .layer(axum::middleware::from_fn(middleware::problem_details))
-        .layer(axum::middleware::from_fn(middleware::security_headers))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .layer(axum::middleware::from_fn(middleware::client_request_id))
+        .layer(axum::middleware::from_fn(middleware::edge))
 }
 
 fn span(request: &Request) -> tracing::Span {
@@ -129,5 +127,5 @@ pub fn ops_metrics_router(app: App) -> Router {
     crate::metrics::handle();
     ops::metrics_router()
         .with_state(AppState { app })
-        .layer(axum::middleware::from_fn(middleware::security_headers))
+        .layer(axum::middleware::from_fn(middleware::only_security_headers))
 }

@@ -14,9 +14,8 @@
 use super::problem::ApiError;
 use super::serve::ConnectionLimits;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use std::pin::Pin;
@@ -50,16 +49,17 @@ impl From<&ConnectionLimits> for BodyClock {
 const STALLED: u8 = 1;
 const TOO_SLOW: u8 = 2;
 
-/// Wraps the request body in the progress clocks; answers 408 if one ran out, whatever the
-/// handler made of the failed read.
-pub async fn body_progress(
-    State(clock): State<BodyClock>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Wraps the request body in the progress clocks and runs the rest of the request with it
+/// (`run`: the inner layers and the handler); answers 408 if one ran out, whatever the handler
+/// made of the failed read.
+pub(crate) async fn with_body_clock<F, Fut>(clock: BodyClock, request: Request, run: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     if http_body::Body::is_end_stream(request.body()) {
         // No body (most GETs): nothing to wait for.
-        return next.run(request).await;
+        return run(request).await;
     }
     let abandoned = Arc::new(AtomicU8::new(0));
     let request = request.map(|body| {
@@ -72,7 +72,7 @@ pub async fn body_progress(
             abandoned: Arc::clone(&abandoned),
         })
     });
-    let response = next.run(request).await;
+    let response = run(request).await;
     let detail = match abandoned.load(Ordering::Acquire) {
         STALLED => {
             tracing::info!(seconds = clock.stall.as_secs_f64(), "request body stalled");

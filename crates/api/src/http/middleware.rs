@@ -1,9 +1,10 @@
 //! Cross-cutting layers: every error becomes problem+json carrying the request id, and every
 //! request is counted and timed by route template.
 
+use super::body_timeout::{BodyClock, with_body_clock};
 use super::problem::{PROBLEM_JSON, for_status};
 use axum::body::{Body, to_bytes};
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -16,20 +17,67 @@ pub const REQUEST_ID: &str = "x-request-id";
 /// the server makes its own.
 const MAX_REQUEST_ID: usize = 128;
 
-/// Drops a client's `X-Request-Id` unless it is 1–128 safe characters (letters, digits,
-/// `-_.:`), so that ids echoed into headers, bodies and logs stay small and inert.
-pub async fn client_request_id(mut request: Request, next: Next) -> Response {
-    let acceptable = request.headers().get(REQUEST_ID).is_none_or(|v| {
+/// The request's id: the client's `X-Request-Id` if it is 1–128 safe characters (letters,
+/// digits, `-_.:`), so that ids echoed into headers, bodies and logs stay small and inert;
+/// otherwise a fresh UUID. Set on the request for every layer and handler inside.
+fn request_id(request: &mut Request) -> HeaderValue {
+    let acceptable = request.headers().get(REQUEST_ID).filter(|v| {
         let bytes = v.as_bytes();
         (1..=MAX_REQUEST_ID).contains(&bytes.len())
             && bytes
                 .iter()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
     });
-    if !acceptable {
-        request.headers_mut().remove(REQUEST_ID);
+    if let Some(id) = acceptable {
+        return id.clone();
     }
-    next.run(request).await
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let fresh = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer);
+    // A UUID's hex and hyphens are always a header value.
+    let id = HeaderValue::from_str(fresh).unwrap_or(HeaderValue::from_static("unknown"));
+    request.headers_mut().insert(REQUEST_ID, id.clone());
+    id
+}
+
+/// The outer edge of every request, one layer for what the request id, the security headers
+/// and the error bodies need (one layer, not five: each layer costs every request a boxed
+/// future and a clone of the service inside, docs/PERFORMANCE.md):
+///
+/// - the request id ([`request_id`]), echoed as `X-Request-Id` on the answer unless the
+///   answer set its own;
+/// - every error answer as problem+json with the request id in its body ([`problem_details`]);
+/// - the security headers ([`security_headers`]).
+pub async fn edge(mut request: Request, next: Next) -> Response {
+    let id = request_id(&mut request);
+    let api = is_api(request.uri().path());
+    let response = next.run(request).await;
+    let mut response = problem_details(response, &id).await;
+    security_headers(&mut response, api);
+    if !response.headers().contains_key(REQUEST_ID) {
+        response.headers_mut().insert(REQUEST_ID, id);
+    }
+    response
+}
+
+/// The inner edge, just outside the handlers: requests counted and timed by route
+/// ([`metrics`]), the request body's progress clocks ([`with_body_clock`]), and answers held
+/// until what they were decided on is durable ([`durable_answers`]), in that order from the
+/// outside in.
+pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = method_label(request.method());
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let response =
+        with_body_clock(clock, request, |request| durable_answers(next.run(request))).await;
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let (count, duration) = request_metrics(method, route, response.status().as_u16());
+    count.increment(1);
+    duration.record(start.elapsed().as_secs_f64());
+    response
+}
+
+fn is_api(path: &str) -> bool {
+    path.starts_with("/v1/") || path == "/mcp"
 }
 
 /// The policy of an HTML page that sets none of its own (the Swagger UI at `/docs`): its own
@@ -46,10 +94,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
 /// may be kept by a cache); a strict Content-Security-Policy on HTML pages (the page's own when
 /// it set one, which may only be stricter: it is chosen in this crate) and
 /// `X-Frame-Options: DENY`.
-pub async fn security_headers(request: Request, next: Next) -> Response {
-    let path = request.uri().path();
-    let api = path.starts_with("/v1/") || path == "/mcp";
-    let mut response = next.run(request).await;
+fn security_headers(response: &mut Response, api: bool) {
     let html = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -72,6 +117,14 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
         }
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     }
+}
+
+/// [`security_headers`] alone, for a router without the other edges (`/metrics` on its own
+/// listener).
+pub async fn only_security_headers(request: Request, next: Next) -> Response {
+    let api = is_api(request.uri().path());
+    let mut response = next.run(request).await;
+    security_headers(&mut response, api);
     response
 }
 
@@ -88,8 +141,8 @@ const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
 /// refusal may have read writes still waiting for their shared commit (group commit). If
 /// that commit fails, the answer would describe writes that are now lost, so the client gets
 /// 503 `unavailable` instead and retries.
-pub async fn durable_answers(request: Request, next: Next) -> Response {
-    match tauros_app::when_durable(next.run(request)).await {
+async fn durable_answers(answer: impl std::future::Future<Output = Response>) -> Response {
+    match tauros_app::when_durable(answer).await {
         (response, Ok(())) => response,
         (_, Err(e)) => super::problem::ApiError::from(e).into_response(),
     }
@@ -97,13 +150,7 @@ pub async fn durable_answers(request: Request, next: Next) -> Response {
 
 /// Makes sure every error response is problem+json with the request id in its body, whoever
 /// produced it (a handler, an extractor, the router's 404/405, a layer's 413).
-pub async fn problem_details(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let response = next.run(request).await;
+async fn problem_details(response: Response, request_id: &HeaderValue) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error())
         || response.extensions().get::<OwnErrorBody>().is_some()
@@ -130,8 +177,11 @@ pub async fn problem_details(request: Request, next: Next) -> Response {
         }
         to_map(&for_status(status).problem())
     };
-    if let Some(id) = request_id {
-        problem.insert("request_id".into(), serde_json::Value::String(id));
+    if let Ok(id) = request_id.to_str() {
+        problem.insert(
+            "request_id".into(),
+            serde_json::Value::String(id.to_owned()),
+        );
     }
     let bytes = serde_json::to_vec(&problem).unwrap_or_default();
     parts
@@ -162,19 +212,6 @@ fn method_label(method: &axum::http::Method) -> &'static str {
         Method::OPTIONS => "OPTIONS",
         _ => "OTHER",
     }
-}
-
-/// Counts requests and records their latency by method, route template and status.
-pub async fn metrics(request: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let method = method_label(request.method());
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let (count, duration) = request_metrics(method, route, response.status().as_u16());
-    count.increment(1);
-    duration.record(start.elapsed().as_secs_f64());
-    response
 }
 
 /// The counter and histogram of one (method, route template, status): registered once and
