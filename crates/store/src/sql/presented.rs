@@ -193,3 +193,35 @@ where
         Ok(Joined(credential, item))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statement of a `bench/pg` file: its lines that are not comments, with the psql
+    /// variables as they are, whitespace collapsed.
+    fn bench_statement(file: &str) -> String {
+        let path = format!("{}/../../bench/pg/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let statement: Vec<&str> = text.lines().filter(|l| !l.starts_with("--")).collect();
+        collapse(&statement.join(" "))
+    }
+
+    fn collapse(sql: &str) -> String {
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        words.join(" ").trim_end_matches(';').to_owned()
+    }
+
+    /// The bench's exact-statement bound measures what Tauros sends: `bench/pg/get.sql` and
+    /// `replay.sql` are this module's statements with the ids as psql variables. A statement
+    /// changed here without its bench file would make the bound measure a cheaper read.
+    #[test]
+    fn the_benchs_exact_statements_are_the_ones_sent() {
+        let get = INVOICE_BY_KEY.replace("$1", ":key_id").replace("$2", ":invoice");
+        assert_eq!(bench_statement("get.sql"), collapse(&get), "bench/pg/get.sql");
+        let replay = INVOICE_BY_IDEMPOTENCY_KEY
+            .replace("$1", ":key_id")
+            .replace("$2", ":ikey");
+        assert_eq!(bench_statement("replay.sql"), collapse(&replay), "bench/pg/replay.sql");
+    }
+}
