@@ -77,6 +77,11 @@ fn entries(problem: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// The 422 `validation_failed` problem+json of a refused request.
+async fn refused(res: reqwest::Response) -> Value {
+    expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = list
         .iter()
@@ -321,15 +326,13 @@ async fn a_password_changes_field_rules_come_with_its_shape_errors(app: TestApp)
         ]),
         "{problem}"
     );
-    let problem = expect_problem(
+    let problem = refused(
         app.post(
             "/v1/me/password",
             token,
             json!({"current_password": "wrong but short", "new_password": "short"}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -410,15 +413,13 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         "{problem}"
     );
     // Alone: a missing agent and a name over 160 characters, one 422.
-    let problem = expect_problem(
+    let problem = refused(
         app.post(
             "/v1/customers",
             token,
             json!({"name": "n".repeat(161), "email": "billing@example.com"}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -429,15 +430,13 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
     let detail = problem["errors"][1]["detail"].as_str().unwrap();
     assert!(detail.contains("`name` must be at most 160"), "{detail}");
     // A change: a hidden character in the name, an email without `@`.
-    let problem = expect_problem(
+    let problem = refused(
         app.patch(
             &format!("/v1/customers/{}", b.customer_id),
             token,
             json!({"name": "Acme\u{202E}Inc", "email": "billing.example.com"}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -449,15 +448,13 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
     assert!(detail.starts_with("`name` holds"), "{detail}");
 
     // An agent: an empty name and an unknown capability, in one answer.
-    let problem = expect_problem(
+    let problem = refused(
         app.post(
             "/v1/agents",
             token,
             json!({"name": "", "capabilities": ["invoicing", "payroll"]}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -465,15 +462,13 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         pairs(&[("capabilities[1]", "invalid_value"), ("name", "required")]),
         "{problem}"
     );
-    let problem = expect_problem(
+    let problem = refused(
         app.patch(
             &format!("/v1/agents/{}", b.org.agent_id),
             token,
             json!({"name": "a".repeat(161)}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -495,11 +490,9 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         pairs(&[("email", "invalid_email"), ("role", "invalid_type")]),
         "{problem}"
     );
-    let problem = expect_problem(
+    let problem = refused(
         app.post("/v1/users", token, json!({"email": " ops@ex ample.com "}))
             .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -531,15 +524,13 @@ async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
     let before = app
         .sql_count("select count(*) from payment_destinations")
         .await;
-    let problem = expect_problem(
+    let problem = refused(
         app.post(
             "/v1/payment-destinations",
             key,
             json!({"label": "Ops\u{200B}", "currency": "EURO", "network": "iban"}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(
@@ -568,15 +559,13 @@ async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
         "{problem}"
     );
     // Right in itself, the body still hears the payee's rules (the use case's answer).
-    let problem = expect_problem(
+    let problem = refused(
         app.post(
             "/v1/payment-destinations",
             key,
             json!({"label": "  Ops  ", "currency": "EUR", "network": "iban", "address": "DE00"}),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "validation_failed",
     )
     .await;
     assert_eq!(

@@ -217,11 +217,21 @@ mod tests {
     /// changed here without its bench file would make the bound measure a cheaper read.
     #[test]
     fn the_benchs_exact_statements_are_the_ones_sent() {
-        let get = INVOICE_BY_KEY.replace("$1", ":key_id").replace("$2", ":invoice");
-        assert_eq!(bench_statement("get.sql"), collapse(&get), "bench/pg/get.sql");
+        let get = INVOICE_BY_KEY
+            .replace("$1", ":key_id")
+            .replace("$2", ":invoice");
+        assert_eq!(
+            bench_statement("get.sql"),
+            collapse(&get),
+            "bench/pg/get.sql"
+        );
         let replay = INVOICE_BY_IDEMPOTENCY_KEY
             .replace("$1", ":key_id")
             .replace("$2", ":ikey");
-        assert_eq!(bench_statement("replay.sql"), collapse(&replay), "bench/pg/replay.sql");
+        assert_eq!(
+            bench_statement("replay.sql"),
+            collapse(&replay),
+            "bench/pg/replay.sql"
+        );
     }
 }
