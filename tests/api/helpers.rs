@@ -26,6 +26,24 @@ pub enum Backend {
     Postgres,
 }
 
+/// `$body` with `$conn` a fresh connection to `$url`, on whichever backend it names (the two
+/// connection types differ, so each branch is its own copy of `$body`).
+macro_rules! on_connection {
+    ($url:expr, |$conn:ident| $body:expr) => {
+        if $url.starts_with("sqlite") {
+            let mut $conn = <sqlx::SqliteConnection as sqlx::Connection>::connect($url)
+                .await
+                .unwrap();
+            $body
+        } else {
+            let mut $conn = <sqlx::PgConnection as sqlx::Connection>::connect($url)
+                .await
+                .unwrap();
+            $body
+        }
+    };
+}
+
 /// A running Tauros over its own database.
 pub struct TestApp {
     pub base: String,
@@ -823,6 +841,19 @@ impl TestApp {
             .collect()
     }
 
+    /// Rows of the invoices' read model (`invoice_reads`, migration 0019) that differ from
+    /// what its definition (`invoice_reads_source`, the joined read) says now, either way: 0
+    /// when every write kept it current. `invoice_reads` is only written by triggers.
+    pub async fn read_model_differences(&self) -> i64 {
+        self.sql_count(
+            "select (select count(*) from (select * from invoice_reads_source
+                 except select * from invoice_reads) stale)
+             + (select count(*) from (select * from invoice_reads
+                 except select * from invoice_reads_source) extra)",
+        )
+        .await
+    }
+
     /// `select count(*) …` (or any integer) on this test's database.
     pub async fn sql_count(&self, sql: &str) -> i64 {
         self.sql_scalar(sql).await
@@ -850,18 +881,18 @@ impl TestApp {
             + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
     {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        if self.database_url.starts_with("sqlite") {
-            let mut conn =
-                <sqlx::SqliteConnection as sqlx::Connection>::connect(&self.database_url)
-                    .await
-                    .unwrap();
-            sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap()
-        } else {
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&self.database_url)
-                .await
-                .unwrap();
-            sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap()
-        }
+        on_connection!(&self.database_url, |conn| sqlx::query_as(sql)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap())
+    }
+
+    /// Runs a script of statements (no binds) on this test's database; panics on an error.
+    pub async fn sql_script(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        on_connection!(&self.database_url, |conn| {
+            sqlx::raw_sql(sql).execute(&mut conn).await.expect("script");
+        });
     }
 
     /// Runs one raw SQL statement on this test's database; returns whether it was accepted.
@@ -894,38 +925,19 @@ where
         + sqlx::Type<sqlx::Postgres>,
 {
     let sql = sqlx::AssertSqlSafe(sql.to_owned());
-    if database_url.starts_with("sqlite") {
-        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
-    } else {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
-    }
+    on_connection!(database_url, |conn| sqlx::query_scalar(sql)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap())
 }
 
 /// Runs one raw SQL statement; returns whether the database accepted it.
 async fn sql_exec(database_url: &str, sql: &str) -> bool {
-    if database_url.starts_with("sqlite") {
-        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(&mut conn)
-            .await
-            .is_ok()
-    } else {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(database_url)
-            .await
-            .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(&mut conn)
-            .await
-            .is_ok()
-    }
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    on_connection!(database_url, |conn| sqlx::query(sql)
+        .execute(&mut conn)
+        .await
+        .is_ok())
 }
 
 /// A UUID literal in the backend's own spelling (SQLite stores UUIDs as 16-byte blobs).

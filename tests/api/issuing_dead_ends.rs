@@ -169,6 +169,8 @@ async fn a_refusal_is_rejected_once_and_issued_again_under_a_new_version(backend
     assert_eq!(local_effects(&app, token, id).await, 1);
     assert_eq!(stats["effects"], 1);
     scenario_figures(&app, &peer, token, id, "rejected, then issued again").await;
+    // Issuing's writes (worker and human) kept the invoice's read model current.
+    assert_eq!(app.read_model_differences().await, 0);
 }
 
 async fn a_rejected_invoice_is_cancelled_and_keeps_its_number_void(backend: Backend) {
@@ -633,6 +635,8 @@ async fn issue_and_cancel_race_exactly_one_wins_with_an_issuer(backend: Backend)
     // No worker and no peer: the race is decided within the requests.
     let app = unlimited(backend, true).await;
     race_issue_and_cancel(&app, StatusCode::ACCEPTED, "with an issuer").await;
+    // Racing writers each refreshed the read model inside their own transaction.
+    assert_eq!(app.read_model_differences().await, 0);
 }
 
 async fn issue_and_cancel_race_exactly_one_wins_without_an_issuer(backend: Backend) {

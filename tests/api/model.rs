@@ -794,6 +794,12 @@ async fn run_case(app: &TestApp, setup: Setup, plan: Vec<Planned>) -> Result<(),
         after[3] - before[3],
     ];
     prop_assert_eq!(delta, expected, "invoices, revisions, decisions, events");
+    // Every view above was read from the read model; it also equals its definition.
+    prop_assert_eq!(
+        app.read_model_differences().await,
+        0,
+        "invoice_reads is stale"
+    );
     for r in case.real.iter().flatten() {
         let report = app
             .app

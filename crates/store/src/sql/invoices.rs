@@ -388,7 +388,9 @@ impl<U: Backend> InvoiceWrite for U {
 }
 
 /// An invoice with its current revision, its agent's owner and its org's settings; the
-/// invoice's own columns are renamed where they would collide with the revision's.
+/// invoice's own columns are renamed where they would collide with the revision's. Lists read
+/// it (their filters and orders use the tables' indexes); one invoice is read from its read
+/// model ([`READ_INVOICE`]), which the schema test holds equal to this join.
 pub(crate) const JOINED_INVOICE: &str =
     "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
      i.number as invoice_number, i.revision_count, i.first_payload_hash,
@@ -405,13 +407,24 @@ pub(crate) const JOINED_INVOICE: &str =
  left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id
  left join jobs ij on ij.org_id = i.org_id and ij.id = i.issuing_job_id";
 
+/// The same columns as [`JOINED_INVOICE`] for one invoice, from its read model
+/// (`invoice_reads`, migration 0019: the invoice, its current revision, its agent's owner and
+/// its latest decision, kept by the writes' own transactions), with the two facts that change
+/// outside them joined live: the org's settings and the issue job's progress. Filter on
+/// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
+pub(crate) const READ_INVOICE: &str =
+    "select v.*, ij.attempt as issuing_attempts, ij.state as issuing_job_state,
+     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review
+ from invoice_reads v join orgs o on o.id = v.org_id
+ left join jobs ij on ij.org_id = v.org_id and ij.id = v.issuing_job_id";
+
 /// One joined invoice by id.
 static INVOICE_JOINED: LazyLock<String> =
-    LazyLock::new(|| format!("{JOINED_INVOICE} where i.org_id = $1 and i.id = $2"));
+    LazyLock::new(|| format!("{READ_INVOICE} where v.org_id = $1 and v.invoice_id = $2"));
 
 /// One joined invoice by its agent's idempotency key.
 static INVOICE_JOINED_BY_KEY: LazyLock<String> = LazyLock::new(|| {
-    format!("{JOINED_INVOICE} where i.org_id = $1 and i.agent_id = $2 and i.idempotency_key = $3")
+    format!("{READ_INVOICE} where v.org_id = $1 and v.agent_id = $2 and v.idempotency_key = $3")
 });
 
 /// A page of the invoice list, oldest first (the approver's inbox).
