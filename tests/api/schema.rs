@@ -351,7 +351,6 @@ async fn read_model_stand_in(app: &TestApp, install: bool) {
         Backend::Postgres => {
             "drop function tauros_invoice_read_on_invoice() cascade;
              drop function tauros_invoice_read_on_part() cascade;
-             drop function tauros_invoice_read_refresh(uuid, uuid);
              drop table invoice_reads;
              drop view invoice_reads_source;"
         }

@@ -69,27 +69,27 @@ create table invoice_reads (
     constraint invoice_reads_idempotency_key unique (org_id, agent_id, idempotency_key)
 );
 
--- Replaces the invoice's row by what the view says now (none while the invoice's current
--- revision is not inserted yet: its reference is deferred; the revision's insert refreshes).
-create function tauros_invoice_read_refresh(p_org uuid, p_invoice uuid) returns void
-language plpgsql as $$
-begin
-    delete from invoice_reads where org_id = p_org and invoice_id = p_invoice;
-    insert into invoice_reads
-        select * from invoice_reads_source where org_id = p_org and invoice_id = p_invoice;
-end;
-$$;
-
+-- Each trigger replaces the invoice's row by what the view says now: none while the invoice's
+-- current revision is not inserted yet (its reference is deferred; the revision's insert then
+-- writes the row). A new invoice has no row to replace. The statements are written out in each
+-- function rather than called through a third: a call per refresh is measurable in a create.
 create function tauros_invoice_read_on_invoice() returns trigger language plpgsql as $$
 begin
-    perform tauros_invoice_read_refresh(new.org_id, new.id);
+    if tg_op = 'UPDATE' then
+        delete from invoice_reads where org_id = new.org_id and invoice_id = new.id;
+    end if;
+    insert into invoice_reads
+        select * from invoice_reads_source where org_id = new.org_id and invoice_id = new.id;
     return null;
 end;
 $$;
 
 create function tauros_invoice_read_on_part() returns trigger language plpgsql as $$
 begin
-    perform tauros_invoice_read_refresh(new.org_id, new.invoice_id);
+    delete from invoice_reads where org_id = new.org_id and invoice_id = new.invoice_id;
+    insert into invoice_reads
+        select * from invoice_reads_source
+        where org_id = new.org_id and invoice_id = new.invoice_id;
     return null;
 end;
 $$;

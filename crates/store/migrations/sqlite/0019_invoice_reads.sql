@@ -69,12 +69,12 @@ create table invoice_reads (
     constraint invoice_reads_idempotency_key unique (org_id, agent_id, idempotency_key)
 );
 
--- Each trigger replaces the invoice's row by what the view says now (none while the invoice's
--- current revision is not inserted yet: its reference is deferred; the revision's insert
--- refreshes). SQLite has no functions: the two statements are repeated per trigger.
+-- Each trigger replaces the invoice's row by what the view says now: none while the invoice's
+-- current revision is not inserted yet (its reference is deferred; the revision's insert then
+-- writes the row). A new invoice has no row to replace. SQLite has no functions: the
+-- statements are repeated per trigger.
 create trigger invoice_reads_on_invoice_insert after insert on invoices
 begin
-    delete from invoice_reads where org_id = new.org_id and invoice_id = new.id;
     insert into invoice_reads
         select * from invoice_reads_source where org_id = new.org_id and invoice_id = new.id;
 end;
