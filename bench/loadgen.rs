@@ -13,6 +13,10 @@
 //! in `scripts/bench`) needs to send the same GET and replay: the agent key, the invoice id,
 //! its idempotency key and its body.
 //!
+//! `--ticks process PID` and `--ticks cluster POSTMASTER` only print the CPU clock ticks so far
+//! of a process, or of PostgreSQL's whole process tree, the same counts a run charges (wrk's
+//! runs in `scripts/bench` read them this way).
+//!
 //! `--scenario floor` measures the stack's floor instead (bench/floor.rs): `GET /inv/{id}`
 //! with the bearer `--token`, over the invoice ids in the file `--ids` (one a line), in
 //! rotation like `get`; no setup through Tauros's API.
@@ -237,19 +241,16 @@ async fn step(f: &Fixture, scenario: &str, n: u64) -> bool {
                 .await;
             ok(res).await
         }
-        "get" => {
+        // The same GET of an invoice in rotation; the floor's route is its own.
+        "get" | "floor" => {
             let (_, id) = &f.invoices[n as usize % f.invoices.len()];
+            let path = if scenario == "get" {
+                "v1/invoices"
+            } else {
+                "inv"
+            };
             let res = c
-                .get(format!("{}/v1/invoices/{id}", f.base))
-                .bearer_auth(&f.agent)
-                .send()
-                .await;
-            ok(res).await
-        }
-        "floor" => {
-            let (_, id) = &f.invoices[n as usize % f.invoices.len()];
-            let res = c
-                .get(format!("{}/inv/{id}", f.base))
+                .get(format!("{}/{path}/{id}", f.base))
                 .bearer_auth(&f.agent)
                 .send()
                 .await;
@@ -311,6 +312,17 @@ async fn create(f: &Fixture, key: &str, n: u64) -> Option<Value> {
 
 #[tokio::main]
 async fn main() {
+    let mut raw = std::env::args().skip(1);
+    if raw.next().as_deref() == Some("--ticks") {
+        let (what, pid) = (raw.next(), raw.next().and_then(|p| p.parse().ok()));
+        let ticks = match (what.as_deref(), pid) {
+            (Some("process"), Some(pid)) => cpu_ticks(pid),
+            (Some("cluster"), Some(pid)) => cluster_ticks(pid),
+            _ => panic!("usage: loadgen --ticks process|cluster PID"),
+        };
+        println!("{ticks}");
+        return;
+    }
     let args = parse_args();
     let fixture = Arc::new(fixture(&args).await);
     if args.scenario == "fixture" {
