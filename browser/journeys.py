@@ -126,8 +126,13 @@ class World:
     def move_due_date_back(self, invoice_id, due_date):
         """Moves an invoice's due date into the past behind the server's back, as the API
         suite does (tests/api/settlement.rs): nothing can be drafted with a past due date.
-        Revisions are append-only; their guard is lifted for this one statement and put back."""
-        update = f"update invoice_revisions set due_date = '{due_date}' where invoice_id = '{invoice_id}'"
+        Revisions are append-only; their guard is lifted for this one statement and put back.
+        No write of the server changed the revision, so no trigger refreshed the invoice's read
+        model (migration 0019): its copy of the date is moved too."""
+        update = (
+            f"update invoice_revisions set due_date = '{due_date}' where invoice_id = '{invoice_id}'; "
+            f"update invoice_reads set due_date = '{due_date}' where invoice_id = '{invoice_id}'"
+        )
         if self.database_url.startswith("sqlite:"):
             path = self.database_url.removeprefix("sqlite://").split("?", 1)[0]
             db = sqlite3.connect(path, timeout=10)
@@ -137,10 +142,11 @@ class World:
                 ).fetchone()
                 # SQLite stores invoice ids as 16-byte blobs.
                 db.execute("drop trigger invoice_revisions_no_update")
-                db.execute(
-                    "update invoice_revisions set due_date = ? where invoice_id = ?",
-                    (due_date, uuid.UUID(invoice_id).bytes),
-                )
+                for table in ("invoice_revisions", "invoice_reads"):
+                    db.execute(
+                        f"update {table} set due_date = ? where invoice_id = ?",
+                        (due_date, uuid.UUID(invoice_id).bytes),
+                    )
                 db.execute(trigger)
                 db.commit()
             finally:
