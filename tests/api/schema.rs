@@ -315,30 +315,24 @@ async fn listed(app: &TestApp, token: &str) -> Vec<String> {
 }
 
 /// The code under test reads invoices from their read model (migration 0019), which a
-/// database at 0017 does not have: for the writes at 0017 a stand-in is installed (`true`),
-/// 0019's own statements without its reference to the invoices' `(org_id, id)` key, which only
-/// 0018 makes unique on SQLite; it is removed (`false`) before the real migrations run, so 0019
-/// then fills the read model from the data written before it.
-async fn read_model_stand_in(app: &TestApp, install: bool) {
-    let dir = match app.backend {
-        Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
-    };
-    if install {
-        let path = format!(
-            "{}/crates/store/migrations/{dir}/0019_invoice_reads.sql",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let script = std::fs::read_to_string(&path).expect("migration 0019");
-        let script = script
-            .replace(
-                "constraint invoice_reads_invoice_id_fkey foreign key (org_id, invoice_id)",
-                "",
-            )
-            .replace("references invoices (org_id, id),", "");
-        app.sql_script(&script).await;
-        return;
-    }
+/// database at 0017 does not have. For the writes at 0017 a stand-in is installed: 0019's own
+/// statements without its reference to the invoices' `(org_id, id)` key, which only 0018 makes
+/// unique on SQLite.
+async fn install_read_model_stand_in(app: &TestApp) {
+    let path = app.backend.migrations_dir().join("0019_invoice_reads.sql");
+    let script = std::fs::read_to_string(&path).expect("migration 0019");
+    let script = script
+        .replace(
+            "constraint invoice_reads_invoice_id_fkey foreign key (org_id, invoice_id)",
+            "",
+        )
+        .replace("references invoices (org_id, id),", "");
+    app.sql_script(&script).await;
+}
+
+/// Removes the stand-in before the real migrations run, so that 0019 fills the read model from
+/// the data written before it.
+async fn remove_read_model_stand_in(app: &TestApp) {
     let removal = match app.backend {
         Backend::Sqlite => {
             "drop trigger invoice_reads_on_invoice_insert;
@@ -367,7 +361,7 @@ async fn read_model_stand_in(app: &TestApp, install: bool) {
 /// answers the same invoice, and the waiting jobs run.
 async fn data_written_before_0018_keeps_working_after_it(backend: Backend) {
     let app = spawn_app_migrated_to(backend, 17).await;
-    read_model_stand_in(&app, true).await;
+    install_read_model_stand_in(&app).await;
     let mut orgs = vec![];
     for n in 0..3 {
         orgs.push(write_at_0017(&app, n).await);
@@ -396,7 +390,7 @@ async fn data_written_before_0018_keeps_working_after_it(backend: Backend) {
                 .await,
         );
     }
-    read_model_stand_in(&app, false).await;
+    remove_read_model_stand_in(&app).await;
     app.app
         .store()
         .migrate()

@@ -1,9 +1,9 @@
--- The invoice as its readers see it, one row per invoice (issue #28, docs/PERFORMANCE.md "The
--- read model"): the invoice, its current revision, its agent's owner and its latest decision,
--- kept in the transaction that writes any of them, so a GET and an idempotent replay read one
--- row by its key instead of joining four tables. The two facts that change outside the
--- invoice's transactions stay joined at read time: the org's review settings and the issue
--- job's progress (one primary-key look-up each).
+-- The invoice as its readers see it, one row per invoice (issue #28; docs/DECISIONS.md, "One
+-- invoice is read from its read model"): the invoice, its current revision, its agent's owner
+-- and its latest decision, kept in the transaction that writes any of them, so a GET and an
+-- idempotent replay read one row by its key instead of joining four tables. The two facts that
+-- change outside the invoice's transactions stay joined at read time: the org's review
+-- settings and the issue job's progress (one primary-key look-up each).
 --
 -- `invoice_reads_source` is the definition; `invoice_reads` is that view materialised. Only the
 -- triggers below write it, each in the transaction of the write that fired it, after the
