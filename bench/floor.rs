@@ -13,7 +13,10 @@
 //! worker per core), a PostgreSQL pool of 4 connections per core from 8 to 32
 //! (`default_pool_size` in src/config.rs) unless `FLOOR_MAX_CONNECTIONS` says otherwise
 //! (scripts/bench passes `BENCH_POOL` to both), 5 s to acquire a connection, HTTP/1.1 with
-//! keep-alive. Unlike Tauros's, the pool opens all its connections at start (see `main`). Prints `address=HOST:PORT` on stderr once it listens, like Tauros's log line.
+//! keep-alive, a connection pinged before it is handed out only after 1 s idle (Tauros's
+//! `PING_AFTER_IDLE`, crates/store/src/postgres.rs; sqlx's default pings on every acquire).
+//! Unlike Tauros's, the pool opens all its connections at start (see `main`). Prints
+//! `address=HOST:PORT` on stderr once it listens, like Tauros's log line.
 //!
 //! ```text
 //! FLOOR_DATABASE_URL=postgres://…/bench cargo run --release --example floor
@@ -116,6 +119,15 @@ async fn main() {
         .max_connections(size)
         .min_connections(size)
         .acquire_timeout(Duration::from_secs(5))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= Duration::from_secs(1) {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect(&url)
         .await
         .expect("connect to PostgreSQL");

@@ -2,7 +2,8 @@
 //! reveal which emails exist; invitations work once.
 
 use crate::helpers::{
-    Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, spawn_app_with,
+    Backend, PASSWORD, TestApp, both_backends, expect_problem, expect_status, invoice_body,
+    spawn_app_with,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -18,6 +19,7 @@ both_backends!(
     invitation_works_once,
     invitation_requires_a_long_password_and_an_approver,
     key_use_is_tracked,
+    a_replay_records_a_stale_key_use_and_still_replays,
 );
 
 async fn assert_401(app: &TestApp, auth: Option<&str>) {
@@ -286,6 +288,52 @@ async fn key_use_is_tracked(app: TestApp) {
     expect_status(app.get("/v1/me", &org.agent_key).await, StatusCode::OK).await;
     let after = expect_status(app.get(&path, &org.approver_token).await, StatusCode::OK).await;
     assert!(after["key_last_used_at"].is_string(), "{after}");
+}
+
+/// A replay checks the key and compares the payload on one connection, except when the key's
+/// use must be recorded first (a write, never made while holding a reader): that path answers
+/// the same replay and records the use.
+async fn a_replay_records_a_stale_key_use_and_still_replays(app: TestApp) {
+    let b = app.billing().await;
+    let body = invoice_body(&b);
+    let res = app
+        .create_invoice(&b.org.agent_key, "stale-use", &body)
+        .await;
+    let created = expect_status(res, StatusCode::CREATED).await;
+    let path = format!("/v1/agents/{}", b.org.agent_id);
+    let last_used = || async {
+        expect_status(app.get(&path, &b.org.approver_token).await, StatusCode::OK).await
+            ["key_last_used_at"]
+            .clone()
+    };
+    assert!(last_used().await.is_string());
+    // The key's use is as stale as a key unused for a while.
+    assert!(
+        app.sql_exec("update api_keys set last_used_at = null")
+            .await
+    );
+    assert!(last_used().await.is_null());
+    let res = app
+        .create_invoice(&b.org.agent_key, "stale-use", &body)
+        .await;
+    assert_eq!(
+        res.headers()
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok()),
+        Some("true")
+    );
+    let replayed = expect_status(res, StatusCode::OK).await;
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    assert_eq!(replayed["invoice"]["id"], created["invoice"]["id"]);
+    assert!(
+        last_used().await.is_string(),
+        "the replay recorded the key's use"
+    );
+    // With the use fresh, the next replay takes the one-connection path: the same answer.
+    let res = app
+        .create_invoice(&b.org.agent_key, "stale-use", &body)
+        .await;
+    assert_eq!(expect_status(res, StatusCode::OK).await, replayed);
 }
 
 /// Expired keys and sessions: a configuration whose lifetimes are already over.

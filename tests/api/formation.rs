@@ -14,7 +14,7 @@ use crate::helpers::postgres::{
     admin_url, create_database, create_named_database_on, second_admin_url,
     second_server_certificate,
 };
-use crate::helpers::{expect_problem, spawn_app_on, until};
+use crate::helpers::{expect_problem, expect_status, spawn_app_on, until};
 use reqwest::StatusCode;
 use sqlx::Connection;
 use std::time::Duration;
@@ -195,6 +195,33 @@ async fn writes_go_only_to_the_writable_host_and_follow_a_failover() {
             unavailable.get().to_string(),
         )],
     );
+}
+
+/// A pooled connection that the server ended while it sat idle (a restart, a proxy's idle
+/// cut) is pinged and replaced before it is handed out again: the next request after a pause
+/// is answered, not refused as unavailable. Connections used within the last second are
+/// handed out unpinged (`PING_AFTER_IDLE` in crates/store/src/postgres.rs, docs/DECISIONS.md);
+/// sqlx's own ping on release closes one that a request found dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_ended_while_idle_is_replaced_before_use() {
+    let (url, db) = create_database().await;
+    let app = spawn_app_on(url, &db, PoolSettings::new(2)).await;
+    let org = app.org().await;
+    for _ in 0..2 {
+        expect_status(app.get("/v1/me", &org.agent_key).await, StatusCode::OK).await;
+    }
+    admin(
+        admin_url(),
+        &format!(
+            "select pg_terminate_backend(pid) from pg_stat_activity \
+             where datname = '{db}' and pid <> pg_backend_pid()"
+        ),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for _ in 0..3 {
+        expect_status(app.get("/v1/me", &org.agent_key).await, StatusCode::OK).await;
+    }
 }
 
 /// The name of organisation `org_id`, read on the (first) primary.

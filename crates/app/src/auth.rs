@@ -62,6 +62,14 @@ const PRUNE_BATCH: i64 = 500;
 /// `last_used_at` is written at most this often per key, so authentication stays a read.
 const LAST_USED_GRANULARITY: i64 = 60;
 
+/// An API key's use to record: its `last_used_at` was older than [`LAST_USED_GRANULARITY`].
+#[derive(Debug)]
+pub(crate) struct KeyUse {
+    org_id: Uuid,
+    key_id: Uuid,
+    at: DateTime<Utc>,
+}
+
 impl App {
     /// Turns a bearer token into an actor that came through `via` (what its audit rows will
     /// record), or `Unauthorized` for every kind of bad credential; then takes one request from
@@ -105,7 +113,28 @@ impl App {
         stored: Option<Presenter>,
         via: Interface,
     ) -> AppResult<Actor> {
+        let (actor, used) = self.verify_credential(credential, stored, via)?;
+        if let Some(used) = used {
+            self.mark_used(used).await?;
+        }
+        Ok(actor)
+    }
+
+    /// [`check_credential`] without its write: the actor, and the key's use to record when its
+    /// `last_used_at` is stale ([`mark_used`] writes it). For a caller that holds a reader and
+    /// must not wait for a write unit while it does (a pool whose every connection waits for a
+    /// second one would wait until the acquire timeout).
+    ///
+    /// [`check_credential`]: App::check_credential
+    /// [`mark_used`]: App::mark_used
+    pub(crate) fn verify_credential(
+        &self,
+        credential: &Credential,
+        stored: Option<Presenter>,
+        via: Interface,
+    ) -> AppResult<(Actor, Option<KeyUse>)> {
         let now = now();
+        let mut used = None;
         let actor = match (credential, stored) {
             (Credential::ApiKey(key), Some(Presenter::ApiKey(row, agent))) => {
                 if !key.matches(&row.key_hash) || row.revoked_at.is_some() || row.expires_at <= now
@@ -116,10 +145,11 @@ impl App {
                     .last_used_at
                     .is_none_or(|t| now - t >= Duration::seconds(LAST_USED_GRANULARITY));
                 if stale {
-                    // A write: it goes through a write unit (SQLite's single writer).
-                    let mut tx = self.store.begin().await?;
-                    tx.touch_api_key(row.org_id, row.id, now).await?;
-                    tx.commit().await?;
+                    used = Some(KeyUse {
+                        org_id: row.org_id,
+                        key_id: row.id,
+                        at: now,
+                    });
                 }
                 Actor::Agent(Agent {
                     id: agent.id,
@@ -152,7 +182,18 @@ impl App {
             Actor::Human(h) => h.session_id,
         };
         self.credentials.take(limited)?;
-        Ok(actor)
+        Ok((actor, used))
+    }
+
+    /// Records a key's use ([`verify_credential`]): a write, so it goes through a write unit
+    /// (SQLite's single writer).
+    ///
+    /// [`verify_credential`]: App::verify_credential
+    pub(crate) async fn mark_used(&self, used: KeyUse) -> AppResult<()> {
+        let mut tx = self.store.begin().await?;
+        tx.touch_api_key(used.org_id, used.key_id, used.at).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Signs a human in with email and password; `organisation` (its id or name) picks the

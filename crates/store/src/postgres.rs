@@ -67,6 +67,14 @@ impl PoolSettings {
     }
 }
 
+/// A pooled connection idle at least this long is pinged before it is handed out, and replaced
+/// if the ping fails (the server restarted, a proxy closed it). One used more recently is
+/// handed out as it is: sqlx's default pings on every acquire, one more round trip on every
+/// request, to guard against a death that a connection in use a moment ago rarely meets and
+/// that a request in flight meets anyway (docs/DECISIONS.md, "A pooled connection is pinged
+/// only after a pause").
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
 /// Probes of the hosts are at least this far apart: a burst of failing requests during a
 /// failover costs one probe, not one each.
 const PROBE_SPACING: Duration = Duration::from_millis(250);
@@ -145,6 +153,15 @@ fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Sh
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .after_connect(move |conn, _meta| {
             let shared = shared.clone();
             Box::pin(async move {

@@ -65,6 +65,9 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
+            // No ping before each acquire (sqlx's default): a connection to a local file does
+            // not die while idle, and the ping is one more hand-off to the connection's thread.
+            .test_before_acquire(false)
             .connect_with(
                 options
                     .pragma("cache_size", format!("-{READER_CACHE_KIB}"))

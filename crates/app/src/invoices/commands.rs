@@ -105,11 +105,20 @@ impl App {
         };
         let mut conn = self.store.reader().await?;
         let found = conn.invoice_by_key_presented(api_key.id(), key).await?;
-        drop(conn);
         let (stored, existing) = found.map_or((None, None), |(k, existing)| {
             (Some(Presenter::from(k)), existing)
         });
-        let actor = self.check_credential(&credential, stored, via).await?;
+        let (actor, used) = self.verify_credential(&credential, stored, via)?;
+        // A replay keeps its reader for the comparison (one acquire in all) unless the key's
+        // use is recorded first: that write waits for a unit of work, never while holding one.
+        let mut conn = match used {
+            None => Some(conn),
+            Some(used) => {
+                drop(conn);
+                self.mark_used(used).await?;
+                None
+            }
+        };
         let agent = proposer(&actor)?;
         let create = NewDraft {
             agent,
@@ -118,10 +127,16 @@ impl App {
         };
         match existing {
             Some(existing) => {
-                let mut conn = self.store.reader().await?;
+                let mut conn = match conn.take() {
+                    Some(conn) => conn,
+                    None => self.store.reader().await?,
+                };
                 idempotency::answer(&create, &mut *conn, existing).await
             }
-            None => idempotency::create(&self.store, agent, &create).await,
+            None => {
+                drop(conn);
+                idempotency::create(&self.store, agent, &create).await
+            }
         }
     }
 
