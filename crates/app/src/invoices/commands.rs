@@ -111,7 +111,7 @@ impl App {
         let (actor, used) = self.verify_credential(&credential, stored, via)?;
         // A replay keeps its reader for the comparison (one acquire in all) unless the key's
         // use is recorded first: that write waits for a unit of work, never while holding one.
-        let mut conn = match used {
+        let conn = match used {
             None => Some(conn),
             Some(used) => {
                 drop(conn);
@@ -127,7 +127,7 @@ impl App {
         };
         match existing {
             Some(existing) => {
-                let mut conn = match conn.take() {
+                let mut conn = match conn {
                     Some(conn) => conn,
                     None => self.store.reader().await?,
                 };

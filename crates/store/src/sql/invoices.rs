@@ -412,19 +412,33 @@ pub(crate) const JOINED_INVOICE: &str =
 /// its latest decision, kept by the writes' own transactions), with the two facts that change
 /// outside them joined live: the org's settings and the issue job's progress. Filter on
 /// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
-pub(crate) const READ_INVOICE: &str =
-    "select v.*, ij.attempt as issuing_attempts, ij.state as issuing_job_state,
-     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review
- from invoice_reads v join orgs o on o.id = v.org_id
- left join jobs ij on ij.org_id = v.org_id and ij.id = v.issuing_job_id";
+pub(crate) static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
+    format!("select {READ_COLUMNS} from invoice_reads v join orgs o on o.id = v.org_id {ISSUE_JOB}")
+});
+
+/// [`READ_INVOICE`]'s columns: the read model's (`v`), the issue job's (`ij`), the org's (`o`).
+pub(crate) const READ_COLUMNS: &str =
+    "v.*, ij.attempt as issuing_attempts, ij.state as issuing_job_state,
+     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review";
+
+/// The issue job of the read model's row `v`, if it has one.
+pub(crate) const ISSUE_JOB: &str =
+    "left join jobs ij on ij.org_id = v.org_id and ij.id = v.issuing_job_id";
 
 /// One joined invoice by id.
-static INVOICE_JOINED: LazyLock<String> =
-    LazyLock::new(|| format!("{READ_INVOICE} where v.org_id = $1 and v.invoice_id = $2"));
+static INVOICE_JOINED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} where v.org_id = $1 and v.invoice_id = $2",
+        *READ_INVOICE
+    )
+});
 
 /// One joined invoice by its agent's idempotency key.
 static INVOICE_JOINED_BY_KEY: LazyLock<String> = LazyLock::new(|| {
-    format!("{READ_INVOICE} where v.org_id = $1 and v.agent_id = $2 and v.idempotency_key = $3")
+    format!(
+        "{} where v.org_id = $1 and v.agent_id = $2 and v.idempotency_key = $3",
+        *READ_INVOICE
+    )
 });
 
 /// A page of the invoice list, oldest first (the approver's inbox).

@@ -1,8 +1,12 @@
-//! Authenticated reads in one statement: the credential (as a one-row derived table `c`) left
-//! joined to the record, so a credential without a record still comes back, and a record
-//! without a credential never does. `PresentedRead` for every backend's unit of work.
+//! Authenticated reads in one statement: the credential left joined to the record, so a
+//! credential without a record still comes back, and a record without a credential never does.
+//! One record is a flat join on the credential's org ([`credential_and_read`]); a list page is
+//! a derived table (its own order and limit) joined to the credential as a one-row derived
+//! table `c`. `PresentedRead` for every backend's unit of work.
 
-use super::invoices::{JOINED_INVOICE, READ_INVOICE, bind_list_filter, invoice_list_filters};
+use super::invoices::{
+    ISSUE_JOB, JOINED_INVOICE, READ_COLUMNS, bind_list_filter, invoice_list_filters,
+};
 use super::{Backend, query_as};
 use crate::error::StoreResult;
 use crate::identity::KeyWithAgent;
@@ -14,37 +18,32 @@ use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-/// An API key (`$1`: its id) and its agent, under `c_` names.
-const PRESENTED_KEY: &str =
-    "select a.id as c_agent_id, a.org_id as c_org_id, a.owner_id as c_owner_id,
+/// An API key and its agent, under `c_` names: the columns, and the tables (`k`, `a`).
+const KEY_COLUMNS: &str = "a.id as c_agent_id, a.org_id as c_org_id, a.owner_id as c_owner_id,
      a.name as c_agent_name, a.capabilities as c_capabilities,
      a.created_at as c_agent_created_at, a.updated_at as c_agent_updated_at,
      k.id as c_key_id, k.key_hash as c_key_hash, k.created_at as c_key_created_at,
      k.expires_at as c_key_expires_at, k.revoked_at as c_key_revoked_at,
-     k.last_used_at as c_key_last_used_at
- from api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id
- where k.id = $1";
+     k.last_used_at as c_key_last_used_at";
+const KEY_TABLES: &str = "api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id";
 
-/// A session (`$1`: its token's hash) and its human, under `c_` names.
-const PRESENTED_SESSION: &str =
-    "select s.id as c_session_id, s.org_id as c_org_id, s.user_id as c_user_id,
+/// A session and its human, under `c_` names: the columns, and the tables (`s`, `u`).
+const SESSION_COLUMNS: &str = "s.id as c_session_id, s.org_id as c_org_id, s.user_id as c_user_id,
      s.token_hash as c_token_hash, s.created_at as c_session_created_at,
      s.expires_at as c_session_expires_at, u.email as c_email,
      u.email_normalized as c_email_normalized, u.role as c_role,
      u.password_hash as c_password_hash, u.is_bootstrap as c_is_bootstrap,
      u.created_at as c_user_created_at, u.updated_at as c_user_updated_at,
-     u.deactivated_at as c_deactivated_at
- from sessions s join users u on u.org_id = s.org_id and u.id = s.user_id
- where s.token_hash = $1";
+     u.deactivated_at as c_deactivated_at";
+const SESSION_TABLES: &str = "sessions s join users u on u.org_id = s.org_id and u.id = s.user_id";
+
+/// An API key (`$1`: its id) and its agent, as a one-row derived table.
+static PRESENTED_KEY: LazyLock<String> =
+    LazyLock::new(|| format!("select {KEY_COLUMNS} from {KEY_TABLES} where k.id = $1"));
 
 /// The organisation of the key bound at `p`, as a scalar subquery (evaluated once).
 fn key_org(p: &str) -> String {
     format!("(select org_id from api_keys where id = {p})")
-}
-
-/// The organisation of the session whose token's hash is bound at `p`, as a scalar subquery.
-fn session_org(p: &str) -> String {
-    format!("(select org_id from sessions where token_hash = {p})")
 }
 
 /// The agent of the key bound at `p`, as a scalar subquery (evaluated once).
@@ -52,32 +51,58 @@ fn key_agent(p: &str) -> String {
     format!("(select agent_id from api_keys where id = {p})")
 }
 
-/// An API key (`$1`) and the invoice `$2` of its org (looked up by org and id: the invoices'
-/// key is (org_id, id), docs/SCALING.md).
-static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+/// A credential and one row of its org's read model, in one flat join: the credential's
+/// `columns` and `tables`, its org `org` (a column of those tables) and its row (`credential`,
+/// a condition on them), the org's settings, and the read model's row that `record` picks
+/// (a condition on `v`, left joined, so a credential without a record still comes back and a
+/// record without a credential never does). The record is looked up by the credential's own
+/// org column, not a subquery that would read the credential a second time (docs/PERFORMANCE.md
+/// #28, "Part 5"), in a spelling both backends accept (SQLite has no `lateral`).
+fn credential_and_read(
+    columns: &str,
+    tables: &str,
+    org: &str,
+    credential: &str,
+    record: &str,
+) -> String {
     format!(
-        "select c.*, j.* from ({PRESENTED_KEY}) c left join ({READ_INVOICE} \
-         where v.org_id = {} and v.invoice_id = $2) j on j.org_id = c.c_org_id",
-        key_org("$1"),
+        "select {columns}, {READ_COLUMNS} from {tables} join orgs o on o.id = {org} \
+         left join invoice_reads v on v.org_id = {org} and {record} {ISSUE_JOB} \
+         where {credential}"
+    )
+}
+
+/// An API key (`$1`) and the invoice `$2` of its org (looked up by org and id: the read
+/// model's key is (org_id, id), docs/SCALING.md).
+static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+    credential_and_read(
+        KEY_COLUMNS,
+        KEY_TABLES,
+        "k.org_id",
+        "k.id = $1",
+        "v.invoice_id = $2",
     )
 });
 
-/// A session (`$1`) and the invoice `$2` of its org.
+/// A session (`$1`: its token's hash) and the invoice `$2` of its org.
 static INVOICE_BY_SESSION: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "select c.*, j.* from ({PRESENTED_SESSION}) c left join ({READ_INVOICE} \
-         where v.org_id = {} and v.invoice_id = $2) j on j.org_id = c.c_org_id",
-        session_org("$1"),
+    credential_and_read(
+        SESSION_COLUMNS,
+        SESSION_TABLES,
+        "s.org_id",
+        "s.token_hash = $1",
+        "v.invoice_id = $2",
     )
 });
 
 /// An API key (`$1`) and its agent's invoice under the idempotency key `$2`.
 static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "select c.*, j.* from ({PRESENTED_KEY}) c left join ({READ_INVOICE} where v.org_id = {} \
-         and v.agent_id = {} and v.idempotency_key = $2) j on j.agent_id = c.c_agent_id",
-        key_org("$1"),
-        key_agent("$1"),
+    credential_and_read(
+        KEY_COLUMNS,
+        KEY_TABLES,
+        "k.org_id",
+        "k.id = $1",
+        "v.agent_id = k.agent_id and v.idempotency_key = $2",
     )
 });
 
@@ -87,9 +112,10 @@ static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> = LazyLock::new(|| {
 /// returns the key; the outer order restores the page's, which a join does not promise to keep.
 fn own_invoices(order: &str, after: &str) -> String {
     format!(
-        "select c.*, j.* from ({PRESENTED_KEY}) c left join ({JOINED_INVOICE}{} \
+        "select c.*, j.* from ({}) c left join ({JOINED_INVOICE}{} \
          and ($7 is null or i.id {after} $7) order by i.id {order} limit $8) j on 1 = 1 \
          order by j.invoice_id {order}",
+        *PRESENTED_KEY,
         invoice_list_filters(&key_org("$2"), &key_agent("$2"), "$3"),
     )
 }
