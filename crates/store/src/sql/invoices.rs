@@ -412,7 +412,7 @@ pub(crate) const JOINED_INVOICE: &str =
 /// its latest decision, kept by the writes' own transactions), with the two facts that change
 /// outside them joined live: the org's settings and the issue job's progress. Filter on
 /// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
-pub(crate) static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
+static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
     format!("select {READ_COLUMNS} from invoice_reads v join orgs o on o.id = v.org_id {ISSUE_JOB}")
 });
 

@@ -1,6 +1,6 @@
 //! Authenticated reads in one statement: the credential left joined to the record, so a
 //! credential without a record still comes back, and a record without a credential never does.
-//! One record is a flat join on the credential's org ([`credential_and_read`]); a list page is
+//! One record is a flat join on the credential's org ([`CredentialSql::and_read`]); a list page is
 //! a derived table (its own order and limit) joined to the credential as a one-row derived
 //! table `c`. `PresentedRead` for every backend's unit of work.
 
@@ -18,28 +18,74 @@ use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-/// An API key and its agent, under `c_` names: the columns, and the tables (`k`, `a`).
-const KEY_COLUMNS: &str = "a.id as c_agent_id, a.org_id as c_org_id, a.owner_id as c_owner_id,
+/// How a statement reads one kind of credential: its columns under `c_` names, its tables,
+/// its org (a column of those tables) and the condition that finds it by the bind `$1`.
+struct CredentialSql {
+    columns: &'static str,
+    tables: &'static str,
+    org: &'static str,
+    found_by: &'static str,
+}
+
+/// An API key (`$1`: its id) and its agent.
+const KEY: CredentialSql = CredentialSql {
+    columns: "a.id as c_agent_id, a.org_id as c_org_id, a.owner_id as c_owner_id,
      a.name as c_agent_name, a.capabilities as c_capabilities,
      a.created_at as c_agent_created_at, a.updated_at as c_agent_updated_at,
      k.id as c_key_id, k.key_hash as c_key_hash, k.created_at as c_key_created_at,
      k.expires_at as c_key_expires_at, k.revoked_at as c_key_revoked_at,
-     k.last_used_at as c_key_last_used_at";
-const KEY_TABLES: &str = "api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id";
+     k.last_used_at as c_key_last_used_at",
+    tables: "api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id",
+    org: "k.org_id",
+    found_by: "k.id = $1",
+};
 
-/// A session and its human, under `c_` names: the columns, and the tables (`s`, `u`).
-const SESSION_COLUMNS: &str = "s.id as c_session_id, s.org_id as c_org_id, s.user_id as c_user_id,
+/// A session (`$1`: its token's hash) and its human.
+const SESSION: CredentialSql = CredentialSql {
+    columns: "s.id as c_session_id, s.org_id as c_org_id, s.user_id as c_user_id,
      s.token_hash as c_token_hash, s.created_at as c_session_created_at,
      s.expires_at as c_session_expires_at, u.email as c_email,
      u.email_normalized as c_email_normalized, u.role as c_role,
      u.password_hash as c_password_hash, u.is_bootstrap as c_is_bootstrap,
      u.created_at as c_user_created_at, u.updated_at as c_user_updated_at,
-     u.deactivated_at as c_deactivated_at";
-const SESSION_TABLES: &str = "sessions s join users u on u.org_id = s.org_id and u.id = s.user_id";
+     u.deactivated_at as c_deactivated_at",
+    tables: "sessions s join users u on u.org_id = s.org_id and u.id = s.user_id",
+    org: "s.org_id",
+    found_by: "s.token_hash = $1",
+};
 
-/// An API key (`$1`: its id) and its agent, as a one-row derived table.
-static PRESENTED_KEY: LazyLock<String> =
-    LazyLock::new(|| format!("select {KEY_COLUMNS} from {KEY_TABLES} where k.id = $1"));
+impl CredentialSql {
+    /// The credential alone.
+    fn select(&self) -> String {
+        let CredentialSql {
+            columns,
+            tables,
+            found_by,
+            ..
+        } = self;
+        format!("select {columns} from {tables} where {found_by}")
+    }
+
+    /// The credential and one row of its org's read model, in one flat join: the org's
+    /// settings, and the read model's row that `record` picks (a condition on `v`, left
+    /// joined, so a credential without a record still comes back and a record without a
+    /// credential never does). The record is looked up by the credential's own org column,
+    /// not a subquery that would read the credential a second time (docs/PERFORMANCE.md #28,
+    /// "Part 5"), in a spelling both backends accept (SQLite has no `lateral`).
+    fn and_read(&self, record: &str) -> String {
+        let CredentialSql {
+            columns,
+            tables,
+            org,
+            found_by,
+        } = self;
+        format!(
+            "select {columns}, {READ_COLUMNS} from {tables} join orgs o on o.id = {org} \
+             left join invoice_reads v on v.org_id = {org} and {record} {ISSUE_JOB} \
+             where {found_by}"
+        )
+    }
+}
 
 /// The organisation of the key bound at `p`, as a scalar subquery (evaluated once).
 fn key_org(p: &str) -> String {
@@ -51,60 +97,17 @@ fn key_agent(p: &str) -> String {
     format!("(select agent_id from api_keys where id = {p})")
 }
 
-/// A credential and one row of its org's read model, in one flat join: the credential's
-/// `columns` and `tables`, its org `org` (a column of those tables) and its row (`credential`,
-/// a condition on them), the org's settings, and the read model's row that `record` picks
-/// (a condition on `v`, left joined, so a credential without a record still comes back and a
-/// record without a credential never does). The record is looked up by the credential's own
-/// org column, not a subquery that would read the credential a second time (docs/PERFORMANCE.md
-/// #28, "Part 5"), in a spelling both backends accept (SQLite has no `lateral`).
-fn credential_and_read(
-    columns: &str,
-    tables: &str,
-    org: &str,
-    credential: &str,
-    record: &str,
-) -> String {
-    format!(
-        "select {columns}, {READ_COLUMNS} from {tables} join orgs o on o.id = {org} \
-         left join invoice_reads v on v.org_id = {org} and {record} {ISSUE_JOB} \
-         where {credential}"
-    )
-}
-
 /// An API key (`$1`) and the invoice `$2` of its org (looked up by org and id: the read
 /// model's key is (org_id, id), docs/SCALING.md).
-static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| {
-    credential_and_read(
-        KEY_COLUMNS,
-        KEY_TABLES,
-        "k.org_id",
-        "k.id = $1",
-        "v.invoice_id = $2",
-    )
-});
+static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| KEY.and_read("v.invoice_id = $2"));
 
-/// A session (`$1`: its token's hash) and the invoice `$2` of its org.
-static INVOICE_BY_SESSION: LazyLock<String> = LazyLock::new(|| {
-    credential_and_read(
-        SESSION_COLUMNS,
-        SESSION_TABLES,
-        "s.org_id",
-        "s.token_hash = $1",
-        "v.invoice_id = $2",
-    )
-});
+/// A session (`$1`) and the invoice `$2` of its org.
+static INVOICE_BY_SESSION: LazyLock<String> =
+    LazyLock::new(|| SESSION.and_read("v.invoice_id = $2"));
 
 /// An API key (`$1`) and its agent's invoice under the idempotency key `$2`.
-static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> = LazyLock::new(|| {
-    credential_and_read(
-        KEY_COLUMNS,
-        KEY_TABLES,
-        "k.org_id",
-        "k.id = $1",
-        "v.agent_id = k.agent_id and v.idempotency_key = $2",
-    )
-});
+static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> =
+    LazyLock::new(|| KEY.and_read("v.agent_id = k.agent_id and v.idempotency_key = $2"));
 
 /// An API key (`$1`) and a page of its agent's invoices (`$2` the same key, for the filters'
 /// scope), oldest first (`"asc"`, `">"`) or newest first (`"desc"`, `"<"`). The page is a
@@ -115,7 +118,7 @@ fn own_invoices(order: &str, after: &str) -> String {
         "select c.*, j.* from ({}) c left join ({JOINED_INVOICE}{} \
          and ($7 is null or i.id {after} $7) order by i.id {order} limit $8) j on 1 = 1 \
          order by j.invoice_id {order}",
-        *PRESENTED_KEY,
+        KEY.select(),
         invoice_list_filters(&key_org("$2"), &key_agent("$2"), "$3"),
     )
 }
