@@ -1498,7 +1498,16 @@ async fn a_worker_whose_lease_is_stolen_stops_its_handler_and_reports_nothing(ap
     assert!(first.lease_token.is_some());
     assert_ne!(first.lease_token, Some(thief.lease_token));
     assert_eq!(row.state, JobState::Completed);
-    assert_eq!((row.attempt, row.executions, row.interruptions), (1, 2, 1));
+    // Each stolen lease is one interruption and uses no attempt; the thief's execution is the
+    // last. The worker's own upkeep (every half lease) may rescue the expired lease before
+    // this test does and run the job again, to be stolen again: then there are two of each.
+    assert_eq!(row.attempt, 1, "no attempt used by an interruption");
+    assert!(row.interruptions >= 1, "the stolen lease counted");
+    assert_eq!(
+        row.executions,
+        row.interruptions + 1,
+        "every interrupted execution counted, and the thief's"
+    );
 }
 
 /// Fencing: a worker whose heartbeats cannot get through (the job's row is held: a database

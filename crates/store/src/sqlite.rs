@@ -61,7 +61,11 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         // The writer first: it creates the file and switches it to WAL before readers open it.
-        let writer = SqliteConnection::connect_with(&options).await?;
+        // Its savepoints' journal stays in memory: on a file, every unit's first write to
+        // each page it touches was a write system call (the journal passes 64 KiB a unit).
+        // The journal holds one unit's pages at a time (see `begin_here`).
+        let writer =
+            SqliteConnection::connect_with(&options.clone().pragma("temp_store", "memory")).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
@@ -107,8 +111,11 @@ struct Slot {
     /// A unit dropped without committing (an error path): its savepoint is rolled back by
     /// the next holder before anything else runs.
     abandoned: Option<String>,
-    /// Savepoint names are `u1`, `u2`, … (unique within a connection's lifetime).
+    /// Savepoint names are `u1`, `u2`, … within one shared transaction.
     savepoints: u64,
+    /// The savepoint of the last unit that finished well, left open for the next unit to
+    /// release as it begins (one call to the connection's thread instead of two).
+    finished: Option<String>,
 }
 
 /// One open shared transaction.
@@ -157,6 +164,7 @@ impl Writer {
                 group: None,
                 abandoned: None,
                 savepoints: 0,
+                finished: None,
             })),
             queued: Arc::new(AtomicUsize::new(0)),
             commits: Arc::new([
@@ -201,26 +209,40 @@ impl Writer {
     async fn begin_here(&self) -> StoreResult<WriteUnit> {
         let mut slot = self.hold().await?;
         if slot.group.is_none() {
-            sqlx::query("BEGIN IMMEDIATE")
+            // The transaction and the first unit's savepoint in one call to the connection's
+            // thread. Savepoint names only need to be unique within their transaction.
+            slot.savepoints = 1;
+            if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE; SAVEPOINT u1")
                 .execute(&mut slot.conn)
                 .await
-                .map_err(map_err)?;
+            {
+                // Should the savepoint fail after BEGIN, no transaction may stay open.
+                let _ = sqlx::raw_sql("ROLLBACK").execute(&mut slot.conn).await;
+                return Err(map_err(e));
+            }
             slot.group = Some(Group {
                 released: 0,
                 wake: false,
                 outcome: watch::channel(None).0,
             });
+        } else {
+            // The last unit's savepoint is released here, with this unit's opened, so at most
+            // one is open and SQLite keeps one unit's journal at a time.
+            slot.savepoints += 1;
+            let savepoint = match slot.finished.take() {
+                Some(last) => format!("RELEASE {last}; SAVEPOINT u{}", slot.savepoints),
+                None => format!("SAVEPOINT u{}", slot.savepoints),
+            };
+            if let Err(e) = sqlx::raw_sql(AssertSqlSafe(savepoint))
+                .execute(&mut slot.conn)
+                .await
+            {
+                let e = map_err(e);
+                slot.fail_group(&e).await;
+                return Err(e);
+            }
         }
-        slot.savepoints += 1;
         let savepoint = format!("u{}", slot.savepoints);
-        if let Err(e) = sqlx::query(AssertSqlSafe(format!("SAVEPOINT {savepoint}")))
-            .execute(&mut slot.conn)
-            .await
-        {
-            let e = map_err(e);
-            slot.fail_group(&e).await;
-            return Err(e);
-        }
         Ok(WriteUnit {
             slot,
             savepoint,
@@ -270,6 +292,7 @@ impl Slot {
             // Nothing was released into this transaction: end it (a holder that needs one
             // opens a fresh one), so SQLite's write lock is not held for nobody.
             self.group = None;
+            self.finished = None;
             if let Err(e) = sqlx::query("ROLLBACK").execute(&mut self.conn).await {
                 return Err(map_err(e));
             }
@@ -283,6 +306,7 @@ impl Slot {
         let Some(group) = self.group.take() else {
             return Ok(false);
         };
+        self.finished = None; // COMMIT ends the savepoints with the transaction
         match sqlx::query("COMMIT").execute(&mut self.conn).await {
             Ok(_) => {
                 let units = group.released as u64 + own;
@@ -306,6 +330,7 @@ impl Slot {
     /// work is lost.
     async fn fail_group(&mut self, error: &StoreError) {
         self.abandoned = None;
+        self.finished = None;
         if let Some(group) = self.group.take() {
             let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
             group.outcome.send_replace(Some(Err(error.to_string())));
@@ -333,15 +358,10 @@ impl WriteUnit {
     /// some unit of the group enqueued a job.
     async fn commit(mut self, wake: bool) -> StoreResult<bool> {
         self.ended = true;
-        let release = format!("RELEASE {}", self.savepoint);
-        if let Err(e) = sqlx::query(AssertSqlSafe(release))
-            .execute(&mut self.slot.conn)
-            .await
-        {
-            let e = map_err(e);
-            self.slot.fail_group(&e).await;
-            return Err(e);
-        }
+        // The savepoint stays open: the next unit releases it as it begins, or the shared
+        // COMMIT ends it with the transaction. Until then nothing can roll it back (an
+        // abandoned later unit rolls back to its own savepoint, opened after this one ended).
+        self.slot.finished = Some(std::mem::take(&mut self.savepoint));
         let queued = self.writer.queued.load(Ordering::SeqCst);
         let Some(group) = self.slot.group.as_mut() else {
             return Err(StoreError::Other(sqlx::Error::Protocol(
@@ -782,6 +802,32 @@ mod tests {
             "units shared commits: {} commits for {committed_units} units",
             commits - before.0
         );
+    }
+
+    /// A unit that finished well leaves its savepoint for the next unit to release as it
+    /// begins; the next unit failing after that rolls back only its own writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_unit_failing_after_a_released_one_rolls_back_only_itself() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 1).await.unwrap();
+        let second_writer = writer.clone();
+        let second = tokio::spawn(async move {
+            let mut unit = second_writer.begin().await.unwrap();
+            insert(&mut unit, 2).await.unwrap();
+            // Fails after writing, and is dropped as an error path drops it.
+            insert(&mut unit, 1).await.unwrap_err();
+        });
+        queued(&db.store, 1).await;
+        // Released into the shared transaction (the second unit is queued), not committed.
+        let first_done = tokio::spawn(first.commit(false));
+        second.await.unwrap();
+        let mut third = writer.begin().await.unwrap();
+        insert(&mut third, 3).await.unwrap();
+        third.commit(false).await.unwrap();
+        first_done.await.unwrap().unwrap();
+        assert_eq!(committed(&db.store).await, vec![1, 3]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
