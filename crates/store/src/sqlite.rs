@@ -233,14 +233,7 @@ impl Writer {
                 Some(last) => format!("RELEASE {last}; SAVEPOINT u{}", slot.savepoints),
                 None => format!("SAVEPOINT u{}", slot.savepoints),
             };
-            if let Err(e) = sqlx::raw_sql(AssertSqlSafe(savepoint))
-                .execute(&mut slot.conn)
-                .await
-            {
-                let e = map_err(e);
-                slot.fail_group(&e).await;
-                return Err(e);
-            }
+            slot.run_in_group(savepoint).await?;
         }
         let savepoint = format!("u{}", slot.savepoints);
         Ok(WriteUnit {
@@ -272,22 +265,28 @@ impl Writer {
 }
 
 impl Slot {
+    /// Runs savepoint statements of the open shared transaction. If they fail, the savepoint
+    /// is gone: SQLite rolled the whole transaction back itself (a full disk, an I/O error),
+    /// and everything released into it is lost and must be told so.
+    async fn run_in_group(&mut self, statements: String) -> StoreResult<()> {
+        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(statements))
+            .execute(&mut self.conn)
+            .await
+        {
+            let e = map_err(e);
+            self.fail_group(&e).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Rolls back a unit the last holder abandoned (only its own savepoint).
     async fn settle(&mut self) -> StoreResult<()> {
         let Some(savepoint) = self.abandoned.take() else {
             return Ok(());
         };
-        let undo = format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}");
-        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(undo))
-            .execute(&mut self.conn)
-            .await
-        {
-            // The savepoint is gone: SQLite rolled the whole transaction back itself (a full
-            // disk, an I/O error). Everything released into it is lost and must be told so.
-            let e = map_err(e);
-            self.fail_group(&e).await;
-            return Err(e);
-        }
+        self.run_in_group(format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}"))
+            .await?;
         if self.group.as_ref().is_some_and(|g| g.released == 0) {
             // Nothing was released into this transaction: end it (a holder that needs one
             // opens a fresh one), so SQLite's write lock is not held for nobody.
@@ -804,26 +803,42 @@ mod tests {
         );
     }
 
+    /// A first unit that wrote 1 and finished while `second`, a unit on a task of its own,
+    /// was queued behind it: so it is released into the shared transaction, not committed.
+    /// The first unit's commit, and the second's task.
+    async fn released_before<T, F, Fut>(
+        db: &Db,
+        second: F,
+    ) -> (
+        tokio::task::JoinHandle<StoreResult<bool>>,
+        tokio::task::JoinHandle<T>,
+    )
+    where
+        F: FnOnce(WriteUnit) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 1).await.unwrap();
+        let second = tokio::spawn(async move { second(writer.begin().await.unwrap()).await });
+        queued(&db.store, 1).await;
+        (tokio::spawn(first.commit(false)), second)
+    }
+
     /// A unit that finished well leaves its savepoint for the next unit to release as it
     /// begins; the next unit failing after that rolls back only its own writes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_unit_failing_after_a_released_one_rolls_back_only_itself() {
         let db = db().await;
-        let writer = db.store.writer.clone();
-        let mut first = writer.begin().await.unwrap();
-        insert(&mut first, 1).await.unwrap();
-        let second_writer = writer.clone();
-        let second = tokio::spawn(async move {
-            let mut unit = second_writer.begin().await.unwrap();
+        let (first_done, second) = released_before(&db, |mut unit| async move {
             insert(&mut unit, 2).await.unwrap();
             // Fails after writing, and is dropped as an error path drops it.
             insert(&mut unit, 1).await.unwrap_err();
-        });
-        queued(&db.store, 1).await;
-        // Released into the shared transaction (the second unit is queued), not committed.
-        let first_done = tokio::spawn(first.commit(false));
+        })
+        .await;
         second.await.unwrap();
-        let mut third = writer.begin().await.unwrap();
+        let mut third = db.store.writer.begin().await.unwrap();
         insert(&mut third, 3).await.unwrap();
         third.commit(false).await.unwrap();
         first_done.await.unwrap().unwrap();
@@ -833,14 +848,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_released_unit_is_answered_only_after_the_shared_commit() {
         let db = db().await;
-        let writer = db.store.writer.clone();
-        let mut first = writer.begin().await.unwrap();
-        insert(&mut first, 1).await.unwrap();
         // A second unit queues; the first, finishing, is released into the shared transaction
         // and waits for the second to end it.
-        let second_writer = writer.clone();
-        let second = tokio::spawn(async move {
-            let mut unit = second_writer.begin().await.unwrap();
+        let (first_done, second) = released_before(&db, |mut unit| async move {
             let seen: i64 = sqlx::query_scalar("select count(*) from t")
                 .fetch_one(unit.conn())
                 .await
@@ -848,9 +858,8 @@ mod tests {
             insert(&mut unit, 2).await.unwrap();
             unit.commit(false).await.unwrap();
             seen
-        });
-        queued(&db.store, 1).await;
-        let first_done = tokio::spawn(first.commit(false));
+        })
+        .await;
         let seen = second.await.unwrap();
         assert_eq!(
             seen, 1,
