@@ -108,14 +108,21 @@ struct Slot {
     conn: SqliteConnection,
     /// The shared transaction, while one is open.
     group: Option<Group>,
-    /// A unit dropped without committing (an error path): its savepoint is rolled back by
-    /// the next holder before anything else runs.
-    abandoned: Option<String>,
-    /// Savepoint names are `u1`, `u2`, … within one shared transaction.
+    /// Savepoints opened in the shared transaction: the last unit's is `u{savepoints}`.
     savepoints: u64,
-    /// The savepoint of the last unit that finished well, left open for the next unit to
-    /// release as it begins (one call to the connection's thread instead of two).
-    finished: Option<String>,
+    /// How the last unit ended, while its savepoint is still open.
+    last: Option<Ended>,
+}
+
+/// How a unit left the writer, its savepoint still open for the next holder to end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Finished well: the next unit releases the savepoint in the call that opens its own
+    /// (one call to the connection's thread instead of two), or the shared COMMIT ends it.
+    Well,
+    /// Dropped without committing (an error path): the next holder rolls the savepoint back
+    /// before anything else runs.
+    Abandoned,
 }
 
 /// One open shared transaction.
@@ -162,9 +169,8 @@ impl Writer {
             slot: Arc::new(Mutex::new(Slot {
                 conn,
                 group: None,
-                abandoned: None,
                 savepoints: 0,
-                finished: None,
+                last: None,
             })),
             queued: Arc::new(AtomicUsize::new(0)),
             commits: Arc::new([
@@ -228,17 +234,16 @@ impl Writer {
         } else {
             // The last unit's savepoint is released here, with this unit's opened, so at most
             // one is open and SQLite keeps one unit's journal at a time.
-            slot.savepoints += 1;
-            let savepoint = match slot.finished.take() {
-                Some(last) => format!("RELEASE {last}; SAVEPOINT u{}", slot.savepoints),
-                None => format!("SAVEPOINT u{}", slot.savepoints),
+            let release = match slot.last.take() {
+                Some(Ended::Well) => format!("RELEASE u{}; ", slot.savepoints),
+                _ => String::new(), // an abandoned one was rolled back by `hold`
             };
-            slot.run_in_group(savepoint).await?;
+            slot.savepoints += 1;
+            let statements = format!("{release}SAVEPOINT u{}", slot.savepoints);
+            slot.run_in_group(statements).await?;
         }
-        let savepoint = format!("u{}", slot.savepoints);
         Ok(WriteUnit {
             slot,
-            savepoint,
             writer: self.clone(),
             ended: false,
         })
@@ -282,16 +287,17 @@ impl Slot {
 
     /// Rolls back a unit the last holder abandoned (only its own savepoint).
     async fn settle(&mut self) -> StoreResult<()> {
-        let Some(savepoint) = self.abandoned.take() else {
+        if self.last != Some(Ended::Abandoned) {
             return Ok(());
-        };
+        }
+        self.last = None;
+        let savepoint = format!("u{}", self.savepoints);
         self.run_in_group(format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}"))
             .await?;
         if self.group.as_ref().is_some_and(|g| g.released == 0) {
             // Nothing was released into this transaction: end it (a holder that needs one
             // opens a fresh one), so SQLite's write lock is not held for nobody.
             self.group = None;
-            self.finished = None;
             if let Err(e) = sqlx::query("ROLLBACK").execute(&mut self.conn).await {
                 return Err(map_err(e));
             }
@@ -305,7 +311,7 @@ impl Slot {
         let Some(group) = self.group.take() else {
             return Ok(false);
         };
-        self.finished = None; // COMMIT ends the savepoints with the transaction
+        self.last = None; // COMMIT ends the savepoints with the transaction
         match sqlx::query("COMMIT").execute(&mut self.conn).await {
             Ok(_) => {
                 let units = group.released as u64 + own;
@@ -328,8 +334,7 @@ impl Slot {
     /// Rolls the shared transaction back and tells every unit released into it that its
     /// work is lost.
     async fn fail_group(&mut self, error: &StoreError) {
-        self.abandoned = None;
-        self.finished = None;
+        self.last = None;
         if let Some(group) = self.group.take() {
             let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
             group.outcome.send_replace(Some(Err(error.to_string())));
@@ -341,7 +346,6 @@ impl Slot {
 pub(super) struct WriteUnit {
     /// The writer, held until the unit ends.
     slot: OwnedMutexGuard<Slot>,
-    savepoint: String,
     writer: Writer,
     /// Committed (or failed with its group): dropping it then only lets the writer go.
     ended: bool,
@@ -360,7 +364,7 @@ impl WriteUnit {
         // The savepoint stays open: the next unit releases it as it begins, or the shared
         // COMMIT ends it with the transaction. Until then nothing can roll it back (an
         // abandoned later unit rolls back to its own savepoint, opened after this one ended).
-        self.slot.finished = Some(std::mem::take(&mut self.savepoint));
+        self.slot.last = Some(Ended::Well);
         let queued = self.writer.queued.load(Ordering::SeqCst);
         let Some(group) = self.slot.group.as_mut() else {
             return Err(StoreError::Other(sqlx::Error::Protocol(
@@ -401,7 +405,7 @@ impl Drop for WriteUnit {
         if let Some(group) = self.slot.group.as_ref().filter(|g| g.released > 0) {
             crate::durable::answer_after(group.outcome.subscribe());
         }
-        self.slot.abandoned = Some(std::mem::take(&mut self.savepoint));
+        self.slot.last = Some(Ended::Abandoned);
         self.writer.close_when_idle();
     }
 }
