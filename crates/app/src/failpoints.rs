@@ -14,7 +14,9 @@
 //!
 //! Points are named after the statement they follow, where that statement is issued: a point
 //! in a helper the two transactions share (the event, its deliveries, the job enqueue) is one
-//! point on both paths. Arming is keyed by organisation id, so tests running in parallel in one
+//! point on both paths. On SQLite, a statement the store runs later (the revision, the event:
+//! `execute_later`) reaches the database with the unit's next call; a point after it fails
+//! the same uncommitted unit. Arming is keyed by organisation id, so tests running in parallel in one
 //! process (each with its own organisation) never fire each other's points.
 
 use crate::error::AppError;

@@ -262,7 +262,10 @@ pub trait InvoiceWrite: InvoiceRead {
     async fn set_settlement_figures(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
     /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
     async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
+    /// Inserts a revision. Its failure may be reported by the unit's next call or its commit
+    /// (SQLite's writer sends it with that call); the unit fails either way.
     async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;
     async fn insert_decision(&mut self, decision: &DecisionRow) -> StoreResult<()>;
+    /// Inserts an audit event; reported like [`InvoiceWrite::insert_revision`].
     async fn insert_event(&mut self, event: &EventRow) -> StoreResult<()>;
 }

@@ -12,16 +12,19 @@
 //! fails, every unit of the group gets the error (none was acknowledged; all are safe to
 //! retry).
 
+use super::sql::stmt::Arg;
 use super::sql::{Backend, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional};
 use crate::error::{Constraint, StoreError, StoreResult};
 use crate::jobs::{Claim, JobRow};
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
+use futures_util::TryStreamExt;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, Connection, Sqlite, SqlitePool};
+use sqlx::{Arguments, AssertSqlSafe, Connection, Either, Executor, Sqlite, SqlitePool};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +39,10 @@ pub const MAX_GROUP: usize = 64;
 /// Each reader's page cache, in KiB (SQLite's default is 2,000 KiB per connection). The OS
 /// page cache holds the file anyway; this keeps a wide read pool's memory bounded.
 const READER_CACHE_KIB: i64 = 512;
+
+/// Statements a write unit holds back ([`Later`]) before it sends them without waiting for a
+/// read: the held text stays short, and so does the writer's statement cache.
+const MAX_LATER: usize = 4;
 
 /// Prepared statements each reader keeps (sqlx's default is 100): the hot reads are a
 /// handful, and every cached statement holds SQLite memory per connection.
@@ -246,6 +253,7 @@ impl Writer {
             slot,
             writer: self.clone(),
             ended: false,
+            later: Later::default(),
         })
     }
 
@@ -349,6 +357,8 @@ pub(super) struct WriteUnit {
     writer: Writer,
     /// Committed (or failed with its group): dropping it then only lets the writer go.
     ended: bool,
+    /// Statements held back to go with the unit's next call (dropped with an abandoned unit).
+    later: Later,
 }
 
 impl WriteUnit {
@@ -356,10 +366,23 @@ impl WriteUnit {
         &mut self.slot.conn
     }
 
+    /// Runs `stmt` after the statements held back, in one call to the connection's thread.
+    async fn run_after_later(&mut self, stmt: Option<Stmt<'_>>, want: Want) -> StoreResult<Ran> {
+        let later = std::mem::take(&mut self.later);
+        later
+            .run(&mut self.slot.conn, stmt, want)
+            .await
+            .map_err(map_err)
+    }
+
     /// Releases the unit into the shared transaction, then commits it (if nobody is queued
     /// or the group is full) or waits for the holder that does. `Ok(true)`: committed, and
     /// some unit of the group enqueued a job.
     async fn commit(mut self, wake: bool) -> StoreResult<bool> {
+        if !self.later.is_empty() {
+            // Fails the unit (dropped unended: its savepoint is rolled back) if they fail.
+            self.run_after_later(None, Want::Count).await?;
+        }
         self.ended = true;
         // The savepoint stays open: the next unit releases it as it begins, or the shared
         // COMMIT ends it with the transaction. Until then nothing can roll it back (an
@@ -410,6 +433,136 @@ impl Drop for WriteUnit {
     }
 }
 
+/// Statements of a write unit run for their effect alone ([`Backend::execute_later`]), held
+/// back to go at the start of the unit's next call to the connection's thread, or with its
+/// commit: one hand-off (two thread wake-ups) instead of one per statement. sqlx's SQLite
+/// driver runs a text of several statements as one call, binding each statement's numbered
+/// parameters from one shared list; so each held statement's `$n` is renumbered past the
+/// arguments of the statements before it. (sqlx documents this as its SQLite driver's own and
+/// deprecated for `query`; it is pinned by the lockfile and by the tests in this file, which
+/// fail should an upgrade drop it: docs/DECISIONS.md, "SQLite group commit".)
+#[derive(Default)]
+struct Later {
+    sql: String,
+    args: SqliteArguments,
+    statements: usize,
+}
+
+/// What a call that ran held statements returns of its last statement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Its first row only (the call stops reading there).
+    First,
+    /// All its rows.
+    All,
+    /// The rows it changed.
+    Count,
+}
+
+/// The last statement's rows and count.
+#[derive(Default)]
+struct Ran {
+    rows: Vec<SqliteRow>,
+    changed: u64,
+}
+
+impl Later {
+    fn is_empty(&self) -> bool {
+        self.statements == 0
+    }
+
+    /// Appends `stmt`, its parameters renumbered after those held before it.
+    fn push(&mut self, stmt: Stmt<'_>) -> Result<(), sqlx::Error> {
+        let (sql, args) = stmt.into_parts();
+        renumber(&sql, self.args.len(), &mut self.sql);
+        self.sql.push_str(";\n");
+        for arg in args {
+            bind(&mut self.args, arg)?;
+        }
+        self.statements += 1;
+        Ok(())
+    }
+
+    /// Runs the held statements and then `last`, in one call; what `want` asks of `last`. A
+    /// held statement that returns a row is a misuse, reported as an error.
+    async fn run(
+        mut self,
+        conn: &mut SqliteConnection,
+        last: Option<Stmt<'_>>,
+        want: Want,
+    ) -> Result<Ran, sqlx::Error> {
+        let held = self.statements;
+        if let Some(last) = last {
+            self.push(last)?;
+        }
+        let mut steps = conn.fetch_many(sqlx::query_with(AssertSqlSafe(self.sql), self.args));
+        let (mut done, mut ran) = (0, Ran::default());
+        while let Some(step) = steps.try_next().await? {
+            match step {
+                Either::Left(result) => {
+                    done += 1;
+                    ran.changed = result.rows_affected();
+                }
+                Either::Right(_) if done < held => {
+                    return Err(sqlx::Error::Protocol(
+                        "a statement run later returned a row".into(),
+                    ));
+                }
+                Either::Right(row) => {
+                    ran.rows.push(row);
+                    if want == Want::First {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(ran)
+    }
+}
+
+/// Appends `sql` to `out`, each parameter `$n` outside a quoted literal written `$(n + by)`.
+fn renumber(sql: &str, by: usize, out: &mut String) {
+    if by == 0 {
+        out.push_str(sql);
+        return;
+    }
+    let mut quoted = false;
+    let mut rest = sql;
+    while let Some(at) = rest.find(['\'', '$']) {
+        out.push_str(&rest[..at]);
+        let (mark, after) = rest[at..].split_at(1);
+        out.push_str(mark);
+        rest = after;
+        if mark == "'" {
+            quoted = !quoted; // an escaped quote ('') toggles twice
+            continue;
+        }
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if quoted || digits == 0 {
+            continue;
+        }
+        let n: usize = rest[..digits].parse().unwrap_or(0);
+        out.push_str(&(n + by).to_string());
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+}
+
+/// Adds one argument as `bind_all` binds it.
+fn bind(args: &mut SqliteArguments, arg: Arg<'_>) -> Result<(), sqlx::Error> {
+    match arg {
+        Arg::Uuid(v) => args.add(v),
+        Arg::Text(v) => args.add(v),
+        Arg::Int(v) => args.add(v),
+        Arg::BigInt(v) => args.add(v),
+        Arg::Bool(v) => args.add(v),
+        Arg::Time(v) => args.add(v),
+        Arg::Date(v) => args.add(v),
+        Arg::Bytes(v) => args.add(v),
+    }
+    .map_err(sqlx::Error::Encode)
+}
+
 /// A unit's connection: a read-pool connection, or the writer.
 pub(super) enum UnitConn {
     Read(PoolConnection<Sqlite>),
@@ -421,6 +574,14 @@ impl UnitConn {
         match self {
             UnitConn::Read(conn) => conn,
             UnitConn::Write(unit) => unit.conn(),
+        }
+    }
+
+    /// The write unit, if it holds statements back.
+    fn holding(&mut self) -> Option<&mut WriteUnit> {
+        match self {
+            UnitConn::Write(unit) if !unit.later.is_empty() => Some(unit),
+            _ => None,
         }
     }
 }
@@ -513,15 +674,45 @@ impl Backend for SqliteUnit {
     }
 
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
-        fetch_optional(self.0.conn(), stmt).await.map_err(map_err)
+        let Some(unit) = self.0.holding() else {
+            return fetch_optional(self.0.conn(), stmt).await.map_err(map_err);
+        };
+        let ran = unit.run_after_later(Some(stmt), Want::First).await?;
+        ran.rows
+            .first()
+            .map(O::from_row)
+            .transpose()
+            .map_err(map_err)
     }
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
-        fetch_all(self.0.conn(), stmt).await.map_err(map_err)
+        let Some(unit) = self.0.holding() else {
+            return fetch_all(self.0.conn(), stmt).await.map_err(map_err);
+        };
+        let ran = unit.run_after_later(Some(stmt), Want::All).await?;
+        ran.rows
+            .iter()
+            .map(O::from_row)
+            .collect::<Result<_, _>>()
+            .map_err(map_err)
     }
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
-        execute(self.0.conn(), stmt).await.map_err(map_err)
+        let Some(unit) = self.0.holding() else {
+            return execute(self.0.conn(), stmt).await.map_err(map_err);
+        };
+        Ok(unit.run_after_later(Some(stmt), Want::Count).await?.changed)
+    }
+
+    async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
+        let UnitConn::Write(unit) = &mut self.0 else {
+            return self.execute_stmt(stmt).await.map(drop);
+        };
+        unit.later.push(stmt).map_err(map_err)?;
+        if unit.later.statements >= MAX_LATER {
+            unit.run_after_later(None, Want::Count).await?;
+        }
+        Ok(())
     }
 
     async fn wake_workers(&mut self) -> StoreResult<()> {
@@ -965,5 +1156,133 @@ mod tests {
         insert(&mut next, 6).await.unwrap();
         next.commit(false).await.unwrap();
         assert_eq!(committed(&db.store).await, vec![6]);
+    }
+
+    /// A write unit as the shared SQL sees it (statements held back go through it).
+    async fn unit(store: &SqliteStore) -> SqliteUnit {
+        let unit = store.writer.begin().await.unwrap();
+        let wake = Wake {
+            notify: None,
+            pending: false,
+        };
+        SqliteUnit(UnitConn::Write(unit), wake)
+    }
+
+    fn insert_later(x: i64, label: &str) -> Stmt<'_> {
+        crate::sql::query("insert into t (x, label) values ($1, $2)")
+            .bind(x)
+            .bind(label)
+            .into_stmt()
+    }
+
+    async fn labelled(db: &Db) {
+        let mut unit = db.store.writer.begin().await.unwrap();
+        sqlx::query("alter table t add column label text")
+            .execute(unit.conn())
+            .await
+            .unwrap();
+        unit.commit(false).await.unwrap();
+    }
+
+    #[test]
+    fn held_statements_parameters_are_renumbered_outside_quoted_literals() {
+        let mut out = String::new();
+        renumber(
+            "select $1, '$1 $2', $10 where x = $2 and y = 'it''s $3'",
+            5,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "select $6, '$1 $2', $15 where x = $7 and y = 'it''s $3'"
+        );
+        let mut out = String::new();
+        renumber("select $1", 0, &mut out);
+        assert_eq!(out, "select $1");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn statements_held_back_run_before_the_next_one_each_with_its_own_arguments() {
+        let db = db().await;
+        labelled(&db).await;
+        let mut unit = unit(&db.store).await;
+        unit.execute_later(insert_later(1, "one")).await.unwrap();
+        unit.execute_later(insert_later(2, "two")).await.unwrap();
+        let rows: Vec<(i64, String, String)> =
+            crate::sql::query_as("select x, label, '$1' from t where x >= $1 order by x")
+                .bind(0_i64)
+                .fetch_all(&mut unit)
+                .await
+                .unwrap();
+        let one = (1, "one".to_owned(), "$1".to_owned());
+        let two = (2, "two".to_owned(), "$1".to_owned());
+        assert_eq!(
+            rows,
+            vec![one, two],
+            "both held inserts ran first, in order"
+        );
+        unit.execute_later(insert_later(3, "three")).await.unwrap();
+        let changed = crate::sql::query("update t set label = $1 where x <= $2")
+            .bind("low")
+            .bind(2_i64)
+            .execute(&mut unit)
+            .await
+            .unwrap()
+            .rows_affected();
+        assert_eq!(
+            changed, 2,
+            "the count is the last statement's, not the held insert's"
+        );
+        unit.execute_later(insert_later(4, "four")).await.unwrap();
+        Box::new(unit).commit().await.unwrap();
+        assert_eq!(
+            committed(&db.store).await,
+            vec![1, 2, 3, 4],
+            "the commit ran the statement still held"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_statement_that_fails_fails_the_call_that_runs_it_and_rolls_back_its_unit() {
+        let db = db().await;
+        labelled(&db).await;
+        let mut kept = unit(&db.store).await;
+        kept.execute_later(insert_later(1, "kept")).await.unwrap();
+        Box::new(kept).commit().await.unwrap();
+
+        let mut failing = unit(&db.store).await;
+        failing.execute_later(insert_later(2, "new")).await.unwrap();
+        failing
+            .execute_later(insert_later(1, "taken"))
+            .await
+            .unwrap();
+        let read: StoreResult<Option<(i64,)>> = crate::sql::query_as("select x from t")
+            .fetch_optional(&mut failing)
+            .await;
+        assert!(
+            read.is_err(),
+            "the held insert's conflict is the read's error"
+        );
+        drop(failing); // its error path
+
+        let mut held_at_commit = unit(&db.store).await;
+        held_at_commit
+            .execute_later(insert_later(1, "taken again"))
+            .await
+            .unwrap();
+        let commit = Box::new(held_at_commit).commit().await;
+        assert!(
+            commit.is_err(),
+            "a held insert that fails at the commit fails it"
+        );
+
+        let mut next = unit(&db.store).await;
+        next.execute_later(insert_later(3, "next")).await.unwrap();
+        Box::new(next).commit().await.unwrap();
+        assert_eq!(
+            committed(&db.store).await,
+            vec![1, 3],
+            "the failed units wrote nothing (2 rolled back), the others stand"
+        );
     }
 }

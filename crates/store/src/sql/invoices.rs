@@ -327,9 +327,8 @@ impl<U: Backend> InvoiceWrite for U {
         .bind(&r.canonical_payload)
         .bind(&r.payload_hash)
         .bind(r.created_at)
-        .execute(self)
-        .await?;
-        Ok(())
+        .execute_later(self)
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -381,9 +380,8 @@ impl<U: Backend> InvoiceWrite for U {
         .bind(&e.hash)
         .bind(e.four_eyes)
         .bind(e.shared_review)
-        .execute(self)
-        .await?;
-        Ok(())
+        .execute_later(self)
+        .await
     }
 }
 

@@ -70,6 +70,15 @@ pub trait Backend: Send + sealed::Sealed {
     /// Runs a statement, returning how many rows it affected.
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64>;
 
+    /// Runs a statement for its effect alone: nobody reads its count, and it returns no rows.
+    /// A backend may hold it back and send it with the unit's next statement or its commit
+    /// (SQLite's writer does: one hand-off to the connection's thread instead of two). Its
+    /// error is then reported by that later call, and the unit fails either way; so a
+    /// statement whose error its caller tells apart (a conflict it answers) never runs here.
+    async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
+        self.execute_stmt(stmt).await.map(drop)
+    }
+
     /// Wakes idle workers once this unit's enqueues are committed.
     async fn wake_workers(&mut self) -> StoreResult<()>;
 }
@@ -248,6 +257,11 @@ impl<'a> Stmt<'a> {
         self.args.push(arg.into());
         self
     }
+
+    /// The text and the arguments, for an adapter that sends several statements in one call.
+    pub(crate) fn into_parts(self) -> (Cow<'static, str>, Vec<Arg<'a>>) {
+        (self.sql, self.args)
+    }
 }
 
 impl<'a, O> QueryAs<'a, O> {
@@ -330,6 +344,17 @@ impl<'a> Query<'a> {
     pub async fn execute<U: Backend>(self, unit: &mut U) -> StoreResult<Done> {
         let rows_affected = unit.execute_stmt(self.stmt).await?;
         Ok(Done { rows_affected })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn into_stmt(self) -> Stmt<'a> {
+        self.stmt
+    }
+
+    /// Runs the statement for its effect alone, possibly with the unit's next call
+    /// ([`Backend::execute_later`]): for an insert whose failure only ever fails the unit.
+    pub async fn execute_later<U: Backend>(self, unit: &mut U) -> StoreResult<()> {
+        unit.execute_later(self.stmt).await
     }
 }
 
