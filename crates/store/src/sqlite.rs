@@ -130,6 +130,32 @@ enum Ended {
     /// Dropped without committing (an error path): the next holder rolls the savepoint back
     /// before anything else runs.
     Abandoned,
+    /// Dropped while the call that opens its savepoint was under way (a request cancelled in
+    /// its first statement): the savepoint may or may not be open, and the next holder finds
+    /// out as it rolls it back (see [`Slot::settle`]).
+    Unsure,
+}
+
+/// How a unit's savepoint is opened, when it joins an open shared transaction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// In a call of its own, as the unit begins (the job claim, whose statements bypass the
+    /// held ones, and the tests of the group commit).
+    Now,
+    /// Held, and sent with the unit's first call: one call to the connection's thread fewer.
+    WithFirstCall,
+}
+
+/// Where a unit's savepoint stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Savepoint {
+    /// Open.
+    Open,
+    /// Held in the unit's [`Later`], not yet sent; `after` is how the unit before it ended,
+    /// which stands again if this one never sends it.
+    Held { after: Option<Ended> },
+    /// Sent, and the call has not come back.
+    Sent,
 }
 
 /// One open shared transaction.
@@ -213,14 +239,20 @@ impl Writer {
     /// was dropped still runs on the connection's thread, and would otherwise leave a
     /// transaction no one knows of, holding the file's write lock.
     async fn begin(&self) -> StoreResult<WriteUnit> {
+        self.begin_opening(Opening::Now).await
+    }
+
+    async fn begin_opening(&self, opening: Opening) -> StoreResult<WriteUnit> {
         let writer = self.clone();
-        tokio::spawn(async move { writer.begin_here().await })
+        tokio::spawn(async move { writer.begin_here(opening).await })
             .await
             .map_err(|e| StoreError::Other(sqlx::Error::Protocol(format!("begin: {e}"))))?
     }
 
-    async fn begin_here(&self) -> StoreResult<WriteUnit> {
+    async fn begin_here(&self, opening: Opening) -> StoreResult<WriteUnit> {
         let mut slot = self.hold().await?;
+        let mut later = Later::default();
+        let mut savepoint = Savepoint::Open;
         if slot.group.is_none() {
             // The transaction and the first unit's savepoint in one call to the connection's
             // thread. Savepoint names only need to be unique within their transaction.
@@ -241,19 +273,31 @@ impl Writer {
         } else {
             // The last unit's savepoint is released here, with this unit's opened, so at most
             // one is open and SQLite keeps one unit's journal at a time.
-            let release = match slot.last.take() {
-                Some(Ended::Well) => format!("RELEASE u{}; ", slot.savepoints),
+            let after = slot.last.take();
+            let release = match after {
+                Some(Ended::Well) => format!("RELEASE u{}", slot.savepoints),
                 _ => String::new(), // an abandoned one was rolled back by `hold`
             };
             slot.savepoints += 1;
-            let statements = format!("{release}SAVEPOINT u{}", slot.savepoints);
-            slot.run_in_group(statements).await?;
+            let open = format!("SAVEPOINT u{}", slot.savepoints);
+            match opening {
+                Opening::Now if release.is_empty() => slot.run_in_group(open).await?,
+                Opening::Now => slot.run_in_group(format!("{release}; {open}")).await?,
+                Opening::WithFirstCall => {
+                    for statement in [release, open].iter().filter(|s| !s.is_empty()) {
+                        later.push_opening(statement);
+                    }
+                    savepoint = Savepoint::Held { after };
+                }
+            }
         }
         Ok(WriteUnit {
             slot,
             writer: self.clone(),
             ended: false,
-            later: Later::default(),
+            later,
+            savepoint,
+            failed: false,
         })
     }
 
@@ -295,13 +339,30 @@ impl Slot {
 
     /// Rolls back a unit the last holder abandoned (only its own savepoint).
     async fn settle(&mut self) -> StoreResult<()> {
-        if self.last != Some(Ended::Abandoned) {
-            return Ok(());
-        }
+        let unsure = match self.last {
+            Some(Ended::Abandoned) => false,
+            Some(Ended::Unsure) => true,
+            _ => return Ok(()),
+        };
         self.last = None;
         let savepoint = format!("u{}", self.savepoints);
-        self.run_in_group(format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}"))
-            .await?;
+        let rollback = format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}");
+        match sqlx::raw_sql(AssertSqlSafe(rollback))
+            .execute(&mut self.conn)
+            .await
+        {
+            Ok(_) => {}
+            // The cancelled call never opened it, so nothing after the opening ran either
+            // (the statements of a call run in order, and stop when its caller is gone).
+            // The savepoint before it may then still be open: it is the previous unit's,
+            // finished well, and the shared COMMIT ends it with the transaction.
+            Err(e) if unsure && no_such_savepoint(&e) => {}
+            Err(e) => {
+                let e = map_err(e);
+                self.fail_group(&e).await;
+                return Err(e);
+            }
+        }
         if self.group.as_ref().is_some_and(|g| g.released == 0) {
             // Nothing was released into this transaction: end it (a holder that needs one
             // opens a fresh one), so SQLite's write lock is not held for nobody.
@@ -350,6 +411,12 @@ impl Slot {
     }
 }
 
+/// SQLite's answer to a `ROLLBACK TO` or `RELEASE` of a savepoint that is not open.
+fn no_such_savepoint(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|db| db.message().starts_with("no such savepoint"))
+}
+
 /// A write unit of work on the writer: a savepoint inside the shared transaction.
 pub(super) struct WriteUnit {
     /// The writer, held until the unit ends.
@@ -359,6 +426,10 @@ pub(super) struct WriteUnit {
     ended: bool,
     /// Statements held back to go with the unit's next call (dropped with an abandoned unit).
     later: Later,
+    /// Whether the unit's savepoint is open yet.
+    savepoint: Savepoint,
+    /// A held statement failed (see [`WriteUnit::run_after_later`]).
+    failed: bool,
 }
 
 impl WriteUnit {
@@ -367,27 +438,78 @@ impl WriteUnit {
     }
 
     /// Runs `stmt` after the statements held back, in one call to the connection's thread.
+    /// If the unit's savepoint was held and its opening fails, the shared transaction is
+    /// gone (SQLite rolled it back itself, as in [`Slot::run_in_group`]): the group fails.
+    ///
+    /// A held statement that fails fails the unit for good: its caller believes it written,
+    /// so every later call and the commit answer that the unit's work is lost, even if the
+    /// caller handles the error of the call that reported it (a conflict it answers).
     async fn run_after_later(&mut self, stmt: Option<Stmt<'_>>, want: Want) -> StoreResult<Ran> {
-        let later = std::mem::take(&mut self.later);
-        later
-            .run(&mut self.slot.conn, stmt, want)
-            .await
-            .map_err(map_err)
+        if self.failed {
+            return Err(crate::durable::lost("a statement of this unit failed"));
+        }
+        let mut later = std::mem::take(&mut self.later);
+        let (opens, held) = (later.opens, later.statements);
+        if let Some(stmt) = stmt
+            && let Err(e) = later.push(stmt)
+        {
+            self.failed = true; // nothing was sent; the held statements are gone
+            return Err(map_err(e));
+        }
+        if opens > 0 {
+            self.savepoint = Savepoint::Sent;
+        }
+        let ran = later.run(&mut self.slot.conn, held, want).await;
+        match ran {
+            Err((e, done)) if done < opens => {
+                let e = map_err(e);
+                self.slot.fail_group(&e).await;
+                self.ended = true; // failed with its group
+                Err(e)
+            }
+            Err((e, done)) => {
+                self.savepoint = Savepoint::Open;
+                self.failed |= done < held;
+                Err(map_err(e))
+            }
+            Ok(ran) => {
+                self.savepoint = Savepoint::Open;
+                Ok(ran)
+            }
+        }
+    }
+
+    /// The unit made no call: its savepoint was never opened, and the writer stands as the
+    /// unit before it left it.
+    fn never_opened(&mut self, after: Option<Ended>) {
+        self.later = Later::default();
+        self.slot.savepoints -= 1;
+        self.slot.last = after;
     }
 
     /// Releases the unit into the shared transaction, then commits it (if nobody is queued
     /// or the group is full) or waits for the holder that does. `Ok(true)`: committed, and
     /// some unit of the group enqueued a job.
     async fn commit(mut self, wake: bool) -> StoreResult<bool> {
-        if !self.later.is_empty() {
-            // Fails the unit (dropped unended: its savepoint is rolled back) if they fail.
-            self.run_after_later(None, Want::Count).await?;
+        if self.failed {
+            return Err(crate::durable::lost("a statement of this unit failed"));
+        }
+        if let Savepoint::Held { after } = self.savepoint
+            && self.later.statements == self.later.opens
+        {
+            self.never_opened(after); // nothing to open a savepoint for
+        } else {
+            if !self.later.is_empty() {
+                // Fails the unit (dropped unended: its savepoint is rolled back) if they fail.
+                self.run_after_later(None, Want::Count).await?;
+            }
+            // The savepoint stays open: the next unit releases it as it begins, or the shared
+            // COMMIT ends it with the transaction. Until then nothing can roll it back (an
+            // abandoned later unit rolls back to its own savepoint, opened after this one
+            // ended).
+            self.slot.last = Some(Ended::Well);
         }
         self.ended = true;
-        // The savepoint stays open: the next unit releases it as it begins, or the shared
-        // COMMIT ends it with the transaction. Until then nothing can roll it back (an
-        // abandoned later unit rolls back to its own savepoint, opened after this one ended).
-        self.slot.last = Some(Ended::Well);
         let queued = self.writer.queued.load(Ordering::SeqCst);
         let Some(group) = self.slot.group.as_mut() else {
             return Err(StoreError::Other(sqlx::Error::Protocol(
@@ -428,7 +550,11 @@ impl Drop for WriteUnit {
         if let Some(group) = self.slot.group.as_ref().filter(|g| g.released > 0) {
             crate::durable::answer_after(group.outcome.subscribe());
         }
-        self.slot.last = Some(Ended::Abandoned);
+        match self.savepoint {
+            Savepoint::Open => self.slot.last = Some(Ended::Abandoned),
+            Savepoint::Held { after } => self.never_opened(after),
+            Savepoint::Sent => self.slot.last = Some(Ended::Unsure),
+        }
         self.writer.close_when_idle();
     }
 }
@@ -446,6 +572,8 @@ struct Later {
     sql: String,
     args: SqliteArguments,
     statements: usize,
+    /// The first `opens` statements open the unit's savepoint (`RELEASE`, `SAVEPOINT`).
+    opens: usize,
 }
 
 /// What a call that ran held statements returns of its last statement.
@@ -471,6 +599,14 @@ impl Later {
         self.statements == 0
     }
 
+    /// Appends a statement of the unit's opening (no parameters; before any other).
+    fn push_opening(&mut self, statement: &str) {
+        self.sql.push_str(statement);
+        self.sql.push_str(";\n");
+        self.statements += 1;
+        self.opens += 1;
+    }
+
     /// Appends `stmt`, its parameters renumbered after those held before it.
     fn push(&mut self, stmt: Stmt<'_>) -> Result<(), sqlx::Error> {
         let (sql, args) = stmt.into_parts();
@@ -483,30 +619,26 @@ impl Later {
         Ok(())
     }
 
-    /// Runs the held statements and then `last`, in one call; what `want` asks of `last`. A
-    /// held statement that returns a row is a misuse, reported as an error.
+    /// Runs the statements in one call; what `want` asks of the last one after the first
+    /// `held`. A held statement that returns a row is a misuse, reported as an error. An error
+    /// comes with how many statements had finished before it.
     async fn run(
-        mut self,
+        self,
         conn: &mut SqliteConnection,
-        last: Option<Stmt<'_>>,
+        held: usize,
         want: Want,
-    ) -> Result<Ran, sqlx::Error> {
-        let held = self.statements;
-        if let Some(last) = last {
-            self.push(last)?;
-        }
+    ) -> Result<Ran, (sqlx::Error, usize)> {
         let mut steps = conn.fetch_many(sqlx::query_with(AssertSqlSafe(self.sql), self.args));
         let (mut done, mut ran) = (0, Ran::default());
-        while let Some(step) = steps.try_next().await? {
+        while let Some(step) = steps.try_next().await.map_err(|e| (e, done))? {
             match step {
                 Either::Left(result) => {
                     done += 1;
                     ran.changed = result.rows_affected();
                 }
                 Either::Right(_) if done < held => {
-                    return Err(sqlx::Error::Protocol(
-                        "a statement run later returned a row".into(),
-                    ));
+                    let misuse = "a statement run later returned a row";
+                    return Err((sqlx::Error::Protocol(misuse.into()), done));
                 }
                 Either::Right(row) => {
                     ran.rows.push(row);
@@ -577,10 +709,10 @@ impl UnitConn {
         }
     }
 
-    /// The write unit, if it holds statements back.
+    /// The write unit, if it holds statements back (or one of them failed).
     fn holding(&mut self) -> Option<&mut WriteUnit> {
         match self {
-            UnitConn::Write(unit) if !unit.later.is_empty() => Some(unit),
+            UnitConn::Write(unit) if !unit.later.is_empty() || unit.failed => Some(unit),
             _ => None,
         }
     }
@@ -709,7 +841,7 @@ impl Backend for SqliteUnit {
             return self.execute_stmt(stmt).await.map(drop);
         };
         unit.later.push(stmt).map_err(map_err)?;
-        if unit.later.statements >= MAX_LATER {
+        if unit.later.statements - unit.later.opens >= MAX_LATER {
             unit.run_after_later(None, Want::Count).await?;
         }
         Ok(())
@@ -741,7 +873,7 @@ impl Tx for SqliteUnit {
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let unit = self.writer.begin().await?;
+        let unit = self.writer.begin_opening(Opening::WithFirstCall).await?;
         let wake = Wake {
             notify: Some(Arc::clone(&self.wake)),
             pending: false,
@@ -1013,10 +1145,28 @@ mod tests {
         Fut: std::future::Future<Output = T> + Send + 'static,
         T: Send + 'static,
     {
+        released_before_opening(db, Opening::Now, second).await
+    }
+
+    /// [`released_before`], the second unit's savepoint opened as `opening` says.
+    async fn released_before_opening<T, F, Fut>(
+        db: &Db,
+        opening: Opening,
+        second: F,
+    ) -> (
+        tokio::task::JoinHandle<StoreResult<bool>>,
+        tokio::task::JoinHandle<T>,
+    )
+    where
+        F: FnOnce(WriteUnit) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
         let writer = db.store.writer.clone();
         let mut first = writer.begin().await.unwrap();
         insert(&mut first, 1).await.unwrap();
-        let second = tokio::spawn(async move { second(writer.begin().await.unwrap()).await });
+        let second =
+            tokio::spawn(async move { second(writer.begin_opening(opening).await.unwrap()).await });
         queued(&db.store, 1).await;
         (tokio::spawn(first.commit(false)), second)
     }
@@ -1160,12 +1310,183 @@ mod tests {
 
     /// A write unit as the shared SQL sees it (statements held back go through it).
     async fn unit(store: &SqliteStore) -> SqliteUnit {
-        let unit = store.writer.begin().await.unwrap();
+        as_unit(store.writer.begin().await.unwrap())
+    }
+
+    fn as_unit(unit: WriteUnit) -> SqliteUnit {
         let wake = Wake {
             notify: None,
             pending: false,
         };
         SqliteUnit(UnitConn::Write(unit), wake)
+    }
+
+    /// Inserts `x` through the shared SQL's path (so a held savepoint goes with it).
+    async fn insert_via(unit: &mut SqliteUnit, x: i64) -> StoreResult<u64> {
+        crate::sql::query("insert into t (x) values ($1)")
+            .bind(x)
+            .execute(unit)
+            .await
+            .map(|done| done.rows_affected())
+    }
+
+    /// What the app's units do: the savepoint opens with the first call.
+    async fn app_unit(store: &SqliteStore) -> SqliteUnit {
+        as_unit(
+            store
+                .writer
+                .begin_opening(Opening::WithFirstCall)
+                .await
+                .unwrap(),
+        )
+    }
+
+    /// A third unit commits 3 after the second; the first (released) and the third stand.
+    async fn then_third_commits(db: &Db, first_done: tokio::task::JoinHandle<StoreResult<bool>>) {
+        let mut third = app_unit(&db.store).await;
+        insert_via(&mut third, 3).await.unwrap();
+        Box::new(third).commit().await.unwrap();
+        first_done
+            .await
+            .unwrap()
+            .expect("the released unit's commit is not lost");
+        assert_eq!(committed(&db.store).await, vec![1, 3]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_savepoint_sent_with_the_first_call_rolls_back_only_its_unit() {
+        let db = db().await;
+        let (first_done, second) =
+            released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
+                let mut unit = as_unit(unit);
+                assert_eq!(insert_via(&mut unit, 2).await.unwrap(), 1, "its own count");
+                insert_via(&mut unit, 1).await.unwrap_err(); // then dropped, as on an error path
+            })
+            .await;
+        second.await.unwrap();
+        then_third_commits(&db, first_done).await;
+    }
+
+    /// Units that end without a call, each while the next is queued (so all share one
+    /// transaction): one dropped, one committed with nothing written. The writer stands as
+    /// the unit before them left it, and the next unit releases the right savepoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn units_that_never_call_leave_the_writer_as_they_found_it() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let (first_done, second) =
+            released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
+                let idle_writer = writer.clone();
+                let idle = tokio::spawn(async move {
+                    let idle = idle_writer.begin_opening(Opening::WithFirstCall).await;
+                    let last_writer = idle_writer.clone();
+                    let last = tokio::spawn(async move {
+                        let mut last = as_unit(
+                            last_writer
+                                .begin_opening(Opening::WithFirstCall)
+                                .await
+                                .unwrap(),
+                        );
+                        insert_via(&mut last, 3).await.unwrap();
+                        Box::new(last).commit().await
+                    });
+                    queued_on(&idle_writer, 1).await;
+                    Box::new(as_unit(idle.unwrap())).commit().await.unwrap();
+                    last.await.unwrap()
+                });
+                queued_on(&writer, 1).await;
+                drop(unit); // refused before any statement
+                idle.await.unwrap()
+            })
+            .await;
+        second.await.unwrap().expect("the last unit commits");
+        first_done
+            .await
+            .unwrap()
+            .expect("the released unit's commit is not lost");
+        assert_eq!(committed(&db.store).await, vec![1, 3]);
+        let (commits, units) = db.store.group_commits();
+        assert!(
+            units > commits,
+            "the units shared a commit: {commits} commits, {units} units"
+        );
+    }
+
+    async fn queued_on(writer: &Writer, n: usize) {
+        while writer.queued.load(Ordering::SeqCst) < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A request cancelled in its unit's first call, after the call reached the connection's
+    /// thread: the next holder cannot know whether the savepoint opened, and finds out by
+    /// rolling it back. Here it did open (the cancelled statement ran past it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_first_call_cancelled_after_it_opened_the_savepoint_rolls_back_only_its_unit() {
+        let db = db().await;
+        let (first_done, second) =
+            released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
+                let mut unit = as_unit(unit);
+                unit.execute_later(insert_stmt(2)).await.unwrap();
+                let slow: crate::sql::QueryAs<'_, (i64,)> = crate::sql::query_as(
+                    "with recursive c (x) as (select 1 union all select x + 1 from c
+                     where x < 50000000) select count(*) from c",
+                );
+                let cancelled =
+                    tokio::time::timeout(Duration::from_millis(50), slow.fetch_one(&mut unit));
+                assert!(
+                    cancelled.await.is_err(),
+                    "the slow read outlasts its caller"
+                );
+            })
+            .await;
+        second.await.unwrap();
+        then_third_commits(&db, first_done).await;
+    }
+
+    /// The same, when the cancelled call never opened the savepoint (simulated: the unit is
+    /// left as a call sent and dropped before the connection's thread ran anything of it).
+    /// The shared transaction is not failed for it: the released unit still commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_first_call_cancelled_before_it_opened_the_savepoint_fails_nothing() {
+        let db = db().await;
+        let (first_done, second) =
+            released_before_opening(&db, Opening::WithFirstCall, |mut unit| async move {
+                unit.later = Later::default();
+                unit.savepoint = Savepoint::Sent;
+                drop(unit); // as the cancelled call's caller drops it
+            })
+            .await;
+        second.await.unwrap();
+        then_third_commits(&db, first_done).await;
+    }
+
+    /// A held statement that fails fails its unit for good, even if its caller handles the
+    /// error of the call that reported it: the commit says the work is lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_unit_whose_held_statement_failed_cannot_commit() {
+        let db = db().await;
+        let mut first = app_unit(&db.store).await;
+        insert_via(&mut first, 1).await.unwrap();
+        Box::new(first).commit().await.unwrap();
+        let mut unit = app_unit(&db.store).await;
+        unit.execute_later(insert_stmt(1)).await.unwrap();
+        insert_via(&mut unit, 2).await.unwrap_err(); // the held insert's conflict
+        insert_via(&mut unit, 4)
+            .await
+            .expect_err("the unit answers nothing more");
+        let commit = Box::new(unit).commit().await;
+        assert!(
+            matches!(commit, Err(StoreError::Unavailable(_))),
+            "{commit:?}"
+        );
+        assert_eq!(committed(&db.store).await, vec![1]);
+    }
+
+    fn insert_stmt<'a>(x: i64) -> Stmt<'a> {
+        crate::sql::query("insert into t (x) values ($1)")
+            .bind(x)
+            .into_stmt()
     }
 
     fn insert_later(x: i64, label: &str) -> Stmt<'_> {

@@ -73,8 +73,9 @@ pub trait Backend: Send + sealed::Sealed {
     /// Runs a statement for its effect alone: nobody reads its count, and it returns no rows.
     /// A backend may hold it back and send it with the unit's next statement or its commit
     /// (SQLite's writer does: one hand-off to the connection's thread instead of two). Its
-    /// error is then reported by that later call, and the unit fails either way; so a
-    /// statement whose error its caller tells apart (a conflict it answers) never runs here.
+    /// error is then reported by that later call, and the unit fails for good (every later
+    /// call and the commit fail too); so a statement whose error its caller answers (a
+    /// conflict it tells apart) never runs here.
     async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
         self.execute_stmt(stmt).await.map(drop)
     }
