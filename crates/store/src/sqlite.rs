@@ -115,7 +115,8 @@ struct Slot {
     conn: SqliteConnection,
     /// The shared transaction, while one is open.
     group: Option<Group>,
-    /// Savepoints opened in the shared transaction: the last unit's is `u{savepoints}`.
+    /// Savepoints opened in the shared transaction: the last unit's is
+    /// `savepoint_name(savepoints)`.
     savepoints: u64,
     /// How the last unit ended, while its savepoint is still open.
     last: Option<Ended>,
@@ -242,6 +243,8 @@ impl Writer {
         self.begin_opening(Opening::Now).await
     }
 
+    /// [`Writer::begin`], a unit that joins an open group opening its savepoint as `opening`
+    /// says (the first unit of a group always opens the transaction and its savepoint here).
     async fn begin_opening(&self, opening: Opening) -> StoreResult<WriteUnit> {
         let writer = self.clone();
         tokio::spawn(async move { writer.begin_here(opening).await })
@@ -255,9 +258,9 @@ impl Writer {
         let mut savepoint = Savepoint::Open;
         if slot.group.is_none() {
             // The transaction and the first unit's savepoint in one call to the connection's
-            // thread. Savepoint names only need to be unique within their transaction.
+            // thread.
             slot.savepoints = 1;
-            if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE; SAVEPOINT u1")
+            if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE; SAVEPOINT odd")
                 .execute(&mut slot.conn)
                 .await
             {
@@ -275,11 +278,11 @@ impl Writer {
             // one is open and SQLite keeps one unit's journal at a time.
             let after = slot.last.take();
             let release = match after {
-                Some(Ended::Well) => format!("RELEASE u{}", slot.savepoints),
+                Some(Ended::Well) => format!("RELEASE {}", savepoint_name(slot.savepoints)),
                 _ => String::new(), // an abandoned one was rolled back by `hold`
             };
             slot.savepoints += 1;
-            let open = format!("SAVEPOINT u{}", slot.savepoints);
+            let open = format!("SAVEPOINT {}", savepoint_name(slot.savepoints));
             match opening {
                 Opening::Now if release.is_empty() => slot.run_in_group(open).await?,
                 Opening::Now => slot.run_in_group(format!("{release}; {open}")).await?,
@@ -345,18 +348,32 @@ impl Slot {
             _ => return Ok(()),
         };
         self.last = None;
-        let savepoint = format!("u{}", self.savepoints);
-        let rollback = format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}");
+        let name = savepoint_name(self.savepoints);
+        let rollback = format!("ROLLBACK TO {name}; RELEASE {name}");
         match sqlx::raw_sql(AssertSqlSafe(rollback))
             .execute(&mut self.conn)
             .await
         {
             Ok(_) => {}
             // The cancelled call never opened it, so nothing after the opening ran either
-            // (the statements of a call run in order, and stop when its caller is gone).
-            // The savepoint before it may then still be open: it is the previous unit's,
-            // finished well, and the shared COMMIT ends it with the transaction.
-            Err(e) if unsure && no_such_savepoint(&e) => {}
+            // (the statements of a call run in order, and stop when its caller is gone). The
+            // savepoint before it, the previous unit's (finished well), may still be open:
+            // it is released here, so that at most one is ever left open between units.
+            Err(e) if unsure && no_such_savepoint(&e) => {
+                let release = format!("RELEASE {}", savepoint_name(self.savepoints - 1));
+                match sqlx::raw_sql(AssertSqlSafe(release))
+                    .execute(&mut self.conn)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if no_such_savepoint(&e) => {} // the cancelled call released it
+                    Err(e) => {
+                        let e = map_err(e);
+                        self.fail_group(&e).await;
+                        return Err(e);
+                    }
+                }
+            }
             Err(e) => {
                 let e = map_err(e);
                 self.fail_group(&e).await;
@@ -409,6 +426,16 @@ impl Slot {
             group.outcome.send_replace(Some(Err(error.to_string())));
         }
     }
+}
+
+/// The name of the shared transaction's `n`th savepoint: two names, alternating. At most two
+/// savepoints are open at once (the last unit's, finished well, until the next unit's opening
+/// releases it), and two names tell them apart. A unit's opening goes in one text with its
+/// first statement, which sqlx prepares and caches by its text: numbered names (`u1` … `u64`)
+/// made one text per place in the group, more than the writer's statement cache holds (it
+/// re-prepared them, and the cached ones took memory).
+fn savepoint_name(n: u64) -> &'static str {
+    if n % 2 == 1 { "odd" } else { "even" }
 }
 
 /// SQLite's answer to a `ROLLBACK TO` or `RELEASE` of a savepoint that is not open.
@@ -1343,9 +1370,28 @@ mod tests {
 
     /// A third unit commits 3 after the second; the first (released) and the third stand.
     async fn then_third_commits(db: &Db, first_done: tokio::task::JoinHandle<StoreResult<bool>>) {
-        let mut third = app_unit(&db.store).await;
-        insert_via(&mut third, 3).await.unwrap();
-        Box::new(third).commit().await.unwrap();
+        commits_3(&db.store.writer).await.unwrap();
+        first_and_3_stand(db, first_done).await;
+    }
+
+    /// An app's unit that commits 3.
+    async fn commits_3(writer: &Writer) -> StoreResult<()> {
+        let mut unit = as_unit(writer.begin_opening(Opening::WithFirstCall).await?);
+        insert_via(&mut unit, 3).await?;
+        Box::new(unit).commit().await
+    }
+
+    /// [`commits_3`] on a task of its own, queued behind the writer's holder once it returns.
+    async fn commits_3_queued(writer: &Writer) -> tokio::task::JoinHandle<StoreResult<()>> {
+        let queued = writer.clone();
+        let unit = tokio::spawn(async move { commits_3(&queued).await });
+        queued_on(writer, 1).await;
+        unit
+    }
+
+    /// The released first unit's write (1) and the last unit's (3) are committed, and nothing
+    /// else.
+    async fn first_and_3_stand(db: &Db, first_done: tokio::task::JoinHandle<StoreResult<bool>>) {
         first_done
             .await
             .unwrap()
@@ -1379,18 +1425,7 @@ mod tests {
                 let idle_writer = writer.clone();
                 let idle = tokio::spawn(async move {
                     let idle = idle_writer.begin_opening(Opening::WithFirstCall).await;
-                    let last_writer = idle_writer.clone();
-                    let last = tokio::spawn(async move {
-                        let mut last = as_unit(
-                            last_writer
-                                .begin_opening(Opening::WithFirstCall)
-                                .await
-                                .unwrap(),
-                        );
-                        insert_via(&mut last, 3).await.unwrap();
-                        Box::new(last).commit().await
-                    });
-                    queued_on(&idle_writer, 1).await;
+                    let last = commits_3_queued(&idle_writer).await;
                     Box::new(as_unit(idle.unwrap())).commit().await.unwrap();
                     last.await.unwrap()
                 });
@@ -1400,11 +1435,7 @@ mod tests {
             })
             .await;
         second.await.unwrap().expect("the last unit commits");
-        first_done
-            .await
-            .unwrap()
-            .expect("the released unit's commit is not lost");
-        assert_eq!(committed(&db.store).await, vec![1, 3]);
+        first_and_3_stand(&db, first_done).await;
         let (commits, units) = db.store.group_commits();
         assert!(
             units > commits,
@@ -1445,20 +1476,44 @@ mod tests {
     }
 
     /// The same, when the cancelled call never opened the savepoint (simulated: the unit is
-    /// left as a call sent and dropped before the connection's thread ran anything of it).
-    /// The shared transaction is not failed for it: the released unit still commits.
+    /// left as a call sent and dropped before the connection's thread ran anything of it),
+    /// twice in a row in one group. The shared transaction is not failed for it, and the
+    /// second rollback does not reach the first unit's savepoint (the two names alternate):
+    /// the released unit's write is committed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_first_call_cancelled_before_it_opened_the_savepoint_fails_nothing() {
         let db = db().await;
+        let writer = db.store.writer.clone();
         let (first_done, second) =
-            released_before_opening(&db, Opening::WithFirstCall, |mut unit| async move {
-                unit.later = Later::default();
-                unit.savepoint = Savepoint::Sent;
-                drop(unit); // as the cancelled call's caller drops it
+            released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
+                let again_writer = writer.clone();
+                let again = tokio::spawn(async move {
+                    let unit = again_writer.begin_opening(Opening::WithFirstCall).await;
+                    let mut unit = unit.unwrap();
+                    assert_eq!(
+                        unit.later.opens, 1,
+                        "nothing to release: only its own to open"
+                    );
+                    let last = commits_3_queued(&again_writer).await;
+                    cancelled_unopened(&mut unit);
+                    drop(unit);
+                    last.await.unwrap()
+                });
+                queued_on(&writer, 1).await;
+                let mut unit = unit;
+                cancelled_unopened(&mut unit);
+                drop(unit);
+                again.await.unwrap()
             })
             .await;
-        second.await.unwrap();
-        then_third_commits(&db, first_done).await;
+        second.await.unwrap().expect("the last unit commits");
+        first_and_3_stand(&db, first_done).await;
+    }
+
+    /// Leaves `unit` as a first call sent and cancelled before anything of it ran.
+    fn cancelled_unopened(unit: &mut WriteUnit) {
+        unit.later = Later::default();
+        unit.savepoint = Savepoint::Sent;
     }
 
     /// A held statement that fails fails its unit for good, even if its caller handles the
