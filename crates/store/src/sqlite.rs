@@ -12,7 +12,7 @@
 //! fails, every unit of the group gets the error (none was acknowledged; all are safe to
 //! retry).
 
-use super::sql::stmt::Arg;
+use super::sql::stmt::Binds;
 use super::sql::{Backend, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional};
 use crate::error::{Constraint, StoreError, StoreResult};
 use crate::jobs::{Claim, JobRow};
@@ -24,7 +24,7 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Arguments, AssertSqlSafe, Connection, Either, Executor, Sqlite, SqlitePool};
+use sqlx::{AssertSqlSafe, Connection, Either, Executor, Sqlite, SqlitePool};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -637,11 +637,9 @@ impl Later {
     /// Appends `stmt`, its parameters renumbered after those held before it.
     fn push(&mut self, stmt: Stmt<'_>) -> Result<(), sqlx::Error> {
         let (sql, args) = stmt.into_parts();
-        renumber(&sql, self.args.len(), &mut self.sql);
+        renumber(&sql, sqlx::Arguments::len(&self.args), &mut self.sql);
         self.sql.push_str(";\n");
-        for arg in args {
-            bind(&mut self.args, arg)?;
-        }
+        <Sqlite as Binds>::add_all(&mut self.args, args).map_err(sqlx::Error::Encode)?;
         self.statements += 1;
         Ok(())
     }
@@ -705,21 +703,6 @@ fn renumber(sql: &str, by: usize, out: &mut String) {
         rest = &rest[digits..];
     }
     out.push_str(rest);
-}
-
-/// Adds one argument as `bind_all` binds it.
-fn bind(args: &mut SqliteArguments, arg: Arg<'_>) -> Result<(), sqlx::Error> {
-    match arg {
-        Arg::Uuid(v) => args.add(v),
-        Arg::Text(v) => args.add(v),
-        Arg::Int(v) => args.add(v),
-        Arg::BigInt(v) => args.add(v),
-        Arg::Bool(v) => args.add(v),
-        Arg::Time(v) => args.add(v),
-        Arg::Date(v) => args.add(v),
-        Arg::Bytes(v) => args.add(v),
-    }
-    .map_err(sqlx::Error::Encode)
 }
 
 /// A unit's connection: a read-pool connection, or the writer.

@@ -14,7 +14,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::query::Lock;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Type};
+use sqlx::error::BoxDynError;
+use sqlx::{Arguments, AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Type};
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use tauros_domain::visibility::Scope;
@@ -364,12 +365,19 @@ impl<'a> Query<'a> {
 /// A database that binds every [`Arg`]: its adapter's statements are built here.
 pub trait Binds<'q>: Database {
     /// sqlx's statement for `stmt`, its arguments bound in order.
-    fn bind_all(stmt: Stmt<'q>) -> sqlx::query::Query<'q, Self, Self::Arguments>;
+    fn bind_all(
+        stmt: Stmt<'q>,
+    ) -> Result<sqlx::query::Query<'q, Self, Self::Arguments>, sqlx::Error>;
+
+    /// Appends `args` to `to`, in order (SQLite's writer appends several statements' to one
+    /// list).
+    fn add_all(to: &mut Self::Arguments, args: Vec<Arg<'q>>) -> Result<(), BoxDynError>;
 }
 
 impl<'q, DB> Binds<'q> for DB
 where
     DB: Database,
+    DB::Arguments: IntoArguments<DB>,
     Option<Uuid>: Encode<'q, DB> + Type<DB>,
     Option<&'q str>: Encode<'q, DB> + Type<DB>,
     Option<i32>: Encode<'q, DB> + Type<DB>,
@@ -379,24 +387,29 @@ where
     Option<NaiveDate>: Encode<'q, DB> + Type<DB>,
     Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
 {
-    fn bind_all(stmt: Stmt<'q>) -> sqlx::query::Query<'q, DB, DB::Arguments> {
-        let mut query = match stmt.sql {
-            Cow::Borrowed(sql) => sqlx::query(sql),
-            Cow::Owned(sql) => sqlx::query(AssertSqlSafe(sql)),
-        };
-        for arg in stmt.args {
-            query = match arg {
-                Arg::Uuid(v) => query.bind(v),
-                Arg::Text(v) => query.bind(v),
-                Arg::Int(v) => query.bind(v),
-                Arg::BigInt(v) => query.bind(v),
-                Arg::Bool(v) => query.bind(v),
-                Arg::Time(v) => query.bind(v),
-                Arg::Date(v) => query.bind(v),
-                Arg::Bytes(v) => query.bind(v),
-            };
+    fn bind_all(stmt: Stmt<'q>) -> Result<sqlx::query::Query<'q, DB, DB::Arguments>, sqlx::Error> {
+        let mut arguments = DB::Arguments::default();
+        Self::add_all(&mut arguments, stmt.args).map_err(sqlx::Error::Encode)?;
+        Ok(match stmt.sql {
+            Cow::Borrowed(sql) => sqlx::query_with(sql, arguments),
+            Cow::Owned(sql) => sqlx::query_with(AssertSqlSafe(sql), arguments),
+        })
+    }
+
+    fn add_all(to: &mut DB::Arguments, args: Vec<Arg<'q>>) -> Result<(), BoxDynError> {
+        for arg in args {
+            match arg {
+                Arg::Uuid(v) => to.add(v),
+                Arg::Text(v) => to.add(v),
+                Arg::Int(v) => to.add(v),
+                Arg::BigInt(v) => to.add(v),
+                Arg::Bool(v) => to.add(v),
+                Arg::Time(v) => to.add(v),
+                Arg::Date(v) => to.add(v),
+                Arg::Bytes(v) => to.add(v),
+            }?;
         }
-        query
+        Ok(())
     }
 }
 
@@ -410,7 +423,7 @@ where
     DB::Arguments: IntoArguments<DB>,
     O: for<'r> FromRow<'r, DB::Row>,
 {
-    let row = conn.fetch_optional(DB::bind_all(stmt)).await?;
+    let row = conn.fetch_optional(DB::bind_all(stmt)?).await?;
     row.map(|row| O::from_row(&row)).transpose()
 }
 
@@ -424,7 +437,7 @@ where
     DB::Arguments: IntoArguments<DB>,
     O: for<'r> FromRow<'r, DB::Row>,
 {
-    let rows = conn.fetch_all(DB::bind_all(stmt)).await?;
+    let rows = conn.fetch_all(DB::bind_all(stmt)?).await?;
     rows.iter().map(|row| O::from_row(row)).collect()
 }
 
@@ -438,7 +451,7 @@ where
     DB::Arguments: IntoArguments<DB>,
     DB::QueryResult: RowsAffected,
 {
-    let done = conn.execute(DB::bind_all(stmt)).await?;
+    let done = conn.execute(DB::bind_all(stmt)?).await?;
     Ok(done.rows_affected())
 }
 
