@@ -3,7 +3,7 @@
 
 use crate::error::{AppError, AppResult};
 use tauros_domain::identity::{Capabilities, Capability, Interface, Role};
-use tauros_store::{Lock, Tx};
+use tauros_store::{AgentRow, Lock, Tx};
 use uuid::Uuid;
 
 /// A signed-in human, as established by their session token.
@@ -109,7 +109,14 @@ impl Agent {
     /// before what the agent writes commits. An agent deleted since its key was checked gets
     /// what a request after the delete gets: 401.
     pub(crate) async fn hold(&self, tx: &mut dyn Tx) -> AppResult<()> {
-        match tx.lock_agent(self.org_id, self.id, Lock::Share).await? {
+        let row = tx.lock_agent(self.org_id, self.id, Lock::Share).await?;
+        self.held(row.as_ref())
+    }
+
+    /// The answer to [`Agent::hold`] for the agent's row as a share-locking read found it
+    /// (read with other rows by a create: `invoices::content::locked_parties`).
+    pub(crate) fn held(&self, row: Option<&AgentRow>) -> AppResult<()> {
+        match row {
             Some(_) => {
                 failpoint!(self.org_id, AgentHeld);
                 Ok(())

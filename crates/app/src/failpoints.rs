@@ -52,12 +52,14 @@ macro_rules! failpoints {
 }
 
 failpoints! {
-    // create_draft: BEGIN, then …
-    /// The proposing agent's row is share-locked (`Agent::hold`).
+    // create_draft: BEGIN, then one read of the agent, the customer and the destination
+    // (`locked_parties`: one call to SQLite), its three points in the order of the rows, then …
+    /// The proposing agent's row is share-locked (`Agent::hold`; a create's with its parties).
     AgentHeld = "agent.held",
     /// The draft's customer is share-locked (`locked_parties`, create and revise).
     CustomerLocked = "parties.customer_locked",
-    /// The draft's payment destination is share-locked (`locked_parties`, create and revise).
+    /// The draft's payment destination is share-locked (`locked_parties`, create and revise;
+    /// read with the customer).
     DestinationLocked = "parties.destination_locked",
     /// The invoice row is inserted (the idempotency key is now taken, uncommitted).
     InvoiceInserted = "create.invoice_inserted",

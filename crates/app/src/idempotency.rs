@@ -111,13 +111,18 @@ pub(crate) enum Written<T> {
 pub(crate) trait KeyedCreate: Keyed {
     /// Whether the key is read again once the agent's row is held, before anything is written.
     const RECHECK: bool = false;
+    /// Whether [`KeyedCreate::write`] holds the agent itself, its row read with the first rows
+    /// the write reads (one call where the backend allows); otherwise it is held before the
+    /// write. A create that reads its key again ([`KeyedCreate::RECHECK`]) holds it first.
+    const HOLDS_AGENT: bool = false;
     /// Where the winner of a lost insert is read.
     const LOST: Lost;
     /// How many units of work the create may start ([`Written::Retry`]).
     const ATTEMPTS: usize = 1;
 
     /// Writes the record and whatever goes with it (the audit event included) in `tx`, where
-    /// the agent is held, and commits.
+    /// the agent is held (by the write itself first thing, if [`KeyedCreate::HOLDS_AGENT`]),
+    /// and commits.
     async fn write(&self, tx: Box<dyn Tx>) -> AppResult<Written<Self::Answer>>;
 
     /// The error when every attempt had to start again.
@@ -171,9 +176,17 @@ pub(crate) async fn create<K: KeyedCreate>(
     agent: &Agent,
     request: &K,
 ) -> AppResult<Replayed<K::Answer>> {
+    const {
+        assert!(
+            !(K::RECHECK && K::HOLDS_AGENT),
+            "a recheck reads under the held agent"
+        );
+    };
     for _ in 0..K::ATTEMPTS {
         let mut tx = store.begin().await?;
-        agent.hold(&mut *tx).await?;
+        if !K::HOLDS_AGENT {
+            agent.hold(&mut *tx).await?;
+        }
         // Under the agent's lock a concurrent create with the same key that won is visible,
         // and this one answers as its replay, after this unit's commit.
         if K::RECHECK

@@ -52,7 +52,7 @@ pub use jobs::{
     Claim, Fence, JobCount, JobFilter, JobRead, JobRow, JobUpdate, JobWrite, SubmissionRow,
     TestExecutionRow,
 };
-pub use parties::{CustomerRow, DestinationRow, PartyRead, PartyWrite, Scope};
+pub use parties::{CustomerRow, DestinationRow, DraftParties, PartyRead, PartyWrite, Scope};
 pub use postgres::{PgStore, PoolSettings};
 pub use presented::{Presented, PresentedRead, Presenter};
 pub use query::{Lock, Page};

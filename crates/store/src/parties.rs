@@ -1,6 +1,7 @@
 //! The port for customers and payment destinations.
 
 use crate::error::StoreResult;
+use crate::identity::AgentRow;
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -37,6 +38,17 @@ pub struct DestinationRow {
     pub request_hash: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The rows a draft's content is checked against, read and locked together
+/// ([`PartyWrite::lock_draft_parties`]).
+#[derive(Debug)]
+pub struct DraftParties {
+    /// The proposing agent's row, when it was asked for (a create holds its agent with the
+    /// parties); `None` also when the agent is gone.
+    pub agent: Option<AgentRow>,
+    pub customer: Option<CustomerRow>,
+    pub destination: Option<DestinationRow>,
 }
 
 /// Reads of partys' records, scoped by org.
@@ -95,6 +107,20 @@ pub trait PartyWrite: PartyRead {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<CustomerRow>>;
+    /// Reads and locks until the transaction ends, in this order and in one call where the
+    /// backend allows (SQLite sends the selects as one text): the agent `agent_id` names (a
+    /// create holds its proposer, as [`IdentityWrite::lock_agent`] would), the customer and
+    /// the destination a draft names, as [`PartyWrite::lock_customer`] and
+    /// [`PartyWrite::lock_destination`] would.
+    ///
+    /// [`IdentityWrite::lock_agent`]: crate::identity::IdentityWrite::lock_agent
+    async fn lock_draft_parties(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Option<Uuid>,
+        (customer_id, destination_id): (Uuid, Uuid),
+        lock: Lock,
+    ) -> StoreResult<DraftParties>;
     async fn set_destination_state(
         &mut self,
         org_id: Uuid,

@@ -1,14 +1,14 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
 use super::sql::{
-    Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional,
+    Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional, first_row,
 };
 use crate::error::{Constraint, StoreError, StoreResult};
 use crate::formation::Hosts;
 use crate::jobs::{Claim, JobRow};
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPoolOptions, PgRow};
 use sqlx::{PgPool, Postgres};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -380,6 +380,26 @@ impl Backend for PgUnit {
         let shared = Arc::clone(&self.1);
         shared
             .bounded(async { execute(self.0.conn(), stmt).await.map_err(map_err) })
+            .await
+    }
+
+    type Row = PgRow;
+
+    fn decode<O: Decoded>(row: &PgRow) -> StoreResult<O> {
+        O::from_row(row).map_err(map_err)
+    }
+
+    // One statement after the other: sqlx does not pipeline a connection's statements.
+    async fn fetch_first_rows(&mut self, stmts: Vec<Stmt<'_>>) -> StoreResult<Vec<Option<PgRow>>> {
+        let shared = Arc::clone(&self.1);
+        shared
+            .bounded(async {
+                let mut rows = Vec::with_capacity(stmts.len());
+                for stmt in stmts {
+                    rows.push(first_row(self.0.conn(), stmt).await.map_err(map_err)?);
+                }
+                Ok(rows)
+            })
             .await
     }
 

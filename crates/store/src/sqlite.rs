@@ -471,17 +471,21 @@ impl WriteUnit {
     /// A held statement that fails fails the unit for good: its caller believes it written,
     /// so every later call and the commit answer that the unit's work is lost, even if the
     /// caller handles the error of the call that reported it (a conflict it answers).
-    async fn run_after_later(&mut self, stmt: Option<Stmt<'_>>, want: Want) -> StoreResult<Ran> {
+    async fn run_after_later<'q>(
+        &mut self,
+        stmts: impl IntoIterator<Item = Stmt<'q>>,
+        want: Want,
+    ) -> StoreResult<Ran> {
         if self.failed {
             return Err(crate::durable::lost("a statement of this unit failed"));
         }
         let mut later = std::mem::take(&mut self.later);
         let (opens, held) = (later.opens, later.statements);
-        if let Some(stmt) = stmt
-            && let Err(e) = later.push(stmt)
-        {
-            self.failed = true; // nothing was sent; the held statements are gone
-            return Err(map_err(e));
+        for stmt in stmts {
+            if let Err(e) = later.push(stmt) {
+                self.failed = true; // nothing was sent; the held statements are gone
+                return Err(map_err(e));
+            }
         }
         if opens > 0 {
             self.savepoint = Savepoint::Sent;
@@ -612,13 +616,16 @@ enum Want {
     All,
     /// The rows it changed.
     Count,
+    /// The first row of each statement after the held ones (selects read together).
+    Each,
 }
 
-/// The last statement's rows and count.
+/// The last statement's rows and count; for [`Want::Each`], each statement's first row.
 #[derive(Default)]
 struct Ran {
     rows: Vec<SqliteRow>,
     changed: u64,
+    firsts: Vec<Option<SqliteRow>>,
 }
 
 impl Later {
@@ -653,8 +660,12 @@ impl Later {
         held: usize,
         want: Want,
     ) -> Result<Ran, (sqlx::Error, usize)> {
+        let mut ran = Ran::default();
+        if want == Want::Each {
+            ran.firsts = (held..self.statements).map(|_| None).collect();
+        }
         let mut steps = conn.fetch_many(sqlx::query_with(AssertSqlSafe(self.sql), self.args));
-        let (mut done, mut ran) = (0, Ran::default());
+        let mut done = 0;
         while let Some(step) = steps.try_next().await.map_err(|e| (e, done))? {
             match step {
                 Either::Left(result) => {
@@ -664,6 +675,13 @@ impl Later {
                 Either::Right(_) if done < held => {
                     let misuse = "a statement run later returned a row";
                     return Err((sqlx::Error::Protocol(misuse.into()), done));
+                }
+                Either::Right(row) if want == Want::Each => {
+                    if let Some(first) = ran.firsts.get_mut(done - held)
+                        && first.is_none()
+                    {
+                        *first = Some(row);
+                    }
                 }
                 Either::Right(row) => {
                     ran.rows.push(row);
@@ -844,6 +862,34 @@ impl Backend for SqliteUnit {
             return execute(self.0.conn(), stmt).await.map_err(map_err);
         };
         Ok(unit.run_after_later(Some(stmt), Want::Count).await?.changed)
+    }
+
+    type Row = SqliteRow;
+
+    fn decode<O: Decoded>(row: &SqliteRow) -> StoreResult<O> {
+        O::from_row(row).map_err(map_err)
+    }
+
+    // One call to the connection's thread for all of them (and for any held statements
+    // before them): sqlx runs a text of several statements as one.
+    async fn fetch_first_rows(
+        &mut self,
+        stmts: Vec<Stmt<'_>>,
+    ) -> StoreResult<Vec<Option<SqliteRow>>> {
+        let ran = match &mut self.0 {
+            UnitConn::Write(unit) => unit.run_after_later(stmts, Want::Each).await?,
+            UnitConn::Read(conn) => {
+                let mut together = Later::default();
+                for stmt in stmts {
+                    together.push(stmt).map_err(map_err)?;
+                }
+                together
+                    .run(conn, 0, Want::Each)
+                    .await
+                    .map_err(|(e, _)| map_err(e))?
+            }
+        };
+        Ok(ran.firsts)
     }
 
     async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
@@ -1598,6 +1644,67 @@ mod tests {
             committed(&db.store).await,
             vec![1, 2, 3, 4],
             "the commit ran the statement still held"
+        );
+    }
+
+    /// Three selects read together: the one row of `x`, nothing for `missing`, and the first
+    /// of the rows from `from` up, each decoded as its own type.
+    async fn read_together<U: Backend>(
+        unit: &mut U,
+        x: i64,
+        missing: i64,
+        from: i64,
+    ) -> StoreResult<(Option<(i64, String)>, Option<(i64,)>, Option<(i64,)>)> {
+        let mut together = crate::sql::Together::default();
+        crate::sql::query_as::<(i64, String)>("select x, label from t where x = $1")
+            .bind(x)
+            .along(&mut together);
+        crate::sql::query_as::<(i64,)>("select x from t where x = $1")
+            .bind(missing)
+            .along(&mut together);
+        crate::sql::query_as::<(i64,)>("select x from t where x >= $1 order by x")
+            .bind(from)
+            .along(&mut together);
+        let mut firsts = together.fetch(unit).await?;
+        Ok((firsts.next()?, firsts.next()?, firsts.next()?))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn selects_read_together_answer_each_first_row_in_order_after_the_held_statements() {
+        let db = db().await;
+        labelled(&db).await;
+        let mut first = unit(&db.store).await;
+        first.execute_later(insert_later(1, "one")).await.unwrap();
+        first.execute_later(insert_later(2, "two")).await.unwrap();
+        Box::new(first).commit().await.unwrap();
+
+        // The app's unit: its savepoint and a held insert go in the same call as the selects.
+        let mut writing = app_unit(&db.store).await;
+        writing
+            .execute_later(insert_later(5, "five"))
+            .await
+            .unwrap();
+        let read = read_together(&mut writing, 5, 99, 2).await.unwrap();
+        assert_eq!(
+            read,
+            (Some((5, "five".to_owned())), None, Some((2,))),
+            "each select answers its own first row; the held insert ran before them"
+        );
+        Box::new(writing).commit().await.unwrap();
+        assert_eq!(committed(&db.store).await, vec![1, 2, 5]);
+
+        let wake = Wake {
+            notify: None,
+            pending: false,
+        };
+        let mut reading = SqliteUnit(UnitConn::Read(db.store.pool.acquire().await.unwrap()), wake);
+        let read = read_together(&mut reading, 1, 3, 3).await.unwrap();
+        assert_eq!(read, (Some((1, "one".to_owned())), None, Some((5,))));
+        let again = read_together(&mut reading, 2, 3, 6).await.unwrap();
+        assert_eq!(
+            again,
+            (Some((2, "two".to_owned())), None, None),
+            "the connection reads together again, its statements' new arguments bound"
         );
     }
 

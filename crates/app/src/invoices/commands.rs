@@ -190,7 +190,7 @@ impl App {
         // At most 100 revisions (bounds per record): counted by the invoice's own revision
         // count, read under its lock, never by counting its history.
         let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
-        let parties = locked_parties(&mut *tx, actor, &content).await?;
+        let parties = locked_parties(&mut *tx, actor, None, &content).await?;
         let now = now();
         let revision = drafted(
             actor,
@@ -551,13 +551,15 @@ impl KeyedCreate for NewDraft<'_> {
     // in the same shared commit, and no replay is answered before the write it replays is
     // durable.
     const LOST: Lost = Lost::CommitAnyway;
+    // Held with the draft's parties, in one read (`locked_parties`).
+    const HOLDS_AGENT: bool = true;
 
     /// Inserts the invoice, its revision 1 and its first event. The unique key (org, agent,
     /// key) serializes concurrent creates: the loser inserts nothing.
     async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
-        let parties = locked_parties(&mut *tx, &actor, content).await?;
+        let parties = locked_parties(&mut *tx, &actor, Some(agent), content).await?;
         let now = now();
         let invoice_id = Uuid::now_v7();
         let revision = drafted(&actor, content, parties, (agent.org_id, invoice_id), 1, now)?;

@@ -2,7 +2,7 @@
 //! rules need, sealing, and building the revision row. Why a draft is refused is decided in
 //! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
 
-use crate::actor::Actor;
+use crate::actor::{Actor, Agent};
 use crate::clock::now;
 
 use crate::error::{AppError, AppResult, FieldError};
@@ -28,25 +28,31 @@ pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
     }
 }
 
-/// Loads the parties a draft names (inside the transaction, after the invoice lock), for
-/// [`drafted`]. The customer and the destination are share-locked: a concurrent delete or
-/// deactivation cannot slip between this check and the commit, yet drafts naming the same
-/// parties do not queue behind each other.
+/// Loads the parties a draft names (inside the transaction: a revise's after the invoice
+/// lock, a create's as the first thing it reads), for [`drafted`]. The customer and the
+/// destination are share-locked: a concurrent delete or deactivation cannot slip between this
+/// check and the commit, yet drafts naming the same parties do not queue behind each other.
+///
+/// A create holds its proposing agent (`holding`, [`Agent::hold`]) in the same read: one call
+/// to the database instead of two where the backend sends the selects together (SQLite). The
+/// agent's fault point, then the parties', follow that one read, in the order of the rows.
 pub(super) async fn locked_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
+    holding: Option<&Agent>,
     content: &DraftContent,
 ) -> AppResult<(Option<CustomerRow>, Option<DestinationRow>)> {
     let org_id = actor.org_id();
-    let customer = tx
-        .lock_customer(org_id, content.customer_id, Lock::Share)
+    let ids = (content.customer_id, content.destination_id);
+    let rows = tx
+        .lock_draft_parties(org_id, holding.map(|a| a.id), ids, Lock::Share)
         .await?;
+    if let Some(agent) = holding {
+        agent.held(rows.agent.as_ref())?;
+    }
     failpoint!(org_id, CustomerLocked);
-    let destination = tx
-        .lock_destination(org_id, content.destination_id, Lock::Share)
-        .await?;
     failpoint!(org_id, DestinationLocked);
-    Ok((customer, destination))
+    Ok((rows.customer, rows.destination))
 }
 
 /// The one computation a create, a revise and a preview share once a body's content is

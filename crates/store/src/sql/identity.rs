@@ -10,6 +10,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// An agent by its id (a lock appended where it is held).
+pub(super) const AGENT_BY_ID: &str = "select * from agents where org_id = $1 and id = $2";
+
 #[async_trait]
 impl<U: Backend> IdentityRead for U {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -479,14 +482,11 @@ impl<U: Backend> IdentityWrite for U {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<AgentRow>> {
-        query_as(locked::<U>(
-            lock,
-            "select * from agents where org_id = $1 and id = $2",
-        ))
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(self)
-        .await
+        query_as(locked::<U>(lock, AGENT_BY_ID))
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -28,8 +28,8 @@ pub(crate) mod stmt;
 mod webhooks;
 
 pub(crate) use stmt::{
-    Backend, Decoded, Query, QueryAs, Stmt, execute, fetch_all, fetch_optional, for_share,
-    for_update, locked, query, query_as, query_scalar,
+    Backend, Decoded, Query, QueryAs, Stmt, Together, execute, fetch_all, fetch_optional,
+    first_row, for_share, for_update, locked, query, query_as, query_scalar,
 };
 
 use crate::error::{StoreError, StoreResult};

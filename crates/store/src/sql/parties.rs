@@ -5,8 +5,10 @@
 //! scope, and `org_id` always narrows it to one organisation. Reads that lock the row they
 //! return append the backend's lock ([`locked`]).
 
-use super::{Backend, locked, query, query_as};
+use super::identity::AGENT_BY_ID;
+use super::{Backend, Together, locked, query, query_as};
 use crate::error::StoreResult;
+use crate::identity::AgentRow;
 use crate::parties::*;
 use crate::query::{Lock, Page};
 use async_trait::async_trait;
@@ -15,11 +17,14 @@ use tauros_domain::destination::DestinationState;
 use tauros_domain::visibility::Scope;
 use uuid::Uuid;
 
+const CUSTOMER_BY_ID: &str = "select * from customers where org_id = $1 and id = $2";
+const DESTINATION_BY_ID: &str = "select * from payment_destinations where org_id = $1 and id = $2";
+
 #[async_trait]
 impl<U: Backend> PartyRead for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn customer_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<CustomerRow>> {
-        query_as("select * from customers where org_id = $1 and id = $2")
+        query_as(CUSTOMER_BY_ID)
             .bind(org_id)
             .bind(id)
             .fetch_optional(self)
@@ -67,7 +72,7 @@ impl<U: Backend> PartyRead for U {
         org_id: Uuid,
         id: Uuid,
     ) -> StoreResult<Option<DestinationRow>> {
-        query_as("select * from payment_destinations where org_id = $1 and id = $2")
+        query_as(DESTINATION_BY_ID)
             .bind(org_id)
             .bind(id)
             .fetch_optional(self)
@@ -146,14 +151,11 @@ impl<U: Backend> PartyWrite for U {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<CustomerRow>> {
-        query_as(locked::<U>(
-            lock,
-            "select * from customers where org_id = $1 and id = $2",
-        ))
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(self)
-        .await
+        query_as(locked::<U>(lock, CUSTOMER_BY_ID))
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -215,14 +217,45 @@ impl<U: Backend> PartyWrite for U {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<DestinationRow>> {
-        query_as(locked::<U>(
-            lock,
-            "select * from payment_destinations where org_id = $1 and id = $2",
-        ))
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(self)
-        .await
+        query_as(locked::<U>(lock, DESTINATION_BY_ID))
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self)
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lock_draft_parties(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Option<Uuid>,
+        (customer_id, destination_id): (Uuid, Uuid),
+        lock: Lock,
+    ) -> StoreResult<DraftParties> {
+        let mut together = Together::default();
+        if let Some(agent_id) = agent_id {
+            query_as::<AgentRow>(locked::<U>(lock, AGENT_BY_ID))
+                .bind(org_id)
+                .bind(agent_id)
+                .along(&mut together);
+        }
+        query_as::<CustomerRow>(locked::<U>(lock, CUSTOMER_BY_ID))
+            .bind(org_id)
+            .bind(customer_id)
+            .along(&mut together);
+        query_as::<DestinationRow>(locked::<U>(lock, DESTINATION_BY_ID))
+            .bind(org_id)
+            .bind(destination_id)
+            .along(&mut together);
+        let mut firsts = together.fetch(self).await?;
+        Ok(DraftParties {
+            agent: match agent_id {
+                Some(_) => firsts.next()?,
+                None => None,
+            },
+            customer: firsts.next()?,
+            destination: firsts.next()?,
+        })
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -81,6 +81,20 @@ pub trait Backend: Send + sealed::Sealed {
         self.execute_stmt(stmt).await.map(drop)
     }
 
+    /// A row as this backend returns it, before [`Backend::decode`].
+    type Row: Send;
+
+    /// Decodes a row of [`Backend::fetch_first_rows`] as `O`.
+    fn decode<O: Decoded>(row: &Self::Row) -> StoreResult<O>;
+
+    /// Runs selects in order, answering each one's first row, if any ([`Together`] decodes
+    /// them). A backend may send them in one call: SQLite's does, one hand-off to the
+    /// connection's thread instead of one per statement (PostgreSQL's runs them one by one).
+    async fn fetch_first_rows(
+        &mut self,
+        stmts: Vec<Stmt<'_>>,
+    ) -> StoreResult<Vec<Option<Self::Row>>>;
+
     /// Wakes idle workers once this unit's enqueues are committed.
     async fn wake_workers(&mut self) -> StoreResult<()>;
 }
@@ -292,7 +306,12 @@ impl<'a, O> QueryAs<'a, O> {
     }
 }
 
-impl<O: Decoded> QueryAs<'_, O> {
+impl<'a, O: Decoded> QueryAs<'a, O> {
+    /// Adds this select to `together`: its first row is read with the others'.
+    pub fn along(self, together: &mut Together<'a>) {
+        together.stmts.push(self.stmt);
+    }
+
     pub async fn fetch_optional<U: Backend>(self, unit: &mut U) -> StoreResult<Option<O>> {
         unit.fetch_optional_row(self.stmt).await
     }
@@ -360,6 +379,47 @@ impl<'a> Query<'a> {
     }
 }
 
+/// Selects whose first rows are read together ([`Backend::fetch_first_rows`]): each added with
+/// [`QueryAs::along`], then read with [`Together::fetch`] and decoded in the same order, each as
+/// its statement's row type.
+#[derive(Default)]
+pub struct Together<'a> {
+    stmts: Vec<Stmt<'a>>,
+}
+
+/// The first rows of [`Together`]'s selects, in the order they were added.
+pub struct Firsts<U: Backend> {
+    rows: std::vec::IntoIter<Option<U::Row>>,
+}
+
+impl<'a> Together<'a> {
+    pub async fn fetch<U: Backend>(self, unit: &mut U) -> StoreResult<Firsts<U>> {
+        let expected = self.stmts.len();
+        let rows = unit.fetch_first_rows(self.stmts).await?;
+        if rows.len() != expected {
+            return Err(U::map_err(sqlx::Error::Protocol(format!(
+                "{expected} selects read together answered {} times",
+                rows.len()
+            ))));
+        }
+        Ok(Firsts {
+            rows: rows.into_iter(),
+        })
+    }
+}
+
+impl<U: Backend> Firsts<U> {
+    /// The next select's first row, decoded as `O` (its statement's row type).
+    pub fn next<O: Decoded>(&mut self) -> StoreResult<Option<O>> {
+        match self.rows.next() {
+            Some(row) => row.as_ref().map(U::decode).transpose(),
+            None => Err(U::map_err(sqlx::Error::Protocol(
+                "more rows taken than selects read together".into(),
+            ))),
+        }
+    }
+}
+
 // What the adapters call: sqlx's builders, with every bound the statements need written once.
 
 /// A database that binds every [`Arg`]: its adapter's statements are built here.
@@ -423,8 +483,20 @@ where
     DB::Arguments: IntoArguments<DB>,
     O: for<'r> FromRow<'r, DB::Row>,
 {
-    let row = conn.fetch_optional(DB::bind_all(stmt)?).await?;
+    let row = first_row(conn, stmt).await?;
     row.map(|row| O::from_row(&row)).transpose()
+}
+
+/// Runs `stmt` on `conn`, answering its first row, if any, undecoded.
+pub async fn first_row<'q, 'c, DB>(
+    conn: impl Executor<'c, Database = DB>,
+    stmt: Stmt<'q>,
+) -> Result<Option<DB::Row>, sqlx::Error>
+where
+    DB: Binds<'q>,
+    DB::Arguments: IntoArguments<DB>,
+{
+    conn.fetch_optional(DB::bind_all(stmt)?).await
 }
 
 /// Runs `stmt` on `conn`, decoding every row as `O`.
