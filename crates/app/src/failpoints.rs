@@ -61,7 +61,9 @@ failpoints! {
     /// The draft's payment destination is share-locked (`locked_parties`, create and revise;
     /// read with the customer).
     DestinationLocked = "parties.destination_locked",
-    /// The invoice row is inserted (the idempotency key is now taken, uncommitted).
+    /// The invoice row is inserted (the idempotency key is now taken, uncommitted). On SQLite,
+    /// whose writer writes alone, the key was found free in the first read and the insert is
+    /// held, to go with the revision and the event (`insert_invoice_later`).
     InvoiceInserted = "create.invoice_inserted",
     /// Revision 1 (with its lines) is inserted.
     RevisionInserted = "create.revision_inserted",

@@ -52,7 +52,9 @@ pub use jobs::{
     Claim, Fence, JobCount, JobFilter, JobRead, JobRow, JobUpdate, JobWrite, SubmissionRow,
     TestExecutionRow,
 };
-pub use parties::{CustomerRow, DestinationRow, DraftParties, PartyRead, PartyWrite, Scope};
+pub use parties::{
+    CustomerRow, DestinationRow, DraftParties, DraftReads, PartyRead, PartyWrite, Scope,
+};
 pub use postgres::{PgStore, PoolSettings};
 pub use presented::{Presented, PresentedRead, Presenter};
 pub use query::{Lock, Page};

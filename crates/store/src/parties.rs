@@ -40,6 +40,19 @@ pub struct DestinationRow {
     pub updated_at: DateTime<Utc>,
 }
 
+/// What [`PartyWrite::lock_draft_parties`] reads: the parties a draft names and, for a
+/// create, the agent it holds and the key it would take.
+#[derive(Clone, Copy, Debug)]
+pub struct DraftReads<'a> {
+    pub customer_id: Uuid,
+    pub destination_id: Uuid,
+    /// The proposing agent, held with the parties (a create).
+    pub agent_id: Option<Uuid>,
+    /// The idempotency key of `agent_id` whose invoice is looked up with them (a create in a
+    /// unit that writes alone: [`crate::Tx::writes_alone`]); ignored without `agent_id`.
+    pub key: Option<&'a str>,
+}
+
 /// The rows a draft's content is checked against, read and locked together
 /// ([`PartyWrite::lock_draft_parties`]).
 #[derive(Debug)]
@@ -49,6 +62,8 @@ pub struct DraftParties {
     pub agent: Option<AgentRow>,
     pub customer: Option<CustomerRow>,
     pub destination: Option<DestinationRow>,
+    /// Whether an invoice of the agent holds the key looked up (false when none was).
+    pub key_taken: bool,
 }
 
 /// Reads of partys' records, scoped by org.
@@ -108,17 +123,16 @@ pub trait PartyWrite: PartyRead {
         lock: Lock,
     ) -> StoreResult<Option<CustomerRow>>;
     /// Reads and locks until the transaction ends, in this order and in one call where the
-    /// backend allows (SQLite sends the selects as one text): the agent `agent_id` names (a
+    /// backend allows (SQLite sends the selects as one text): the agent `reads` names (a
     /// create holds its proposer, as [`IdentityWrite::lock_agent`] would), the customer and
     /// the destination a draft names, as [`PartyWrite::lock_customer`] and
-    /// [`PartyWrite::lock_destination`] would.
+    /// [`PartyWrite::lock_destination`] would; then whether the agent's key is taken.
     ///
     /// [`IdentityWrite::lock_agent`]: crate::identity::IdentityWrite::lock_agent
     async fn lock_draft_parties(
         &mut self,
         org_id: Uuid,
-        agent_id: Option<Uuid>,
-        (customer_id, destination_id): (Uuid, Uuid),
+        reads: DraftReads<'_>,
         lock: Lock,
     ) -> StoreResult<DraftParties>;
     async fn set_destination_state(

@@ -924,6 +924,11 @@ impl Tx for SqliteUnit {
         }
         Ok(())
     }
+
+    // The writer runs one unit at a time, from its first statement to its end.
+    fn writes_alone(&self) -> bool {
+        matches!(self.0, UnitConn::Write(_))
+    }
 }
 
 #[async_trait]

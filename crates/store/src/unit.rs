@@ -70,4 +70,14 @@ pub trait Tx:
 {
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
+
+    /// Whether this unit is the only one writing until it ends: SQLite's single writer (a
+    /// PostgreSQL transaction runs beside others). A row it read absent stays absent but for
+    /// its own writes, so a unique key it found free needs no conflict check when it is
+    /// inserted ([`InvoiceWrite::insert_invoice_later`]).
+    ///
+    /// [`InvoiceWrite::insert_invoice_later`]: crate::invoices::InvoiceWrite::insert_invoice_later
+    fn writes_alone(&self) -> bool {
+        false
+    }
 }

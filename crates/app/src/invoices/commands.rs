@@ -8,7 +8,8 @@
 
 use super::chain::{EventInput, next_event, record_event};
 use super::content::{
-    current_content, drafted, locked_parties, refused_parties, seal_to, seals_as, stored,
+    create_parties, current_content, drafted, locked_parties, refused_parties, seal_to, seals_as,
+    stored,
 };
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
@@ -190,7 +191,7 @@ impl App {
         // At most 100 revisions (bounds per record): counted by the invoice's own revision
         // count, read under its lock, never by counting its history.
         let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
-        let parties = locked_parties(&mut *tx, actor, None, &content).await?;
+        let parties = locked_parties(&mut *tx, actor, &content).await?;
         let now = now();
         let revision = drafted(
             actor,
@@ -551,15 +552,19 @@ impl KeyedCreate for NewDraft<'_> {
     // in the same shared commit, and no replay is answered before the write it replays is
     // durable.
     const LOST: Lost = Lost::CommitAnyway;
-    // Held with the draft's parties, in one read (`locked_parties`).
+    // Held with the draft's parties, in one read (`create_parties`).
     const HOLDS_AGENT: bool = true;
 
     /// Inserts the invoice, its revision 1 and its first event. The unique key (org, agent,
-    /// key) serializes concurrent creates: the loser inserts nothing.
+    /// key) serializes concurrent creates: the loser inserts nothing. In a unit that writes
+    /// alone the key is looked up in the first read instead, and a key found free stays free:
+    /// the insert then runs later, with the revision and the event (one call to SQLite).
     async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
-        let parties = locked_parties(&mut *tx, &actor, Some(agent), content).await?;
+        let Some(parties) = create_parties(&mut *tx, agent, key, content).await? else {
+            return Ok(Written::KeyTaken(tx));
+        };
         let now = now();
         let invoice_id = Uuid::now_v7();
         let revision = drafted(&actor, content, parties, (agent.org_id, invoice_id), 1, now)?;
@@ -599,7 +604,9 @@ impl KeyedCreate for NewDraft<'_> {
                 settings: None,
             },
         );
-        if !tx.insert_invoice(&invoice).await? {
+        if tx.writes_alone() {
+            tx.insert_invoice_later(&invoice).await?;
+        } else if !tx.insert_invoice(&invoice).await? {
             return Ok(Written::KeyTaken(tx));
         }
         failpoint!(agent.org_id, InvoiceInserted);

@@ -14,7 +14,9 @@ use tauros_domain::invoice::{
     CurrentContent, DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
 };
 use tauros_domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
-use tauros_store::{CustomerRow, DestinationRow, Lock, Reader, RevisionRow, Tx};
+use tauros_store::{
+    CustomerRow, DestinationRow, DraftParties, DraftReads, Lock, Reader, RevisionRow, Tx,
+};
 use uuid::Uuid;
 
 /// The current revision's values, which a revise keeps where the request omits them.
@@ -28,31 +30,62 @@ pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
     }
 }
 
-/// Loads the parties a draft names (inside the transaction: a revise's after the invoice
-/// lock, a create's as the first thing it reads), for [`drafted`]. The customer and the
-/// destination are share-locked: a concurrent delete or deactivation cannot slip between this
-/// check and the commit, yet drafts naming the same parties do not queue behind each other.
-///
-/// A create holds its proposing agent (`holding`, [`Agent::hold`]) in the same read: one call
-/// to the database instead of two where the backend sends the selects together (SQLite). The
-/// agent's fault point, then the parties', follow that one read, in the order of the rows.
+/// The customer and destination rows a draft names, for [`drafted`].
+pub(super) type Parties = (Option<CustomerRow>, Option<DestinationRow>);
+
+/// Loads the parties a revise's draft names (inside the transaction, after the invoice lock),
+/// for [`drafted`]. The customer and the destination are share-locked: a concurrent delete or
+/// deactivation cannot slip between this check and the commit, yet drafts naming the same
+/// parties do not queue behind each other. One read: one call to the database where the
+/// backend sends selects together (SQLite).
 pub(super) async fn locked_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
-    holding: Option<&Agent>,
     content: &DraftContent,
-) -> AppResult<(Option<CustomerRow>, Option<DestinationRow>)> {
-    let org_id = actor.org_id();
-    let ids = (content.customer_id, content.destination_id);
-    let rows = tx
-        .lock_draft_parties(org_id, holding.map(|a| a.id), ids, Lock::Share)
-        .await?;
+) -> AppResult<Parties> {
+    let rows = read_parties(tx, actor.org_id(), content, None, None).await?;
+    Ok((rows.customer, rows.destination))
+}
+
+/// A create's first read: [`locked_parties`] with its proposing agent held ([`Agent::hold`])
+/// and, in a unit that writes alone ([`Tx::writes_alone`]), its key looked up, all in one read.
+/// `None` when the key is taken: a concurrent create with it won before this unit began, and
+/// it answers as that create's replay. Where the unit writes alone, a key found free stays
+/// free until it commits, and the invoice's insert can run later
+/// ([`tauros_store::InvoiceWrite::insert_invoice_later`]).
+pub(super) async fn create_parties(
+    tx: &mut dyn Tx,
+    agent: &Agent,
+    key: &str,
+    content: &DraftContent,
+) -> AppResult<Option<Parties>> {
+    let key = tx.writes_alone().then_some(key);
+    let rows = read_parties(tx, agent.org_id, content, Some(agent), key).await?;
+    Ok((!rows.key_taken).then_some((rows.customer, rows.destination)))
+}
+
+/// The one read of [`locked_parties`] and [`create_parties`]; the agent's fault point, then
+/// the parties', follow it, in the order of the rows.
+async fn read_parties(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    content: &DraftContent,
+    holding: Option<&Agent>,
+    key: Option<&str>,
+) -> AppResult<DraftParties> {
+    let reads = DraftReads {
+        customer_id: content.customer_id,
+        destination_id: content.destination_id,
+        agent_id: holding.map(|a| a.id),
+        key,
+    };
+    let rows = tx.lock_draft_parties(org_id, reads, Lock::Share).await?;
     if let Some(agent) = holding {
         agent.held(rows.agent.as_ref())?;
     }
     failpoint!(org_id, CustomerLocked);
     failpoint!(org_id, DestinationLocked);
-    Ok((rows.customer, rows.destination))
+    Ok(rows)
 }
 
 /// The one computation a create, a revise and a preview share once a body's content is

@@ -5,7 +5,7 @@
 //! org's settings (everything a read needs to decide visibility) in one statement; they list
 //! the invoice's own columns under names that cannot collide with the revision's.
 
-use super::{Backend, QueryAs, Stored, for_update, query, query_as, query_scalar};
+use super::{Backend, Query, QueryAs, Stored, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
 use crate::invoices::*;
 use crate::query::Page;
@@ -210,39 +210,19 @@ impl<U: Backend> InvoiceRead for U {
 impl<U: Backend> InvoiceWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
-        let done = query(
-            "insert into invoices (id, org_id, agent_id, idempotency_key, state, cancelled_by,
-                 number, current_revision_id, revision_count, first_payload_hash,
-                 event_count, last_event_hash, created_at, updated_at,
-                 last_decision_id, amount_paid_minor, issuing_status, issuing_reason,
-                 issuing_job_id, issue_version)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                 $17, $18, $19, $20)
-             on conflict (org_id, agent_id, idempotency_key) do nothing",
-        )
-        .bind(i.id)
-        .bind(i.org_id)
-        .bind(i.agent_id)
-        .bind(&i.idempotency_key)
-        .bind(i.state.as_str())
-        .bind(i.cancelled_by.map(|a| a.as_str()))
-        .bind(&i.number)
-        .bind(i.current_revision_id)
-        .bind(i.revision_count)
-        .bind(&i.first_payload_hash)
-        .bind(i.event_count)
-        .bind(&i.last_event_hash)
-        .bind(i.created_at)
-        .bind(i.updated_at)
-        .bind(i.last_decision_id)
-        .bind(&i.amount_paid_minor)
-        .bind(i.issuing_status.map(|s| s.as_str()))
-        .bind(&i.issuing_reason)
-        .bind(i.issuing_job_id)
-        .bind(i.issue_version)
-        .execute(self)
-        .await?;
+        let done = query(INSERT_INVOICE_UNLESS_TAKEN.as_str())
+            .bind_with(|q| invoice_values(q, i))
+            .execute(self)
+            .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_invoice_later(&mut self, i: &InvoiceRow) -> StoreResult<()> {
+        query(INSERT_INVOICE)
+            .bind_with(|q| invoice_values(q, i))
+            .execute_later(self)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -410,6 +390,42 @@ pub(crate) const JOINED_INVOICE: &str =
 /// its latest decision, kept by the writes' own transactions), with the two facts that change
 /// outside them joined live: the org's settings and the issue job's progress. Filter on
 /// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
+const INSERT_INVOICE: &str = "insert into invoices (id, org_id, agent_id, idempotency_key, state,
+         cancelled_by, number, current_revision_id, revision_count, first_payload_hash,
+         event_count, last_event_hash, created_at, updated_at,
+         last_decision_id, amount_paid_minor, issuing_status, issuing_reason,
+         issuing_job_id, issue_version)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+         $17, $18, $19, $20)";
+
+static INSERT_INVOICE_UNLESS_TAKEN: LazyLock<String> = LazyLock::new(|| {
+    format!("{INSERT_INVOICE} on conflict (org_id, agent_id, idempotency_key) do nothing")
+});
+
+/// The invoice's columns, in [`INSERT_INVOICE`]'s order.
+fn invoice_values<'a>(q: Query<'a>, i: &'a InvoiceRow) -> Query<'a> {
+    q.bind(i.id)
+        .bind(i.org_id)
+        .bind(i.agent_id)
+        .bind(&i.idempotency_key)
+        .bind(i.state.as_str())
+        .bind(i.cancelled_by.map(|a| a.as_str()))
+        .bind(&i.number)
+        .bind(i.current_revision_id)
+        .bind(i.revision_count)
+        .bind(&i.first_payload_hash)
+        .bind(i.event_count)
+        .bind(&i.last_event_hash)
+        .bind(i.created_at)
+        .bind(i.updated_at)
+        .bind(i.last_decision_id)
+        .bind(&i.amount_paid_minor)
+        .bind(i.issuing_status.map(|s| s.as_str()))
+        .bind(&i.issuing_reason)
+        .bind(i.issuing_job_id)
+        .bind(i.issue_version)
+}
+
 static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
     format!("select {READ_COLUMNS} from invoice_reads v join orgs o on o.id = v.org_id {ISSUE_JOB}")
 });

@@ -228,12 +228,11 @@ impl<U: Backend> PartyWrite for U {
     async fn lock_draft_parties(
         &mut self,
         org_id: Uuid,
-        agent_id: Option<Uuid>,
-        (customer_id, destination_id): (Uuid, Uuid),
+        reads: DraftReads<'_>,
         lock: Lock,
     ) -> StoreResult<DraftParties> {
         let mut together = Together::default();
-        if let Some(agent_id) = agent_id {
+        if let Some(agent_id) = reads.agent_id {
             query_as::<AgentRow>(locked::<U>(lock, AGENT_BY_ID))
                 .bind(org_id)
                 .bind(agent_id)
@@ -241,20 +240,35 @@ impl<U: Backend> PartyWrite for U {
         }
         query_as::<CustomerRow>(locked::<U>(lock, CUSTOMER_BY_ID))
             .bind(org_id)
-            .bind(customer_id)
+            .bind(reads.customer_id)
             .along(&mut together);
         query_as::<DestinationRow>(locked::<U>(lock, DESTINATION_BY_ID))
             .bind(org_id)
-            .bind(destination_id)
+            .bind(reads.destination_id)
             .along(&mut together);
+        let key = reads.agent_id.zip(reads.key);
+        if let Some((agent_id, key)) = key {
+            query_as::<(Uuid,)>(
+                "select id from invoices
+                 where org_id = $1 and agent_id = $2 and idempotency_key = $3",
+            )
+            .bind(org_id)
+            .bind(agent_id)
+            .bind(key)
+            .along(&mut together);
+        }
         let mut firsts = together.fetch(self).await?;
         Ok(DraftParties {
-            agent: match agent_id {
+            agent: match reads.agent_id {
                 Some(_) => firsts.next()?,
                 None => None,
             },
             customer: firsts.next()?,
             destination: firsts.next()?,
+            key_taken: match key {
+                Some(_) => firsts.next::<(Uuid,)>()?.is_some(),
+                None => false,
+            },
         })
     }
 
