@@ -19,12 +19,11 @@ use crate::jobs::{Claim, JobRow};
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
-use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteRow,
+    SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, Connection, Either, Executor, Sqlite, SqlitePool};
+use sqlx::{AssertSqlSafe, Connection, Either, Executor, Sqlite};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,10 +47,14 @@ const MAX_LATER: usize = 4;
 /// handful, and every cached statement holds SQLite memory per connection.
 const READER_STATEMENTS: usize = 24;
 
+mod readers;
+
+use readers::{ReadConn, Readers};
+
 /// A pool of connections to one SQLite database file.
 pub struct SqliteStore {
     /// Reads, and units of work that only read.
-    pool: SqlitePool,
+    readers: Arc<Readers>,
     /// The one connection that writes, with its group commit.
     writer: Writer,
     /// Woken after a write transaction that enqueued a job commits; workers wait on it.
@@ -73,20 +76,18 @@ impl SqliteStore {
         // The journal holds one unit's pages at a time (see `begin_here`).
         let writer =
             SqliteConnection::connect_with(&options.clone().pragma("temp_store", "memory")).await?;
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            // No ping before each acquire (sqlx's default): a connection to a local file does
-            // not die while idle, and the ping is one more hand-off to the connection's thread.
-            .test_before_acquire(false)
-            .connect_with(
-                options
-                    .pragma("cache_size", format!("-{READER_CACHE_KIB}"))
-                    .statement_cache_capacity(READER_STATEMENTS),
-            )
-            .await?;
+        // Not sqlx's pool, which pings each connection on its thread as it is released
+        // (`readers.rs`).
+        let readers = Readers::open(
+            options
+                .pragma("cache_size", format!("-{READER_CACHE_KIB}"))
+                .statement_cache_capacity(READER_STATEMENTS),
+            max_connections,
+            Duration::from_secs(10),
+        )
+        .await?;
         Ok(SqliteStore {
-            pool,
+            readers: Arc::new(readers),
             writer: Writer::new(writer),
             wake: Arc::new(Notify::new()),
         })
@@ -725,11 +726,20 @@ fn renumber(sql: &str, by: usize, out: &mut String) {
 
 /// A unit's connection: a read-pool connection, or the writer.
 pub(super) enum UnitConn {
-    Read(PoolConnection<Sqlite>),
+    Read(ReadConn),
     Write(WriteUnit),
 }
 
 impl UnitConn {
+    /// Classifies a statement's error; a read connection it shows gone is replaced before
+    /// its next use.
+    fn failed(&mut self, err: sqlx::Error) -> StoreError {
+        if let UnitConn::Read(conn) = self {
+            conn.failed(&err);
+        }
+        map_err(err)
+    }
+
     pub(super) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
             UnitConn::Read(conn) => conn,
@@ -835,7 +845,8 @@ impl Backend for SqliteUnit {
 
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
         let Some(unit) = self.0.holding() else {
-            return fetch_optional(self.0.conn(), stmt).await.map_err(map_err);
+            let found = fetch_optional(self.0.conn(), stmt).await;
+            return found.map_err(|e| self.0.failed(e));
         };
         let ran = unit.run_after_later(Some(stmt), Want::First).await?;
         ran.rows
@@ -847,7 +858,8 @@ impl Backend for SqliteUnit {
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
         let Some(unit) = self.0.holding() else {
-            return fetch_all(self.0.conn(), stmt).await.map_err(map_err);
+            let found = fetch_all(self.0.conn(), stmt).await;
+            return found.map_err(|e| self.0.failed(e));
         };
         let ran = unit.run_after_later(Some(stmt), Want::All).await?;
         ran.rows
@@ -859,7 +871,8 @@ impl Backend for SqliteUnit {
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
         let Some(unit) = self.0.holding() else {
-            return execute(self.0.conn(), stmt).await.map_err(map_err);
+            let done = execute(self.0.conn(), stmt).await;
+            return done.map_err(|e| self.0.failed(e));
         };
         Ok(unit.run_after_later(Some(stmt), Want::Count).await?.changed)
     }
@@ -883,10 +896,8 @@ impl Backend for SqliteUnit {
                 for stmt in stmts {
                     together.push(stmt).map_err(map_err)?;
                 }
-                together
-                    .run(conn, 0, Want::Each)
-                    .await
-                    .map_err(|(e, _)| map_err(e))?
+                let ran = together.run(conn, 0, Want::Each).await;
+                ran.map_err(|(e, _)| self.0.failed(e))?
             }
         };
         Ok(ran.firsts)
@@ -943,7 +954,7 @@ impl Store for SqliteStore {
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self.pool.acquire().await.map_err(map_err)?;
+        let conn = self.readers.acquire().await.map_err(map_err)?;
         let wake = Wake {
             notify: None,
             pending: false,
@@ -962,11 +973,15 @@ impl Store for SqliteStore {
     }
 
     async fn readiness(&self) -> StoreResult<bool> {
+        let mut conn = self.readers.acquire().await.map_err(map_err)?;
         let applied: Vec<(i64,)> =
             sqlx::query_as("select version from _sqlx_migrations where success order by version")
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *conn)
                 .await
-                .map_err(map_err)?;
+                .map_err(|e| {
+                    conn.failed(&e);
+                    map_err(e)
+                })?;
         Ok(super::sql::migrations_current(&MIGRATOR, &applied))
     }
 
@@ -1130,7 +1145,7 @@ mod tests {
     /// What a fresh read (another connection: only committed rows) sees.
     async fn committed(store: &SqliteStore) -> Vec<i64> {
         sqlx::query_scalar("select x from t order by x")
-            .fetch_all(&store.pool)
+            .fetch_all(&mut *store.readers.acquire().await.unwrap())
             .await
             .unwrap()
     }
@@ -1288,7 +1303,7 @@ mod tests {
         let mut first = writer.begin().await.unwrap();
         insert(&mut first, 7).await.unwrap();
         let reader_writer = writer.clone();
-        let store_pool = db.store.pool.clone();
+        let readers = Arc::clone(&db.store.readers);
         // A replay: reads the released row, writes nothing, ends without a commit. Its answer
         // is held (`when_durable`) until the row is durable.
         let replay = tokio::spawn(crate::durable::when_durable(async move {
@@ -1306,7 +1321,7 @@ mod tests {
         durable.unwrap();
         assert_eq!(seen, 1, "the replay saw the released row");
         let visible: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
-            .fetch_one(&store_pool)
+            .fetch_one(&mut *readers.acquire().await.unwrap())
             .await
             .unwrap();
         assert_eq!(
@@ -1702,7 +1717,10 @@ mod tests {
             notify: None,
             pending: false,
         };
-        let mut reading = SqliteUnit(UnitConn::Read(db.store.pool.acquire().await.unwrap()), wake);
+        let mut reading = SqliteUnit(
+            UnitConn::Read(db.store.readers.acquire().await.unwrap()),
+            wake,
+        );
         let read = read_together(&mut reading, 1, 3, 3).await.unwrap();
         assert_eq!(read, (Some((1, "one".to_owned())), None, Some((5,))));
         let again = read_together(&mut reading, 2, 3, 6).await.unwrap();
