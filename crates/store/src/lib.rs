@@ -53,7 +53,7 @@ pub use jobs::{
     TestExecutionRow,
 };
 pub use parties::{
-    CustomerRow, DestinationRow, DraftParties, DraftReads, PartyRead, PartyWrite, Scope,
+    CustomerRow, DestinationRow, DraftParties, DraftReads, PartyRead, PartyWrite, Proposer, Scope,
 };
 pub use postgres::{PgStore, PoolSettings};
 pub use presented::{Presented, PresentedRead, Presenter};

@@ -41,15 +41,21 @@ pub struct DestinationRow {
 }
 
 /// What [`PartyWrite::lock_draft_parties`] reads: the parties a draft names and, for a
-/// create, the agent it holds and the key it would take.
+/// create, its proposer.
 #[derive(Clone, Copy, Debug)]
 pub struct DraftReads<'a> {
     pub customer_id: Uuid,
     pub destination_id: Uuid,
-    /// The proposing agent, held with the parties (a create).
-    pub agent_id: Option<Uuid>,
-    /// The idempotency key of `agent_id` whose invoice is looked up with them (a create in a
-    /// unit that writes alone: [`crate::Tx::writes_alone`]); ignored without `agent_id`.
+    /// A create's proposing agent, held with the parties.
+    pub proposer: Option<Proposer<'a>>,
+}
+
+/// The agent a create holds with its parties, and the key it would take.
+#[derive(Clone, Copy, Debug)]
+pub struct Proposer<'a> {
+    pub agent_id: Uuid,
+    /// The idempotency key whose invoice of this agent is looked up with them (a create in a
+    /// unit that writes alone: [`crate::Tx::writes_alone`]).
     pub key: Option<&'a str>,
 }
 

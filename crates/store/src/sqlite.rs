@@ -54,7 +54,7 @@ use readers::{ReadConn, Readers};
 /// A pool of connections to one SQLite database file.
 pub struct SqliteStore {
     /// Reads, and units of work that only read.
-    readers: Arc<Readers>,
+    readers: Readers,
     /// The one connection that writes, with its group commit.
     writer: Writer,
     /// Woken after a write transaction that enqueued a job commits; workers wait on it.
@@ -87,7 +87,7 @@ impl SqliteStore {
         )
         .await?;
         Ok(SqliteStore {
-            readers: Arc::new(readers),
+            readers,
             writer: Writer::new(writer),
             wake: Arc::new(Notify::new()),
         })
@@ -1303,7 +1303,6 @@ mod tests {
         let mut first = writer.begin().await.unwrap();
         insert(&mut first, 7).await.unwrap();
         let reader_writer = writer.clone();
-        let readers = Arc::clone(&db.store.readers);
         // A replay: reads the released row, writes nothing, ends without a commit. Its answer
         // is held (`when_durable`) until the row is durable.
         let replay = tokio::spawn(crate::durable::when_durable(async move {
@@ -1321,7 +1320,7 @@ mod tests {
         durable.unwrap();
         assert_eq!(seen, 1, "the replay saw the released row");
         let visible: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
-            .fetch_one(&mut *readers.acquire().await.unwrap())
+            .fetch_one(&mut *db.store.readers.acquire().await.unwrap())
             .await
             .unwrap();
         assert_eq!(

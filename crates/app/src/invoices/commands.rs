@@ -562,7 +562,9 @@ impl KeyedCreate for NewDraft<'_> {
     async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
-        let Some(parties) = create_parties(&mut *tx, agent, key, content).await? else {
+        let alone = tx.writes_alone();
+        let Some(parties) = create_parties(&mut *tx, agent, alone.then_some(key), content).await?
+        else {
             return Ok(Written::KeyTaken(tx));
         };
         let now = now();
@@ -604,7 +606,7 @@ impl KeyedCreate for NewDraft<'_> {
                 settings: None,
             },
         );
-        if tx.writes_alone() {
+        if alone {
             tx.insert_invoice_later(&invoice).await?;
         } else if !tx.insert_invoice(&invoice).await? {
             return Ok(Written::KeyTaken(tx));

@@ -15,7 +15,7 @@ use tauros_domain::invoice::{
 };
 use tauros_domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
 use tauros_store::{
-    CustomerRow, DestinationRow, DraftParties, DraftReads, Lock, Reader, RevisionRow, Tx,
+    CustomerRow, DestinationRow, DraftParties, DraftReads, Lock, Proposer, Reader, RevisionRow, Tx,
 };
 use uuid::Uuid;
 
@@ -43,44 +43,45 @@ pub(super) async fn locked_parties(
     actor: &Actor,
     content: &DraftContent,
 ) -> AppResult<Parties> {
-    let rows = read_parties(tx, actor.org_id(), content, None, None).await?;
+    let rows = read_parties(tx, actor.org_id(), content, None).await?;
     Ok((rows.customer, rows.destination))
 }
 
 /// A create's first read: [`locked_parties`] with its proposing agent held ([`Agent::hold`])
-/// and, in a unit that writes alone ([`Tx::writes_alone`]), its key looked up, all in one read.
-/// `None` when the key is taken: a concurrent create with it won before this unit began, and
-/// it answers as that create's replay. Where the unit writes alone, a key found free stays
-/// free until it commits, and the invoice's insert can run later
-/// ([`tauros_store::InvoiceWrite::insert_invoice_later`]).
+/// and, when `key` is given, the agent's invoice under it looked up, all in one read. `None`
+/// when the key is taken: a concurrent create with it won before this unit began, and it
+/// answers as that create's replay. A unit that writes alone ([`Tx::writes_alone`]) looks its
+/// key up here: a key found free stays free until it commits, and the invoice's insert can
+/// run later ([`tauros_store::InvoiceWrite::insert_invoice_later`]).
 pub(super) async fn create_parties(
     tx: &mut dyn Tx,
     agent: &Agent,
-    key: &str,
+    key: Option<&str>,
     content: &DraftContent,
 ) -> AppResult<Option<Parties>> {
-    let key = tx.writes_alone().then_some(key);
-    let rows = read_parties(tx, agent.org_id, content, Some(agent), key).await?;
+    let rows = read_parties(tx, agent.org_id, content, Some((agent, key))).await?;
     Ok((!rows.key_taken).then_some((rows.customer, rows.destination)))
 }
 
-/// The one read of [`locked_parties`] and [`create_parties`]; the agent's fault point, then
-/// the parties', follow it, in the order of the rows.
+/// The one read of [`locked_parties`] and [`create_parties`] (a create's agent, held, and the
+/// key it looks up); the agent's fault point, then the parties', follow it, in the order of
+/// the rows.
 async fn read_parties(
     tx: &mut dyn Tx,
     org_id: Uuid,
     content: &DraftContent,
-    holding: Option<&Agent>,
-    key: Option<&str>,
+    proposer: Option<(&Agent, Option<&str>)>,
 ) -> AppResult<DraftParties> {
     let reads = DraftReads {
         customer_id: content.customer_id,
         destination_id: content.destination_id,
-        agent_id: holding.map(|a| a.id),
-        key,
+        proposer: proposer.map(|(agent, key)| Proposer {
+            agent_id: agent.id,
+            key,
+        }),
     };
     let rows = tx.lock_draft_parties(org_id, reads, Lock::Share).await?;
-    if let Some(agent) = holding {
+    if let Some((agent, _)) = proposer {
         agent.held(rows.agent.as_ref())?;
     }
     failpoint!(org_id, CustomerLocked);

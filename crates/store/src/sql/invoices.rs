@@ -385,11 +385,7 @@ pub(crate) const JOINED_INVOICE: &str =
  left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id
  left join jobs ij on ij.org_id = i.org_id and ij.id = i.issuing_job_id";
 
-/// The same columns as [`JOINED_INVOICE`] for one invoice, from its read model
-/// (`invoice_reads`, migration 0019: the invoice, its current revision, its agent's owner and
-/// its latest decision, kept by the writes' own transactions), with the two facts that change
-/// outside them joined live: the org's settings and the issue job's progress. Filter on
-/// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
+/// An invoice's insert, every column bound ([`invoice_values`]).
 const INSERT_INVOICE: &str = "insert into invoices (id, org_id, agent_id, idempotency_key, state,
          cancelled_by, number, current_revision_id, revision_count, first_payload_hash,
          event_count, last_event_hash, created_at, updated_at,
@@ -398,6 +394,7 @@ const INSERT_INVOICE: &str = "insert into invoices (id, org_id, agent_id, idempo
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
          $17, $18, $19, $20)";
 
+/// [`INSERT_INVOICE`] where the key may be taken by a concurrent create: it inserts nothing.
 static INSERT_INVOICE_UNLESS_TAKEN: LazyLock<String> = LazyLock::new(|| {
     format!("{INSERT_INVOICE} on conflict (org_id, agent_id, idempotency_key) do nothing")
 });
@@ -426,6 +423,11 @@ fn invoice_values<'a>(q: Query<'a>, i: &'a InvoiceRow) -> Query<'a> {
         .bind(i.issue_version)
 }
 
+/// The same columns as [`JOINED_INVOICE`] for one invoice, from its read model
+/// (`invoice_reads`, migration 0019: the invoice, its current revision, its agent's owner and
+/// its latest decision, kept by the writes' own transactions), with the two facts that change
+/// outside them joined live: the org's settings and the issue job's progress. Filter on
+/// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
 static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
     format!("select {READ_COLUMNS} from invoice_reads v join orgs o on o.id = v.org_id {ISSUE_JOB}")
 });

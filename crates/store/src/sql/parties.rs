@@ -232,10 +232,11 @@ impl<U: Backend> PartyWrite for U {
         lock: Lock,
     ) -> StoreResult<DraftParties> {
         let mut together = Together::default();
-        if let Some(agent_id) = reads.agent_id {
+        let proposer = reads.proposer;
+        if let Some(p) = proposer {
             query_as::<AgentRow>(locked::<U>(lock, AGENT_BY_ID))
                 .bind(org_id)
-                .bind(agent_id)
+                .bind(p.agent_id)
                 .along(&mut together);
         }
         query_as::<CustomerRow>(locked::<U>(lock, CUSTOMER_BY_ID))
@@ -246,7 +247,7 @@ impl<U: Backend> PartyWrite for U {
             .bind(org_id)
             .bind(reads.destination_id)
             .along(&mut together);
-        let key = reads.agent_id.zip(reads.key);
+        let key = proposer.and_then(|p| Some((p.agent_id, p.key?)));
         if let Some((agent_id, key)) = key {
             query_as::<(Uuid,)>(
                 "select id from invoices
@@ -259,7 +260,7 @@ impl<U: Backend> PartyWrite for U {
         }
         let mut firsts = together.fetch(self).await?;
         Ok(DraftParties {
-            agent: match reads.agent_id {
+            agent: match proposer {
                 Some(_) => firsts.next()?,
                 None => None,
             },

@@ -93,9 +93,7 @@ impl Readers {
             _permit: permit,
         })
     }
-}
 
-impl Readers {
     fn connections(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Mutex<Reader>>>> {
         // Nothing panics while it is held; were it poisoned, the list is still whole.
         self.connections
