@@ -224,6 +224,57 @@ async fn a_connection_ended_while_idle_is_replaced_before_use() {
     }
 }
 
+/// A unit of work dropped with its transaction open (an error, or a request gone mid-way) is
+/// rolled back before its connection is lent again: the store lends a connection back as it
+/// is, without sqlx's ping on release, only when nothing is left open on it
+/// (`crates/store/src/postgres/lender.rs`). With one connection, the unit that comes next gets
+/// the same one, and the server sees it out of any transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_dropped_with_its_transaction_open_is_rolled_back_before_its_connection_is_lent_again()
+ {
+    let (url, db) = create_database().await;
+    let app = spawn_app_on(url, &db, PoolSettings::new(1)).await;
+    let store = app.app.store();
+    // Sessions of the store in a transaction (its migrations' connection, closed by now,
+    // may linger a moment as an idle session: it is not counted).
+    let in_transaction = || async {
+        let mut conn = on_node(admin_url(), &db).await;
+        let (n,): (i64,) = sqlx::query_as(
+            "select count(*) from pg_stat_activity \
+             where datname = $1 and application_name = 'tauros' \
+               and state = 'idle in transaction'",
+        )
+        .bind(&db)
+        .fetch_one(&mut conn)
+        .await
+        .expect("the store's sessions");
+        let _ = conn.close().await;
+        n
+    };
+    for round in 0..3 {
+        let tx = store.begin().await.expect("a unit of work");
+        assert_eq!(
+            in_transaction().await,
+            1,
+            "round {round}: the unit's transaction is open on the pool's one connection"
+        );
+        drop(tx);
+        let reader = store.reader().await.expect("the connection, lent again");
+        assert_eq!(
+            in_transaction().await,
+            0,
+            "round {round}: the dropped unit's transaction was rolled back before the next unit"
+        );
+        drop(reader);
+    }
+    // Committed units and plain reads leave nothing open either.
+    let tx = store.begin().await.expect("a unit of work");
+    tx.commit().await.expect("commit");
+    let reader = store.reader().await.expect("the connection, lent again");
+    assert_eq!(in_transaction().await, 0);
+    drop(reader);
+}
+
 /// The name of organisation `org_id`, read on the (first) primary.
 async fn org_name(db: &str, org_id: uuid::Uuid) -> String {
     let mut conn = on_node(admin_url(), db).await;

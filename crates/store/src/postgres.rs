@@ -1,18 +1,22 @@
 //! The PostgreSQL adapter: the production backend (row locks, many replicas, one database).
 
 use super::sql::{
-    Backend, Conn, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional, first_row,
+    Backend, Decoded, Stmt, classify_other, execute, fetch_all, fetch_optional, first_row,
 };
 use crate::error::{Constraint, StoreError, StoreResult};
 use crate::formation::Hosts;
 use crate::jobs::{Claim, JobRow};
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
+use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions, PgRow};
-use sqlx::{PgPool, Postgres};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+mod lender;
+
+use lender::{Lease, Lender};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -33,8 +37,8 @@ pub struct PgStore {
 struct Shared {
     hosts: Hosts,
     settings: PoolSettings,
-    /// The pool to the host last found writable, and that host's index in `hosts`.
-    current: RwLock<(PgPool, usize)>,
+    /// The connections to the host last found writable, and that host's index in `hosts`.
+    current: RwLock<(Arc<Lender>, usize)>,
     /// Held while the hosts are probed: one probe at a time, the others go on answering 503.
     probing: tokio::sync::Mutex<Option<Instant>>,
     /// One more connection, opened only when workers first wait, that `LISTEN`s for
@@ -108,7 +112,7 @@ impl PgStore {
             .idle_timeout(None)
             .connect_lazy_with(hosts.nodes()[index].options.clone());
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
-            current: RwLock::new((pool_to(&hosts, index, &settings, weak.clone()), index)),
+            current: RwLock::new((lender_to(&hosts, index, &settings, weak.clone()), index)),
             hosts,
             settings,
             probing: tokio::sync::Mutex::new(None),
@@ -116,7 +120,7 @@ impl PgStore {
             moved: tokio::sync::watch::Sender::new(0),
         });
         // Prove the pool works, as a single-host connect always did.
-        shared.pool().acquire().await?;
+        shared.lender().lend().await?;
         Ok(PgStore {
             shared,
             wake: Arc::new(Notify::new()),
@@ -124,33 +128,34 @@ impl PgStore {
         })
     }
 
-    fn pool(&self) -> PgPool {
-        self.shared.pool()
-    }
-
-    /// `get` (a connection or a transaction) from the current pool. A unit that waits for a
+    /// `get` (a connection, or one with a transaction begun) from the current pool. A unit that waits for a
     /// connection when the store follows a failover starts again on the new pool at once: the
     /// old pool's wait (its connects to the lost host retried until the acquire timeout) is
     /// not waited out. Its error is classified, and starts a probe when it says the host is
     /// gone.
     async fn on_pool<T, F, Fut>(&self, get: F) -> StoreResult<T>
     where
-        F: Fn(PgPool) -> Fut,
+        F: Fn(Arc<Lender>) -> Fut,
         Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
     {
         let mut moved = self.shared.moved.subscribe();
         let got = tokio::select! {
-            got = get(self.pool()) => got,
-            _ = moved.changed() => get(self.pool()).await,
+            got = get(self.shared.lender()) => got,
+            _ = moved.changed() => get(self.shared.lender()).await,
         };
         got.map_err(|e| self.shared.failed(map_err(e)))
     }
 }
 
-/// A pool to host `index` whose every new connection is checked to accept writes; one that
-/// does not (the host was demoted to a standby) is refused and starts a probe.
-fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Shared>) -> PgPool {
-    PgPoolOptions::new()
+/// The connections to host `index`, each new one checked to accept writes; one that does not
+/// (the host was demoted to a standby) is refused and starts a probe.
+fn lender_to(
+    hosts: &Hosts,
+    index: usize,
+    settings: &PoolSettings,
+    shared: Weak<Shared>,
+) -> Arc<Lender> {
+    let pool = PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         .test_before_acquire(false)
@@ -177,7 +182,12 @@ fn pool_to(hosts: &Hosts, index: usize, settings: &PoolSettings, shared: Weak<Sh
                 ))
             })
         })
-        .connect_lazy_with(hosts.nodes()[index].options.clone())
+        .connect_lazy_with(hosts.nodes()[index].options.clone());
+    Arc::new(Lender::new(
+        pool,
+        settings.max_connections,
+        settings.acquire_timeout,
+    ))
 }
 
 fn timed_out() -> sqlx::Error {
@@ -209,12 +219,14 @@ impl Shared {
         answer.map_err(|e| self.failed(e))
     }
 
-    fn pool(&self) -> PgPool {
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .clone()
+    fn lender(&self) -> Arc<Lender> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0,
+        )
     }
 
     /// Starts a probe for the writable host when `err` says this one is unreachable or
@@ -285,7 +297,7 @@ impl Shared {
                 return;
             }
             metrics::counter!("tauros_database_probes_total", "found" => "new").increment(1);
-            let fresh = pool_to(&self.hosts, index, &self.settings, Arc::downgrade(self));
+            let fresh = lender_to(&self.hosts, index, &self.settings, Arc::downgrade(self));
             std::mem::replace(&mut *current, (fresh, index)).0
         };
         self.moved.send_modify(|moves| *moves += 1);
@@ -296,8 +308,8 @@ impl Shared {
     }
 }
 
-/// One unit of work: a transaction (as [`Tx`]) or a pooled connection (as [`Reader`]).
-pub(super) struct PgUnit(Conn<Postgres>, Arc<Shared>);
+/// One unit of work: a transaction (as [`Tx`]) or a plain connection (as [`Reader`]).
+pub(super) struct PgUnit(Lease, Arc<Shared>);
 
 fn map_err(err: sqlx::Error) -> StoreError {
     if let Some(db) = err.as_database_error() {
@@ -323,6 +335,13 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
+/// A connection with a transaction begun on it.
+async fn begun(lender: Arc<Lender>) -> Result<Lease, sqlx::Error> {
+    let mut lease = lender.lend().await?;
+    lease.begin().await?;
+    Ok(lease)
+}
+
 /// Delivered to every listener when the transaction commits, dropped when it rolls back.
 async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
     sqlx::query("select pg_notify($1, '')")
@@ -330,6 +349,7 @@ async fn notify_jobs(unit: &mut PgUnit) -> StoreResult<()> {
         .execute(unit.0.conn())
         .await
         .map_err(|e| unit.1.failed(map_err(e)))?;
+    unit.0.settled();
     Ok(())
 }
 
@@ -365,21 +385,33 @@ impl Backend for PgUnit {
     async fn fetch_optional_row<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Option<O>> {
         let shared = Arc::clone(&self.1);
         shared
-            .bounded(async { fetch_optional(self.0.conn(), stmt).await.map_err(map_err) })
+            .bounded(async {
+                let row = fetch_optional(self.0.conn(), stmt).await.map_err(map_err)?;
+                self.0.settled();
+                Ok(row)
+            })
             .await
     }
 
     async fn fetch_all_rows<O: Decoded>(&mut self, stmt: Stmt<'_>) -> StoreResult<Vec<O>> {
         let shared = Arc::clone(&self.1);
         shared
-            .bounded(async { fetch_all(self.0.conn(), stmt).await.map_err(map_err) })
+            .bounded(async {
+                let rows = fetch_all(self.0.conn(), stmt).await.map_err(map_err)?;
+                self.0.settled();
+                Ok(rows)
+            })
             .await
     }
 
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64> {
         let shared = Arc::clone(&self.1);
         shared
-            .bounded(async { execute(self.0.conn(), stmt).await.map_err(map_err) })
+            .bounded(async {
+                let affected = execute(self.0.conn(), stmt).await.map_err(map_err)?;
+                self.0.settled();
+                Ok(affected)
+            })
             .await
     }
 
@@ -398,6 +430,7 @@ impl Backend for PgUnit {
                 for stmt in stmts {
                     rows.push(first_row(self.0.conn(), stmt).await.map_err(map_err)?);
                 }
+                self.0.settled();
                 Ok(rows)
             })
             .await
@@ -412,35 +445,32 @@ impl Reader for PgUnit {}
 
 #[async_trait]
 impl Tx for PgUnit {
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
+    async fn commit(mut self: Box<Self>) -> StoreResult<()> {
         let shared = Arc::clone(&self.1);
-        shared.bounded(self.0.commit(map_err)).await
+        shared
+            .bounded(async { self.0.commit().await.map_err(map_err) })
+            .await
     }
 }
 
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self
-            .on_pool(|pool| async move { pool.begin().await })
-            .await?;
-        Ok(Box::new(PgUnit(Conn::Tx(tx), Arc::clone(&self.shared))))
+        let lease = self.on_pool(begun).await?;
+        Ok(Box::new(PgUnit(lease, Arc::clone(&self.shared))))
     }
 
     async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self
-            .on_pool(|pool| async move { pool.acquire().await })
+        let lease = self
+            .on_pool(|lender| async move { lender.lend().await })
             .await?;
-        Ok(Box::new(PgUnit(
-            Conn::Plain(conn),
-            Arc::clone(&self.shared),
-        )))
+        Ok(Box::new(PgUnit(lease, Arc::clone(&self.shared))))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
         // Migrations may take longer than a request's statement: no limit for them, on a
         // connection of their own to the current writable host.
-        let options = self.pool().connect_options();
+        let options = self.shared.lender().connect_options();
         let migrations = PgPoolOptions::new()
             .max_connections(1)
             .acquire_timeout(self.shared.settings.acquire_timeout)
@@ -463,12 +493,15 @@ impl Store for PgStore {
 
     async fn readiness(&self) -> StoreResult<bool> {
         let applied: Vec<(i64,)> = self
-            .on_pool(|pool| async move {
-                sqlx::query_as(
+            .on_pool(|lender| async move {
+                let mut lease = lender.lend().await?;
+                let applied = sqlx::query_as(
                     "select version from _sqlx_migrations where success order by version",
                 )
-                .fetch_all(&pool)
-                .await
+                .fetch_all(lease.conn())
+                .await?;
+                lease.settled();
+                Ok(applied)
             })
             .await?;
         Ok(super::sql::migrations_current(&MIGRATOR, &applied))
@@ -479,10 +512,8 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        let tx = self
-            .on_pool(|pool| async move { pool.begin().await })
-            .await?;
-        self.shared.bounded(claim_job(tx, claim)).await
+        let lease = self.on_pool(begun).await?;
+        self.shared.bounded(claim_job(lease, claim)).await
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
@@ -519,14 +550,11 @@ const HEADS: u32 = 16;
 /// are serialized by a transaction-scoped advisory lock, so the running jobs a claim counts in
 /// a lane cannot change under it (deliveries are few and short to claim; handlers run after
 /// the commit, unserialized).
-async fn claim_job(
-    mut tx: sqlx::Transaction<'static, Postgres>,
-    claim: &Claim<'_>,
-) -> StoreResult<Option<JobRow>> {
+async fn claim_job(mut tx: Lease, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     if claim.lane_limit.is_some() {
         sqlx::query("select pg_advisory_xact_lock(hashtext('tauros.claim.' || $1))")
             .bind(claim.pool)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await
             .map_err(map_err)?;
     }
@@ -590,7 +618,7 @@ async fn claim_job(
     .bind(claim.worker)
     .bind(claim.pool)
     .bind(claim.lane_limit)
-    .fetch_optional(&mut *tx)
+    .fetch_optional(tx.conn())
     .await
     .map_err(map_err)?;
     tx.commit().await.map_err(map_err)?;

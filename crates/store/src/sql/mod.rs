@@ -32,9 +32,8 @@ pub(crate) use stmt::{
     first_row, for_share, for_update, locked, query, query_as, query_scalar,
 };
 
-use crate::error::{StoreError, StoreResult};
-use sqlx::pool::PoolConnection;
-use sqlx::{Database, Transaction};
+use crate::error::StoreError;
+use sqlx::Database;
 use tauros_domain::destination::DestinationState;
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::governance::{ChangeKind, ChangeState};
@@ -43,30 +42,6 @@ use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
 use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
-
-/// A unit of work: a real transaction, or a plain pooled connection for reads.
-pub(crate) enum Conn<DB: Database> {
-    Tx(Transaction<'static, DB>),
-    Plain(PoolConnection<DB>),
-}
-
-impl<DB: Database> Conn<DB> {
-    pub(crate) fn conn(&mut self) -> &mut DB::Connection {
-        match self {
-            Conn::Tx(tx) => tx,
-            Conn::Plain(conn) => conn,
-        }
-    }
-
-    /// Commits with the backend's error mapping: a COMMIT can fail for the same reasons as
-    /// any statement (on SQLite, a full disk: 503, not 500).
-    pub(crate) async fn commit(self, map_err: fn(sqlx::Error) -> StoreError) -> StoreResult<()> {
-        match self {
-            Conn::Tx(tx) => tx.commit().await.map_err(map_err),
-            Conn::Plain(_) => Ok(()),
-        }
-    }
-}
 
 /// A duration as the signed milliseconds [`Backend::now_plus_ms`] adds to the database's now
 /// (saturating: a duration of centuries is still far in the future).
