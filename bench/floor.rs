@@ -10,13 +10,16 @@
 //! docs/PERFORMANCE.md "The stack's floor").
 //!
 //! Settings as Tauros's bench server where they apply: `#[tokio::main]` (multi-threaded, one
-//! worker per core), a PostgreSQL pool of 4 connections per core from 8 to 32
-//! (`default_pool_size` in src/config.rs) unless `FLOOR_MAX_CONNECTIONS` says otherwise
-//! (scripts/bench passes `BENCH_POOL` to both), 5 s to acquire a connection, HTTP/1.1 with
-//! keep-alive, a connection pinged before it is handed out only after 1 s idle (Tauros's
-//! `PING_AFTER_IDLE`, crates/store/src/postgres.rs; sqlx's default pings on every acquire).
-//! Unlike Tauros's, the pool opens all its connections at start (see `main`). Prints
-//! `address=HOST:PORT` on stderr once it listens, like Tauros's log line.
+//! worker per core), 4 PostgreSQL connections per core from 8 to 32 (`default_pool_size` in
+//! src/config.rs) unless `FLOOR_MAX_CONNECTIONS` says otherwise (scripts/bench passes
+//! `BENCH_POOL` to both), 5 s to wait for a connection, HTTP/1.1 with keep-alive.
+//!
+//! The connections are sqlx's, kept in a list of their own ([`Conns`]), not in sqlx's pool:
+//! the pool pings each connection it takes back, a round trip per request that Tauros no
+//! longer makes (crates/store/src/postgres/lender.rs), so the floor does not either and stays
+//! the cheapest GET of the stack. No ping before use: the bench's connections are never idle
+//! long. All of them are opened at start. Prints `address=HOST:PORT` on stderr once it
+//! listens, like Tauros's log line.
 //!
 //! ```text
 //! FLOOR_DATABASE_URL=postgres://…/bench cargo run --release --example floor
@@ -31,8 +34,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 /// The one accepted bearer token (scripts/bench sends it from wrk and the load generator).
@@ -87,18 +92,57 @@ fn token_ok(headers: &HeaderMap) -> bool {
             == 0
 }
 
-async fn invoice(State(pool): State<PgPool>, Path(id): Path<Uuid>, headers: HeaderMap) -> Response {
+/// The floor's connections: one permit per connection; a holder takes a free one, or opens
+/// one if a failed statement's connection was dropped.
+struct Conns {
+    url: String,
+    free: Mutex<Vec<PgConnection>>,
+    permits: Semaphore,
+}
+
+impl Conns {
+    async fn take(&self) -> Result<PgConnection, sqlx::Error> {
+        let free = self.free.lock().unwrap().pop();
+        match free {
+            Some(conn) => Ok(conn),
+            None => PgConnection::connect(&self.url).await,
+        }
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response()
+}
+
+async fn invoice(
+    State(conns): State<Arc<Conns>>,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Response {
     if !token_ok(&headers) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    match sqlx::query_as::<_, Invoice>(SELECT)
+    let Ok(Ok(_permit)) =
+        tokio::time::timeout(Duration::from_secs(5), conns.permits.acquire()).await
+    else {
+        return unavailable("no connection within 5 s");
+    };
+    let mut conn = match conns.take().await {
+        Ok(conn) => conn,
+        Err(e) => return unavailable(e),
+    };
+    let row = sqlx::query_as::<_, Invoice>(SELECT)
         .bind(id)
-        .fetch_optional(&pool)
-        .await
-    {
+        .fetch_optional(&mut conn)
+        .await;
+    // Given back only after a statement that finished; the permit returns after it.
+    if row.is_ok() {
+        conns.free.lock().unwrap().push(conn);
+    }
+    match row {
         Ok(Some(row)) => Json(row).into_response(),
         Ok(None) => StatusCode::NOT_FOUND.into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        Err(e) => unavailable(e),
     }
 }
 
@@ -112,28 +156,22 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| (cores * 4).clamp(8, 32));
-    // All connections opened at start (sqlx keeps `min_connections` open in the background):
-    // scripts/bench lists PostgreSQL's backends before a window to charge their CPU, so a
-    // backend born during the window would go uncounted.
-    let pool = PgPoolOptions::new()
-        .max_connections(size)
-        .min_connections(size)
-        .acquire_timeout(Duration::from_secs(5))
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= Duration::from_secs(1) {
-                    sqlx::Connection::ping(conn).await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect(&url)
-        .await
-        .expect("connect to PostgreSQL");
+    let mut free = Vec::new();
+    for _ in 0..size {
+        free.push(
+            PgConnection::connect(&url)
+                .await
+                .expect("connect to PostgreSQL"),
+        );
+    }
+    let conns = Arc::new(Conns {
+        url,
+        free: Mutex::new(free),
+        permits: Semaphore::new(size as usize),
+    });
     let app = Router::new()
         .route("/inv/{id}", get(invoice))
-        .with_state(pool);
+        .with_state(conns);
     let listener = tokio::net::TcpListener::bind(&bind).await.expect("bind");
     eprintln!(
         "floor listening address={} pool={size}",
