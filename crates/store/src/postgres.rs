@@ -128,11 +128,11 @@ impl PgStore {
         })
     }
 
-    /// `get` (a connection, or one with a transaction begun) from the current pool. A unit that waits for a
-    /// connection when the store follows a failover starts again on the new pool at once: the
-    /// old pool's wait (its connects to the lost host retried until the acquire timeout) is
-    /// not waited out. Its error is classified, and starts a probe when it says the host is
-    /// gone.
+    /// `get` (a connection, or one with a transaction begun) from the current pool. A unit
+    /// that waits for a connection when the store follows a failover starts again on the new
+    /// pool at once: the old pool's wait (its connects to the lost host retried until the
+    /// acquire timeout) is not waited out. Its error is classified, and starts a probe when it
+    /// says the host is gone.
     async fn on_pool<T, F, Fut>(&self, get: F) -> StoreResult<T>
     where
         F: Fn(Arc<Lender>) -> Fut,
