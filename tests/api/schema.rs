@@ -494,3 +494,56 @@ async fn email_of(app: &TestApp, token: &str) -> String {
     let me = expect_status(app.get("/v1/me", token).await, StatusCode::OK).await;
     me["email"].as_str().expect("email").to_owned()
 }
+
+/// Every table is planned from statistics from its first rows (migration 0020): autovacuum
+/// analyses it once a tenth of its rows changed, however few (threshold 0, where PostgreSQL's
+/// default waits for 50 changes), and a table has statistics from the migration on. Without
+/// them PostgreSQL guesses ten pages of rows for a table it never analysed, and planned a GET's
+/// statement with hash joins over the agents and the jobs (docs/PERFORMANCE.md, "Part 10").
+/// A table added later without the setting fails this test.
+///
+/// PostgreSQL only (README, "Tests that run on one backend"): SQLite has no autovacuum and
+/// plans without statistics by its indexes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_table_has_statistics_from_its_first_rows() {
+    let app = crate::helpers::spawn_app(Backend::Postgres).await;
+    let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&app.database_url)
+        .await
+        .unwrap();
+    let tables: Vec<(String, f32, Vec<String>)> = sqlx::query_as(
+        "select c.relname::text, c.reltuples, coalesce(c.reloptions::text[], '{}')
+         from pg_class c
+         where c.relkind = 'r' and c.relnamespace = 'public'::regnamespace
+           and c.relname <> '_sqlx_migrations'
+         order by 1",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    for name in [
+        "orgs",
+        "agents",
+        "api_keys",
+        "sessions",
+        "users",
+        "jobs",
+        "invoice_reads",
+    ] {
+        assert!(
+            tables.iter().any(|(t, ..)| t == name),
+            "{name} is not among the tables: {tables:?}"
+        );
+    }
+    for (table, reltuples, options) in &tables {
+        assert!(
+            options
+                .iter()
+                .any(|o| o == "autovacuum_analyze_threshold=0"),
+            "{table}: autovacuum analyses it only after 50 changes (reloptions {options:?})"
+        );
+        assert!(
+            *reltuples >= 0.0,
+            "{table}: never analysed, so planned on a guess of ten pages"
+        );
+    }
+}
