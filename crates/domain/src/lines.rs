@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use unicode_normalization::UnicodeNormalization;
 
 use super::currency::Currency;
 use super::error::{Coded, FieldError};
@@ -233,7 +232,7 @@ fn record<T, E: Coded>(
 /// Trims and NFC-normalizes (what is stored is what is hashed), then checks the length.
 fn description(line: &LineInput) -> Result<String, LineError> {
     let text = line.description.as_deref().unwrap_or_default();
-    let normalized: String = text.trim().nfc().collect();
+    let normalized = crate::text::nfc(text.trim()).into_owned();
     if let Some((position, c)) = unclean(&normalized, Lines::Many) {
         return Err(LineError::HiddenCharacter(u32::from(c), position));
     }

@@ -15,7 +15,6 @@ use chrono::{Datelike, NaiveDate};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
-use unicode_normalization::UnicodeNormalization;
 use uuid::Uuid;
 
 use super::address::{AddressError, Network};
@@ -163,7 +162,7 @@ fn write_lines(out: &mut String, lines: &[PayloadLine]) {
 /// `json.dumps(ensure_ascii=False)` do: `"` `\` and controls escaped, everything else raw UTF-8.
 fn write_str(out: &mut String, text: &str) {
     out.push('"');
-    for c in text.nfc() {
+    for c in crate::text::nfc(text).chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -347,6 +346,7 @@ mod tests {
     use proptest::prelude::*;
     use rust_decimal::Decimal;
     use serde_json::{Value, json};
+    use unicode_normalization::UnicodeNormalization;
 
     const GOLDEN: &str = include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
