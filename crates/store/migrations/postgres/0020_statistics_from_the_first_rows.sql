@@ -19,22 +19,18 @@
 do $$
 declare
     t regclass;
+    never_analysed boolean;
 begin
-    for t in
-        select c.oid::regclass from pg_class c
+    for t, never_analysed in
+        select c.oid::regclass, c.reltuples < 0 from pg_class c
         where c.relkind = 'r' and c.relnamespace = current_schema()::regnamespace
           and c.relname <> '_sqlx_migrations'
         order by c.relname
     loop
         execute format('alter table %s set (autovacuum_analyze_threshold = 0)', t);
-    end loop;
-    for t in
-        select c.oid::regclass from pg_class c
-        where c.relkind = 'r' and c.relnamespace = current_schema()::regnamespace
-          and c.relname <> '_sqlx_migrations' and c.reltuples < 0
-        order by c.relname
-    loop
-        execute format('analyze %s', t);
+        if never_analysed then
+            execute format('analyze %s', t);
+        end if;
     end loop;
 end
 $$;
