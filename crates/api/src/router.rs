@@ -7,13 +7,12 @@ use crate::http::state::{AppState, BODY_LIMIT};
 use crate::http::{body_timeout, headers, middleware, openapi, ops, problem};
 use crate::{console, mcp};
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method};
 use std::time::Duration;
 use tauros_app::App;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::trace::TraceLayer;
 
 /// HTTP settings.
 #[derive(Clone, Debug, Default)]
@@ -63,26 +62,8 @@ pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
         router.layer(cors(&config.cors_origins))
     };
     router
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(span)
-                .on_failure(()),
-        )
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(axum::middleware::from_fn(middleware::edge))
-}
-
-fn span(request: &Request) -> tracing::Span {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str);
-    let request_id = request
-        .headers()
-        .get(middleware::REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    tracing::info_span!("request", method = %request.method(), route, request_id)
 }
 
 fn cors(origins: &[String]) -> CorsLayer {

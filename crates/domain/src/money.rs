@@ -195,15 +195,45 @@ impl MinorAmount {
     }
 
     /// Major units with exactly the currency's decimals: `"1200.50"`, JPY `"1200"`.
+    ///
+    /// Written from the last digit backwards into a buffer on the stack, the dot placed after
+    /// `exponent` digits and zeros filled in up to one before it: one allocation, for the
+    /// answer (a view formats several amounts per request; docs/PERFORMANCE.md #28, "Part 11").
     pub fn to_major_string(self, currency: Currency) -> String {
-        let digits = self.0.to_string();
+        // i128::MAX has 39 digits; the dot and the zeros before it add at most exponent + 2.
+        let mut buffer = [0u8; 48];
         let exponent = usize::from(currency.exponent());
-        if exponent == 0 {
-            return digits;
+        let mut at = buffer.len();
+        let mut written = 0;
+        // Writes one digit before those written, and the dot before it once it is the
+        // `exponent`-th; answers how many digits are written.
+        let mut push = |digit: u8| {
+            at -= 1;
+            buffer[at] = b'0' + digit;
+            written += 1;
+            if written == exponent {
+                at -= 1;
+                buffer[at] = b'.';
+            }
+            written
+        };
+        // Never negative (`new` refuses it). Amounts that fit 64 bits, nearly all, are divided
+        // in 64 bits.
+        let mut rest = self.0.unsigned_abs();
+        while rest > u128::from(u64::MAX) {
+            push((rest % 10) as u8);
+            rest /= 10;
         }
-        let padded = format!("{digits:0>width$}", width = exponent + 1);
-        let (int, frac) = padded.split_at(padded.len() - exponent);
-        format!("{int}.{frac}")
+        let mut rest = rest as u64;
+        loop {
+            let digits = push((rest % 10) as u8);
+            rest /= 10;
+            if rest == 0 && digits > exponent {
+                break;
+            }
+        }
+        // Only ASCII digits and the dot were written.
+        String::from_utf8_lossy(&buffer[at..]).into_owned()
     }
 }
 

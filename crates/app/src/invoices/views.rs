@@ -54,6 +54,7 @@ pub struct RevisionView {
     /// Lowercase hex SHA-256 of `canonical_payload`.
     pub payload_hash: String,
     /// When this revision was written (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -102,8 +103,10 @@ pub struct InvoiceView {
     /// never stored.
     pub overdue: bool,
     /// When the invoice was proposed (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
     /// When its latest event happened (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -136,6 +139,7 @@ pub struct LatestDecision {
     /// The revision decided on; an older one than `current_revision` once the agent revised.
     pub revision_id: Uuid,
     /// When the approver decided (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub decided_at: DateTime<Utc>,
     /// `true` while the decision is about the invoice's current revision; `false` once a newer
     /// revision exists (after `changes_requested` and a revise: the request was answered).
@@ -162,6 +166,7 @@ pub struct DecisionView {
     /// The human who decided.
     pub approver_id: Uuid,
     /// When the decision was recorded (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub decided_at: DateTime<Utc>,
 }
 
@@ -201,6 +206,7 @@ pub struct EventView {
     /// The reason sent with the command, if any.
     pub note: Option<String>,
     /// When the command took effect (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub occurred_at: DateTime<Utc>,
     /// The hash of the event before (64 zeros for the first).
     pub prev_hash: String,
@@ -411,5 +417,42 @@ impl TryFrom<EventRow> for EventView {
             four_eyes: e.four_eyes,
             shared_review: e.shared_review,
         })
+    }
+}
+
+/// Writes a timestamp as chrono's `Serialize` does (RFC 3339, UTC as `Z`, the fraction's
+/// digits as needed: `SecondsFormat::AutoSi`, chrono's own writer), but as one string: chrono
+/// hands serde_json the text piece by piece, and serde_json escapes each piece in its own call
+/// (about 2,500 instructions a timestamp against some 600; docs/PERFORMANCE.md #28, "Part 11").
+/// The same bytes: `timestamps_are_written_as_chrono_writes_them`.
+fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    #[derive(Serialize)]
+    struct Written(#[serde(serialize_with = "rfc3339")] DateTime<Utc>);
+
+    proptest! {
+        /// Any instant from year 1 to 9999, to the nanosecond (leap seconds included: chrono
+        /// keeps them as nanoseconds past 1e9), is written as chrono's `Serialize` writes it.
+        #[test]
+        fn timestamps_are_written_as_chrono_writes_them(
+            seconds in -62_135_596_800i64..253_402_300_800,
+            nanos in prop_oneof![Just(0u32), 0u32..1_000, (0u32..1_000_000).prop_map(|n| n * 1_000), 0u32..2_000_000_000],
+        ) {
+            let at = Utc.timestamp_opt(seconds, nanos).single();
+            prop_assume!(at.is_some());
+            let at = at.unwrap();
+            prop_assert_eq!(
+                serde_json::to_string(&Written(at)).unwrap(),
+                serde_json::to_string(&at).unwrap()
+            );
+        }
     }
 }
