@@ -9,7 +9,8 @@ use serde_json::json;
 
 both_backends!(
     create_submit_approve_with_events_and_verify,
-    replays_follow_the_idempotency_contract
+    replays_follow_the_idempotency_contract,
+    a_create_stays_bound_to_revision_one_once_revised
 );
 
 async fn create_submit_approve_with_events_and_verify(app: TestApp) {
@@ -125,13 +126,56 @@ async fn replays_follow_the_idempotency_contract(app: TestApp) {
     assert_ne!(created["invoice"]["id"], first["invoice"]["id"]);
 }
 
+/// A create's key stays bound to revision 1's payload once the invoice is revised: sent again
+/// with revision 1's payload it replays the invoice as it is now (revision 2); with revision 2's
+/// it is a conflict, and nothing is written. (While revision 1 is current a replay is compared
+/// by its canonical bytes, once revised by its hash: `replays_follow_the_idempotency_contract`
+/// covers the first.)
+async fn a_create_stays_bound_to_revision_one_once_revised(app: TestApp) {
+    let b = app.billing().await;
+    let body = invoice_body(&b);
+    let invoice = app.draft(&b, "bound-to-one").await;
+    let id = id_of(&invoice).to_owned();
+    let lines =
+        json!([{"description": "Discovery workshop", "quantity": "1", "unit_amount": "450.00"}]);
+    let revise = json!({"lines": lines, "reasoning": "The workshop's rate, agreed again."});
+    let res = app
+        .post(
+            &format!("/v1/invoices/{id}/revise"),
+            &b.org.agent_key,
+            revise,
+        )
+        .await;
+    expect_status(res, StatusCode::OK).await;
+
+    let res = app
+        .create_invoice(&b.org.agent_key, "bound-to-one", &body)
+        .await;
+    assert_eq!(res.headers()["idempotent-replayed"], "true");
+    let replay = expect_status(res, StatusCode::OK).await;
+    assert_eq!(replay["invoice"]["id"], id.as_str());
+    assert_eq!(replay["invoice"]["current_revision"]["number"], 2);
+    assert_eq!(replay["invoice"]["current_revision"]["total"], "450.00");
+
+    let mut as_revised = body.clone();
+    as_revised["lines"] = lines;
+    let rows = app.invoice_rows().await;
+    let res = app
+        .create_invoice(&b.org.agent_key, "bound-to-one", &as_revised)
+        .await;
+    expect_problem(res, StatusCode::CONFLICT, "idempotency_conflict").await;
+    assert_eq!(app.invoice_rows().await, rows, "nothing written");
+}
+
 both_backends!(due_dates_are_checked_but_never_block_a_replay);
 
 /// A due date in the past is refused for new content; a replay of a create whose due date has
 /// passed since, or whose destination was retired since, still answers the original
-/// (docs/contract/domain.md §7). "Since" is simulated by giving the stored invoice the revision-1
-/// hash of a payload dated yesterday, which is what it would hold had it been created before that
-/// day ended.
+/// (docs/contract/domain.md §7). "Since" is simulated by giving the stored invoice's revision 1
+/// the due date, canonical bytes and hash of the same payload dated yesterday, which is what it
+/// would hold had it been created before that day ended (revisions are append-only: the
+/// forgery lifts that for its one update). A replay compares canonical bytes while revision 1
+/// is current, its hash once revised: both are forged.
 async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     use std::str::FromStr;
     use tauros_domain::address::Network;
@@ -175,12 +219,52 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
         ],
     })
     .unwrap();
-    let forged = format!(
-        "update invoices set first_payload_hash = '{}' where id = {}",
+    let invoice_id = sql_uuid(&app.database_url, id_of(&invoice));
+    let sqlite = app.database_url.starts_with("sqlite");
+    let (lift, restore) = if sqlite {
+        let trigger: String = app
+            .sql_scalar(
+                "select sql from sqlite_master where type = 'trigger' \
+                 and name = 'invoice_revisions_no_update'",
+            )
+            .await;
+        (
+            "drop trigger invoice_revisions_no_update".to_owned(),
+            trigger,
+        )
+    } else {
+        let alter = "alter table invoice_revisions";
+        let trigger = "trigger invoice_revisions_append_only";
+        (
+            format!("{alter} disable {trigger}"),
+            format!("{alter} enable {trigger}"),
+        )
+    };
+    assert!(app.sql_exec(&lift).await);
+    let forged_revision = format!(
+        "update invoice_revisions set due_date = '{yesterday}', canonical_payload = '{}', \
+         payload_hash = '{}' where invoice_id = {invoice_id} and number = 1",
+        sealed_yesterday.canonical.replace('\'', "''"),
         sealed_yesterday.hash,
-        sql_uuid(&app.database_url, id_of(&invoice))
+    );
+    assert!(app.sql_exec(&forged_revision).await);
+    assert!(app.sql_exec(&restore).await);
+    // The invoice's update refreshes its read row from the forged revision.
+    let forged = format!(
+        "update invoices set first_payload_hash = '{}' where id = {invoice_id}",
+        sealed_yesterday.hash,
     );
     assert!(app.sql_exec(&forged).await);
+    let path = format!("/v1/invoices/{}", id_of(&invoice));
+    let stored = expect_status(app.get(&path, &b.org.agent_key).await, StatusCode::OK).await;
+    assert_eq!(
+        stored["current_revision"]["due_date"],
+        yesterday.to_string()
+    );
+    assert_eq!(
+        stored["current_revision"]["payload_hash"],
+        sealed_yesterday.hash
+    );
     // The destination is retired too.
     app.deactivate(&b.org.agent_key, b.destination_id).await;
     let replay = expect_status(

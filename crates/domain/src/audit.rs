@@ -66,11 +66,7 @@ pub fn event_hash(prev_hash: &str, e: &EventFields<'_>) -> String {
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
     hasher.update(body.to_string().as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&hasher.finalize())
 }
 
 /// Walks a trail in `seq` order: each event must link to the one before and hash to its stored
@@ -171,11 +167,7 @@ mod tests {
             });
             let mut hasher = Sha256::new();
             hasher.update(format!("{GENESIS}\n{body}").as_bytes());
-            hasher
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
+            crate::hex::lower(&hasher.finalize())
         };
         assert_eq!(event_hash(GENESIS, &event(3, "approve")), before);
         let with = |settings| EventFields {

@@ -78,10 +78,7 @@ pub fn operation_key(org_id: Uuid, kind: &str, business_key: &str, version: u32)
 /// The fingerprint of a request: lowercase hex SHA-256 of its canonical bytes. Everything that
 /// changes the effect is in those bytes.
 pub fn fingerprint(canonical: &[u8]) -> String {
-    Sha256::digest(canonical)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&Sha256::digest(canonical))
 }
 
 /// What admitting a claim found, and so what the attempt does first.

@@ -12,11 +12,7 @@ pub fn fingerprint(fields: &[&str]) -> String {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field.as_bytes());
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&hasher.finalize())
 }
 
 /// Checks an idempotency key: 1–200 characters, no surrounding spaces, no control characters.

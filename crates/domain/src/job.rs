@@ -422,11 +422,7 @@ pub fn definition_hash(d: &Definition<'_>) -> String {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field.as_bytes());
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&hasher.finalize())
 }
 
 /// The job id a submission id stands for, within an organisation and a kind: the first 16

@@ -10,6 +10,7 @@ pub mod effect;
 pub mod error;
 pub mod fingerprint;
 pub mod governance;
+pub mod hex;
 pub mod identity;
 pub mod input;
 pub mod invoice;

@@ -92,6 +92,22 @@ impl Coded for SealError {
 
 /// Builds the canonical bytes of `payload` and hashes them.
 pub fn seal(payload: &Payload) -> Result<Seal, SealError> {
+    let (canonical, total_minor) = canonical_and_total(payload)?;
+    let hash = sha256_hex(canonical.as_bytes());
+    Ok(Seal {
+        canonical,
+        hash,
+        total_minor,
+    })
+}
+
+/// The canonical bytes of `payload`, what [`seal`] hashes, without hashing them: to compare
+/// with stored canonical bytes, which is comparing their hashes without computing one.
+pub fn canonical(payload: &Payload) -> Result<String, SealError> {
+    canonical_and_total(payload).map(|(canonical, _)| canonical)
+}
+
+fn canonical_and_total(payload: &Payload) -> Result<(String, MinorAmount), SealError> {
     let amounts = payload
         .lines
         .iter()
@@ -125,13 +141,7 @@ pub fn seal(payload: &Payload) -> Result<Seal, SealError> {
     out.push_str(",\"total_minor\":");
     write_str(&mut out, &total_minor.to_string());
     out.push('}');
-
-    let hash = sha256_hex(out.as_bytes());
-    Ok(Seal {
-        canonical: out,
-        hash,
-        total_minor,
-    })
+    Ok((out, total_minor))
 }
 
 /// The `lines` array exactly as in the canonical payload; also the stored `lines` column.
@@ -185,10 +195,7 @@ fn lowercase_id(id: Uuid) -> String {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    crate::hex::lower(&Sha256::digest(bytes))
 }
 
 /// A revision's sealed fields as read back from the database, before any parsing.

@@ -72,8 +72,7 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
 /// A strong validator: the first 16 bytes of the content's SHA-256, quoted.
 fn etag(body: &str) -> String {
     let digest = Sha256::digest(body.as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
+    format!("\"{}\"", tauros_domain::hex::lower(&digest[..16]))
 }
 
 fn serve(

@@ -13,7 +13,9 @@ use tauros_domain::destination::DestinationState;
 use tauros_domain::invoice::{
     CurrentContent, DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
 };
-use tauros_domain::payload::{PayloadDestination, Seal, StoredRevision, encode_lines, seal};
+use tauros_domain::payload::{
+    Payload, PayloadDestination, Seal, SealError, StoredRevision, canonical, encode_lines, seal,
+};
 use tauros_store::{
     CustomerRow, DestinationRow, DraftParties, DraftReads, Lock, Proposer, Reader, RevisionRow, Tx,
 };
@@ -195,14 +197,38 @@ pub(super) fn seal_to(
     network: &str,
     address: &str,
 ) -> AppResult<Seal> {
+    seal(&payload_to(content, destination_id, network, address)?).map_err(|e| unsealable(&e))
+}
+
+/// The canonical bytes [`seal_to`] hashes, not hashed.
+pub(super) fn canonical_to(
+    content: &DraftContent,
+    destination_id: Uuid,
+    network: &str,
+    address: &str,
+) -> AppResult<String> {
+    canonical(&payload_to(content, destination_id, network, address)?).map_err(|e| unsealable(&e))
+}
+
+/// `content` as the payload it is when paid into a destination with this stored network and
+/// address.
+fn payload_to(
+    content: &DraftContent,
+    destination_id: Uuid,
+    network: &str,
+    address: &str,
+) -> AppResult<Payload> {
     let network = Network::from_str(network)
         .map_err(|_| AppError::Internal("stored network unreadable".into()))?;
-    let payload = content.payload(PayloadDestination {
+    Ok(content.payload(PayloadDestination {
         id: destination_id,
         network,
         address: address.to_owned(),
-    });
-    seal(&payload).map_err(|e| AppError::Validation(vec![FieldError::new("lines", &e)]))
+    }))
+}
+
+fn unsealable(e: &SealError) -> AppError {
+    AppError::Validation(vec![FieldError::new("lines", e)])
 }
 
 /// The seal of `content` paid into `destination`.
