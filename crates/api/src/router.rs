@@ -11,6 +11,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method};
 use std::time::Duration;
 use tauros_app::App;
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -45,25 +46,29 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     with_layers(router.with_state(AppState { app }), config)
 }
 
-/// Every layer a request passes through, outermost last. The panic catcher sits inside the
-/// outer edge (request id, problem bodies, security headers), so a panic's 500 still carries
+/// Every layer a request passes through. The panic catcher sits inside the outer edge
+/// (request id, problem bodies, security headers), so a panic's 500 still carries
 /// `X-Request-Id` and `request_id` like every other answer. CORS is there only when origins
 /// are configured: with none, it would have nothing to allow and only cost every request.
+///
+/// Only the inner edge is a route layer: it names the request's span and metrics after the
+/// matched route, which routing finds. The others wrap the router once, around routing, not
+/// each route: a route layer is a boxed service of its own, cloned through every level on
+/// every request (docs/PERFORMANCE.md #28, Part 13).
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
-    let router = router
-        .layer(axum::middleware::from_fn_with_state(
-            body_timeout::BodyClock::from(&config.limits),
-            middleware::inner,
-        ))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT));
-    let router = if config.cors_origins.is_empty() {
-        router
-    } else {
-        router.layer(cors(&config.cors_origins))
-    };
-    router
-        .layer(CatchPanicLayer::custom(panic_response))
+    let routed = router.layer(axum::middleware::from_fn_with_state(
+        body_timeout::BodyClock::from(&config.limits),
+        middleware::inner,
+    ));
+    let cors = (!config.cors_origins.is_empty()).then(|| cors(&config.cors_origins));
+    // Outermost first, as before: edge, panic catcher, CORS, body limit, then routing.
+    let outer = ServiceBuilder::new()
         .layer(axum::middleware::from_fn(middleware::edge))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .option_layer(cors)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .service(routed);
+    Router::new().fallback_service(outer)
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
