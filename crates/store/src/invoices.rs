@@ -76,17 +76,14 @@ pub struct RevisionRow {
 }
 
 /// An invoice with its current revision and the facts that decide who sees it, read in one
-/// statement.
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// statement, by position (`sql/columns.rs`).
+#[derive(Clone, Debug)]
 pub struct InvoiceJoined {
-    #[sqlx(flatten)]
     pub revision: RevisionRow,
     pub agent_id: Uuid,
     pub idempotency_key: String,
-    #[sqlx(try_from = "crate::sql::Stored<InvoiceState>")]
     pub state: InvoiceState,
     /// Which command cancelled it (`withdraw` or `cancel`), once `cancelled`.
-    #[sqlx(try_from = "crate::sql::StoredOpt<Action>")]
     pub cancelled_by: Option<Action>,
     pub invoice_number: Option<String>,
     pub revision_count: i32,
@@ -96,29 +93,28 @@ pub struct InvoiceJoined {
     /// Digits of how much of the total confirmed payments cover.
     pub amount_paid_minor: String,
     /// Where issuing stands (see [`InvoiceRow::issuing_status`]).
-    #[sqlx(try_from = "crate::sql::StoredOpt<IssuingStatus>")]
     pub issuing_status: Option<IssuingStatus>,
     pub issuing_reason: Option<String>,
     pub issuing_job_id: Option<Uuid>,
-    /// The issue job's current attempt, when the job exists.
-    pub issuing_attempts: Option<i32>,
-    /// The issue job's state, when the job exists.
-    #[sqlx(try_from = "crate::sql::StoredOpt<JobState>")]
-    pub issuing_job_state: Option<JobState>,
-    /// The code of the issue job's last error, if it has one.
-    pub issuing_job_error: Option<String>,
     /// The human who owns the proposing agent.
     pub agent_owner_id: Uuid,
-    /// The org's `four_eyes` setting.
-    pub four_eyes: bool,
-    /// The org's `shared_review` setting.
-    pub shared_review: bool,
     /// The latest decision on any of its revisions, if there is one.
-    #[sqlx(try_from = "crate::sql::StoredOpt<DecisionKind>")]
     pub last_decision: Option<DecisionKind>,
     pub last_decision_reason: Option<String>,
     pub last_decision_revision_id: Option<Uuid>,
     pub last_decided_at: Option<DateTime<Utc>>,
+    /// The issue job's current attempt, when the job exists.
+    pub issuing_attempts: Option<i32>,
+    /// The issue job's state, when the job exists.
+    pub issuing_job_state: Option<JobState>,
+    /// The code of the issue job's last error, if it has one.
+    pub issuing_job_error: Option<String>,
+    /// The org's `four_eyes` setting; `None` where the statement did not read the org (an
+    /// agent's own reads by its key: an agent's scope is its own invoices, whatever the
+    /// settings).
+    pub four_eyes: Option<bool>,
+    /// The org's `shared_review` setting; `None` where `four_eyes` is.
+    pub shared_review: Option<bool>,
 }
 
 /// A human's decision on one revision.

@@ -57,22 +57,22 @@ pub trait PresentedRead: Send {
 }
 
 /// An API key and its agent, under the `c_` column names a joined read gives them (so they
-/// cannot collide with the record's).
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// cannot collide with the record's), read by position (`sql/columns.rs`).
+#[derive(Clone, Debug)]
 pub struct PresentedKey {
-    c_agent_id: Uuid,
-    c_org_id: Uuid,
-    c_owner_id: Uuid,
-    c_agent_name: String,
-    c_capabilities: String,
-    c_agent_created_at: DateTime<Utc>,
-    c_agent_updated_at: DateTime<Utc>,
-    c_key_id: Uuid,
-    c_key_hash: Vec<u8>,
-    c_key_created_at: DateTime<Utc>,
-    c_key_expires_at: DateTime<Utc>,
-    c_key_revoked_at: Option<DateTime<Utc>>,
-    c_key_last_used_at: Option<DateTime<Utc>>,
+    pub(crate) c_agent_id: Uuid,
+    pub(crate) c_org_id: Uuid,
+    pub(crate) c_owner_id: Uuid,
+    pub(crate) c_agent_name: String,
+    pub(crate) c_capabilities: String,
+    pub(crate) c_agent_created_at: DateTime<Utc>,
+    pub(crate) c_agent_updated_at: DateTime<Utc>,
+    pub(crate) c_key_id: Uuid,
+    pub(crate) c_key_hash: Vec<u8>,
+    pub(crate) c_key_created_at: DateTime<Utc>,
+    pub(crate) c_key_expires_at: DateTime<Utc>,
+    pub(crate) c_key_revoked_at: Option<DateTime<Utc>>,
+    pub(crate) c_key_last_used_at: Option<DateTime<Utc>>,
 }
 
 impl From<PresentedKey> for KeyWithAgent {
@@ -98,22 +98,22 @@ impl From<PresentedKey> for KeyWithAgent {
 }
 
 /// A session and its human, under `c_` column names.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct PresentedSession {
-    c_session_id: Uuid,
-    c_org_id: Uuid,
-    c_user_id: Uuid,
-    c_token_hash: Vec<u8>,
-    c_session_created_at: DateTime<Utc>,
-    c_session_expires_at: DateTime<Utc>,
-    c_email: String,
-    c_email_normalized: String,
-    c_role: String,
-    c_password_hash: Option<String>,
-    c_is_bootstrap: bool,
-    c_user_created_at: DateTime<Utc>,
-    c_user_updated_at: DateTime<Utc>,
-    c_deactivated_at: Option<DateTime<Utc>>,
+    pub(crate) c_session_id: Uuid,
+    pub(crate) c_org_id: Uuid,
+    pub(crate) c_user_id: Uuid,
+    pub(crate) c_token_hash: Vec<u8>,
+    pub(crate) c_session_created_at: DateTime<Utc>,
+    pub(crate) c_session_expires_at: DateTime<Utc>,
+    pub(crate) c_email: String,
+    pub(crate) c_email_normalized: String,
+    pub(crate) c_role: String,
+    pub(crate) c_password_hash: Option<String>,
+    pub(crate) c_is_bootstrap: bool,
+    pub(crate) c_user_created_at: DateTime<Utc>,
+    pub(crate) c_user_updated_at: DateTime<Utc>,
+    pub(crate) c_deactivated_at: Option<DateTime<Utc>>,
 }
 
 impl From<PresentedSession> for Presenter {

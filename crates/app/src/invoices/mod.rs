@@ -43,18 +43,29 @@ pub(crate) fn caller(actor: &Actor) -> Caller {
     }
 }
 
-/// The visibility facts that came with a joined read.
-fn joined_access(j: &InvoiceJoined) -> (InvoiceAccess, OrgSettings) {
-    (
+/// The visibility facts that came with a joined read, for `actor`. An agent's own reads by its
+/// key do not read the org (`None` settings): an agent's scope is its own invoices whatever the
+/// settings say, so they are not needed to decide; a human's always are.
+fn joined_access(actor: &Actor, j: &InvoiceJoined) -> AppResult<(InvoiceAccess, OrgSettings)> {
+    let settings = match (j.four_eyes, j.shared_review, actor) {
+        (Some(four_eyes), Some(shared_review), _) => OrgSettings {
+            four_eyes,
+            shared_review,
+        },
+        (_, _, Actor::Agent(_)) => OrgSettings::default(),
+        (_, _, Actor::Human(_)) => {
+            return Err(AppError::Internal(
+                "a human's read came without the org's settings".into(),
+            ));
+        }
+    };
+    Ok((
         InvoiceAccess {
             agent_id: j.agent_id,
             agent_owner_id: j.agent_owner_id,
         },
-        OrgSettings {
-            four_eyes: j.four_eyes,
-            shared_review: j.shared_review,
-        },
-    )
+        settings,
+    ))
 }
 
 /// The visibility facts of a locked invoice row: its agent's owner and the org's settings.

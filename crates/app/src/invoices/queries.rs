@@ -206,7 +206,7 @@ impl App {
             return Err(unknown_invoice(&mut *conn, actor, id).await?);
         };
         let org_id = joined.revision.org_id;
-        let (access, settings) = joined_access(&joined);
+        let (access, settings) = joined_access(actor, &joined)?;
         rules::authorize_verify(caller(actor), access, settings).map_err(access_error)?;
         // One (number, ok) pair per revision: at most 100 (bounds per record).
         let mut revisions: Vec<(i32, bool)> = Vec::new();
@@ -328,7 +328,7 @@ async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<I
 
 /// The invoice, if `actor` may read it.
 pub(super) fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
-    let (access, settings) = joined_access(&joined);
+    let (access, settings) = joined_access(actor, &joined)?;
     rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
     Ok(joined)
 }

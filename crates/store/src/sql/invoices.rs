@@ -365,20 +365,22 @@ impl<U: Backend> InvoiceWrite for U {
     }
 }
 
-/// An invoice with its current revision, its agent's owner and its org's settings; the
-/// invoice's own columns are renamed where they would collide with the revision's. Lists read
+/// An invoice with its current revision, its agent's owner and its org's settings, in
+/// [`READ_COLUMNS`]'s order and names (its rows are read by position, `columns.rs`). Lists read
 /// it (their filters and orders use the tables' indexes); one invoice is read from its read
 /// model ([`READ_INVOICE`]), which the schema test holds equal to this join.
 pub(crate) const JOINED_INVOICE: &str =
-    "select r.*, i.agent_id, i.idempotency_key, i.state, i.cancelled_by,
-     i.number as invoice_number, i.revision_count, i.first_payload_hash,
-     i.created_at as invoice_created_at, i.updated_at as invoice_updated_at,
-     i.amount_paid_minor, i.issuing_status, i.issuing_reason, i.issuing_job_id,
-     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
-     ij.last_error_code as issuing_job_error,
-     a.owner_id as agent_owner_id, o.four_eyes, o.shared_review,
+    "select r.id, r.org_id, r.invoice_id, r.number, r.customer_id, r.payment_destination_id,
+     r.destination_network, r.destination_address, r.currency, r.due_date, r.lines,
+     r.total_minor, r.reasoning, r.canonical_payload, r.payload_hash, r.created_at,
+     i.agent_id, i.idempotency_key, i.state, i.cancelled_by, i.number as invoice_number,
+     i.revision_count, i.first_payload_hash, i.created_at as invoice_created_at,
+     i.updated_at as invoice_updated_at, i.amount_paid_minor, i.issuing_status,
+     i.issuing_reason, i.issuing_job_id, a.owner_id as agent_owner_id,
      d.decision as last_decision, d.reason as last_decision_reason,
-     d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at
+     d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at,
+     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
+     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review
  from invoices i join invoice_revisions r on r.org_id = i.org_id and r.id = i.current_revision_id
  join agents a on a.org_id = i.org_id and a.id = i.agent_id
  join orgs o on o.id = i.org_id
@@ -429,13 +431,28 @@ fn invoice_values<'a>(q: Query<'a>, i: &'a InvoiceRow) -> Query<'a> {
 /// outside them joined live: the org's settings and the issue job's progress. Filter on
 /// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
 static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
-    format!("select {READ_COLUMNS} from invoice_reads v join orgs o on o.id = v.org_id {ISSUE_JOB}")
+    format!(
+        "select {READ_COLUMNS}, {ORG_SETTINGS} from invoice_reads v \
+         join orgs o on o.id = v.org_id {ISSUE_JOB}"
+    )
 });
 
-/// [`READ_INVOICE`]'s columns: the read model's (`v`), the issue job's (`ij`), the org's (`o`).
+/// [`READ_INVOICE`]'s columns but the org's: the read model's (`v`) and the issue job's (`ij`),
+/// each named, in the order [`InvoiceJoined`] is read (`columns.rs`), which
+/// [`ORG_SETTINGS`] (or a key's nulls) completes.
 pub(crate) const READ_COLUMNS: &str =
-    "v.*, ij.attempt as issuing_attempts, ij.state as issuing_job_state,
-     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review";
+    "v.id, v.org_id, v.invoice_id, v.number, v.customer_id, v.payment_destination_id,
+     v.destination_network, v.destination_address, v.currency, v.due_date, v.lines,
+     v.total_minor, v.reasoning, v.canonical_payload, v.payload_hash, v.created_at, v.agent_id,
+     v.idempotency_key, v.state, v.cancelled_by, v.invoice_number, v.revision_count,
+     v.first_payload_hash, v.invoice_created_at, v.invoice_updated_at, v.amount_paid_minor,
+     v.issuing_status, v.issuing_reason, v.issuing_job_id, v.agent_owner_id, v.last_decision,
+     v.last_decision_reason, v.last_decision_revision_id, v.last_decided_at,
+     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
+     ij.last_error_code as issuing_job_error";
+
+/// The org's settings (`o`), [`InvoiceJoined`]'s last columns.
+pub(crate) const ORG_SETTINGS: &str = "o.four_eyes, o.shared_review";
 
 /// The issue job of the read model's row `v`, if it has one.
 pub(crate) const ISSUE_JOB: &str =

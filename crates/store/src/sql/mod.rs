@@ -17,6 +17,7 @@
 //! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
 
 mod claims;
+mod columns;
 mod governance;
 mod identity;
 mod invoices;

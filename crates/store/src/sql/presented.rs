@@ -4,8 +4,9 @@
 //! a derived table (its own order and limit) joined to the credential as a one-row derived
 //! table `c`. `PresentedRead` for every backend's unit of work.
 
+use super::columns::{Columns, InOrder};
 use super::invoices::{
-    ISSUE_JOB, JOINED_INVOICE, READ_COLUMNS, bind_list_filter, invoice_list_filters,
+    ISSUE_JOB, JOINED_INVOICE, ORG_SETTINGS, READ_COLUMNS, bind_list_filter, invoice_list_filters,
 };
 use super::{Backend, query_as};
 use crate::error::StoreResult;
@@ -14,17 +15,20 @@ use crate::invoices::{InvoiceFilter, InvoiceJoined};
 use crate::presented::*;
 use crate::query::Page;
 use async_trait::async_trait;
-use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
+use sqlx::{ColumnIndex, FromRow, Row};
 use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// How a statement reads one kind of credential: its columns under `c_` names, its tables,
-/// its org (a column of those tables) and the condition that finds it by the bind `$1`.
+/// its org (a column of those tables), the condition that finds it by the bind `$1`, and the
+/// org's settings a record read with it comes with (and the join they need).
 struct CredentialSql {
     columns: &'static str,
     tables: &'static str,
     org: &'static str,
     found_by: &'static str,
+    settings: &'static str,
+    settings_from: &'static str,
 }
 
 /// An API key (`$1`: its id) and its agent.
@@ -38,6 +42,10 @@ const KEY: CredentialSql = CredentialSql {
     tables: "api_keys k join agents a on a.org_id = k.org_id and a.id = k.agent_id",
     org: "k.org_id",
     found_by: "k.id = $1",
+    // Not read: an agent's scope is its own invoices, whatever the org's settings
+    // (docs/DECISIONS.md, "An agent's read does not read its org").
+    settings: "null as four_eyes, null as shared_review",
+    settings_from: "",
 };
 
 /// A session (`$1`: its token's hash) and its human.
@@ -52,6 +60,8 @@ const SESSION: CredentialSql = CredentialSql {
     tables: "sessions s join users u on u.org_id = s.org_id and u.id = s.user_id",
     org: "s.org_id",
     found_by: "s.token_hash = $1",
+    settings: ORG_SETTINGS,
+    settings_from: "join orgs o on o.id = s.org_id",
 };
 
 impl CredentialSql {
@@ -66,10 +76,10 @@ impl CredentialSql {
         format!("select {columns} from {tables} where {found_by}")
     }
 
-    /// The credential and one row of its org's read model, in one flat join: the org's
-    /// settings, and the read model's row that `record` picks (a condition on `v`, left
-    /// joined, so a credential without a record still comes back and a record without a
-    /// credential never does). The record is looked up by the credential's own org column,
+    /// The credential and one row of its org's read model, in one flat join: the read
+    /// model's row that `record` picks (a condition on `v`, left joined, so a credential
+    /// without a record still comes back and a record without a credential never does), and
+    /// the org's settings where the credential's reads depend on them (a human's). The record is looked up by the credential's own org column,
     /// not a subquery that would read the credential a second time (docs/PERFORMANCE.md #28,
     /// "Part 5"), in a spelling both backends accept (SQLite has no `lateral`).
     fn and_read(&self, record: &str) -> String {
@@ -78,9 +88,11 @@ impl CredentialSql {
             tables,
             org,
             found_by,
+            settings,
+            settings_from,
         } = self;
         format!(
-            "select {columns}, {READ_COLUMNS} from {tables} join orgs o on o.id = {org} \
+            "select {columns}, {READ_COLUMNS}, {settings} from {tables} {settings_from} \
              left join invoice_reads v on v.org_id = {org} and {record} {ISSUE_JOB} \
              where {found_by}"
         )
@@ -200,25 +212,29 @@ impl<U: Backend> PresentedRead for U {
     }
 }
 
-/// A joined row: the credential's columns (`C`), and the record's, if the left join found a
-/// record (its revision's `invoice_id` is never null in a record).
+/// A joined row: the credential's columns (`C`), then the record's if the left join found a
+/// record (its revision's `invoice_id`, third of its columns, is never null in a record), read
+/// by position (`columns.rs`).
 struct Joined<C>(C, Option<InvoiceJoined>);
 
 impl<'r, R, C> FromRow<'r, R> for Joined<C>
 where
     R: Row,
-    C: FromRow<'r, R>,
-    InvoiceJoined: FromRow<'r, R>,
-    Option<Uuid>: Decode<'r, R::Database> + Type<R::Database>,
-    &'static str: ColumnIndex<R>,
+    usize: ColumnIndex<R>,
+    C: InOrder<'r, R>,
+    InvoiceJoined: InOrder<'r, R>,
 {
     fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
-        let credential = C::from_row(row)?;
-        let probe: Option<Uuid> = row.try_get("invoice_id")?;
-        let item = match probe {
-            Some(_) => Some(InvoiceJoined::from_row(row)?),
-            None => None,
+        let mut c = Columns::new(row);
+        let credential = C::read(&mut c)?;
+        let item = if c.is_null_ahead(2, "invoice_id")? {
+            None
+        } else {
+            Some(InvoiceJoined::read(&mut c)?)
         };
+        if item.is_some() {
+            c.end()?;
+        }
         Ok(Joined(credential, item))
     }
 }
