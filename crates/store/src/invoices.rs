@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::identity::{ActorKind, Interface};
-use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::invoice::{Action, DecisionKind, InvoiceState, OrgSettings};
 use tauros_domain::job::JobState;
 use uuid::Uuid;
 
@@ -109,12 +109,9 @@ pub struct InvoiceJoined {
     pub issuing_job_state: Option<JobState>,
     /// The code of the issue job's last error, if it has one.
     pub issuing_job_error: Option<String>,
-    /// The org's `four_eyes` setting; `None` where the statement did not read the org (an
-    /// agent's own reads by its key: an agent's scope is its own invoices, whatever the
-    /// settings).
-    pub four_eyes: Option<bool>,
-    /// The org's `shared_review` setting; `None` where `four_eyes` is.
-    pub shared_review: Option<bool>,
+    /// The org's settings; `None` where the statement did not read the org (a key's own reads:
+    /// no agent's read depends on them, `reads_depend_on_settings`).
+    pub settings: Option<OrgSettings>,
 }
 
 /// A human's decision on one revision.

@@ -43,29 +43,24 @@ pub(crate) fn caller(actor: &Actor) -> Caller {
     }
 }
 
-/// The visibility facts that came with a joined read, for `actor`. An agent's own reads by its
-/// key do not read the org (`None` settings): an agent's scope is its own invoices whatever the
-/// settings say, so they are not needed to decide; a human's always are.
+/// The visibility facts that came with a joined read, for `actor`. A key's own reads do not
+/// read the org: no agent's read depends on its settings (`reads_depend_on_settings`), so
+/// they are decided without them; a read that does depend on them and lacks them is a bug.
 fn joined_access(actor: &Actor, j: &InvoiceJoined) -> AppResult<(InvoiceAccess, OrgSettings)> {
-    let settings = match (j.four_eyes, j.shared_review, actor) {
-        (Some(four_eyes), Some(shared_review), _) => OrgSettings {
-            four_eyes,
-            shared_review,
-        },
-        (_, _, Actor::Agent(_)) => OrgSettings::default(),
-        (_, _, Actor::Human(_)) => {
+    let settings = match j.settings {
+        Some(settings) => settings,
+        None if !rules::reads_depend_on_settings(caller(actor)) => OrgSettings::default(),
+        None => {
             return Err(AppError::Internal(
-                "a human's read came without the org's settings".into(),
+                "a read that depends on the org's settings came without them".into(),
             ));
         }
     };
-    Ok((
-        InvoiceAccess {
-            agent_id: j.agent_id,
-            agent_owner_id: j.agent_owner_id,
-        },
-        settings,
-    ))
+    let access = InvoiceAccess {
+        agent_id: j.agent_id,
+        agent_owner_id: j.agent_owner_id,
+    };
+    Ok((access, settings))
 }
 
 /// The visibility facts of a locked invoice row: its agent's owner and the org's settings.

@@ -98,6 +98,13 @@ pub fn can_see(caller: Caller, access: InvoiceAccess, settings: OrgSettings) -> 
         .includes(access.agent_id, access.agent_owner_id)
 }
 
+/// Whether the org's settings can change which invoices `caller` may read: they widen an
+/// approver's scope (`shared_review`) and no one else's, so anyone else's read is decided
+/// without them (a key's reads do not read the org, docs/DECISIONS.md).
+pub fn reads_depend_on_settings(caller: Caller) -> bool {
+    Scope::of_invoices(caller, false) != Scope::of_invoices(caller, true)
+}
+
 /// Get, list, revisions, decisions and events: anyone who can see the invoice.
 ///
 /// The proposing agent reads decisions too, so it learns why changes were requested.
@@ -426,5 +433,48 @@ mod tests {
             text(authorize_read(w.sibling_agent, w.access, s)),
             AccessError::NotFound.to_string()
         );
+    }
+
+    /// A caller whose reads do not depend on the settings is answered alike under all four
+    /// combinations, on its own invoice and on another's: what lets a key's read skip the org.
+    /// An approver's reads do depend on them.
+    #[test]
+    fn reads_that_do_not_depend_on_the_settings_answer_alike_under_each() {
+        let w = world();
+        let other = InvoiceAccess {
+            agent_id: Uuid::from_u128(20),
+            agent_owner_id: Uuid::from_u128(21),
+        };
+        let all = [
+            settings(false, false),
+            settings(false, true),
+            settings(true, false),
+            settings(true, true),
+        ];
+        let callers = [
+            w.own_agent,
+            w.sibling_agent,
+            w.owner_operator,
+            w.other_operator,
+            w.owner_approver,
+            w.other_approver,
+        ];
+        for caller in callers {
+            for access in [w.access, other] {
+                let answers: Vec<String> = all
+                    .iter()
+                    .map(|s| format!("{:?}", authorize_read(caller, access, *s)))
+                    .collect();
+                if !reads_depend_on_settings(caller) {
+                    assert!(
+                        answers.iter().all(|a| a == &answers[0]),
+                        "{caller:?} on {access:?}: {answers:?}"
+                    );
+                }
+            }
+        }
+        assert!(!reads_depend_on_settings(w.own_agent));
+        assert!(!reads_depend_on_settings(w.owner_operator));
+        assert!(reads_depend_on_settings(w.other_approver));
     }
 }

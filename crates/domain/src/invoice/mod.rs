@@ -20,7 +20,7 @@ mod model_tests;
 
 pub use access::{
     AccessError, Caller, InvoiceAccess, OrgSettings, authorize, authorize_create_draft,
-    authorize_read, authorize_verify, can_see,
+    authorize_read, authorize_verify, can_see, reads_depend_on_settings,
 };
 pub use decide::{
     DecideError, DecideFacts, DecideOutcome, ExistingDecision, MAX_REASON_CHARS, SubmitError,

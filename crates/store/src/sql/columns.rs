@@ -14,8 +14,8 @@
 //! statements name theirs.
 //!
 //! The statements write their columns out in this order ([`super::invoices::READ_COLUMNS`],
-//! [`super::invoices::JOINED_INVOICE`], `presented.rs`'s `KEY` and `SESSION`); the readers are
-//! macros expanded once per backend's row type, so each is plain code for that row.
+//! [`super::invoices::JOINED_INVOICE`], `presented.rs`'s `KEY` and `SESSION`); each reader is
+//! written once and expanded per backend's row type ([`in_order!`]).
 
 use super::{Stored, StoredOpt};
 use crate::invoices::{InvoiceJoined, RevisionRow};
@@ -24,7 +24,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Column, ColumnIndex, Decode, FromRow, Row, Type};
 use tauros_domain::effect::IssuingStatus;
-use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
+use tauros_domain::invoice::{Action, DecisionKind, InvoiceState, OrgSettings};
 use tauros_domain::job::JobState;
 
 /// A row's columns from a position on, one after another.
@@ -55,10 +55,9 @@ where
         }
     }
 
-    /// Whether the column `ahead` places after the position (named `name`) is null; the
-    /// position stays.
-    pub(crate) fn is_null_ahead(&self, ahead: usize, name: &str) -> Result<bool, sqlx::Error> {
-        let at = self.named(self.at + ahead, name)?;
+    /// Whether the column at the position (named `name`) is null; the position stays.
+    pub(crate) fn is_null_next(&self, name: &str) -> Result<bool, sqlx::Error> {
+        let at = self.named(self.at, name)?;
         Ok(sqlx::ValueRef::is_null(&self.row.try_get_raw(at)?))
     }
 
@@ -87,148 +86,123 @@ where
     }
 }
 
-/// A row type whose readers read by position (the two backends' rows).
+/// A struct read by position from each backend's row (the readers below).
 pub(crate) trait InOrder<'r, R>: Sized {
     fn read(c: &mut Columns<'r, R>) -> Result<Self, sqlx::Error>;
 }
 
-/// [`InvoiceJoined`]'s columns, in `READ_COLUMNS`'s order.
-macro_rules! invoice_joined {
-    ($c:ident) => {
-        InvoiceJoined {
-            revision: RevisionRow {
-                id: $c.next("id")?,
-                org_id: $c.next("org_id")?,
-                invoice_id: $c.next("invoice_id")?,
-                number: $c.next("number")?,
-                customer_id: $c.next("customer_id")?,
-                payment_destination_id: $c.next("payment_destination_id")?,
-                destination_network: $c.next("destination_network")?,
-                destination_address: $c.next("destination_address")?,
-                currency: $c.next("currency")?,
-                due_date: $c.next("due_date")?,
-                lines: $c.next("lines")?,
-                total_minor: $c.next("total_minor")?,
-                reasoning: $c.next("reasoning")?,
-                canonical_payload: $c.next("canonical_payload")?,
-                payload_hash: $c.next("payload_hash")?,
-                created_at: $c.next("created_at")?,
-            },
-            agent_id: $c.next("agent_id")?,
-            idempotency_key: $c.next("idempotency_key")?,
-            state: $c.next::<Stored<InvoiceState>>("state")?.into(),
-            cancelled_by: $c.next::<StoredOpt<Action>>("cancelled_by")?.into(),
-            invoice_number: $c.next("invoice_number")?,
-            revision_count: $c.next("revision_count")?,
-            first_payload_hash: $c.next("first_payload_hash")?,
-            invoice_created_at: $c.next("invoice_created_at")?,
-            invoice_updated_at: $c.next("invoice_updated_at")?,
-            amount_paid_minor: $c.next("amount_paid_minor")?,
-            issuing_status: $c
-                .next::<StoredOpt<IssuingStatus>>("issuing_status")?
-                .into(),
-            issuing_reason: $c.next("issuing_reason")?,
-            issuing_job_id: $c.next("issuing_job_id")?,
-            agent_owner_id: $c.next("agent_owner_id")?,
-            last_decision: $c.next::<StoredOpt<DecisionKind>>("last_decision")?.into(),
-            last_decision_reason: $c.next("last_decision_reason")?,
-            last_decision_revision_id: $c.next("last_decision_revision_id")?,
-            last_decided_at: $c.next("last_decided_at")?,
-            issuing_attempts: $c.next("issuing_attempts")?,
-            issuing_job_state: $c.next::<StoredOpt<JobState>>("issuing_job_state")?.into(),
-            issuing_job_error: $c.next("issuing_job_error")?,
-            four_eyes: $c.next("four_eyes")?,
-            shared_review: $c.next("shared_review")?,
-        }
-    };
-}
-
-/// [`PresentedKey`]'s columns, in `KEY`'s order.
-macro_rules! presented_key {
-    ($c:ident) => {
-        PresentedKey {
-            c_agent_id: $c.next("c_agent_id")?,
-            c_org_id: $c.next("c_org_id")?,
-            c_owner_id: $c.next("c_owner_id")?,
-            c_agent_name: $c.next("c_agent_name")?,
-            c_capabilities: $c.next("c_capabilities")?,
-            c_agent_created_at: $c.next("c_agent_created_at")?,
-            c_agent_updated_at: $c.next("c_agent_updated_at")?,
-            c_key_id: $c.next("c_key_id")?,
-            c_key_hash: $c.next("c_key_hash")?,
-            c_key_created_at: $c.next("c_key_created_at")?,
-            c_key_expires_at: $c.next("c_key_expires_at")?,
-            c_key_revoked_at: $c.next("c_key_revoked_at")?,
-            c_key_last_used_at: $c.next("c_key_last_used_at")?,
-        }
-    };
-}
-
-/// [`PresentedSession`]'s columns, in `SESSION`'s order.
-macro_rules! presented_session {
-    ($c:ident) => {
-        PresentedSession {
-            c_session_id: $c.next("c_session_id")?,
-            c_org_id: $c.next("c_org_id")?,
-            c_user_id: $c.next("c_user_id")?,
-            c_token_hash: $c.next("c_token_hash")?,
-            c_session_created_at: $c.next("c_session_created_at")?,
-            c_session_expires_at: $c.next("c_session_expires_at")?,
-            c_email: $c.next("c_email")?,
-            c_email_normalized: $c.next("c_email_normalized")?,
-            c_role: $c.next("c_role")?,
-            c_password_hash: $c.next("c_password_hash")?,
-            c_is_bootstrap: $c.next("c_is_bootstrap")?,
-            c_user_created_at: $c.next("c_user_created_at")?,
-            c_user_updated_at: $c.next("c_user_updated_at")?,
-            c_deactivated_at: $c.next("c_deactivated_at")?,
-        }
-    };
-}
-
-/// The readers for one row type: each struct in order, and `FromRow` for a statement that is
-/// that struct's columns alone.
+/// [`InOrder`] for `$ty` on both backends' rows, by `$read` (an expression over the columns
+/// `$c`, each taken in turn): written once, expanded per row type, so the reader is plain code
+/// for that row (no bounds to restate, docs/DECISIONS.md "Storage: SQL as named functions").
 macro_rules! in_order {
-    ($($row:ty),*) => {$(
-        impl<'r> InOrder<'r, $row> for InvoiceJoined {
-            fn read(c: &mut Columns<'r, $row>) -> Result<Self, sqlx::Error> {
-                Ok(invoice_joined!(c))
-            }
-        }
-
-        impl<'r> InOrder<'r, $row> for PresentedKey {
-            fn read(c: &mut Columns<'r, $row>) -> Result<Self, sqlx::Error> {
-                Ok(presented_key!(c))
-            }
-        }
-
-        impl<'r> InOrder<'r, $row> for PresentedSession {
-            fn read(c: &mut Columns<'r, $row>) -> Result<Self, sqlx::Error> {
-                Ok(presented_session!(c))
-            }
-        }
-
-        impl<'r> FromRow<'r, $row> for InvoiceJoined {
-            fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
-                alone(row)
-            }
-        }
-
-        impl<'r> FromRow<'r, $row> for PresentedKey {
-            fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
-                alone(row)
-            }
-        }
-
-        impl<'r> FromRow<'r, $row> for PresentedSession {
-            fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
-                alone(row)
+    ($ty:ty, |$c:ident| $read:expr) => {
+        in_order!(@rows $ty, $c, $read, PgRow, SqliteRow);
+    };
+    (@rows $ty:ty, $c:ident, $read:expr, $($row:ty),*) => {$(
+        impl<'r> InOrder<'r, $row> for $ty {
+            fn read($c: &mut Columns<'r, $row>) -> Result<Self, sqlx::Error> {
+                Ok($read)
             }
         }
     )*};
 }
 
-in_order!(PgRow, SqliteRow);
+// In `READ_COLUMNS`'s order (and `JOINED_INVOICE`'s).
+in_order!(InvoiceJoined, |c| InvoiceJoined {
+    revision: RevisionRow {
+        id: c.next("id")?,
+        org_id: c.next("org_id")?,
+        invoice_id: c.next("invoice_id")?,
+        number: c.next("number")?,
+        customer_id: c.next("customer_id")?,
+        payment_destination_id: c.next("payment_destination_id")?,
+        destination_network: c.next("destination_network")?,
+        destination_address: c.next("destination_address")?,
+        currency: c.next("currency")?,
+        due_date: c.next("due_date")?,
+        lines: c.next("lines")?,
+        total_minor: c.next("total_minor")?,
+        reasoning: c.next("reasoning")?,
+        canonical_payload: c.next("canonical_payload")?,
+        payload_hash: c.next("payload_hash")?,
+        created_at: c.next("created_at")?,
+    },
+    agent_id: c.next("agent_id")?,
+    idempotency_key: c.next("idempotency_key")?,
+    state: c.next::<Stored<InvoiceState>>("state")?.into(),
+    cancelled_by: c.next::<StoredOpt<Action>>("cancelled_by")?.into(),
+    invoice_number: c.next("invoice_number")?,
+    revision_count: c.next("revision_count")?,
+    first_payload_hash: c.next("first_payload_hash")?,
+    invoice_created_at: c.next("invoice_created_at")?,
+    invoice_updated_at: c.next("invoice_updated_at")?,
+    amount_paid_minor: c.next("amount_paid_minor")?,
+    issuing_status: c.next::<StoredOpt<IssuingStatus>>("issuing_status")?.into(),
+    issuing_reason: c.next("issuing_reason")?,
+    issuing_job_id: c.next("issuing_job_id")?,
+    agent_owner_id: c.next("agent_owner_id")?,
+    last_decision: c.next::<StoredOpt<DecisionKind>>("last_decision")?.into(),
+    last_decision_reason: c.next("last_decision_reason")?,
+    last_decision_revision_id: c.next("last_decision_revision_id")?,
+    last_decided_at: c.next("last_decided_at")?,
+    issuing_attempts: c.next("issuing_attempts")?,
+    issuing_job_state: c.next::<StoredOpt<JobState>>("issuing_job_state")?.into(),
+    issuing_job_error: c.next("issuing_job_error")?,
+    // Both or neither: the org's columns, or a key's nulls in their place.
+    settings: match (c.next("four_eyes")?, c.next("shared_review")?) {
+        (Some(four_eyes), Some(shared_review)) => Some(OrgSettings {
+            four_eyes,
+            shared_review,
+        }),
+        _ => None,
+    },
+});
+
+// In `KEY`'s order.
+in_order!(PresentedKey, |c| PresentedKey {
+    c_agent_id: c.next("c_agent_id")?,
+    c_org_id: c.next("c_org_id")?,
+    c_owner_id: c.next("c_owner_id")?,
+    c_agent_name: c.next("c_agent_name")?,
+    c_capabilities: c.next("c_capabilities")?,
+    c_agent_created_at: c.next("c_agent_created_at")?,
+    c_agent_updated_at: c.next("c_agent_updated_at")?,
+    c_key_id: c.next("c_key_id")?,
+    c_key_hash: c.next("c_key_hash")?,
+    c_key_created_at: c.next("c_key_created_at")?,
+    c_key_expires_at: c.next("c_key_expires_at")?,
+    c_key_revoked_at: c.next("c_key_revoked_at")?,
+    c_key_last_used_at: c.next("c_key_last_used_at")?,
+});
+
+// In `SESSION`'s order.
+in_order!(PresentedSession, |c| PresentedSession {
+    c_session_id: c.next("c_session_id")?,
+    c_org_id: c.next("c_org_id")?,
+    c_user_id: c.next("c_user_id")?,
+    c_token_hash: c.next("c_token_hash")?,
+    c_session_created_at: c.next("c_session_created_at")?,
+    c_session_expires_at: c.next("c_session_expires_at")?,
+    c_email: c.next("c_email")?,
+    c_email_normalized: c.next("c_email_normalized")?,
+    c_role: c.next("c_role")?,
+    c_password_hash: c.next("c_password_hash")?,
+    c_is_bootstrap: c.next("c_is_bootstrap")?,
+    c_user_created_at: c.next("c_user_created_at")?,
+    c_user_updated_at: c.next("c_user_updated_at")?,
+    c_deactivated_at: c.next("c_deactivated_at")?,
+});
+
+/// A statement whose row is one invoice alone (`READ_INVOICE`, the lists).
+impl<'r, R: Row> FromRow<'r, R> for InvoiceJoined
+where
+    usize: ColumnIndex<R>,
+    InvoiceJoined: InOrder<'r, R>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        alone(row)
+    }
+}
 
 /// A row that is one struct's columns, all of them.
 fn alone<'r, R: Row, T: InOrder<'r, R>>(row: &'r R) -> Result<T, sqlx::Error>
@@ -277,7 +251,7 @@ mod tests {
             .fetch_one(&mut conn)
             .await
             .unwrap();
-        PresentedKey::from_row(&row)
+        alone(&row)
     }
 
     #[tokio::test]

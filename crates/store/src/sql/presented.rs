@@ -213,8 +213,8 @@ impl<U: Backend> PresentedRead for U {
 }
 
 /// A joined row: the credential's columns (`C`), then the record's if the left join found a
-/// record (its revision's `invoice_id`, third of its columns, is never null in a record), read
-/// by position (`columns.rs`).
+/// record (its first column, the revision's `id`, is never null in a record), read by position
+/// (`columns.rs`).
 struct Joined<C>(C, Option<InvoiceJoined>);
 
 impl<'r, R, C> FromRow<'r, R> for Joined<C>
@@ -227,7 +227,7 @@ where
     fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
         let mut c = Columns::new(row);
         let credential = C::read(&mut c)?;
-        let item = if c.is_null_ahead(2, "invoice_id")? {
+        let item = if c.is_null_next("id")? {
             None
         } else {
             Some(InvoiceJoined::read(&mut c)?)
