@@ -2,12 +2,13 @@
 //! (`tauros_` + base62(key id ‖ secret) + `_` + base62(CRC-32)), session and invitation tokens.
 //! Pure: randomness is passed in.
 
+use super::base62;
 use super::error::{FieldError, echo};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
-const BASE62: &str = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const BASE62: &str = base62::ALPHABET;
 const API_KEY_PREFIX: &str = "tauros_";
 const SESSION_PREFIX: &str = "tsess_";
 const INVITATION_PREFIX: &str = "tinv_";
@@ -356,10 +357,9 @@ impl ApiKey {
         if body.len() > 80 || check.len() > 8 {
             return None;
         }
-        let bytes = base_x::decode(BASE62, body).ok()?;
-        let raw: [u8; 48] = bytes.try_into().ok()?;
-        let check = base_x::decode(BASE62, check).ok()?;
-        if check.as_slice() != crc32fast::hash(&raw).to_be_bytes() {
+        let raw: [u8; 48] = base62::decode(body)?;
+        let check: [u8; 4] = base62::decode(check)?;
+        if check != crc32fast::hash(&raw).to_be_bytes() {
             return None;
         }
         Some(ApiKey { raw })

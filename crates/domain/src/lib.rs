@@ -3,6 +3,7 @@
 
 pub mod address;
 pub mod audit;
+mod base62;
 pub mod bounds;
 pub mod currency;
 pub mod destination;

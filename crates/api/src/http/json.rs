@@ -51,8 +51,40 @@ const MAX_FIELD_CHARS: usize = 200;
 const MAX_DETAIL_CHARS: usize = 1000;
 
 /// Parses a JSON object body into `T`, reporting every shape and value error at once.
+///
+/// A type that refuses a repeated member itself ([`BodyRules::READ_IN_ONE_PASS`]) is first
+/// read straight from the bytes: an object that fits it and keeps its field rules is what the
+/// three steps would accept (their only other check, a repeated member, is the type's own), so
+/// it is answered from that one pass. Anything else, a mistake of any kind, is read again by
+/// the three steps, which find every mistake.
 pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
+    if T::READ_IN_ONE_PASS
+        && let Some(body) = read_in_one_pass::<T>(bytes)
+    {
+        return Ok(body);
+    }
+    parse_in_three_steps(bytes)
+}
+
+/// The three steps of the module documentation, every mistake of the body in one answer.
+pub(crate) fn parse_in_three_steps<T: DeserializeOwned + BodyRules>(
+    bytes: &[u8],
+) -> Result<T, ApiError> {
     parse_value(parse_syntax(bytes)?, bytes.len())
+}
+
+/// `bytes` as `T` in one pass, when they are an object that fits it and keeps its field rules.
+pub(crate) fn read_in_one_pass<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Option<T> {
+    // serde's derive would also read an array as the struct's members in order; the three
+    // steps refuse any body that is not an object. JSON's whitespace is these four bytes.
+    let first = bytes
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    if *first != b'{' {
+        return None;
+    }
+    let body: T = serde_json::from_slice(bytes).ok()?;
+    body.field_rules().is_ok().then_some(body)
 }
 
 /// Step 2 and 3 alone, for JSON that was parsed already (an MCP tool call's arguments): the

@@ -5,7 +5,7 @@ use crate::schema::{
     ActionSchema, ActorKindSchema, DecisionKindSchema, InterfaceSchema, InvoiceStateSchema,
     IssuingStatusSchema, LineSchema,
 };
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, SecondsFormat, Timelike, Utc};
 use serde::Serialize;
 use std::str::FromStr;
 use tauros_domain::currency::Currency;
@@ -421,12 +421,61 @@ impl TryFrom<EventRow> for EventView {
 }
 
 /// Writes a timestamp as chrono's `Serialize` does (RFC 3339, UTC as `Z`, the fraction's
-/// digits as needed: `SecondsFormat::AutoSi`, chrono's own writer), but as one string: chrono
-/// hands serde_json the text piece by piece, and serde_json escapes each piece in its own call
-/// (about 2,500 instructions a timestamp against some 600; docs/PERFORMANCE.md #28, "Part 11").
-/// The same bytes: `timestamps_are_written_as_chrono_writes_them`.
+/// digits as needed: `SecondsFormat::AutoSi`), but as one string: chrono hands serde_json the
+/// text piece by piece, and serde_json escapes each piece in its own call (about 2,500
+/// instructions a timestamp against some 600; docs/PERFORMANCE.md #28, "Part 11"). The string
+/// is written into a buffer on the stack, not allocated by chrono's `to_rfc3339_opts`
+/// (another 500 a timestamp, Part 15), except for a year outside 0–9999, which chrono writes
+/// with a sign. The same bytes: `timestamps_are_written_as_chrono_writes_them`.
 fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+    let mut out = *b"0000-00-00T00:00:00.000000000Z";
+    match write_rfc3339(at, &mut out) {
+        Some(len) => serializer
+            .serialize_str(std::str::from_utf8(&out[..len]).map_err(serde::ser::Error::custom)?),
+        None => serializer.serialize_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+    }
+}
+
+/// `at` written over `out`'s template (`YYYY-MM-DDTHH:MM:SS`, the fraction's digits as needed,
+/// `Z`): the length written, or `None` for a year outside 0–9999.
+fn write_rfc3339(at: &DateTime<Utc>, out: &mut [u8; 30]) -> Option<usize> {
+    let (date, time) = (at.date_naive(), at.time());
+    let year = u32::try_from(date.year()).ok().filter(|y| *y <= 9999)?;
+    // A leap second is kept as nanoseconds past 1e9 in second 59, and written as second 60.
+    let (second, nanos) = match time.nanosecond().checked_sub(1_000_000_000) {
+        Some(past) => (time.second() + 1, past),
+        None => (time.second(), time.nanosecond()),
+    };
+    decimal(&mut out[0..4], year);
+    decimal(&mut out[5..7], date.month());
+    decimal(&mut out[8..10], date.day());
+    decimal(&mut out[11..13], time.hour());
+    decimal(&mut out[14..16], time.minute());
+    decimal(&mut out[17..19], second);
+    let digits = match nanos {
+        0 => 0,
+        n if n % 1_000_000 == 0 => 3,
+        n if n % 1_000 == 0 => 6,
+        _ => 9,
+    };
+    let mut len = 19;
+    if digits > 0 {
+        decimal(
+            &mut out[20..20 + digits],
+            nanos / 10u32.pow(9 - digits as u32),
+        );
+        len = 20 + digits;
+    }
+    out[len] = b'Z';
+    Some(len + 1)
+}
+
+/// `value`'s last decimal digits, as many as `out` holds, zero-padded.
+fn decimal(out: &mut [u8], mut value: u32) {
+    for digit in out.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 #[cfg(test)]
@@ -440,10 +489,16 @@ mod tests {
 
     proptest! {
         /// Any instant from year 1 to 9999, to the nanosecond (leap seconds included: chrono
-        /// keeps them as nanoseconds past 1e9), is written as chrono's `Serialize` writes it.
+        /// keeps them as nanoseconds past 1e9), and any in the years chrono writes with a sign
+        /// (before year 0, after 9999), is written as chrono's `Serialize` writes it.
         #[test]
         fn timestamps_are_written_as_chrono_writes_them(
-            seconds in -62_135_596_800i64..253_402_300_800,
+            seconds in prop_oneof![
+                4 => -62_135_596_800i64..253_402_300_800,
+                1 => -8_000_000_000_000i64..8_000_000_000_000,
+                1 => -62_200_000_000i64..-62_000_000_000,
+                1 => 253_400_000_000i64..253_410_000_000,
+            ],
             nanos in prop_oneof![Just(0u32), 0u32..1_000, (0u32..1_000_000).prop_map(|n| n * 1_000), 0u32..2_000_000_000],
         ) {
             let at = Utc.timestamp_opt(seconds, nanos).single();

@@ -5,6 +5,8 @@
 //! extract, call them and add status and headers; `types` holds the request and response
 //! bodies (the OpenAPI schemas) and their conversions from and to the app's types.
 
+#[cfg(test)]
+mod body_tests;
 pub(crate) mod handlers;
 pub(crate) mod types;
 pub(crate) mod use_cases;

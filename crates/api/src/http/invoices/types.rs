@@ -17,7 +17,7 @@ use uuid::Uuid;
 // optional in Rust only so that a missing one is reported with every other problem of the
 // request (422); the schema states the contract: `description` and `quantity` are required.
 // The amount and quantity types are the domain's strict inputs, which refuse JSON floats.
-#[derive(Deserialize, ToSchema, validator::Validate)]
+#[derive(Debug, Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct LineRequest {
     /// What is billed, 1–500 characters (sealed into the payload).
@@ -86,6 +86,8 @@ draft_input_from!(CreateInvoiceRequest, ReviseRequest);
 /// with the rules that need state, so at the wire they only complete an answer refused for its
 /// shape (docs/DECISIONS.md, "Every mistake in one answer").
 impl BodyRules for CreateInvoiceRequest {
+    const READ_IN_ONE_PASS: bool = true;
+
     fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
         validator::Validate::validate(self)
     }
@@ -98,6 +100,8 @@ impl BodyRules for CreateInvoiceRequest {
 /// A revise's content rules without the current revision: the members it sends must be valid;
 /// one it omits keeps its value (so it is not reported missing here).
 impl BodyRules for ReviseRequest {
+    const READ_IN_ONE_PASS: bool = true;
+
     fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
         validator::Validate::validate(self)
     }
@@ -126,7 +130,7 @@ fn content_errors(input: &DraftInput) -> Vec<FieldError> {
 
 /// A new invoice proposal. Every member but `idempotency_key` is required (the Rust fields are
 /// optional only so that every missing one is reported at once, as a 422).
-#[derive(Deserialize, ToSchema, Default, validator::Validate)]
+#[derive(Debug, Deserialize, ToSchema, Default, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvoiceRequest {
     /// The idempotency key, when it is not sent as the `Idempotency-Key` header (if both are
@@ -159,7 +163,7 @@ pub struct CreateInvoiceRequest {
 }
 
 /// A revision: omitted fields keep the current revision's values; `reasoning` is required.
-#[derive(Deserialize, ToSchema, Default, validator::Validate)]
+#[derive(Debug, Deserialize, ToSchema, Default, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct ReviseRequest {
     /// Why this revision, for the approver (not part of the seal), 1–4000 characters.
@@ -180,7 +184,7 @@ pub struct ReviseRequest {
 }
 
 /// A decision on one exact revision.
-#[derive(Deserialize, ToSchema, validator::Validate)]
+#[derive(Debug, Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct DecideRequest {
     /// The revision you reviewed (`current_revision.id`).
@@ -194,7 +198,7 @@ pub struct DecideRequest {
 }
 
 /// A cancellation of an approved invoice; `reason` is required.
-#[derive(Deserialize, ToSchema, validator::Validate)]
+#[derive(Debug, Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     /// Why (1–2000 characters).
@@ -301,7 +305,8 @@ impl From<VerifyReport> for VerifyResponse {
     }
 }
 
-crate::body_rules!(LineRequest, DecideRequest, CancelRequest, EmptyRequest);
+crate::body_rules!(LineRequest, EmptyRequest);
+crate::body_rules!(one_pass: DecideRequest, CancelRequest);
 
 #[cfg(test)]
 mod tests {
