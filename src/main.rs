@@ -2,6 +2,7 @@
 //! peer, reap. `config` parses it, `commands` runs each command, `wiring` builds and starts the
 //! crates (the store, the app, the HTTP server, workers, the reaper).
 
+mod allocator;
 mod commands;
 mod config;
 mod process;
@@ -12,8 +13,23 @@ use crate::config::{Cli, Command, OrgCommand};
 use clap::Parser;
 use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime's threads: glibc fixes the arena limit when a second arena is needed.
+    allocator::limit_arenas();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tauros: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run())
+}
+
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => commands::serve(args).await,

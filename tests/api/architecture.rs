@@ -108,3 +108,37 @@ fn every_crate_depends_only_on_the_layers_below_it() {
     let peer = dependencies("peer");
     assert_eq!(tauros_crates(&peer), BTreeSet::new());
 }
+
+/// Unsafe code is denied in the workspace and forbidden in every library crate (a `forbid`
+/// cannot be allowed again below it); the binary allows it on the one function that sets the
+/// allocator's arena limit (docs/DECISIONS.md, "Two allocator arenas per core").
+#[test]
+fn unsafe_code_is_forbidden_in_every_library_crate_and_confined_in_the_binary() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for dir in ["domain", "store", "app", "api", "peer"] {
+        let path = format!("{root}/crates/{dir}/src/lib.rs");
+        let lib = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(
+            lib.lines().any(|l| l.trim() == "#![forbid(unsafe_code)]"),
+            "{path} must say #![forbid(unsafe_code)]"
+        );
+    }
+    let src = format!("{root}/src");
+    let mut allowed = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap_or_else(|e| panic!("{src}: {e}")) {
+        let path = entry.map(|e| e.path()).unwrap_or_default();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let n = text.matches("allow(unsafe_code)").count();
+        if n > 0 {
+            allowed.push((
+                path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                n,
+            ));
+        }
+    }
+    assert_eq!(
+        allowed,
+        vec![(Some("allocator.rs".to_owned()), 1)],
+        "only src/allocator.rs may allow unsafe code, once"
+    );
+}

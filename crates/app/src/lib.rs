@@ -2,6 +2,8 @@
 //! needs, asks `domain` for the decision, writes rows and the audit event in that one
 //! transaction, and commits. The app knows the database only through the `store` port.
 
+#![forbid(unsafe_code)]
+
 #[macro_use]
 mod macros;
 

@@ -1,6 +1,8 @@
 //! Pure rules: no I/O, no async, no database, no HTTP. Everything here is unit-testable and
 //! most of it is property-tested.
 
+#![forbid(unsafe_code)]
+
 pub mod address;
 pub mod audit;
 mod base62;

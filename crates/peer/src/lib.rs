@@ -7,6 +7,8 @@
 //! of Tauros (it depends on no other Tauros crate, and the binary only starts it), and keeps
 //! its operations in its own SQLite file.
 
+#![forbid(unsafe_code)]
+
 mod faults;
 mod op_key;
 mod routes;

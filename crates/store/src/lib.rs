@@ -16,6 +16,8 @@
 //!   statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
 //!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
 
+#![forbid(unsafe_code)]
+
 mod claims;
 mod durable;
 mod error;
