@@ -10,7 +10,9 @@
 //! docs/PERFORMANCE.md "The stack's floor").
 //!
 //! Settings as Tauros's bench server where they apply: `#[tokio::main]` (multi-threaded, one
-//! worker per core), 4 PostgreSQL connections per core from 8 to 32 (`default_pool_size` in
+//! worker per core: the runtime Tauros builds by hand after setting its allocator's arena
+//! limit, src/allocator.rs; the floor runs three threads, fewer than the limit's four arenas
+//! on two cores, so the limit would change nothing here), 4 PostgreSQL connections per core from 8 to 32 (`default_pool_size` in
 //! src/config.rs) unless `FLOOR_MAX_CONNECTIONS` says otherwise (scripts/bench passes
 //! `BENCH_POOL` to both), 5 s to wait for a connection, HTTP/1.1 with keep-alive.
 //!
