@@ -1,4 +1,4 @@
--- The stack's floor's table (bench/floor.rs, issue #28), in the bench database only: not a
+-- The stack's floor's table (crates/bench/src/bin/floor.rs, issue #28), in the bench database only: not a
 -- migration, Tauros never reads it. One row per invoice of Tauros's own tables: the invoice's
 -- columns and every column of its current revision (what get.sql reads of it, r.*), so the
 -- floor reads and serialises a row of the width Tauros's GET reads and answers, by its primary

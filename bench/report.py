@@ -3,7 +3,7 @@
 Two bounds for PostgreSQL: `exact` is pgbench sending the statements Tauros sends for the same
 request (bench/pg/<scenario>.sql); `1stmt` is the one-statement bound for reads (a primary-key
 select for a GET, the lock-free read by key for a replay). A third bound is the stack's floor
-(bench/floor.rs): the cheapest authenticated GET axum + sqlx can answer, run with the same client
+(crates/bench/src/bin/floor.rs): the cheapest authenticated GET axum + sqlx can answer, run with the same client
 and concurrency; `T/floor` compares a GET and a replay with it (a replay's floor is the GET floor:
 its cheapest possible answer is a keyed read). The floor's own rows (scenario `floor`) show its
 throughput, latency, peak RSS and CPU per request in Tauros's columns. CPU is per request, in µs:

@@ -4,10 +4,10 @@
 //! glibc's allocator gives a thread that finds the arenas in use an arena of its own, up to
 //! eight per core, and each arena keeps what is freed into it. The SQLite backend runs one
 //! thread per connection (nine on a default pool) besides the runtime's: under load they fill
-//! a dozen arenas, and the server's peak resident memory at c = 64 was 50–53 MiB against a
-//! 50 MiB target (docs/PERFORMANCE.md #28, "Part 16"). Two arenas per core hold it at 48 MiB
-//! with the same throughput. One per core held it at 41 MiB, but SQLite's reader threads then
-//! waited on each other's arena locks: up to 80 % more CPU per SQLite GET in three of four runs.
+//! a dozen arenas, and the server's peak resident memory under load passes its 50 MiB target.
+//! Two arenas per core keep it under at the same throughput; one per core would make SQLite's
+//! reader threads wait on each other's arena locks (docs/PERFORMANCE.md, "Design choices the
+//! figures justify").
 //!
 //! An operator's own `MALLOC_ARENA_MAX` (or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`),
 //! which glibc reads when the process starts, is left as it is.

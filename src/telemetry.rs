@@ -17,8 +17,7 @@ pub fn init_logging(filter: &str) {
         .with_writer(std::io::stderr);
     // A terminal gets colours (field names in italics); a file or a journal gets the same
     // line without them, its fields written plainly: every request's span formats its fields
-    // when it opens, and the default formatter styles each name even with colours off
-    // (docs/PERFORMANCE.md #28, Part 15).
+    // when it opens, and the default formatter styles each name even with colours off.
     let _ = if std::io::stderr().is_terminal() {
         logs.with_ansi(true).try_init()
     } else {

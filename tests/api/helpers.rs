@@ -5,9 +5,12 @@
 //! PostgreSQL databases live on the server `TAUROS_TEST_POSTGRES_URL` names, or on a
 //! throwaway cluster the first PostgreSQL test starts (see [`postgres`]). Every test's database
 //! is removed when its [`TestApp`] is dropped. `TEST_LOG=1` prints the servers' logs (filter:
-//! `TAUROS_LOG`, default `tauros=debug,tower_http=debug,info`) with each test's output.
+//! `TAUROS_LOG`, default `tauros=debug,tower_http=debug,info`) with each test's output. The
+//! fixtures of getting paid (settlement keys, issued invoices, settlement events) are in
+//! [`settlement`].
 
 pub mod postgres;
+pub mod settlement;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
@@ -27,14 +30,14 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// This backend's migrations, `crates/store/migrations/<backend>`.
+    /// This backend's migrations, `migrations/<backend>`.
     pub fn migrations_dir(self) -> std::path::PathBuf {
         let dir = match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
         };
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("crates/store/migrations")
+            .join("migrations")
             .join(dir)
     }
 }
@@ -141,8 +144,8 @@ pub async fn spawn_app_with(backend: Backend, config: AppConfig, http: HttpConfi
 }
 
 /// A server on the PostgreSQL database `name` of the test server, reached through `url`
-/// (a formation's several hosts: tests/api/formation.rs) with `settings`; the database is
-/// dropped from the test server when the app is dropped.
+/// (a formation's several hosts: tests/api/operations/formation.rs) with `settings`; the
+/// database is dropped from the test server when the app is dropped.
 pub async fn spawn_app_on(url: String, name: &str, settings: store::PoolSettings) -> TestApp {
     let cleanup = Cleanup::Database(name.to_owned());
     spawn_app_at(
@@ -552,6 +555,18 @@ pub async fn parallel(requests: Vec<reqwest::RequestBuilder>) -> Vec<Response> {
     out
 }
 
+/// How many answers had each status, by code: `{200: 1, 409: 7}`. What a race may be asserted
+/// on, as the order in which parallel requests are let in is the scheduler's.
+pub fn tally(
+    statuses: impl IntoIterator<Item = StatusCode>,
+) -> std::collections::BTreeMap<u16, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for status in statuses {
+        *counts.entry(status.as_u16()).or_default() += 1;
+    }
+    counts
+}
+
 /// An organisation ready for invoices: the approver's agent has a customer and an active EUR
 /// IBAN destination.
 pub struct Billing {
@@ -816,6 +831,12 @@ pub fn id_of(record: &Value) -> &str {
 /// A JSON string member that holds a UUID.
 pub fn uuid_of(value: &Value) -> Uuid {
     value.as_str().expect("a string").parse().expect("a UUID")
+}
+
+/// The email of the human signed in with `token`, from `GET /v1/me` (200 required).
+pub async fn email_of(app: &TestApp, token: &str) -> String {
+    let me = expect_status(app.get("/v1/me", token).await, StatusCode::OK).await;
+    me["email"].as_str().expect("email").to_owned()
 }
 
 /// The status and JSON body of an answer, without the request id (the one member two

@@ -54,7 +54,7 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
 /// Only the inner edge is a route layer: it names the request's span and metrics after the
 /// matched route, which routing finds. The others wrap the router once, around routing, not
 /// each route: a route layer is a boxed service of its own, cloned through every level on
-/// every request (docs/PERFORMANCE.md #28, Part 13).
+/// every request.
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     let routed = router.layer(axum::middleware::from_fn_with_state(
         body_timeout::BodyClock::from(&config.limits),

@@ -80,40 +80,44 @@ impl App {
             updated_at: now,
         };
         let mut tx = self.store.begin().await?;
-        if capabilities.has(Capability::Settlement) {
-            // Shared: a settings change waits for this grant, and this one for it.
-            let org = tx
-                .lock_org(human.org_id, Lock::Share)
-                .await?
-                .ok_or(AppError::NotFound)?;
-            let settings = Settings {
-                four_eyes: org.four_eyes,
-                shared_review: org.shared_review,
-            };
-            if rules::settlement_grant_needs_confirmation(settings) {
-                let same = |c: &OrgChangeRow| c.agent_name.as_deref() == Some(agent.name.as_str());
-                let proposal = OrgChangeRow {
-                    agent_name: Some(agent.name.clone()),
-                    ..pending(human, ChangeKind::SettlementAgent, now)
+        let answer = async {
+            if capabilities.has(Capability::Settlement) {
+                // Shared: a settings change waits for this grant, and this one for it.
+                let org = tx
+                    .lock_org(human.org_id, Lock::Share)
+                    .await?
+                    .ok_or(AppError::NotFound)?;
+                let settings = Settings {
+                    four_eyes: org.four_eyes,
+                    shared_review: org.shared_review,
                 };
-                let change = propose(tx, human, proposal, same).await?;
-                return Ok(AgentCreated::Proposed(change));
+                if rules::settlement_grant_needs_confirmation(settings) {
+                    let same =
+                        |c: &OrgChangeRow| c.agent_name.as_deref() == Some(agent.name.as_str());
+                    let proposal = OrgChangeRow {
+                        agent_name: Some(agent.name.clone()),
+                        ..pending(human, ChangeKind::SettlementAgent, now)
+                    };
+                    let change = propose(&mut *tx, human, proposal, same).await?;
+                    return Ok(AgentCreated::Proposed(change));
+                }
             }
+            tx.insert_agent(&agent).await?;
+            let key = self.issue_key(&mut *tx, &agent).await?;
+            audit(
+                &mut *tx,
+                agent.org_id,
+                AuditActor::human(human),
+                "agent.created",
+                ("agent", agent.id),
+                serde_json::json!({ "name": agent.name, "capabilities": agent.capabilities }),
+            )
+            .await?;
+            let view = view(&mut *tx, agent).await?;
+            Ok(AgentCreated::Done(view, key))
         }
-        tx.insert_agent(&agent).await?;
-        let key = self.issue_key(&mut *tx, &agent).await?;
-        audit(
-            &mut *tx,
-            agent.org_id,
-            AuditActor::human(human),
-            "agent.created",
-            ("agent", agent.id),
-            serde_json::json!({ "name": agent.name, "capabilities": agent.capabilities }),
-        )
-        .await?;
-        let view = view(&mut *tx, agent).await?;
-        tx.commit().await?;
-        Ok(AgentCreated::Done(view, key))
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// A confirmed `settlement_agent` proposal: the agent, owned by the proposer, with only
@@ -185,24 +189,27 @@ impl App {
         let human = actor.human()?;
         let name = name.trim().to_owned();
         let mut tx = self.store.begin().await?;
-        let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
-        if agent.name != name {
-            let old = std::mem::replace(&mut agent.name, name);
-            agent.updated_at = now();
-            tx.update_agent(&agent).await?;
-            audit(
-                &mut *tx,
-                agent.org_id,
-                AuditActor::human(human),
-                "agent.renamed",
-                ("agent", agent.id),
-                serde_json::json!({ "from": old, "to": agent.name }),
-            )
-            .await?;
+        let answer = async {
+            let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+            if agent.name != name {
+                let old = std::mem::replace(&mut agent.name, name);
+                agent.updated_at = now();
+                tx.update_agent(&agent).await?;
+                audit(
+                    &mut *tx,
+                    agent.org_id,
+                    AuditActor::human(human),
+                    "agent.renamed",
+                    ("agent", agent.id),
+                    serde_json::json!({ "from": old, "to": agent.name }),
+                )
+                .await?;
+            }
+            let view = view(&mut *tx, agent).await?;
+            Ok(view)
         }
-        let view = view(&mut *tx, agent).await?;
-        tx.commit().await?;
-        Ok(view)
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Issues a new key and revokes every older key of the agent, in one transaction.
@@ -213,13 +220,16 @@ impl App {
     ) -> AppResult<(AgentView, String)> {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        // The agent row lock serializes concurrent rotations: exactly one key survives.
-        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
-        let (view, key) = self
-            .rotate_locked(&mut *tx, agent, AuditActor::human(human))
-            .await?;
-        tx.commit().await?;
-        Ok((view, key))
+        let answer = async {
+            // The agent row lock serializes concurrent rotations: exactly one key survives.
+            let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+            let (view, key) = self
+                .rotate_locked(&mut *tx, agent, AuditActor::human(human))
+                .await?;
+            Ok((view, key))
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     pub(crate) async fn rotate_locked(
@@ -246,22 +256,25 @@ impl App {
     pub async fn delete_agent(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
-        if tx.agent_has_dependents(agent.org_id, agent.id).await? {
-            return Err(AppError::HasDependents);
+        let answer = async {
+            let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
+            if tx.agent_has_dependents(agent.org_id, agent.id).await? {
+                return Err(AppError::HasDependents);
+            }
+            tx.delete_agent(agent.org_id, agent.id).await?;
+            audit(
+                &mut *tx,
+                agent.org_id,
+                AuditActor::human(human),
+                "agent.deleted",
+                ("agent", agent.id),
+                serde_json::json!({ "name": agent.name }),
+            )
+            .await?;
+            Ok(())
         }
-        tx.delete_agent(agent.org_id, agent.id).await?;
-        audit(
-            &mut *tx,
-            agent.org_id,
-            AuditActor::human(human),
-            "agent.deleted",
-            ("agent", agent.id),
-            serde_json::json!({ "name": agent.name }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     pub(crate) async fn issue_key(&self, tx: &mut dyn Tx, agent: &AgentRow) -> AppResult<String> {

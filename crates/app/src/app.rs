@@ -2,9 +2,10 @@
 //! methods, one module per resource.
 
 use crate::config::AppConfig;
+use crate::error::AppResult;
 use crate::limits::{CredentialLimits, SignInFailures};
 use crate::password::Passwords;
-use tauros_store::DynStore;
+use tauros_store::{DynStore, Tx};
 
 /// The application: the store plus configuration. Cheap to clone (one shared handle: the
 /// HTTP layer clones it for every request).
@@ -25,6 +26,28 @@ impl std::ops::Deref for App {
 
     fn deref(&self) -> &Parts {
         &self.0
+    }
+}
+
+/// How often a command starts its unit of work again when rows it must lock changed under it
+/// (each retry follows a concurrent commit, so this is never reached in practice).
+pub(crate) const LOCK_ATTEMPTS: usize = 8;
+
+/// Ends a unit of work (one transaction) with the answer decided in it: committed when the
+/// answer is `Ok`, abandoned when it is `Err`. Either way it returns once everything the answer
+/// was decided on is durable; if that failed, the error says so instead (a retry is safe).
+/// Every unit ends here: a unit dropped unended is rolled back, and its answer is not to be
+/// given (a request cancelled, a panic).
+pub(crate) async fn finish<T>(tx: Box<dyn Tx>, answer: AppResult<T>) -> AppResult<T> {
+    match answer {
+        Ok(answer) => {
+            tx.commit().await?;
+            Ok(answer)
+        }
+        Err(refused) => {
+            tx.abandon().await?;
+            Err(refused)
+        }
     }
 }
 

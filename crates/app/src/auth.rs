@@ -191,9 +191,12 @@ impl App {
     /// [`verify_credential`]: App::verify_credential
     pub(crate) async fn mark_used(&self, used: KeyUse) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
-        tx.touch_api_key(used.org_id, used.key_id, used.at).await?;
-        tx.commit().await?;
-        Ok(())
+        let answer = async {
+            tx.touch_api_key(used.org_id, used.key_id, used.at).await?;
+            Ok(())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Signs a human in with email and password; `organisation` (its id or name) picks the
@@ -243,17 +246,20 @@ impl App {
         }
         let user = user.ok_or(AppError::InvalidCredentials)?;
         let mut tx = self.store.begin().await?;
-        // The password was checked outside the transaction (it is slow). Under the row lock,
-        // the account must still be the one checked: not deactivated, password unchanged since.
-        let current = tx.lock_user(user.org_id, user.id, Lock::Share).await?;
-        let Some(user) =
-            current.filter(|u| u.deactivated_at.is_none() && u.password_hash == user.password_hash)
-        else {
-            return Err(AppError::InvalidCredentials);
-        };
-        let signed_in = self.open_session(&mut *tx, &user).await?;
-        tx.commit().await?;
-        Ok(signed_in)
+        let answer = async {
+            // The password was checked outside the transaction (it is slow). Under the row lock,
+            // the account must still be the one checked: not deactivated, password unchanged since.
+            let current = tx.lock_user(user.org_id, user.id, Lock::Share).await?;
+            let Some(user) = current
+                .filter(|u| u.deactivated_at.is_none() && u.password_hash == user.password_hash)
+            else {
+                return Err(AppError::InvalidCredentials);
+            };
+            let signed_in = self.open_session(&mut *tx, &user).await?;
+            Ok(signed_in)
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// The one account a sign-in checks the password against (one hash, whatever the email
@@ -310,28 +316,34 @@ impl App {
     /// Ends the session the request came with; other sessions of the human stay valid.
     pub async fn sign_out(&self, human: &Human) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
-        tx.delete_session(human.org_id, human.session_id).await?;
-        tx.commit().await?;
-        Ok(())
+        let answer = async {
+            tx.delete_session(human.org_id, human.session_id).await?;
+            Ok(())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Ends every session of the human, this one included ("sign out everywhere").
     pub async fn sign_out_everywhere(&self, human: &Human) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
-        let ended = tx
-            .delete_user_sessions(human.org_id, human.id, None)
+        let answer = async {
+            let ended = tx
+                .delete_user_sessions(human.org_id, human.id, None)
+                .await?;
+            audit(
+                &mut *tx,
+                human.org_id,
+                AuditActor::human(human),
+                "user.signed_out_everywhere",
+                ("user", human.id),
+                serde_json::json!({ "sessions_ended": ended }),
+            )
             .await?;
-        audit(
-            &mut *tx,
-            human.org_id,
-            AuditActor::human(human),
-            "user.signed_out_everywhere",
-            ("user", human.id),
-            serde_json::json!({ "sessions_ended": ended }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+            Ok(())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Changes the caller's password after checking the current one; every other session of
@@ -370,35 +382,38 @@ impl App {
         drop(attempt);
         let hash = self.passwords.hash(new).await?;
         let mut tx = self.store.begin().await?;
-        let user = tx
-            .lock_user(human.org_id, human.id, Lock::Update)
-            .await?
-            .filter(|u| u.deactivated_at.is_none())
-            .ok_or(AppError::Unauthorized)?;
-        if user.password_hash != stored {
-            return Err(AppError::Conflict {
-                code: "password_changed",
-                detail: "the password was changed by another request meanwhile; sign in again \
-                         with the new one"
-                    .into(),
-            });
+        let answer = async {
+            let user = tx
+                .lock_user(human.org_id, human.id, Lock::Update)
+                .await?
+                .filter(|u| u.deactivated_at.is_none())
+                .ok_or(AppError::Unauthorized)?;
+            if user.password_hash != stored {
+                return Err(AppError::Conflict {
+                    code: "password_changed",
+                    detail: "the password was changed by another request meanwhile; sign in again \
+                             with the new one"
+                        .into(),
+                });
+            }
+            tx.set_password(human.org_id, human.id, &hash, now())
+                .await?;
+            let ended = tx
+                .delete_user_sessions(human.org_id, human.id, Some(human.session_id))
+                .await?;
+            audit(
+                &mut *tx,
+                human.org_id,
+                AuditActor::human(human),
+                "user.password_changed",
+                ("user", human.id),
+                serde_json::json!({ "other_sessions_ended": ended }),
+            )
+            .await?;
+            Ok(())
         }
-        tx.set_password(human.org_id, human.id, &hash, now())
-            .await?;
-        let ended = tx
-            .delete_user_sessions(human.org_id, human.id, Some(human.session_id))
-            .await?;
-        audit(
-            &mut *tx,
-            human.org_id,
-            AuditActor::human(human),
-            "user.password_changed",
-            ("user", human.id),
-            serde_json::json!({ "other_sessions_ended": ended }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Deletes expired sessions and used or expired invitations, in batches of `batch`, until
@@ -408,9 +423,12 @@ impl App {
         loop {
             let now = now();
             let mut tx = self.store.begin().await?;
-            let s = tx.prune_sessions(now, batch).await?;
-            let i = tx.prune_invitations(now, batch).await?;
-            tx.commit().await?;
+            let answer = async {
+                let s = tx.prune_sessions(now, batch).await?;
+                Ok((s, tx.prune_invitations(now, batch).await?))
+            }
+            .await;
+            let (s, i) = crate::app::finish(tx, answer).await?;
             sessions += s;
             invitations += i;
             if s < batch as u64 && i < batch as u64 {
@@ -488,28 +506,31 @@ impl App {
         let password_hash = self.passwords.hash(password).await?;
         let now = now();
         let mut tx = self.store.begin().await?;
-        // The conditional update is the one-time guard: a second accept finds nothing to update.
-        let Some(invitation) = tx.accept_invitation(&hash, now).await? else {
-            return Err(AppError::InvalidCredentials);
-        };
-        // Deactivation deletes the invitation under this row's lock; whichever comes second
-        // sees the other.
-        let Some(_) = tx
-            .lock_user(invitation.org_id, invitation.user_id, Lock::Update)
-            .await?
-            .filter(|u| u.deactivated_at.is_none())
-        else {
-            return Err(AppError::InvalidCredentials);
-        };
-        tx.set_password(invitation.org_id, invitation.user_id, &password_hash, now)
-            .await?;
-        let user = tx
-            .user_by_id(invitation.org_id, invitation.user_id)
-            .await?
-            .ok_or_else(|| AppError::Internal("invited user vanished".into()))?;
-        let signed_in = self.open_session(&mut *tx, &user).await?;
-        tx.commit().await?;
-        Ok(signed_in)
+        let answer = async {
+            // The conditional update is the one-time guard: a second accept finds nothing to update.
+            let Some(invitation) = tx.accept_invitation(&hash, now).await? else {
+                return Err(AppError::InvalidCredentials);
+            };
+            // Deactivation deletes the invitation under this row's lock; whichever comes second
+            // sees the other.
+            let Some(_) = tx
+                .lock_user(invitation.org_id, invitation.user_id, Lock::Update)
+                .await?
+                .filter(|u| u.deactivated_at.is_none())
+            else {
+                return Err(AppError::InvalidCredentials);
+            };
+            tx.set_password(invitation.org_id, invitation.user_id, &password_hash, now)
+                .await?;
+            let user = tx
+                .user_by_id(invitation.org_id, invitation.user_id)
+                .await?
+                .ok_or_else(|| AppError::Internal("invited user vanished".into()))?;
+            let signed_in = self.open_session(&mut *tx, &user).await?;
+            Ok(signed_in)
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 

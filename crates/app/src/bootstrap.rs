@@ -7,7 +7,7 @@ use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::users::insert_user;
 use tauros_domain::identity::{self, Role};
-use tauros_domain::text::checked_text;
+use tauros_domain::text::{MAX_NAME_CHARS, checked_text};
 use tauros_store::{OrgRow, UserRow};
 use uuid::Uuid;
 
@@ -30,7 +30,7 @@ impl App {
         password: String,
     ) -> AppResult<BootstrapOutcome> {
         let mut errors = Vec::new();
-        let org_name = checked_text("org", org_name, 160, &mut errors);
+        let org_name = checked_text("org", org_name, MAX_NAME_CHARS, &mut errors);
         let email = email.trim();
         if !identity::email_is_valid(email) {
             errors.push(crate::error::FieldError::plain(
@@ -48,45 +48,47 @@ impl App {
         let password_hash = self.passwords.hash(password).await?;
         let now = now();
         let mut tx = self.store.begin().await?;
-        let new_org = OrgRow {
-            id: Uuid::now_v7(),
-            name: org_name.clone(),
-            four_eyes: false,
-            shared_review: false,
-            created_at: now,
-            updated_at: now,
-        };
-        tx.insert_org(&new_org).await?;
-        let org = tx
-            .org_by_name(&org_name)
-            .await?
-            .ok_or_else(|| AppError::Internal("organisation vanished during bootstrap".into()))?;
-        let user = UserRow {
-            id: Uuid::now_v7(),
-            org_id: org.id,
-            email: email.to_owned(),
-            email_normalized: identity::normalize_email(email),
-            role: Role::Approver.as_str().to_owned(),
-            password_hash: Some(password_hash),
-            is_bootstrap: true,
-            created_at: now,
-            updated_at: now,
-            deactivated_at: None,
-        };
-        insert_user(&mut *tx, &user).await?;
-        audit(
-            &mut *tx,
-            org.id,
-            AuditActor::cli(),
-            "user.bootstrapped",
-            ("user", user.id),
-            serde_json::json!({ "role": "approver" }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(BootstrapOutcome {
-            org_id: org.id,
-            user_id: user.id,
-        })
+        let answer = async {
+            let new_org = OrgRow {
+                id: Uuid::now_v7(),
+                name: org_name.clone(),
+                four_eyes: false,
+                shared_review: false,
+                created_at: now,
+                updated_at: now,
+            };
+            tx.insert_org(&new_org).await?;
+            let org = tx.org_by_name(&org_name).await?.ok_or_else(|| {
+                AppError::Internal("organisation vanished during bootstrap".into())
+            })?;
+            let user = UserRow {
+                id: Uuid::now_v7(),
+                org_id: org.id,
+                email: email.to_owned(),
+                email_normalized: identity::normalize_email(email),
+                role: Role::Approver.as_str().to_owned(),
+                password_hash: Some(password_hash),
+                is_bootstrap: true,
+                created_at: now,
+                updated_at: now,
+                deactivated_at: None,
+            };
+            insert_user(&mut *tx, &user).await?;
+            audit(
+                &mut *tx,
+                org.id,
+                AuditActor::cli(),
+                "user.bootstrapped",
+                ("user", user.id),
+                serde_json::json!({ "role": "approver" }),
+            )
+            .await?;
+            Ok(BootstrapOutcome {
+                org_id: org.id,
+                user_id: user.id,
+            })
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }

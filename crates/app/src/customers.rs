@@ -76,42 +76,45 @@ impl App {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        // Share-locked: the agent cannot be deleted before this customer is committed.
-        let owns = tx
-            .lock_agent(human.org_id, input.agent_id, Lock::Share)
-            .await?
-            .is_some_and(|a| a.owner_id == human.id);
-        if !owns {
-            // Another human's agent and an unknown id get the same answer.
-            return Err(AppError::Validation(vec![crate::error::FieldError::plain(
-                "agent_id",
-                "unknown_agent",
-                "no agent with this id is yours; send the id of an agent you own (GET /v1/agents)",
-            )]));
+        let answer = async {
+            // Share-locked: the agent cannot be deleted before this customer is committed.
+            let owns = tx
+                .lock_agent(human.org_id, input.agent_id, Lock::Share)
+                .await?
+                .is_some_and(|a| a.owner_id == human.id);
+            if !owns {
+                // Another human's agent and an unknown id get the same answer.
+                return Err(AppError::Validation(vec![crate::error::FieldError::plain(
+                    "agent_id",
+                    "unknown_agent",
+                    "no agent with this id is yours; send the id of an agent you own (GET /v1/agents)",
+                )]));
+            }
+            let agent_id = input.agent_id;
+            let now = now();
+            let row = CustomerRow {
+                id: Uuid::now_v7(),
+                org_id: human.org_id,
+                agent_id,
+                name: input.name.trim().to_owned(),
+                email: input.email.trim().to_owned(),
+                created_at: now,
+                updated_at: now,
+            };
+            tx.insert_customer(&row).await?;
+            audit(
+                &mut *tx,
+                row.org_id,
+                AuditActor::human(human),
+                "customer.created",
+                ("customer", row.id),
+                serde_json::json!({ "agent_id": agent_id, "name": row.name, "email": row.email }),
+            )
+            .await?;
+            Ok(row.into())
         }
-        let agent_id = input.agent_id;
-        let now = now();
-        let row = CustomerRow {
-            id: Uuid::now_v7(),
-            org_id: human.org_id,
-            agent_id,
-            name: input.name.trim().to_owned(),
-            email: input.email.trim().to_owned(),
-            created_at: now,
-            updated_at: now,
-        };
-        tx.insert_customer(&row).await?;
-        audit(
-            &mut *tx,
-            row.org_id,
-            AuditActor::human(human),
-            "customer.created",
-            ("customer", row.id),
-            serde_json::json!({ "agent_id": agent_id, "name": row.name, "email": row.email }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(row.into())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// The customers the caller may see, newest first.
@@ -145,28 +148,31 @@ impl App {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let mut row = locked_customer(&mut *tx, actor, id).await?;
-        // The field rules are the caller's (`UpdateCustomerRequest`'s `validator` rules).
-        let name = change.name.map(|n| n.trim().to_owned());
-        let email = change.email.map(|e| e.trim().to_owned());
-        let before = (row.name.clone(), row.email.clone());
-        row.name = name.unwrap_or(row.name);
-        row.email = email.unwrap_or(row.email);
-        if (row.name.as_str(), row.email.as_str()) != (before.0.as_str(), before.1.as_str()) {
-            row.updated_at = now();
-            tx.update_customer(&row).await?;
-            audit(
-                &mut *tx,
-                row.org_id,
-                AuditActor::human(human),
-                "customer.updated",
-                ("customer", row.id),
-                serde_json::json!({ "name": row.name, "email": row.email }),
-            )
-            .await?;
+        let answer = async {
+            let mut row = locked_customer(&mut *tx, actor, id).await?;
+            // The field rules are the caller's (`UpdateCustomerRequest`'s `validator` rules).
+            let name = change.name.map(|n| n.trim().to_owned());
+            let email = change.email.map(|e| e.trim().to_owned());
+            let before = (row.name.clone(), row.email.clone());
+            row.name = name.unwrap_or(row.name);
+            row.email = email.unwrap_or(row.email);
+            if (row.name.as_str(), row.email.as_str()) != (before.0.as_str(), before.1.as_str()) {
+                row.updated_at = now();
+                tx.update_customer(&row).await?;
+                audit(
+                    &mut *tx,
+                    row.org_id,
+                    AuditActor::human(human),
+                    "customer.updated",
+                    ("customer", row.id),
+                    serde_json::json!({ "name": row.name, "email": row.email }),
+                )
+                .await?;
+            }
+            Ok(row.into())
         }
-        tx.commit().await?;
-        Ok(row.into())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// The owning human deletes a customer no revision references.
@@ -174,22 +180,25 @@ impl App {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
         let mut tx = self.store.begin().await?;
-        let row = locked_customer(&mut *tx, actor, id).await?;
-        if tx.customer_is_referenced(row.org_id, row.id).await? {
-            return Err(AppError::HasDependents);
+        let answer = async {
+            let row = locked_customer(&mut *tx, actor, id).await?;
+            if tx.customer_is_referenced(row.org_id, row.id).await? {
+                return Err(AppError::HasDependents);
+            }
+            tx.delete_customer(row.org_id, row.id).await?;
+            audit(
+                &mut *tx,
+                row.org_id,
+                AuditActor::human(human),
+                "customer.deleted",
+                ("customer", row.id),
+                serde_json::json!({ "name": row.name }),
+            )
+            .await?;
+            Ok(())
         }
-        tx.delete_customer(row.org_id, row.id).await?;
-        audit(
-            &mut *tx,
-            row.org_id,
-            AuditActor::human(human),
-            "customer.deleted",
-            ("customer", row.id),
-            serde_json::json!({ "name": row.name }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 

@@ -113,15 +113,18 @@ impl App {
             }
             Some(agent) => {
                 let mut tx = self.store.begin().await?;
-                let locked = tx
-                    .lock_agent(agent.org_id, agent.id, Lock::Update)
-                    .await?
-                    .ok_or_else(|| AppError::Internal("demo agent vanished".into()))?;
-                let (view, key) = self
-                    .rotate_locked(&mut *tx, locked, AuditActor::cli())
-                    .await?;
-                tx.commit().await?;
-                (view.id, key)
+                let answer = async {
+                    let locked = tx
+                        .lock_agent(agent.org_id, agent.id, Lock::Update)
+                        .await?
+                        .ok_or_else(|| AppError::Internal("demo agent vanished".into()))?;
+                    let (view, key) = self
+                        .rotate_locked(&mut *tx, locked, AuditActor::cli())
+                        .await?;
+                    Ok((view.id, key))
+                }
+                .await;
+                crate::app::finish(tx, answer).await?
             }
         };
         if created {
@@ -259,13 +262,12 @@ impl App {
             deactivated_at: None,
         };
         let mut tx = self.store.begin().await?;
-        match insert_user(&mut *tx, &user).await {
-            Ok(()) => tx.commit().await?,
+        let inserted = insert_user(&mut *tx, &user).await;
+        match crate::app::finish(tx, inserted).await {
             // Seeded by an earlier, interrupted run: keep that one.
-            Err(AppError::Validation(_)) => {}
-            Err(e) => return Err(e),
+            Ok(()) | Err(AppError::Validation(_)) => Ok(()),
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@ use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::customers::{scope_of, sees_agent};
 use crate::error::{AppError, AppResult, KeyHolder};
-use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
+use crate::idempotency::{self, Keyed, KeyedCreate, Replayed, Written};
 use crate::lists::{PageRequest, list_filter};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -121,7 +121,7 @@ impl App {
                 return Ok(replayed);
             }
         }
-        idempotency::create(&self.store, agent, &create).await
+        idempotency::create(&self.store, &create).await
     }
 
     /// The destinations the caller may see, newest first; optionally only one state.
@@ -173,32 +173,35 @@ impl App {
     ) -> AppResult<DestinationView> {
         actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
-        let mut row = tx
-            .lock_destination(actor.org_id(), id, Lock::Update)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        if !sees_agent(&mut *tx, actor, row.agent_id).await? {
-            return Err(AppError::NotFound);
-        }
-        if row.state != DestinationState::Active {
-            return Ok(row.into());
-        }
-        let now = now();
-        tx.set_destination_state(row.org_id, row.id, DestinationState::Deactivated, now)
+        let answer = async {
+            let mut row = tx
+                .lock_destination(actor.org_id(), id, Lock::Update)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            if !sees_agent(&mut *tx, actor, row.agent_id).await? {
+                return Err(AppError::NotFound);
+            }
+            if row.state != DestinationState::Active {
+                return Ok(row.into());
+            }
+            let now = now();
+            tx.set_destination_state(row.org_id, row.id, DestinationState::Deactivated, now)
+                .await?;
+            audit(
+                &mut *tx,
+                row.org_id,
+                AuditActor::of(actor),
+                "destination.deactivated",
+                ("payment_destination", row.id),
+                serde_json::json!({}),
+            )
             .await?;
-        audit(
-            &mut *tx,
-            row.org_id,
-            AuditActor::of(actor),
-            "destination.deactivated",
-            ("payment_destination", row.id),
-            serde_json::json!({}),
-        )
-        .await?;
-        tx.commit().await?;
-        row.state = DestinationState::Deactivated;
-        row.updated_at = now;
-        Ok(row.into())
+            row.state = DestinationState::Deactivated;
+            row.updated_at = now;
+            Ok(row.into())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 
@@ -255,16 +258,15 @@ impl Keyed for NewDestinationRow<'_> {
 
 #[async_trait]
 impl KeyedCreate for NewDestinationRow<'_> {
-    // Under the agent's lock the key is looked up again: a concurrent request with the same
-    // key that won is visible now (on SQLite the winner may sit in the same shared commit).
-    const RECHECK: bool = true;
-    // A backstop (the lookup under the lock finds a winner first): the winner has committed,
-    // so a fresh read sees it.
-    const LOST: Lost = Lost::ReadAfresh;
-
     /// Inserts the destination and retires the one it supersedes, with their audit events.
-    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<DestinationView>> {
+    async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<DestinationView>> {
         let (agent, row) = (self.agent, &self.row);
+        agent.hold(&mut *tx).await?;
+        // Under the agent's lock a concurrent request with the same key that won is visible
+        // (on SQLite it may sit in the same shared commit).
+        if self.find(&mut *tx).await?.is_some() {
+            return Ok(Written::KeyTaken);
+        }
         let actor_audit = AuditActor::agent(agent);
         if let Some(old_id) = row.supersedes_id {
             let old = tx
@@ -282,9 +284,10 @@ impl KeyedCreate for NewDestinationRow<'_> {
         }
         match tx.insert_destination(row).await {
             Ok(()) => {}
-            // A concurrent request with the same key won: answer as its replay.
+            // A backstop (the look-up under the lock finds a winner first): the refusal ended
+            // the unit on PostgreSQL, and the winner has committed.
             Err(StoreError::Conflict(Constraint::DestinationKey)) => {
-                return Ok(Written::KeyTaken(tx));
+                return Ok(Written::KeyTakenUnitEnded);
             }
             Err(StoreError::Conflict(Constraint::DestinationSupersedes)) => {
                 return Err(AppError::field(
@@ -325,7 +328,6 @@ impl KeyedCreate for NewDestinationRow<'_> {
             }),
         )
         .await?;
-        tx.commit().await?;
         Ok(Written::Fresh(row.clone().into()))
     }
 }

@@ -14,9 +14,9 @@
 //!
 //! Points are named after the statement they follow, where that statement is issued: a point
 //! in a helper the two transactions share (the event, its deliveries, the job enqueue) is one
-//! point on both paths. On SQLite, a statement the store runs later (the revision, the event:
-//! `execute_later`) reaches the database with the unit's next call; a point after it fails
-//! the same uncommitted unit. Arming is keyed by organisation id, so tests running in parallel in one
+//! point on both paths. On SQLite, a statement the store runs later (the revision, the event)
+//! reaches the database with the unit's next call; a point after it fails the same
+//! uncommitted unit. Arming is keyed by organisation id, so tests running in parallel in one
 //! process (each with its own organisation) never fire each other's points.
 
 use crate::error::AppError;
@@ -63,7 +63,7 @@ failpoints! {
     DestinationLocked = "parties.destination_locked",
     /// The invoice row is inserted (the idempotency key is now taken, uncommitted). On SQLite,
     /// whose writer writes alone, the key was found free in the first read and the insert is
-    /// held, to go with the revision and the event (`insert_invoice_later`).
+    /// held, to go with the revision and the event.
     InvoiceInserted = "create.invoice_inserted",
     /// Revision 1 (with its lines) is inserted.
     RevisionInserted = "create.revision_inserted",

@@ -94,132 +94,135 @@ impl App {
     ) -> AppResult<Resolved> {
         let approver = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
-        // The org row first, as every settings change takes it: no lock-order inversion.
-        let mut org = tx
-            .lock_org(approver.org_id, Lock::Update)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let mut change = tx
-            .lock_change(approver.org_id, id, Lock::Update)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let now = now();
-        let proposal = Proposal {
-            proposed_by: change.proposed_by,
-            subject: match change.kind {
-                ChangeKind::ApproverDeactivation => change.user_id,
-                _ => None,
-            },
-            state: change.state,
-            decided_by: change.decided_by,
-            expires_at: change.expires_at,
-        };
-        let to = match rules::resolve(proposal, goal, approver.id, now).map_err(resolution_error)? {
-            Resolution::Replay => {
-                return Ok(Resolved {
-                    change: ChangeView::of(change, now),
-                    org: OrgView::of(org),
-                    invitation: None,
-                    replayed: true,
-                });
-            }
-            Resolution::Apply(to) => to,
-        };
-        let mut invitation = None;
-        if to == ChangeState::Confirmed {
-            match change.kind {
-                ChangeKind::Settings => {
-                    let request = SettingsRequest {
-                        four_eyes: change.four_eyes,
-                        shared_review: change.shared_review,
-                    };
-                    let why = serde_json::json!({ "change_id": change.id, "proposed_by": change.proposed_by });
-                    apply_settings(
-                        &mut *tx,
-                        &mut org,
-                        request,
-                        AuditActor::human(approver),
-                        why,
-                    )
-                    .await?;
+        let answer = async {
+            // The org row first, as every settings change takes it: no lock-order inversion.
+            let mut org = tx
+                .lock_org(approver.org_id, Lock::Update)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let mut change = tx
+                .lock_change(approver.org_id, id, Lock::Update)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let now = now();
+            let proposal = Proposal {
+                proposed_by: change.proposed_by,
+                subject: match change.kind {
+                    ChangeKind::ApproverDeactivation => change.user_id,
+                    _ => None,
+                },
+                state: change.state,
+                decided_by: change.decided_by,
+                expires_at: change.expires_at,
+            };
+            let to = match rules::resolve(proposal, goal, approver.id, now).map_err(resolution_error)? {
+                Resolution::Replay => {
+                    return Ok(Resolved {
+                        change: ChangeView::of(change, now),
+                        org: OrgView::of(org),
+                        invitation: None,
+                        replayed: true,
+                    });
                 }
-                ChangeKind::ApproverInvitation => {
-                    let (Some(email), Some(role)) = (change.email.as_deref(), change.role) else {
-                        return Err(AppError::Internal(
-                            "invitation proposal without email".into(),
-                        ));
-                    };
-                    invitation = Some(
-                        self.create_invitation(
+                Resolution::Apply(to) => to,
+            };
+            let mut invitation = None;
+            if to == ChangeState::Confirmed {
+                match change.kind {
+                    ChangeKind::Settings => {
+                        let request = SettingsRequest {
+                            four_eyes: change.four_eyes,
+                            shared_review: change.shared_review,
+                        };
+                        let why = serde_json::json!({ "change_id": change.id, "proposed_by": change.proposed_by });
+                        apply_settings(
                             &mut *tx,
-                            change.org_id,
-                            change.proposed_by,
-                            email,
-                            role,
+                            &mut org,
+                            request,
                             AuditActor::human(approver),
-                            Some(change.id),
-                        )
-                        .await?,
-                    );
-                }
-                ChangeKind::PaymentResolution => {
-                    let id = change.payment_resolution_id.ok_or_else(|| {
-                        AppError::Internal(
-                            "payment resolution proposal without its resolution".into(),
-                        )
-                    })?;
-                    crate::resolutions::confirm(&mut *tx, id, approver, now).await?;
-                }
-                ChangeKind::SettlementAgent => {
-                    let agent = self
-                        .create_proposed_settlement_agent(
-                            &mut *tx,
-                            &change,
-                            AuditActor::human(approver),
+                            why,
                         )
                         .await?;
-                    change.agent_id = Some(agent);
+                    }
+                    ChangeKind::ApproverInvitation => {
+                        let (Some(email), Some(role)) = (change.email.as_deref(), change.role) else {
+                            return Err(AppError::Internal(
+                                "invitation proposal without email".into(),
+                            ));
+                        };
+                        invitation = Some(
+                            self.create_invitation(
+                                &mut *tx,
+                                change.org_id,
+                                change.proposed_by,
+                                email,
+                                role,
+                                AuditActor::human(approver),
+                                Some(change.id),
+                            )
+                            .await?,
+                        );
+                    }
+                    ChangeKind::PaymentResolution => {
+                        let id = change.payment_resolution_id.ok_or_else(|| {
+                            AppError::Internal(
+                                "payment resolution proposal without its resolution".into(),
+                            )
+                        })?;
+                        crate::resolutions::confirm(&mut *tx, id, approver, now).await?;
+                    }
+                    ChangeKind::SettlementAgent => {
+                        let agent = self
+                            .create_proposed_settlement_agent(
+                                &mut *tx,
+                                &change,
+                                AuditActor::human(approver),
+                            )
+                            .await?;
+                        change.agent_id = Some(agent);
+                    }
+                    ChangeKind::ApproverDeactivation => {
+                        let user = change.user_id.ok_or_else(|| {
+                            AppError::Internal("deactivation proposal without its human".into())
+                        })?;
+                        let user = tx
+                            .user_by_id(change.org_id, user)
+                            .await?
+                            .ok_or_else(|| AppError::Internal("proposed human vanished".into()))?;
+                        deactivate_in(&mut *tx, user, approver, Some(&change)).await?;
+                    }
                 }
-                ChangeKind::ApproverDeactivation => {
-                    let user = change.user_id.ok_or_else(|| {
-                        AppError::Internal("deactivation proposal without its human".into())
-                    })?;
-                    let user = tx
-                        .user_by_id(change.org_id, user)
-                        .await?
-                        .ok_or_else(|| AppError::Internal("proposed human vanished".into()))?;
-                    deactivate_in(&mut *tx, user, approver, Some(&change)).await?;
-                }
+            } else if let (ChangeKind::PaymentResolution, Some(id)) =
+                (change.kind, change.payment_resolution_id)
+            {
+                crate::resolutions::reject(&mut *tx, id, approver, now).await?;
             }
-        } else if let (ChangeKind::PaymentResolution, Some(id)) =
-            (change.kind, change.payment_resolution_id)
-        {
-            crate::resolutions::reject(&mut *tx, id, approver, now).await?;
+            change.state = to;
+            change.decided_by = Some(approver.id);
+            change.decided_at = Some(now);
+            tx.decide_change(&change).await?;
+            let action = match to {
+                ChangeState::Confirmed => "org.change_confirmed",
+                _ => "org.change_rejected",
+            };
+            audit(
+                &mut *tx,
+                change.org_id,
+                AuditActor::human(approver),
+                action,
+                ("org_change", change.id),
+                serde_json::json!({ "kind": change.kind.as_str(), "proposed_by": change.proposed_by }),
+            )
+            .await?;
+            Ok(Resolved {
+                change: ChangeView::of(change, now),
+                org: OrgView::of(org),
+                invitation,
+                replayed: false,
+            })
         }
-        change.state = to;
-        change.decided_by = Some(approver.id);
-        change.decided_at = Some(now);
-        tx.decide_change(&change).await?;
-        let action = match to {
-            ChangeState::Confirmed => "org.change_confirmed",
-            _ => "org.change_rejected",
-        };
-        audit(
-            &mut *tx,
-            change.org_id,
-            AuditActor::human(approver),
-            action,
-            ("org_change", change.id),
-            serde_json::json!({ "kind": change.kind.as_str(), "proposed_by": change.proposed_by }),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Resolved {
-            change: ChangeView::of(change, now),
-            org: OrgView::of(org),
-            invitation,
-            replayed: false,
-        })
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 

@@ -7,16 +7,16 @@
 //! The sequence, and the comparison (`domain::fingerprint::same_payload`), are written once:
 //!
 //! 1. [`lookup`]: the fast path, one indexed read without a lock (a replay writes nothing);
-//! 2. [`create`]: the agent's row held, the key read again where the create asks for it
-//!    ([`KeyedCreate::RECHECK`]), the write; the unique key decides between concurrent
-//!    creates, and the loser answers as the winner's replay, read as [`KeyedCreate::LOST`] says;
+//! 2. [`create`]: one unit of work in which [`KeyedCreate::write`] holds the agent and writes;
+//!    the unique key decides between concurrent creates, and the loser answers as the winner's
+//!    replay (or conflict), read where its [`Written`] says;
 //! 3. [`answer`]: the stored fingerprint against the request's: the same answers the record as
 //!    it is now, replayed; another is the create's conflict. Nothing is written either way.
 //!
 //! A create that runs inside its caller's transaction (a job's enqueue) uses [`winner`] after
 //! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
 
-use crate::actor::Agent;
+use crate::app::{LOCK_ATTEMPTS, finish};
 use crate::error::{AppError, AppResult};
 use async_trait::async_trait;
 use tauros_domain::fingerprint::same_payload;
@@ -80,28 +80,17 @@ pub(crate) trait Keyed: Sync {
     fn vanished(&self) -> AppError;
 }
 
-/// Where a create whose insert lost to a concurrent one with the same key reads the winner,
-/// and what becomes of its own unit of work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lost {
-    /// In this unit (it sees the winner, whichever backend), which then commits whatever the
-    /// answer: it wrote nothing, and on SQLite the winner may sit in the same shared commit, so
-    /// the answer waits for it.
-    CommitAnyway,
-    /// In this unit, which commits for a replay and rolls back for a conflict: it may have
-    /// written what a refused request must not leave behind.
-    CommitReplay,
-    /// After this unit rolled back, with a fresh read: the winner has committed.
-    ReadAfresh,
-}
-
 /// What the write step of a [`KeyedCreate`] did.
 pub(crate) enum Written<T> {
-    /// Written and committed.
+    /// Written, to be committed with the unit.
     Fresh(T),
-    /// The unique key refused the insert: a concurrent create with the same key won. The unit
-    /// of work comes back for [`KeyedCreate::LOST`].
-    KeyTaken(Box<dyn Tx>),
+    /// A concurrent create with the same key won, and this unit sees it: the create answers as
+    /// its replay (committed), or its conflict (abandoned: nothing of this one is kept).
+    KeyTaken,
+    /// A concurrent create with the same key won, and the insert's refusal ended this unit
+    /// (PostgreSQL aborts a transaction on a unique violation): the winner, committed, is read
+    /// afresh.
+    KeyTakenUnitEnded,
     /// Something the write depends on changed under it: start again in a new unit.
     Retry,
 }
@@ -109,21 +98,10 @@ pub(crate) enum Written<T> {
 /// A keyed create an agent makes in a unit of work of its own.
 #[async_trait]
 pub(crate) trait KeyedCreate: Keyed {
-    /// Whether the key is read again once the agent's row is held, before anything is written.
-    const RECHECK: bool = false;
-    /// Whether [`KeyedCreate::write`] holds the agent itself, its row read with the first rows
-    /// the write reads (one call where the backend allows); otherwise it is held before the
-    /// write. A create that reads its key again ([`KeyedCreate::RECHECK`]) holds it first.
-    const HOLDS_AGENT: bool = false;
-    /// Where the winner of a lost insert is read.
-    const LOST: Lost;
-    /// How many units of work the create may start ([`Written::Retry`]).
-    const ATTEMPTS: usize = 1;
-
-    /// Writes the record and whatever goes with it (the audit event included) in `tx`, where
-    /// the agent is held (by the write itself first thing, if [`KeyedCreate::HOLDS_AGENT`]),
-    /// and commits.
-    async fn write(&self, tx: Box<dyn Tx>) -> AppResult<Written<Self::Answer>>;
+    /// Writes the record and whatever goes with it (the audit event included) in `tx`. It
+    /// holds the agent first: a concurrent create with the same key is then either seen or
+    /// loses the key, and the agent cannot be deleted before this unit ends.
+    async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<Self::Answer>>;
 
     /// The error when every attempt had to start again.
     fn gave_up(&self) -> AppError {
@@ -169,55 +147,29 @@ pub(crate) async fn winner<K: Keyed>(
     answer(request, conn, stored).await
 }
 
-/// The create under the agent's lock, for a key the fast path did not find: written, or
-/// answered as the replay of a concurrent create with the same key that won.
+/// The create in a unit of its own, for a key the fast path did not find: written, or
+/// answered as the replay (or the conflict) of a concurrent create with the same key that won.
 pub(crate) async fn create<K: KeyedCreate>(
     store: &DynStore,
-    agent: &Agent,
     request: &K,
 ) -> AppResult<Replayed<K::Answer>> {
-    const {
-        assert!(
-            !(K::RECHECK && K::HOLDS_AGENT),
-            "a recheck reads under the held agent"
-        );
-    };
-    for _ in 0..K::ATTEMPTS {
+    for _ in 0..LOCK_ATTEMPTS {
         let mut tx = store.begin().await?;
-        if !K::HOLDS_AGENT {
-            agent.hold(&mut *tx).await?;
-        }
-        // Under the agent's lock a concurrent create with the same key that won is visible,
-        // and this one answers as its replay, after this unit's commit.
-        if K::RECHECK
-            && let Some(stored) = request.find(&mut *tx).await?
-        {
-            let answer = answer(request, &mut *tx, stored).await;
-            tx.commit().await?;
-            return answer;
-        }
-        let mut tx = match request.write(tx).await? {
-            Written::Fresh(value) => return Ok(Replayed::fresh(value)),
-            Written::Retry => continue,
-            Written::KeyTaken(tx) => tx,
-        };
-        return match K::LOST {
-            Lost::CommitAnyway => {
-                let answer = winner(request, &mut *tx).await;
-                tx.commit().await?;
-                answer
-            }
-            Lost::CommitReplay => {
-                let answer = winner(request, &mut *tx).await?;
-                tx.commit().await?;
-                Ok(answer)
-            }
-            Lost::ReadAfresh => {
-                drop(tx);
+        let answer = match request.write(&mut *tx).await {
+            Ok(Written::Fresh(value)) => Ok(Replayed::fresh(value)),
+            Ok(Written::KeyTaken) => winner(request, &mut *tx).await,
+            Err(refused) => Err(refused),
+            Ok(Written::KeyTakenUnitEnded) => {
+                tx.abandon().await?;
                 let mut conn = store.reader().await?;
-                winner(request, &mut *conn).await
+                return winner(request, &mut *conn).await;
+            }
+            Ok(Written::Retry) => {
+                tx.abandon().await?;
+                continue;
             }
         };
+        return finish(tx, answer).await;
     }
     Err(request.gave_up())
 }

@@ -19,7 +19,6 @@ mod customers;
 #[cfg(feature = "demo")]
 mod demo;
 mod destinations;
-mod durable;
 mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
@@ -34,6 +33,7 @@ mod org;
 mod password;
 mod payments;
 mod proposals;
+mod queue;
 mod random;
 mod resolutions;
 pub mod runtime;
@@ -58,7 +58,6 @@ pub use customers::{CustomerChange, CustomerView, NewCustomer};
 #[cfg(feature = "demo")]
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
-pub use durable::when_durable;
 pub use error::{AppError, AppResult, FieldError, KeyHolder, OtherKind};
 pub use governance::Resolved;
 pub use idempotency::Replayed;
@@ -68,12 +67,13 @@ pub use invoices::{
     RevisionView, VerifyReport, WarningView, issue_business_key,
 };
 pub use jobs::{
-    ClaimedJob, Enqueued, JobFailure, JobQuery, JobStats, JobView, MAIN_POOL, NewJob, Pool,
-    Redriven, Rescued, Retention, complete_in, enqueue,
+    ClaimedJob, JobFailure, JobQuery, JobStats, MAIN_POOL, Pool, Redriven, Rescued, Retention,
+    complete_in,
 };
 pub use lists::PageRequest;
 pub use org::{AuditEventView, OrgSettingsChange, OrgUpdate, OrgView};
 pub use proposals::ChangeView;
+pub use queue::{Enqueued, JobView, NewJob, enqueue};
 pub use resolutions::{PaymentResolutionView, ResolveOutcome};
 pub use settlement::{InvoiceStanding, PaymentView, Recorded, SettlementEventView};
 pub use users::{Deactivated, Invitation, Invited, UserView};

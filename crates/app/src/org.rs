@@ -100,38 +100,40 @@ impl App {
     ) -> AppResult<OrgUpdate> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
-        let mut org = tx
-            .lock_org(human.org_id, Lock::Update)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        match rules::settings_request(settings(&org), request) {
-            SettingsOutcome::Unchanged => Ok(OrgUpdate::Applied(OrgView::of(org))),
-            SettingsOutcome::Apply(_) => {
-                apply_settings(
-                    &mut *tx,
-                    &mut org,
-                    request,
-                    AuditActor::human(human),
-                    serde_json::json!({}),
-                )
-                .await?;
-                tx.commit().await?;
-                Ok(OrgUpdate::Applied(OrgView::of(org)))
-            }
-            SettingsOutcome::Propose => {
-                let proposal = tauros_store::OrgChangeRow {
-                    four_eyes: request.four_eyes,
-                    shared_review: request.shared_review,
-                    ..pending(human, ChangeKind::Settings, now())
-                };
-                let same = |c: &tauros_store::OrgChangeRow| {
-                    c.four_eyes == request.four_eyes && c.shared_review == request.shared_review
-                };
-                Ok(OrgUpdate::Proposed(
-                    propose(tx, human, proposal, same).await?,
-                ))
+        let answer = async {
+            let mut org = tx
+                .lock_org(human.org_id, Lock::Update)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            match rules::settings_request(settings(&org), request) {
+                SettingsOutcome::Unchanged => Ok(OrgUpdate::Applied(OrgView::of(org))),
+                SettingsOutcome::Apply(_) => {
+                    apply_settings(
+                        &mut *tx,
+                        &mut org,
+                        request,
+                        AuditActor::human(human),
+                        serde_json::json!({}),
+                    )
+                    .await?;
+                    Ok(OrgUpdate::Applied(OrgView::of(org)))
+                }
+                SettingsOutcome::Propose => {
+                    let proposal = tauros_store::OrgChangeRow {
+                        four_eyes: request.four_eyes,
+                        shared_review: request.shared_review,
+                        ..pending(human, ChangeKind::Settings, now())
+                    };
+                    let same = |c: &tauros_store::OrgChangeRow| {
+                        c.four_eyes == request.four_eyes && c.shared_review == request.shared_review
+                    };
+                    let change = propose(&mut *tx, human, proposal, same).await?;
+                    Ok(OrgUpdate::Proposed(change))
+                }
             }
         }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// The operator's way to change settings from the command line (`tauros org set`), e.g.
@@ -143,25 +145,28 @@ impl App {
         request: OrgSettingsChange,
     ) -> AppResult<OrgView> {
         let mut tx = self.store.begin().await?;
-        let id = tx
-            .org_by_name(org_name)
-            .await?
-            .ok_or(AppError::NotFound)?
-            .id;
-        let mut org = tx
-            .lock_org(id, Lock::Update)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        apply_settings(
-            &mut *tx,
-            &mut org,
-            request,
-            AuditActor::cli(),
-            serde_json::json!({}),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(OrgView::of(org))
+        let answer = async {
+            let id = tx
+                .org_by_name(org_name)
+                .await?
+                .ok_or(AppError::NotFound)?
+                .id;
+            let mut org = tx
+                .lock_org(id, Lock::Update)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            apply_settings(
+                &mut *tx,
+                &mut org,
+                request,
+                AuditActor::cli(),
+                serde_json::json!({}),
+            )
+            .await?;
+            Ok(OrgView::of(org))
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// The org audit trail, newest first (approvers only).

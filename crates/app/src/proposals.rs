@@ -89,10 +89,10 @@ pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) ->
     }
 }
 
-/// Records `proposal` and commits, unless the proposer already has an open proposal that asks
-/// for the same (`same`): a repeated request answers that one and writes nothing.
+/// Records `proposal` in the caller's unit, unless the proposer already has an open proposal
+/// that asks for the same (`same`): a repeated request answers that one and writes nothing.
 pub(super) async fn propose(
-    mut tx: Box<dyn Tx>,
+    tx: &mut dyn Tx,
     proposer: &Human,
     proposal: OrgChangeRow,
     same: impl Fn(&OrgChangeRow) -> bool,
@@ -122,6 +122,5 @@ pub(super) async fn propose(
         }),
     )
     .await?;
-    tx.commit().await?;
     Ok(ChangeView::of(proposal, now))
 }

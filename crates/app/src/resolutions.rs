@@ -16,17 +16,16 @@
 //! now and writes nothing; the same key with another body is `idempotency_conflict`.
 
 use crate::actor::{Actor, Human};
-use crate::app::App;
+use crate::app::{App, LOCK_ATTEMPTS, finish};
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
-use crate::idempotency::{self, Keyed, Replayed};
+use crate::idempotency::{self, Keyed, Replayed, Written};
 use crate::invoices::{caller, invoice_facts, joined_view, reconcile_invoice, stored_amount};
 use crate::payments::{currency, effective_summary, set_standing};
 use crate::proposals::{ChangeView, pending};
 use crate::settlement::{
-    InvoiceStanding, LOCK_ATTEMPTS, PaymentView, invoice_mut, org_settings, payment_view,
-    standing_of,
+    InvoiceStanding, PaymentView, invoice_mut, org_settings, payment_view, standing_of,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -148,107 +147,120 @@ impl App {
         }
         for _ in 0..LOCK_ATTEMPTS {
             let mut tx = self.store.begin().await?;
-            // The org first, shared: four eyes cannot change until this commits.
-            let org = tx
-                .lock_org(approver.org_id, Lock::Share)
-                .await?
-                .ok_or(AppError::NotFound)?;
-            let Some(mut locked) = lock(&mut *tx, approver.org_id, payment_id, &valid).await?
-            else {
-                continue;
-            };
-            // A parallel request with this key that won is visible under the locks.
-            if let Some(stored) = request.find(&mut *tx).await? {
-                let answer = idempotency::answer(&request, &mut *tx, stored).await;
-                tx.commit().await?;
-                return answer;
-            }
-            if let Some(target) = valid.invoice_id {
-                let visible = match locked.invoice(target) {
-                    Some(invoice) => sees_invoice(&mut *tx, actor, invoice).await?,
-                    None => false,
+            let step = async {
+                // The org first, shared: four eyes cannot change until this commits.
+                let org = tx
+                    .lock_org(approver.org_id, Lock::Share)
+                    .await?
+                    .ok_or(AppError::NotFound)?;
+                let Some(mut locked) = lock(&mut *tx, approver.org_id, payment_id, &valid).await?
+                else {
+                    return Ok(Written::Retry);
                 };
-                if !visible {
-                    return Err(AppError::field(
-                        "invoice_id",
-                        "unknown_invoice",
-                        "no invoice you can see has that id; send the id of an issued invoice \
-                         of your organisation",
-                    ));
+                // A parallel request with this key that won is visible under the locks.
+                if request.find(&mut *tx).await?.is_some() {
+                    return Ok(Written::KeyTaken);
                 }
-            }
-            let amount = check(&mut *tx, &mut locked, &valid).await?;
-            let at = now();
-            let mut row = PaymentResolutionRow {
-                id: Uuid::now_v7(),
-                org_id: approver.org_id,
-                payment_id,
-                action: valid.action,
-                invoice_id: valid.invoice_id,
-                amount_minor: amount.map(|a| a.to_string()),
-                reason: valid.reason.clone(),
-                requested_by: approver.id,
-                idempotency_key: key.to_owned(),
-                fingerprint: valid.fingerprint.clone(),
-                state: APPLIED.to_owned(),
-                change_id: None,
-                decided_by: None,
-                created_at: at,
-                decided_at: None,
-            };
-            let mut change = None;
-            if org.four_eyes {
-                let proposal = tauros_store::OrgChangeRow {
-                    payment_resolution_id: Some(row.id),
-                    payment_id: Some(payment_id),
-                    ..pending(approver, ChangeKind::PaymentResolution, at)
+                if let Some(target) = valid.invoice_id {
+                    let visible = match locked.invoice(target) {
+                        Some(invoice) => sees_invoice(&mut *tx, actor, invoice).await?,
+                        None => false,
+                    };
+                    if !visible {
+                        return Err(AppError::field(
+                            "invoice_id",
+                            "unknown_invoice",
+                            "no invoice you can see has that id; send the id of an issued invoice \
+                             of your organisation",
+                        ));
+                    }
+                }
+                let amount = check(&mut *tx, &mut locked, &valid).await?;
+                let at = now();
+                let mut row = PaymentResolutionRow {
+                    id: Uuid::now_v7(),
+                    org_id: approver.org_id,
+                    payment_id,
+                    action: valid.action,
+                    invoice_id: valid.invoice_id,
+                    amount_minor: amount.map(|a| a.to_string()),
+                    reason: valid.reason.clone(),
+                    requested_by: approver.id,
+                    idempotency_key: key.to_owned(),
+                    fingerprint: valid.fingerprint.clone(),
+                    state: APPLIED.to_owned(),
+                    change_id: None,
+                    decided_by: None,
+                    created_at: at,
+                    decided_at: None,
                 };
-                row.state = PROPOSED.to_owned();
-                row.change_id = Some(proposal.id);
-                change = Some(proposal);
-            }
-            if !tx.insert_payment_resolution(&row).await? {
-                // A parallel request with this key won: answer as its replay, read afresh.
-                drop(tx);
-                let mut conn = self.store.reader().await?;
-                return idempotency::winner(&request, &mut *conn).await;
-            }
-            let actor_audit = AuditActor::human(approver);
-            match &change {
-                Some(proposal) => {
-                    tx.insert_change(proposal).await?;
-                    audit(
-                        &mut *tx,
-                        approver.org_id,
-                        actor_audit,
-                        "org.change_proposed",
-                        ("org_change", proposal.id),
-                        serde_json::json!({
-                            "kind": proposal.kind.as_str(),
-                            "payment_id": payment_id,
-                            "payment_resolution_id": row.id,
-                        }),
-                    )
-                    .await?;
+                let mut change = None;
+                if org.four_eyes {
+                    let proposal = tauros_store::OrgChangeRow {
+                        payment_resolution_id: Some(row.id),
+                        payment_id: Some(payment_id),
+                        ..pending(approver, ChangeKind::PaymentResolution, at)
+                    };
+                    row.state = PROPOSED.to_owned();
+                    row.change_id = Some(proposal.id);
+                    change = Some(proposal);
                 }
-                None => apply(&mut *tx, &mut locked, &row, amount, actor_audit).await?,
+                if !tx.insert_payment_resolution(&row).await? {
+                    // A parallel request with this key won: answer as its replay, read afresh.
+                    return Ok(Written::KeyTakenUnitEnded);
+                }
+                let actor_audit = AuditActor::human(approver);
+                match &change {
+                    Some(proposal) => {
+                        tx.insert_change(proposal).await?;
+                        audit(
+                            &mut *tx,
+                            approver.org_id,
+                            actor_audit,
+                            "org.change_proposed",
+                            ("org_change", proposal.id),
+                            serde_json::json!({
+                                "kind": proposal.kind.as_str(),
+                                "payment_id": payment_id,
+                                "payment_resolution_id": row.id,
+                            }),
+                        )
+                        .await?;
+                    }
+                    None => apply(&mut *tx, &mut locked, &row, amount, actor_audit).await?,
+                }
+                audit(
+                    &mut *tx,
+                    approver.org_id,
+                    actor_audit,
+                    if change.is_some() {
+                        "payment.resolution_proposed"
+                    } else {
+                        "payment.resolved"
+                    },
+                    ("payment", payment_id),
+                    resolution_detail(&row),
+                )
+                .await?;
+                let outcome = outcome(&mut *tx, row, change.map(|c| ChangeView::of(c, at))).await?;
+                Ok(Written::Fresh(outcome))
             }
-            audit(
-                &mut *tx,
-                approver.org_id,
-                actor_audit,
-                if change.is_some() {
-                    "payment.resolution_proposed"
-                } else {
-                    "payment.resolved"
-                },
-                ("payment", payment_id),
-                resolution_detail(&row),
-            )
-            .await?;
-            let outcome = outcome(&mut *tx, row, change.map(|c| ChangeView::of(c, at))).await?;
-            tx.commit().await?;
-            return Ok(Replayed::fresh(outcome));
+            .await;
+            let answer = match step {
+                Ok(Written::Fresh(outcome)) => Ok(Replayed::fresh(outcome)),
+                Ok(Written::KeyTaken) => idempotency::winner(&request, &mut *tx).await,
+                Err(refused) => Err(refused),
+                Ok(Written::KeyTakenUnitEnded) => {
+                    tx.abandon().await?;
+                    let mut conn = self.store.reader().await?;
+                    return idempotency::winner(&request, &mut *conn).await;
+                }
+                Ok(Written::Retry) => {
+                    tx.abandon().await?;
+                    continue;
+                }
+            };
+            return finish(tx, answer).await;
         }
         Err(AppError::Internal(
             "the invoices of a payment kept changing".into(),

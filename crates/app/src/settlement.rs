@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
-use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
+use crate::idempotency::{self, Keyed, KeyedCreate, Replayed, Written};
 use crate::invoices::{InvoiceView, caller, joined_view, reconcile_payment};
 use crate::lists::{PageRequest, list_filter};
 use crate::payments::{
@@ -40,10 +40,6 @@ use tauros_domain::visibility::Scope;
 use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
-
-/// How often an event's transaction starts again when the invoices it must lock changed under
-/// it (each retry follows a concurrent commit, so this is never reached in practice).
-pub(crate) const LOCK_ATTEMPTS: usize = 8;
 
 // One payment, as humans and the reporting source see it, exactly as the wire shows it
 // (`PaymentResponse` in the OpenAPI document).
@@ -249,7 +245,7 @@ impl App {
                 return Ok(replayed);
             }
         }
-        idempotency::create(&self.store, agent, &delivery).await
+        idempotency::create(&self.store, &delivery).await
     }
 
     /// The payments the human may see, newest first; `status` narrows the list to one inbox
@@ -557,13 +553,10 @@ impl Keyed for Delivery<'_> {
 
 #[async_trait]
 impl KeyedCreate for Delivery<'_> {
-    // Read in this transaction and answered after its commit, as a create's loser is. A
-    // conflict rolls back: this attempt may have inserted a payment for its own payment id,
-    // and a refused event writes nothing.
-    const LOST: Lost = Lost::CommitReplay;
-    const ATTEMPTS: usize = LOCK_ATTEMPTS;
-
-    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<Recorded>> {
+    // A redelivery with other facts is a conflict, which abandons the unit: this attempt may
+    // have inserted a payment for its own payment id, and a refused event writes nothing.
+    async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<Recorded>> {
+        self.agent.hold(&mut *tx).await?;
         // First in the transaction, holding nothing else yet: two agents racing on a new source
         // wait on its key, and exactly one owns it.
         let owner = tx
@@ -571,11 +564,8 @@ impl KeyedCreate for Delivery<'_> {
             .await?;
         owned_source(Some(owner), self.agent)?;
         Ok(match record(&mut *tx, self.agent, self.event).await? {
-            Attempt::Written(recorded) => {
-                tx.commit().await?;
-                Written::Fresh(*recorded)
-            }
-            Attempt::Redelivered => Written::KeyTaken(tx),
+            Attempt::Written(recorded) => Written::Fresh(*recorded),
+            Attempt::Redelivered => Written::KeyTaken,
             Attempt::Retry => Written::Retry,
         })
     }

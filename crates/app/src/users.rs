@@ -77,51 +77,54 @@ impl App {
         // `validator` rule on `InviteRequest`.
         let email = email.trim();
         let mut tx = self.store.begin().await?;
-        // Shared: a settings change waits for this invitation, and this one for it.
-        let org = tx
-            .lock_org(inviter.org_id, Lock::Share)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let settings = Settings {
-            four_eyes: org.four_eyes,
-            shared_review: org.shared_review,
-        };
-        if rules::invitation_needs_confirmation(settings) {
-            // Nothing is created yet, but an email that cannot be invited is said now, not
-            // after a second approver has spent their attention on it.
-            if tx
-                .user_by_org_email(inviter.org_id, &identity::normalize_email(email))
+        let answer = async {
+            // Shared: a settings change waits for this invitation, and this one for it.
+            let org = tx
+                .lock_org(inviter.org_id, Lock::Share)
                 .await?
-                .is_some()
-            {
-                return Err(email_taken());
+                .ok_or(AppError::NotFound)?;
+            let settings = Settings {
+                four_eyes: org.four_eyes,
+                shared_review: org.shared_review,
+            };
+            if rules::invitation_needs_confirmation(settings) {
+                // Nothing is created yet, but an email that cannot be invited is said now, not
+                // after a second approver has spent their attention on it.
+                if tx
+                    .user_by_org_email(inviter.org_id, &identity::normalize_email(email))
+                    .await?
+                    .is_some()
+                {
+                    return Err(email_taken());
+                }
+                let same = |c: &OrgChangeRow| {
+                    c.email.as_deref().is_some_and(|e| {
+                        identity::normalize_email(e) == identity::normalize_email(email)
+                    }) && c.role == Some(role)
+                };
+                let proposal = OrgChangeRow {
+                    email: Some(email.to_owned()),
+                    role: Some(role),
+                    ..pending(inviter, ChangeKind::ApproverInvitation, now())
+                };
+                let change = propose(&mut *tx, inviter, proposal, same).await?;
+                return Ok(Invited::Proposed(change));
             }
-            let same = |c: &OrgChangeRow| {
-                c.email.as_deref().is_some_and(|e| {
-                    identity::normalize_email(e) == identity::normalize_email(email)
-                }) && c.role == Some(role)
-            };
-            let proposal = OrgChangeRow {
-                email: Some(email.to_owned()),
-                role: Some(role),
-                ..pending(inviter, ChangeKind::ApproverInvitation, now())
-            };
-            let change = propose(tx, inviter, proposal, same).await?;
-            return Ok(Invited::Proposed(change));
+            let invitation = self
+                .create_invitation(
+                    &mut *tx,
+                    inviter.org_id,
+                    inviter.id,
+                    email,
+                    role,
+                    AuditActor::human(inviter),
+                    None,
+                )
+                .await?;
+            Ok(Invited::Done(invitation))
         }
-        let invitation = self
-            .create_invitation(
-                &mut *tx,
-                inviter.org_id,
-                inviter.id,
-                email,
-                role,
-                AuditActor::human(inviter),
-                None,
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(Invited::Done(invitation))
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Creates the invited human and their one-time invitation, audited as `user.invited` by
@@ -205,36 +208,39 @@ impl App {
             ));
         }
         let mut tx = self.store.begin().await?;
-        let user = tx
-            .user_by_id(approver.org_id, id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        if user.deactivated_at.is_some() {
-            return Ok(Deactivated::Done(UserView::from_row(&user)?));
-        }
-        // Shared: a settings change waits for this deactivation, and this one for it.
-        let org = tx
-            .lock_org(approver.org_id, Lock::Share)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let settings = Settings {
-            four_eyes: org.four_eyes,
-            shared_review: org.shared_review,
-        };
-        let role = Role::parse(&user.role)
-            .ok_or_else(|| AppError::Internal(format!("unknown role {}", user.role)))?;
-        if rules::deactivation_needs_confirmation(settings, role) {
-            let same = |c: &OrgChangeRow| c.user_id == Some(user.id);
-            let proposal = OrgChangeRow {
-                user_id: Some(user.id),
-                ..pending(approver, ChangeKind::ApproverDeactivation, now())
+        let answer = async {
+            let user = tx
+                .user_by_id(approver.org_id, id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            if user.deactivated_at.is_some() {
+                return Ok(Deactivated::Done(UserView::from_row(&user)?));
+            }
+            // Shared: a settings change waits for this deactivation, and this one for it.
+            let org = tx
+                .lock_org(approver.org_id, Lock::Share)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let settings = Settings {
+                four_eyes: org.four_eyes,
+                shared_review: org.shared_review,
             };
-            let change = propose(tx, approver, proposal, same).await?;
-            return Ok(Deactivated::Proposed(change));
+            let role = Role::parse(&user.role)
+                .ok_or_else(|| AppError::Internal(format!("unknown role {}", user.role)))?;
+            if rules::deactivation_needs_confirmation(settings, role) {
+                let same = |c: &OrgChangeRow| c.user_id == Some(user.id);
+                let proposal = OrgChangeRow {
+                    user_id: Some(user.id),
+                    ..pending(approver, ChangeKind::ApproverDeactivation, now())
+                };
+                let change = propose(&mut *tx, approver, proposal, same).await?;
+                return Ok(Deactivated::Proposed(change));
+            }
+            let user = deactivate_in(&mut *tx, user, approver, None).await?;
+            Ok(Deactivated::Done(UserView::from_row(&user)?))
         }
-        let user = deactivate_in(&mut *tx, user, approver, None).await?;
-        tx.commit().await?;
-        Ok(Deactivated::Done(UserView::from_row(&user)?))
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 

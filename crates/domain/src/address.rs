@@ -1,8 +1,6 @@
 //! Payment networks, which currencies each carries, and the address rule of each.
-//!
-//! An address is stored and hashed exactly as given (after trimming): validation accepts only
-//! one spelling per address where the format allows it (IBAN uppercase, Bitcoin lowercase),
-//! and an EVM address keeps its EIP-55 casing because that casing is the checksum.
+//! An address is stored and hashed as given (trimmed), so only one spelling is accepted where
+//! the format allows it (IBAN uppercase, Bitcoin lowercase); EVM casing is its EIP-55 checksum.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,37 +35,26 @@ pub enum Network {
 /// Why a network or an address was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AddressError {
-    /// Not one of the network names.
     #[error(
         "`{}` is not a supported network; send one of: iban, bitcoin, ethereum, arbitrum, base",
         echo(given)
     )]
-    UnknownNetwork {
-        /// The name as sent.
-        given: String,
-    },
-    /// The network exists but does not move this currency.
+    UnknownNetwork { given: String },
     #[error(
         "network {network} does not carry {currency}; {currency} is carried on: {}",
         list(carriers)
     )]
     NetworkDoesNotCarry {
-        /// The network that was chosen.
         network: Network,
-        /// The currency it does not carry.
         currency: Currency,
         /// The networks that do carry it.
         carriers: Vec<Network>,
     },
-    /// Empty, or over 128 characters.
     #[error("the address must be 1 to {MAX_ADDRESS_CHARS} characters")]
     Length,
-    /// Not the shape the network expects.
     #[error("`{}` is not a valid {network} address: {expected}", echo(given))]
     Format {
-        /// The network whose rule failed.
         network: Network,
-        /// The address as sent.
         given: String,
         /// What a valid address looks like.
         expected: &'static str,
@@ -75,25 +62,17 @@ pub enum AddressError {
     /// Right shape, wrong check digits: most likely a typo.
     #[error("`{}` fails the {network} checksum: {hint}", echo(given))]
     Checksum {
-        /// The network whose checksum failed.
         network: Network,
-        /// The address as sent.
         given: String,
         /// What to check.
         hint: &'static str,
     },
-    /// A valid Bitcoin address of a kind Tauros does not accept.
     #[error(
         "`{}` is a SegWit v{version} address; Tauros accepts only Taproot addresses (bc1p…), \
          so send the receiver's Taproot address",
         echo(given)
     )]
-    NotTaproot {
-        /// The address as sent.
-        given: String,
-        /// Its witness version.
-        version: u8,
-    },
+    NotTaproot { given: String, version: u8 },
 }
 
 impl Coded for AddressError {

@@ -1,5 +1,4 @@
-//! The invoice audit trail as a hash chain: each event's hash covers its fields and the hash of
-//! the event before it, so editing, deleting or reordering a past event is detectable.
+//! The invoice audit trail as a hash chain, so editing, deleting or reordering an event shows.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
@@ -14,7 +13,6 @@ pub struct EventFields<'a> {
     pub invoice_id: Uuid,
     /// 1, 2, … per invoice.
     pub seq: i32,
-    /// The command (`approve`, …).
     pub action: &'a str,
     /// State before (none for create_draft).
     pub from_state: Option<&'a str>,
@@ -23,21 +21,16 @@ pub struct EventFields<'a> {
     pub actor_kind: &'a str,
     /// The human or agent who acted; none for `system`.
     pub actor_id: Option<Uuid>,
-    /// Entry point.
     pub interface: &'a str,
-    /// The revision the command concerned.
     pub revision_id: Option<Uuid>,
-    /// That revision's payload hash.
     pub payload_hash: Option<&'a str>,
     /// The idempotency key (create only).
     pub idempotency_key: Option<&'a str>,
-    /// A reason or note.
     pub note: Option<&'a str>,
     /// Hashed as RFC 3339 UTC with exactly six fractional digits.
     pub occurred_at: DateTime<Utc>,
     /// A decision's org settings in force: `(four_eyes, shared_review)`. Hashed only when
-    /// present, so events without it (every other action, and decisions recorded before
-    /// settings were) keep the hash they were written with.
+    /// present, so events written without it keep their hash.
     pub settings: Option<(bool, bool)>,
 }
 
@@ -69,8 +62,7 @@ pub fn event_hash(prev_hash: &str, e: &EventFields<'_>) -> String {
     crate::hex::lower(&hasher.finalize())
 }
 
-/// Walks a trail in `seq` order: each event must link to the one before and hash to its stored
-/// hash. Returns the `seq` of the first broken link, if any.
+/// Walks a trail in `seq` order; the `seq` of the first event that breaks the chain, if any.
 pub fn first_break<'a>(
     events: impl IntoIterator<Item = (EventFields<'a>, &'a str, &'a str)>,
 ) -> Option<i32> {
@@ -80,8 +72,7 @@ pub fn first_break<'a>(
         .find_map(|(fields, prev_hash, hash)| walk.step(&fields, prev_hash, hash).err())
 }
 
-/// [`first_break`] one event at a time, so that a trail can be checked page by page in bounded
-/// memory: all it keeps between events is the next `seq` and the hash the next event must link to.
+/// [`first_break`] one event at a time, so a trail is checked page by page in bounded memory.
 #[derive(Clone, Debug)]
 pub struct ChainWalk {
     expected_seq: i32,

@@ -1,11 +1,6 @@
-//! Reading a base-62 string of a known length in bytes: what every request presenting an API
-//! key does first (docs/PERFORMANCE.md #28, Part 15).
-//!
-//! Keys are written by `base_x` (digits `0-9A-Za-z`), and `base_x` reads any length: it builds
-//! its digit table and a growing number for each call, then a vector, which cost a GET about
-//! 5,000 instructions. A key's parts have a fixed length, so this reads them into a fixed
-//! array, five digits per step, and answers exactly what `base_x::decode` answers for that
-//! length (its tests compare the two on any string).
+//! Reads a base-62 string of known byte length, as every request presenting an API key does:
+//! `base_x` reads any length at a visible share of a GET's cost. This fills a fixed array and
+//! answers exactly what `base_x::decode` answers (the tests compare the two).
 
 /// The digits, in order: `0` is zero.
 pub(crate) const ALPHABET: &str = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -18,9 +13,8 @@ const STEP: u64 = 62 * 62 * 62 * 62 * 62;
 /// (callers bound the length first; a longer number is refused, not cut).
 const LIMBS: usize = 16;
 
-/// `text` as exactly `N` bytes (`N` ≤ 64), as `base_x` reads it: one zero byte per leading
-/// `0`, then the number's bytes without leading zeros. `None` when a character is not a digit
-/// or the bytes are not exactly `N`.
+/// `text` as exactly `N` bytes (`N` ≤ 64) as `base_x` reads it (a zero byte per leading `0`);
+/// `None` for a non-digit or another length.
 pub(crate) fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
     const { assert!(N <= LIMBS * 4) };
     let leaders = text.bytes().take_while(|&b| b == b'0').count();
@@ -102,8 +96,7 @@ mod tests {
         .prop_map(|chars| chars.into_iter().collect())
     }
 
-    /// `N` bytes as `base_x` writes them (leading zero bytes sometimes), then perhaps changed:
-    /// a digit more or fewer at either end, or one replaced.
+    /// `N` bytes as `base_x` writes them, then perhaps a digit added, dropped or replaced.
     fn written<const N: usize>() -> impl Strategy<Value = String> {
         (
             prop::collection::vec(any::<u8>(), N),

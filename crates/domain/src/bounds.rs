@@ -1,6 +1,5 @@
-//! Bounds per record (docs/contract/api.md, Tenancy): how much one invoice or one payment may
-//! hold, so that no record's history grows without end and no read or reconciliation of it does
-//! either. Each bound is refused with a 409 whose detail says what to do instead.
+//! Bounds per record (docs/contract/api.md, Tenancy), so no record's history, nor a read or
+//! reconciliation of it, grows without end. Crossing one is a 409 saying what to do instead.
 
 /// The most revisions an invoice has: a `revise` that would make revision 101 is refused.
 pub const MAX_REVISIONS: i32 = 100;
@@ -53,8 +52,7 @@ impl Bound {
     }
 }
 
-/// The number of the revision a `revise` makes of an invoice that has `count`, or
-/// [`Bound::Revisions`] when it already has [`MAX_REVISIONS`].
+/// The number of the revision a `revise` makes, or [`Bound::Revisions`] at [`MAX_REVISIONS`].
 pub fn next_revision(count: i32) -> Result<i32, Bound> {
     if count >= MAX_REVISIONS {
         Err(Bound::Revisions)

@@ -1,7 +1,5 @@
-//! The currency registry: every currency Tauros accepts and its number of minor-unit decimals.
-//!
-//! The exponent decides how a major-unit string maps to integer minor units, so it is part of
-//! the money contract: changing one would change the meaning of every stored amount.
+//! The currency registry: every currency Tauros accepts and its minor-unit decimals. An
+//! exponent is part of the money contract: changing one changes every stored amount's meaning.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,7 +9,7 @@ use thiserror::Error;
 
 use super::error::{Coded, echo};
 
-/// A currency Tauros can invoice in.
+/// A currency Tauros can invoice in: crypto assets, then ISO 4217 fiat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Currency {
     /// Bitcoin, 8 decimals (satoshi).
@@ -42,33 +40,19 @@ pub enum Currency {
     Frax,
     /// Synthetix USD, 18 decimals.
     Susd,
-    /// US dollar.
     Usd,
-    /// Euro.
     Eur,
-    /// Swiss franc.
     Chf,
-    /// Pound sterling.
     Gbp,
-    /// Japanese yen, no minor unit.
     Jpy,
-    /// Canadian dollar.
     Cad,
-    /// Australian dollar.
     Aud,
-    /// New Zealand dollar.
     Nzd,
-    /// Swedish krona.
     Sek,
-    /// Norwegian krone.
     Nok,
-    /// Danish krone.
     Dkk,
-    /// Singapore dollar.
     Sgd,
-    /// Bahraini dinar, 3 decimals.
     Bhd,
-    /// Kuwaiti dinar, 3 decimals.
     Kwd,
 }
 
@@ -80,7 +64,6 @@ pub enum Currency {
     supported_codes()
 )]
 pub struct UnknownCurrency {
-    /// The code as the client sent it.
     pub given: String,
 }
 

@@ -1,5 +1,4 @@
-//! A payment destination's lifecycle (docs/contract/domain.md §2): it receives money while
-//! `active`, and stops for good when deactivated or replaced by a successor.
+//! A payment destination's lifecycle (docs/contract/domain.md §2).
 
 use crate::address::Network;
 use crate::currency::Currency;
@@ -49,11 +48,8 @@ impl fmt::Display for DestinationState {
     }
 }
 
-/// A destination's payee as sent: its currency and network as the domain parses them, the
-/// network carrying the currency, the address valid on that network (checksums included).
-/// These are the destination's invariants, so they stay here; a missing member is not
-/// reported (the request type's rules require each one). `Err` lists what is wrong with what
-/// was sent: nothing when a member is missing and the rest is right.
+/// Checks a payee as sent: currency, a network carrying it, an address valid on it (checksums
+/// included). A missing member is not reported here: the request type's rules require each.
 pub fn check_payee(
     currency: Option<&str>,
     network: Option<&str>,

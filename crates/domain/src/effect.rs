@@ -1,10 +1,5 @@
-//! The claim protocol for effects on other systems (docs/contract/effects.md §3): what each answer
-//! of a peer permits. Pure rules; the claim rows are `store`'s, the peer calls `effects`'.
-//!
-//! The guarantee is *effectively once*: a claim is admitted (committed) before any peer call,
-//! every call carries the same operation key, the peer deduplicates by it, and a recovery query
-//! that can prove absence decides what a retry may do. The rules below are the part that must
-//! never be wrong:
+//! The claim protocol for effects on other systems (docs/contract/effects.md §3): what each
+//! answer of a peer permits, for an *effectively once* effect. The rules that must never be wrong:
 //!
 //! - `Unknown` never authorises an execute or a finalisation;
 //! - one attempt performs at most one execute;
@@ -18,8 +13,7 @@ use uuid::Uuid;
 
 /// How long a completed claim is kept (its stored response answers replays), from completion.
 pub const DEFAULT_RETENTION_DAYS: i64 = 30;
-/// How long a claim may stay `processing` before the reaper may delete it (a peer down that
-/// long needs a human anyway).
+/// Days a claim may stay `processing` before it may be reaped (a peer down so long needs a human).
 pub const DEFAULT_ABANDON_DAYS: i64 = 7;
 /// No horizon below this: a live recovery point is never reaped by a misconfiguration.
 pub const ABANDON_FLOOR_DAYS: i64 = 1;
@@ -31,8 +25,7 @@ pub enum ClaimState {
     Processing,
     /// Finalised with the local change; the response is stored.
     Complete,
-    /// The peer refused the request definitively (and holds no record of it): closed, never
-    /// executed again. Another try is a new operation version (a new claim).
+    /// Refused definitively, no record at the peer: closed; another try is a new operation version.
     Rejected,
 }
 
@@ -56,10 +49,8 @@ impl ClaimState {
     }
 }
 
-/// The operation key of one effect: derived from what it is about, never random, so a retry
-/// after a reaped claim or a restored backup sends the peer the same key. A version-8 UUID
-/// from a SHA-256 over a versioned tag, the org, the effect kind, the business key and the
-/// effect's version.
+/// The operation key of one effect (a version-8 UUID), derived from what it is about, never
+/// random, so a retry after a reaped claim or a restored backup sends the peer the same key.
 pub fn operation_key(org_id: Uuid, kind: &str, business_key: &str, version: u32) -> Uuid {
     let mut hasher = Sha256::new();
     hasher.update(b"tauros-effect-key-v1\n");
@@ -75,8 +66,7 @@ pub fn operation_key(org_id: Uuid, kind: &str, business_key: &str, version: u32)
     uuid::Builder::from_custom_bytes(bytes).into_uuid()
 }
 
-/// The fingerprint of a request: lowercase hex SHA-256 of its canonical bytes. Everything that
-/// changes the effect is in those bytes.
+/// Lowercase hex SHA-256 of a request's canonical bytes (everything that changes the effect).
 pub fn fingerprint(canonical: &[u8]) -> String {
     crate::hex::lower(&Sha256::digest(canonical))
 }
@@ -86,8 +76,7 @@ pub fn fingerprint(canonical: &[u8]) -> String {
 pub enum Admission {
     /// A new claim: execute.
     Execute,
-    /// A processing claim for the same request: an earlier attempt may have reached the peer,
-    /// so ask it first.
+    /// A processing claim for the same request: an earlier attempt may have reached the peer.
     Recover,
     /// A completed claim for the same request: its stored response, no peer call.
     Replay,
@@ -97,8 +86,7 @@ pub enum Admission {
     Refused,
 }
 
-/// Decides admission: `existing` is the claim found under the key (`None`: this attempt
-/// inserted it), compared by fingerprint with the request's.
+/// Decides admission from the claim found under the key (`None`: this attempt inserted it).
 pub fn admit(existing: Option<(ClaimState, &str)>, fingerprint: &str) -> Admission {
     match existing {
         None => Admission::Execute,
@@ -115,8 +103,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The answer of an issue that involves no other system (no issuer configured, or `none`):
-/// recorded on the claim like a peer's answer.
+/// The answer of an issue involving no other system, recorded on the claim like a peer's.
 pub fn local_issue_response(op_key: Uuid) -> serde_json::Value {
     serde_json::json!({ "issued_by": "tauros", "op_key": op_key })
 }
@@ -125,8 +112,7 @@ pub fn local_issue_response(op_key: Uuid) -> serde_json::Value {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Executed<T> {
     Done(T),
-    /// The peer answered with a refusal that says nothing was done (a 4xx other than 408,
-    /// 409, 425, 429), with its reason. Only a `recover` that finds no record confirms it.
+    /// A refusal ([`is_refusal_status`]); only a `recover` that finds no record confirms it.
     Rejected(String),
     Unknown,
 }
@@ -134,8 +120,7 @@ pub enum Executed<T> {
 /// The longest reason from a peer Tauros keeps (in characters).
 pub const MAX_REASON_CHARS: usize = 500;
 
-/// A peer's reason as Tauros records it: trimmed, control characters as spaces, at most
-/// [`MAX_REASON_CHARS`] characters (an ellipsis marks a cut), never empty.
+/// A peer's reason as stored: trimmed, controls as spaces, ≤ [`MAX_REASON_CHARS`], never empty.
 pub fn bounded_reason(reason: &str) -> String {
     let cleaned: String = reason
         .trim()
@@ -153,9 +138,8 @@ pub fn bounded_reason(reason: &str) -> String {
     cut
 }
 
-/// Whether an HTTP status from `execute` is a definitive refusal (before `recover` confirms
-/// it): a 4xx other than 408 (timeout), 409 (conflict: in flight), 425 (too early) and 429
-/// (too many requests), each of which may mean "try again".
+/// Whether an HTTP status from `execute` is a definitive refusal: a 4xx other than 408, 409
+/// (in flight), 425 and 429, each of which may mean "try again".
 pub fn is_refusal_status(status: u16) -> bool {
     (400..500).contains(&status) && !matches!(status, 408 | 409 | 425 | 429)
 }
@@ -177,8 +161,7 @@ pub enum Step<T> {
     Finalise(T),
     /// End the attempt; the claim stays `processing` and a later attempt recovers.
     Fail(EffectFailure),
-    /// The peer refused definitively and holds no record: close the claim as rejected, with
-    /// the peer's reason. No retry.
+    /// The peer refused definitively and holds no record: close the claim as rejected.
     Reject(String),
     /// The claim is older than the peer remembers keys, and the peer holds no record: it may
     /// have forgotten an effect it made, so nothing is executed automatically. A human decides.
@@ -191,8 +174,7 @@ pub enum EffectFailure {
     /// Neither execute nor recover could say whether the peer has the effect.
     #[error("the peer's outcome is unknown; a later attempt asks it again")]
     OutcomeUnknown,
-    /// The peer says it never had the effect after this attempt already executed: executing
-    /// again within one attempt is not allowed.
+    /// The peer reports no effect after this attempt executed: a second execute is not allowed.
     #[error(
         "the peer reports no effect after an execute whose answer was lost; a later attempt executes again under the same key"
     )]
@@ -218,9 +200,7 @@ impl EffectFailure {
     }
 }
 
-/// One attempt's progress: remembers whether it has executed, so that it executes at most
-/// once, the refusal `execute` answered (confirmed or not by `recover`), and whether the claim
-/// is older than the peer's memory of keys.
+/// One attempt's progress: whether it executed, the refusal it got, whether the claim is stale.
 #[derive(Clone, Debug, Default)]
 pub struct Attempt {
     executed: bool,
@@ -229,9 +209,8 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// An attempt on a claim; `stale` when the claim is older than the peer remembers keys
-    /// ([`is_stale`]), or was re-admitted after a reap: then an `Absent` proves nothing and
-    /// stops at [`Step::NeedsReview`] instead of executing.
+    /// An attempt on a claim. `stale` ([`is_stale`], or re-admitted after a reap): an `Absent`
+    /// proves nothing, so it stops at [`Step::NeedsReview`] instead of executing.
     pub fn on_claim(stale: bool) -> Attempt {
         Attempt {
             stale,
@@ -239,8 +218,7 @@ impl Attempt {
         }
     }
 
-    /// The first step after admission (`Replay`, `KeyReused` and `Refused` never reach the
-    /// peer).
+    /// The first step after admission (`Replay`, `KeyReused` and `Refused` never reach the peer).
     pub fn start<T>(admission: Admission) -> Step<T> {
         match admission {
             Admission::Execute => Step::Execute,
@@ -251,14 +229,12 @@ impl Attempt {
         }
     }
 
-    /// Records that the attempt executes now; `false` when it already has (the caller must not
-    /// execute: a bug, answered as `Unavailable`).
+    /// Records that the attempt executes now; `false` if it already has (a bug: `Unavailable`).
     pub fn begin_execute(&mut self) -> bool {
         !std::mem::replace(&mut self.executed, true)
     }
 
-    /// After `execute`: done → finalise; unknown → exactly one recover; a refusal → exactly
-    /// one recover, which must find no record to confirm it.
+    /// After `execute`: done finalises; anything else gets exactly one recover.
     pub fn after_execute<T>(&mut self, answer: Executed<T>) -> Step<T> {
         match answer {
             Executed::Done(response) => Step::Finalise(response),
@@ -270,10 +246,8 @@ impl Attempt {
         }
     }
 
-    /// After `recover`: done → finalise (the caller compares the record with its request);
-    /// absent after a refusal → rejected; absent on a stale claim → needs review; absent →
-    /// execute under the same key, unless this attempt already executed; unknown → fail, never
-    /// execute, never finalise.
+    /// After `recover` (the caller compares a `Done` record with its request). `Absent` executes
+    /// under the same key at most once per attempt; `Unknown` never executes nor finalises.
     pub fn after_recover<T>(&mut self, answer: Recovered<T>) -> Step<T> {
         match answer {
             Recovered::Done(response) => Step::Finalise(response),
@@ -288,19 +262,16 @@ impl Attempt {
     }
 }
 
-/// Whether a claim admitted at `admitted_at` is older than the peer remembers keys
-/// (`TAUROS_ISSUER_KEY_RETENTION`) at `now`: the peer's `Absent` no longer proves it never
-/// made the effect.
+/// Whether a claim is older than the peer remembers keys (`TAUROS_ISSUER_KEY_RETENTION`):
+/// then the peer's `Absent` no longer proves it never made the effect.
 pub fn is_stale(admitted_at: DateTime<Utc>, key_retention: Duration, now: DateTime<Utc>) -> bool {
     now - admitted_at > key_retention
 }
 
-/// The default of `TAUROS_ISSUER_KEY_RETENTION`: how long the peer is assumed to deduplicate
-/// a key.
+/// The default of `TAUROS_ISSUER_KEY_RETENTION`: how long the peer is assumed to remember a key.
 pub const DEFAULT_KEY_RETENTION_HOURS: i64 = 24;
 
-/// Where issuing an approved invoice stands when it is not simply done (the invoice view's
-/// `issuing.status`, and `?issuing=`).
+/// Where issuing an approved invoice stands when not simply done (the view's `issuing.status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IssuingStatus {
@@ -312,8 +283,7 @@ pub enum IssuingStatus {
     Rejected,
     /// The peer holds another request under the key (`issue_conflict`).
     Conflict,
-    /// The claim is older than the peer's memory and the peer holds nothing
-    /// (`issue_needs_review`).
+    /// A stale claim the peer holds nothing for (`issue_needs_review`).
     NeedsReview,
 }
 
@@ -340,8 +310,7 @@ impl IssuingStatus {
         IssuingStatus::ALL.into_iter().find(|x| x.as_str() == s)
     }
 
-    /// Stopped for a human after the invoice got its number: nothing runs until an approver
-    /// issues it again (a new operation version) or cancels it.
+    /// Stopped for a human after numbering: nothing runs until an approver reissues or cancels.
     pub fn awaits_human(self) -> bool {
         matches!(
             self,
@@ -353,17 +322,15 @@ impl IssuingStatus {
 /// The fields of an issue request the peer's record must agree on.
 pub const COMPARED_FIELDS: [&str; 4] = ["invoice_id", "number", "revision_id", "payload_hash"];
 
-/// What the peer holds under a key when it differs from the local request: each compared field
-/// that differs, with our value and the peer's.
+/// Each compared field where the peer's record under a key differs from the local request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
     pub ours: serde_json::Value,
     pub theirs: serde_json::Value,
 }
 
-/// Compares the peer's answer for a key with the local request: the answer's `request` (the
-/// body the peer holds) must agree on [`COMPARED_FIELDS`]. An answer that carries no request
-/// cannot be compared and is accepted (the `local` issuer's, or a peer that does not echo).
+/// Compares the peer's `request` under a key with ours on [`COMPARED_FIELDS`]. An answer without
+/// one cannot be compared and is accepted (the `local` issuer's, or a peer that does not echo).
 pub fn compare_held(ours: &serde_json::Value, answer: &serde_json::Value) -> Result<(), Conflict> {
     let Some(held) = answer.get("request").filter(|r| r.is_object()) else {
         return Ok(());
@@ -410,8 +377,7 @@ pub fn abandonment_horizon(days: i64) -> Result<Duration, String> {
     }
 }
 
-/// Whether the reaper may delete a `processing` claim admitted at `admitted_at` at `now`:
-/// older than the horizon (itself at least the floor) and past its retention.
+/// Whether the reaper may delete a `processing` claim: older than the horizon, past retention.
 pub fn reapable(
     admitted_at: DateTime<Utc>,
     retain_until: DateTime<Utc>,
@@ -422,8 +388,7 @@ pub fn reapable(
     now - admitted_at > horizon && now > retain_until
 }
 
-/// An organisation's invoice number: `INV-2026-000042` (the year it was issued in, and that
-/// year's gapless sequence).
+/// An organisation's invoice number: `INV-{issue year}-{that year's gapless sequence}`.
 pub fn invoice_number(issued: DateTime<Utc>, sequence: i64) -> String {
     format!("INV-{}-{sequence:06}", issued.year())
 }

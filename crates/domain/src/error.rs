@@ -1,8 +1,5 @@
-//! Field-level validation errors shared by every domain check.
-//!
-//! Each domain error enum carries a stable snake_case `code()` and a `Display` sentence that
-//! says what was wrong and what to send instead; the HTTP layer turns a list of [`FieldError`]
-//! into problem+json `errors[]` without knowing any domain type.
+//! Field-level validation errors shared by every domain check: a list of [`FieldError`] becomes
+//! problem+json `errors[]` without the HTTP layer knowing any domain type.
 
 use serde::Serialize;
 
@@ -43,9 +40,8 @@ impl FieldError {
     }
 }
 
-/// A required member of a request: its value, or `None` with a `required` error pushed, so a
-/// route lists every missing member together with every broken rule (docs/contract/api.md
-/// Conventions).
+/// A required member: its value, or `None` with a `required` error pushed, so a route lists
+/// every missing member with every broken rule (docs/contract/api.md Conventions).
 pub fn required<T>(field: &str, value: Option<T>, errors: &mut Vec<FieldError>) -> Option<T> {
     if value.is_none() {
         errors.push(missing(field));
@@ -58,9 +54,7 @@ pub fn missing(field: &str) -> FieldError {
     FieldError::plain(field, "required", format!("`{field}` is required"))
 }
 
-/// Shortens a client-supplied value for echoing in an error sentence.
-///
-/// Bodies may be up to 1 MiB; an error message must not repeat all of it.
+/// Shortens a client-supplied value for an error sentence (a body may be 1 MiB).
 pub fn echo(value: &str) -> String {
     const MAX: usize = 40;
     match value.char_indices().nth(MAX) {

@@ -1,11 +1,8 @@
-//! Idempotency's pure rules (docs/contract/domain.md §7): the key's syntax, the comparison of a
-//! stored fingerprint with a request's, and fingerprints of request bodies for creates whose
-//! payload has no seal of its own (payment destinations).
+//! Idempotency's pure rules (docs/contract/domain.md §7).
 
 use sha2::{Digest, Sha256};
 
-/// Lowercase hex SHA-256 over the fields, each length-prefixed so that no two different field
-/// lists share a fingerprint.
+/// Lowercase hex SHA-256 of the fields, length-prefixed so no two field lists share one.
 pub fn fingerprint(fields: &[&str]) -> String {
     let mut hasher = Sha256::new();
     for field in fields {
@@ -17,13 +14,15 @@ pub fn fingerprint(fields: &[&str]) -> String {
 
 /// Checks an idempotency key: 1–200 characters, no surrounding spaces, no control characters.
 pub fn key_is_valid(key: &str) -> bool {
-    (1..=200).contains(&key.chars().count())
+    (1..=MAX_KEY_CHARS).contains(&key.chars().count())
         && key.trim() == key
         && !key.chars().any(char::is_control)
 }
 
-/// The name of the key wherever a use case reports on it; each surface presents it in its own
-/// way (a header, a body member, a tool argument).
+/// The longest idempotency key, in characters.
+pub const MAX_KEY_CHARS: usize = 200;
+
+/// The key's name in use-case errors; each surface presents it its own way (header, argument).
 pub const KEY_FIELD: &str = "idempotency_key";
 
 /// The code of the error [`key_error`] builds.
@@ -39,9 +38,8 @@ pub fn key_error() -> crate::error::FieldError {
     )
 }
 
-/// Whether a request is a replay of the record that already holds its key: the record's stored
-/// fingerprint equals the request's. A record stored without one, or a request whose
-/// fingerprint cannot be made against that record, never matches: another key is a conflict.
+/// Whether a request replays the record holding its key: both fingerprints exist and are equal.
+/// A missing one never matches, so the request is a conflict, never a silent replay.
 pub fn same_payload(stored: Option<&str>, requested: Option<&str>) -> bool {
     matches!((stored, requested), (Some(stored), Some(requested)) if stored == requested)
 }

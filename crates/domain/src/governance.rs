@@ -1,23 +1,13 @@
-//! Separation of duties that one person cannot undo (docs/contract/api.md, "Sessions and humans").
-//!
-//! While `four_eyes` is on, an approver alone may neither turn it off nor bring in another
-//! human (an account they might control): both become **proposals** that a *different*
-//! approver confirms. That holds for operators as well as approvers: four eyes refuses an
-//! approver the invoices of agents *they* own, and any human may own agents, so an operator
-//! account in one approver's hands would be a second person who is not one. Turning
-//! `four_eyes` on and changing `shared_review` alone stay immediate. Nor may one approver alone
-//! grant authority over money (an agent with `settlement`) or remove another approver: both are
-//! proposals too, and the approver a removal is about may not decide it. The operator of the
-//! machine can always change settings from the command line; that path does not come through
-//! here.
+//! Separation of duties one person cannot undo (docs/contract/api.md, "Sessions and humans"):
+//! while `four_eyes` is on, what would undo it is a **proposal** a *different* approver confirms.
+//! The machine's operator can still change settings from the command line, not through here.
 
 use super::error::Coded;
 use super::identity::Role;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-/// How long a proposal may be confirmed. A proposal is about the organisation as it was when it
-/// was made; one confirmed weeks later would be a surprise, so it lapses.
+/// How long a proposal may be confirmed: it is about the organisation as it was, so it lapses.
 pub const PROPOSAL_TTL_DAYS: i64 = 7;
 
 /// When a proposal made at `now` lapses.
@@ -31,24 +21,18 @@ pub fn proposal_expiry(now: DateTime<Utc>) -> DateTime<Utc> {
 pub enum ChangeKind {
     /// New organisation settings (a `PATCH /v1/organisation` that turns `four_eyes` off).
     Settings,
-    /// Inviting a human (either role) while `four_eyes` is on. The stored and answered name
-    /// `approver_invitation` dates from when only approvers were proposals; `role` says which.
+    /// Inviting a human while `four_eyes` is on; `role` says which (named before operators were).
     ApproverInvitation,
-    /// Resolving a payment by hand (`POST /v1/payments/{id}/resolve`) while `four_eyes` is on:
-    /// accepting, allocating or voiding money is confirmed by a second approver.
+    /// Resolving a payment by hand (`POST /v1/payments/{id}/resolve`) while `four_eyes` is on.
     PaymentResolution,
-    /// Creating an agent whose key has `settlement` while `four_eyes` is on: authority over
-    /// money state is granted by two approvers. Confirmed, the agent exists, owned by the
-    /// proposer, without a key until the proposer rotates one (the confirming approver never
-    /// sees it).
+    /// Creating an agent with `settlement` while `four_eyes` is on. Confirmed, it is the
+    /// proposer's, keyless until they rotate one (so the confirming approver never sees it).
     SettlementAgent,
-    /// Deactivating an approver while `four_eyes` is on: one approver cannot remove the others.
-    /// Confirmed by an approver who is neither the proposer nor the one it deactivates.
+    /// Deactivating an approver while `four_eyes` is on; the one it deactivates never decides.
     ApproverDeactivation,
 }
 
-/// Where a proposal stands. A pending proposal past its expiry is shown as `expired` and can
-/// no longer be confirmed; it is never stored as such.
+/// Where a proposal stands; `expired` is computed from a pending one, never stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeState {
@@ -103,9 +87,8 @@ impl ChangeState {
         ChangeState::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
-    /// How a filter on the state a caller sees reads the stored rows: the stored state, and
-    /// whether the proposal must have lapsed (`Some(true)`), must not have (`Some(false)`), or
-    /// either.
+    /// A filter on the state a caller sees, as stored rows: the stored state, and whether the
+    /// proposal must have lapsed (`Some(true)`), must not have (`Some(false)`), or either.
     pub fn stored_filter(self) -> (ChangeState, Option<bool>) {
         match self {
             ChangeState::Pending => (ChangeState::Pending, Some(false)),
@@ -172,22 +155,19 @@ pub fn settings_request(current: Settings, request: SettingsRequest) -> Settings
 }
 
 /// Whether inviting a human needs a second approver: whenever `four_eyes` is on, whatever the
-/// role. An operator cannot decide, but can own agents, and four eyes keys on the owner: an
-/// operator account the inviting approver controls would let them approve (with
-/// `shared_review`) invoices of an agent that is theirs in all but name.
+/// role. Four eyes keys on an agent's owner, so an operator account the inviter controls would
+/// let them approve (with `shared_review`) invoices of an agent theirs in all but name.
 pub fn invitation_needs_confirmation(current: Settings) -> bool {
     current.four_eyes
 }
 
-/// Whether granting the `settlement` capability (creating a settlement agent) needs a second
-/// approver: whenever `four_eyes` is on. Who may grant it at all is `Capabilities::grantable_by`.
+/// Whether granting `settlement` needs a second approver (who may grant it: `grantable_by`).
 pub fn settlement_grant_needs_confirmation(current: Settings) -> bool {
     current.four_eyes
 }
 
-/// Whether deactivating a human of `role` needs a second approver: an approver, while
-/// `four_eyes` is on (one approver could otherwise remove every other). Deactivating an
-/// operator stays immediate: an operator decides nothing.
+/// Whether deactivating a human of `role` needs a second approver: an approver while
+/// `four_eyes` is on (else one could remove every other); an operator decides nothing.
 pub fn deactivation_needs_confirmation(current: Settings, role: Role) -> bool {
     current.four_eyes && role == Role::Approver
 }
@@ -215,22 +195,18 @@ pub enum Resolution {
 /// Why a confirm or reject is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResolutionError {
-    /// The proposer tried to confirm their own proposal.
     #[error(
         "a proposal must be confirmed by a different approver than the one who made it; ask \
          another approver to confirm it, or reject it to withdraw it"
     )]
     SameApprover,
-    /// The approver a deactivation proposal removes tried to decide it.
     #[error(
         "this proposal deactivates you, so you may neither confirm nor reject it; another \
          approver decides it"
     )]
     Subject,
-    /// The proposal was already decided the other way, or by someone else.
     #[error("this proposal was already {0}; GET it to see who decided it")]
     Decided(&'static str),
-    /// The proposal lapsed before anyone confirmed it.
     #[error(
         "this proposal expired (proposals may be confirmed for 7 days); make the request again \
          to propose it anew"
@@ -248,16 +224,9 @@ impl Coded for ResolutionError {
     }
 }
 
-/// The rule for `POST /v1/organisation/changes/{id}/confirm` (`goal = Confirmed`) and
-/// `…/reject` (`goal = Rejected`) by approver `by` at `now`.
-///
-/// - Confirming needs a different approver than the proposer; rejecting does not (a proposer
-///   may withdraw their own proposal).
-/// - The human a proposal is about (an approver it deactivates) decides it neither way: they
-///   could otherwise keep themself in place by rejecting it.
-/// - Repeating the same decision by the same approver is a replay; anything else on a decided
-///   proposal is refused.
-/// - A lapsed proposal can be rejected (tidying up) but not confirmed.
+/// The rule for `POST /v1/organisation/changes/{id}/confirm` (`goal = Confirmed`) and `…/reject`.
+/// A proposer may reject (withdraw) but not confirm; the subject decides neither way (a rejection
+/// would keep them in place); a lapsed proposal can only be rejected.
 pub fn resolve(
     proposal: Proposal,
     goal: ChangeState,

@@ -1,9 +1,6 @@
-//! Lowercase hex, how every digest Tauros stores or sends is written (payload hashes, the audit
-//! chain, fingerprints, ETags).
+//! Lowercase hex: how every digest Tauros stores or sends is written.
 
-/// `bytes` as lowercase hex, two digits a byte: one allocation, for the answer (a digest written
-/// with `format!("{b:02x}")` a byte at a time made 32 strings for a SHA-256; docs/
-/// PERFORMANCE.md #28, "Part 12").
+/// `bytes` as lowercase hex in one allocation (`format!` per byte makes 32 strings a SHA-256).
 pub fn lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);

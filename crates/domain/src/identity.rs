@@ -1,6 +1,4 @@
-//! Who the actors are and what their credentials look like: roles, capabilities, API keys
-//! (`tauros_` + base62(key id ‖ secret) + `_` + base62(CRC-32)), session and invitation tokens.
-//! Pure: randomness is passed in.
+//! Who the actors are and what their credentials look like; randomness is passed in.
 
 use super::base62;
 use super::error::{FieldError, echo};
@@ -17,8 +15,7 @@ const INVITATION_PREFIX: &str = "tinv_";
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest password accepted; Argon2 cost grows with input, so unbounded input is a DoS vector.
 pub const MAX_PASSWORD_CHARS: usize = 1024;
-/// Longest email accepted anywhere (RFC 5321's path limit); a longer one is refused before any
-/// password work or bookkeeping.
+/// Longest email accepted (RFC 5321), refused before any password work or bookkeeping.
 pub const MAX_EMAIL_CHARS: usize = 254;
 
 /// A human's role, fixed when the human is created.
@@ -127,7 +124,6 @@ impl Capability {
 }
 
 /// The most entries `capabilities` may list when an agent is created (repeats are kept once).
-/// A longer list is refused as a whole before any entry is read.
 pub const MAX_CAPABILITIES: usize = 8;
 
 /// A sorted, duplicate-free set of capabilities; never empty.
@@ -135,9 +131,8 @@ pub const MAX_CAPABILITIES: usize = 8;
 pub struct Capabilities(Vec<Capability>);
 
 impl Capabilities {
-    /// The set a request asks for, from the names as sent: at most [`MAX_CAPABILITIES`]
-    /// entries (counted before any is read), each a known capability (an unknown one is named
-    /// by its index). Empty means the default. `None`, with the errors pushed, when any is wrong.
+    /// The set a request asks for (empty: the default); `None`, errors pushed, when any is
+    /// wrong. A list over [`MAX_CAPABILITIES`] is refused whole, before any entry is read.
     pub fn requested(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Capabilities> {
         if sent.len() > MAX_CAPABILITIES {
             errors.push(FieldError::plain(
@@ -193,8 +188,7 @@ impl Capabilities {
         self.has(Capability::Settlement) && self.has(Capability::Invoicing)
     }
 
-    /// Whether a human of `role` may give a key these capabilities: only approvers grant
-    /// `settlement`, the capability that moves money state; anyone may grant `invoicing`.
+    /// Whether a human of `role` may grant these: only approvers grant `settlement` (money state).
     pub fn grantable_by(&self, role: Role) -> bool {
         role == Role::Approver || !self.has(Capability::Settlement)
     }
@@ -273,15 +267,10 @@ impl ActorKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Interface {
-    /// The REST API.
     Api,
-    /// The MCP tool surface.
     Mcp,
-    /// The browser UI.
     Ui,
-    /// The command line.
     Cli,
-    /// A background job.
     Job,
 }
 
@@ -349,8 +338,7 @@ impl ApiKey {
         )
     }
 
-    /// Parses a presented key; `None` for anything that is not a well-formed Tauros key.
-    /// The checksum lets a typo be refused without touching the database.
+    /// Parses a presented key; the checksum refuses a typo without touching the database.
     pub fn parse(s: &str) -> Option<ApiKey> {
         let rest = s.strip_prefix(API_KEY_PREFIX)?;
         let (body, check) = rest.split_once('_')?;
@@ -380,7 +368,6 @@ impl std::fmt::Debug for ApiKey {
 /// What a bearer credential claims to be, decided by its prefix alone.
 #[derive(Debug)]
 pub enum Credential {
-    /// An agent API key.
     ApiKey(ApiKey),
     /// A human session token (only its hash is ever compared).
     Session([u8; 32]),
@@ -442,8 +429,7 @@ fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// A fixed-size key for a normalized email (its SHA-256), so that a record keyed by emails
-/// costs the same per entry whatever the email.
+/// A normalized email's SHA-256, so a record keyed by emails costs the same whatever the email.
 pub fn email_digest(normalized: &str) -> [u8; 32] {
     Sha256::digest(normalized.as_bytes()).into()
 }

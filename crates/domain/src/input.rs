@@ -1,14 +1,7 @@
-//! Money and quantity fields as they arrive in JSON requests.
-//!
-//! These types only capture the JSON shape; the money rules run afterwards, in
-//! `lines::validate_lines`, so that every offending field is reported at once (422) instead of
-//! the first one stopping deserialization (400).
-//!
-//! A JSON float is refused at deserialization with a message that starts with
-//! [`FLOAT_NOT_ALLOWED`] and `": "`; the HTTP layer spots the marker and answers 400
-//! `float_not_allowed` with the field path. serde_json (without its `arbitrary_precision`
-//! feature, which Tauros does not enable) also hands integers of 2^64 and above to `visit_f64`,
-//! so they are refused the same way, with a hint to send them as strings of digits.
+//! Money and quantity fields as they arrive in JSON: only the shape, so the money rules
+//! (`lines::validate_lines`) report every offending field at once. A float is refused with a
+//! message starting [`FLOAT_NOT_ALLOWED`] and `": "` (the HTTP layer's cue for a 400), as are
+//! integers ≥ 2^64, which serde_json (without `arbitrary_precision`) hands to `visit_f64`.
 
 use std::fmt;
 
@@ -52,8 +45,7 @@ pub struct QuantityInput(pub String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AmountInput(pub MajorAmountInput);
 
-/// A settlement event's `amount_minor`: the same input as `unit_amount_minor`, with its own
-/// hint.
+/// A settlement event's `amount_minor`: the same input as `unit_amount_minor`, own hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AmountMinorInput(pub MinorAmountInput);
 
@@ -96,8 +88,7 @@ fn float_error<E: de::Error>(value: f64, hint: &str) -> E {
     }
 }
 
-/// Reads a major-unit field; `minor_field` names its minor-unit twin, `hint` says how to send
-/// it instead of a float.
+/// Reads a major-unit field; `minor_field` names its minor-unit twin.
 struct MajorVisitor {
     minor_field: &'static str,
     hint: &'static str,

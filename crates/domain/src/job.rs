@@ -1,8 +1,5 @@
-//! The job queue's rules (docs/contract/effects.md §1): a job's states and the moves an operator
-//! may make, the retry schedule (1 s doubling, capped, plus up to 25 % jitter), what a failed or an
-//! interrupted execution leaves behind, and a job's identity (the hash of its definition and
-//! the id a submission id derives). The store applies these decisions fenced by the lease
-//! token; nothing here does I/O.
+//! The job queue's rules (docs/contract/effects.md §1), which the store applies fenced by the
+//! lease token.
 
 use std::fmt;
 use std::time::Duration;
@@ -27,8 +24,7 @@ pub enum JobState {
     Retryable,
     /// Done; final.
     Completed,
-    /// Failed for good (its attempts or interruptions ran out, or a permanent error); final
-    /// unless an operator retries it.
+    /// Failed for good (budget spent, or a permanent error); final unless an operator retries it.
     Discarded,
     /// Stopped by an operator before it ran; final unless an operator retries it.
     Cancelled,
@@ -105,8 +101,7 @@ pub const MAX_ERROR_CODE_CHARS: usize = 64;
 /// The longest message a job's last error keeps.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 
-/// The delay before the retry that follows attempt `attempt` (1-based), before jitter:
-/// 1 s, 2 s, 4 s, … doubling up to `cap`.
+/// The delay after attempt `attempt` (1-based), before jitter: 1 s, 2 s, 4 s, … up to `cap`.
 pub fn backoff(attempt: i32, cap: Duration) -> Duration {
     let cap_ms = millis(cap);
     // Branch before shifting: 2^40 ms is far beyond any cap, so larger exponents saturate.
@@ -115,14 +110,12 @@ pub fn backoff(attempt: i32, cap: Duration) -> Duration {
     Duration::from_millis(delay_ms.min(cap_ms))
 }
 
-/// The most jitter added to `delay`: a quarter of it, so retries that failed together spread
-/// out, also at the cap.
+/// The most jitter added to `delay`, a quarter, so retries that failed together spread out.
 pub fn jitter_bound(delay: Duration) -> Duration {
     Duration::from_millis(millis(delay) / 4)
 }
 
-/// The delay actually waited after attempt `attempt`: the backoff plus a jitter drawn from
-/// `random` (any 64 random bits), within `[backoff, backoff + backoff / 4]`.
+/// The delay waited after attempt `attempt`: the backoff plus a jitter drawn from `random`.
 pub fn retry_delay(attempt: i32, cap: Duration, random: u64) -> Duration {
     let delay = backoff(attempt, cap);
     let bound = millis(jitter_bound(delay));
@@ -162,7 +155,6 @@ pub struct Next {
     pub interruptions: i32,
     /// When a retry is due (the stored, jittered time); the settle time when discarded.
     pub run_at: DateTime<Utc>,
-    /// The bounded diagnostic code kept on the job.
     pub error_code: String,
 }
 
@@ -182,8 +174,7 @@ pub enum FailureKind {
     Permanent,
 }
 
-/// A counted failure of attempt `p.attempt`: the next attempt after the backoff, or
-/// `discarded` once the attempt was the last one (or the failure is permanent).
+/// A counted failure: the next attempt after the backoff, or `discarded` when none remain.
 pub fn after_failure(
     p: Progress,
     kind: FailureKind,
@@ -215,9 +206,8 @@ pub const INTERRUPTED: &str = "interrupted";
 /// Code of the last error when interruptions ran out.
 pub const INTERRUPTED_LIMIT: &str = "interrupted_limit";
 
-/// An execution whose lease expired (its worker crashed, hung or lost the database): the same
-/// attempt again after its backoff, without using up an attempt, until `max_interruptions`
-/// interrupted executions end a crash loop in `discarded`.
+/// An execution whose lease expired: the same attempt again after its backoff, using none up,
+/// until `max_interruptions` end a crash loop in `discarded`.
 pub fn after_interruption(
     p: Progress,
     max_interruptions: i32,
@@ -247,13 +237,11 @@ pub fn after_interruption(
 /// An operator's request a job's state does not allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum JobMoveError {
-    /// A worker holds the job; its outcome decides.
     #[error(
         "the job is running; wait until it finishes (or its lease expires and it becomes \
          retryable), then try again"
     )]
     Running,
-    /// The job completed or was discarded.
     #[error("the job already finished as {0}; it will not run again")]
     Finished(JobState),
 }
@@ -274,13 +262,11 @@ pub enum Retry {
     Unchanged,
     /// Waiting for its time (scheduled, or retryable after a backoff): due now, same attempt.
     Expedite,
-    /// Finished without success (discarded or cancelled): a new cycle from attempt 1, with its
-    /// interruptions forgotten.
+    /// Discarded or cancelled: a new cycle from attempt 1, interruptions forgotten.
     NewCycle,
 }
 
-/// An operator's retry of a job in `state`. A completed job is never run again: enqueue a new
-/// one instead.
+/// An operator's retry of a job in `state`; a completed job never runs again (enqueue anew).
 pub fn retry(state: JobState) -> Result<Retry, JobMoveError> {
     match state {
         JobState::Available => Ok(Retry::Unchanged),
@@ -311,8 +297,11 @@ pub fn cancel(state: JobState) -> Result<Cancel, JobMoveError> {
     }
 }
 
-/// Whether `kind` is a versioned job kind: lowercase dot-separated segments of `a-z`, `0-9`
-/// and `_`, the last one a version such as `v1` (`invoice.issue.v1`), at most 100 bytes.
+/// The longest job kind, in bytes.
+pub const MAX_KIND_CHARS: usize = 100;
+
+/// Whether `kind` is a versioned job kind: dot-separated `[a-z0-9_]` segments ending in a
+/// version (`invoice.issue.v1`), at most [`MAX_KIND_CHARS`] bytes.
 pub fn kind_is_valid(kind: &str) -> bool {
     let segments: Vec<&str> = kind.split('.').collect();
     let Some((version, names)) = segments.split_last() else {
@@ -326,7 +315,7 @@ pub fn kind_is_valid(kind: &str) -> bool {
     let version_ok = version
         .strip_prefix('v')
         .is_some_and(|n| !n.is_empty() && n.len() <= 6 && n.chars().all(|c| c.is_ascii_digit()));
-    kind.len() <= 100 && !names.is_empty() && names.iter().all(name_ok) && version_ok
+    kind.len() <= MAX_KIND_CHARS && !names.is_empty() && names.iter().all(name_ok) && version_ok
 }
 
 /// Why `args` cannot be a job's arguments.
@@ -359,8 +348,7 @@ pub fn canonical_args(args: &Value) -> Result<String, ArgsError> {
     Ok(text)
 }
 
-/// JSON with object keys sorted at every level and no insignificant whitespace, so equal
-/// values have equal text whatever order their keys arrived in.
+/// JSON with keys sorted at every level and no whitespace, so equal values have equal text.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(&mut out, value);
@@ -397,8 +385,7 @@ fn write_canonical(out: &mut String, value: &Value) {
     }
 }
 
-/// Everything that makes two submissions the same job: resubmitting an equal definition under
-/// the same submission id returns the existing job; any difference is a conflict.
+/// What makes two submissions one job: under one submission id, equal replays, different conflicts.
 #[derive(Clone, Copy, Debug)]
 pub struct Definition<'a> {
     pub kind: &'a str,
@@ -425,9 +412,8 @@ pub fn definition_hash(d: &Definition<'_>) -> String {
     crate::hex::lower(&hasher.finalize())
 }
 
-/// The job id a submission id stands for, within an organisation and a kind: the first 16
-/// bytes of a SHA-256 over a versioned tag and the three, as a version-8 (custom) UUID. The
-/// same submission always names the same job, so the unique key decides duplicates.
+/// The job id a submission id stands for within an org and kind (a version-8 UUID of a tagged
+/// SHA-256): the same submission always names the same job, so the unique key decides duplicates.
 pub fn job_id_for_submission(org_id: Uuid, kind: &str, submission_id: &str) -> Uuid {
     let mut hasher = Sha256::new();
     hasher.update(b"tauros-job-id-v1\n");
@@ -442,8 +428,7 @@ pub fn job_id_for_submission(org_id: Uuid, kind: &str, submission_id: &str) -> U
     uuid::Builder::from_custom_bytes(bytes).into_uuid()
 }
 
-/// A last error's code as stored: `[a-z0-9_]`, at most 64 characters, `error` if nothing
-/// remains.
+/// A last error's code as stored: `[a-z0-9_]`, at most 64 characters, `error` if none remain.
 pub fn bounded_code(code: &str) -> String {
     let kept: String = code
         .chars()
@@ -535,9 +520,8 @@ mod tests {
             prop_assert!(backoff(attempt, cap) <= backoff(attempt.saturating_add(1), cap));
         }
 
-        /// A model of one job's executions: whatever the mix of failures and interruptions,
-        /// counted attempts never exceed `max_attempts`, interruptions never use an attempt,
-        /// and the job is discarded exactly when a budget runs out or a failure is permanent.
+        /// Whatever the mix of failures and interruptions, attempts never exceed `max_attempts`,
+        /// interruptions use none, and discarding happens exactly when it should.
         #[test]
         fn budgets_hold_for_any_sequence_of_outcomes(
             max_attempts in 1i32..8,

@@ -1,5 +1,4 @@
-//! Pure rules: no I/O, no async, no database, no HTTP. Everything here is unit-testable and
-//! most of it is property-tested.
+//! Pure rules: no I/O, no async, no database, no HTTP, so all of it is unit-testable.
 
 #![forbid(unsafe_code)]
 

@@ -1,5 +1,4 @@
-//! Invoice lines: the input before validation, the rules that validate it against a currency,
-//! and the view that shows every amount in both forms.
+//! Invoice lines: the input, the rules that validate it against a currency, and the view.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -19,12 +18,7 @@ pub const MAX_LINES: usize = 100;
 /// Longest line description, in Unicode scalar values after trimming and NFC.
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 
-/// One line before validation: `{description, quantity, unit_amount | unit_amount_minor}`.
-///
-/// `description` and `quantity` are optional here only so that a missing one is reported by
-/// [`validate_lines`] together with every other problem (422), not as a parse failure. It
-/// deserializes from a request line's JSON for callers that build lines in process (the demo
-/// seed, tests); the HTTP layer parses its own request type and converts it into this one.
+/// One line before validation; members optional so [`validate_lines`] reports a missing one too.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineInput {
@@ -47,9 +41,7 @@ pub struct LineInput {
 pub struct ValidatedLine {
     /// Trimmed and NFC-normalized, as stored and hashed.
     pub description: String,
-    /// Normalized quantity.
     pub quantity: Quantity,
-    /// Unit price in minor units.
     pub unit_amount_minor: MinorAmount,
     /// `quantity × unit_amount_minor`, exact.
     pub amount_minor: MinorAmount,
@@ -58,42 +50,33 @@ pub struct ValidatedLine {
 /// All lines of a revision and their total (> 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidatedLines {
-    /// The lines in the order given.
     pub lines: Vec<ValidatedLine>,
-    /// Sum of the line amounts.
     pub total_minor: MinorAmount,
 }
 
 /// Line rules that are not about money.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LineError {
-    /// No description, or only whitespace.
     #[error(
         "description is required: send 1 to {MAX_DESCRIPTION_CHARS} characters describing the line"
     )]
     MissingDescription,
-    /// No quantity.
     #[error("quantity is required: send a decimal string such as \"1\" or \"1.5\"")]
     MissingQuantity,
-    /// Neither price field.
     #[error(
         "a unit price is required: send unit_amount (a decimal string in major units, such as \
          \"1200.50\") or unit_amount_minor (an integer of minor units, such as 120050)"
     )]
     MissingUnitPrice,
-    /// Both price fields.
     #[error(
         "send the unit price once: either unit_amount (a decimal string in major units) or \
          unit_amount_minor (an integer of minor units), not both"
     )]
     ConflictingUnitPrices,
-    /// Description longer than allowed.
     #[error("description has {0} characters; at most {MAX_DESCRIPTION_CHARS} are allowed")]
     DescriptionTooLong(usize),
-    /// No lines, or too many.
     #[error("an invoice has {MIN_LINES} to {MAX_LINES} lines; {0} were sent")]
     LineCount(usize),
-    /// A control, bidirectional or invisible character (domain::text).
     #[error(
         "description holds an invisible or control character (U+{0:04X} at position {1}); send \
          plain text: an approver must see exactly what is sealed"
@@ -137,9 +120,6 @@ impl ValidatedLines {
 }
 
 /// Validates request lines for `currency`; on failure returns every offending field.
-///
-/// Paths are 0-based and use the request's names (`lines[1].unit_amount`). The total is only
-/// checked once every line is valid, since it cannot be computed before.
 pub fn validate_lines(
     currency: Currency,
     lines: &[LineInput],
@@ -243,23 +223,17 @@ fn description(line: &LineInput) -> Result<String, LineError> {
     }
 }
 
-/// A line as shown in responses: every amount in both forms.
-///
-/// `unit_amount_minor` and `amount_minor` are JSON integers even beyond 2^53 (serde_json writes
-/// `i128` exactly); clients that parse JSON numbers as doubles should read the string forms.
+/// A line as shown in responses: every amount in both forms. The `_minor` integers are exact
+/// even beyond 2^53; clients that read JSON numbers as doubles should read the strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LineView {
-    /// The description as stored.
     pub description: String,
-    /// Normalized quantity (`"1.5"`).
     pub quantity: Quantity,
-    /// Unit price with exactly the currency's decimals (`"1200.50"`).
+    /// With exactly the currency's decimals (`"1200.50"`).
     pub unit_amount: String,
-    /// Unit price in minor units.
     pub unit_amount_minor: MinorAmount,
-    /// Line amount with exactly the currency's decimals.
+    /// With exactly the currency's decimals.
     pub amount: String,
-    /// Line amount in minor units.
     pub amount_minor: MinorAmount,
 }
 

@@ -1,8 +1,5 @@
 //! Exact money: integer minor units in an `i128`, parsed from strict strings, never rounded.
-//!
-//! Two input forms exist and both land here: a decimal string in major units (`"1200.50"`) and
-//! integer minor units (`120050`, or `"120050"` beyond 2^53). Every operation is checked; an
-//! amount that does not fit is an error, never a wrap or a panic.
+//! Every operation is checked: an amount that does not fit is an error, never a wrap or a panic.
 
 use std::{fmt, iter};
 
@@ -15,36 +12,25 @@ use super::error::{Coded, echo};
 /// Most digits accepted before the decimal point of a major-unit string.
 pub const MAX_INTEGER_DIGITS: usize = 30;
 
-/// An exact, non-negative amount in a currency's minor unit (cent, satoshi, wei).
-///
-/// The currency is not carried: every amount belongs to an invoice revision that has one.
+/// An exact, non-negative amount in minor units; the currency is its invoice revision's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MinorAmount(i128);
 
 /// Why an amount was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum MoneyError {
-    /// A major-unit string that is not `digits[.digits]`.
     #[error(
         "`{}` is not a decimal amount: send major units as a string of digits with an optional \
          dot and decimals, such as \"1200.50\" (no sign, exponent, spaces or separators)",
         echo(given)
     )]
-    InvalidDecimal {
-        /// The text as sent.
-        given: String,
-    },
-    /// A minor-unit string that is not only digits.
+    InvalidDecimal { given: String },
     #[error(
         "`{}` is not a whole number of minor units: send a JSON integer or a string of digits \
          such as \"120050\"",
         echo(given)
     )]
-    InvalidMinor {
-        /// The text as sent.
-        given: String,
-    },
-    /// A minus sign or a negative integer.
+    InvalidMinor { given: String },
     #[error("amounts cannot be negative: send zero or a positive amount")]
     Negative,
     /// More fractional digits than the currency has, even if they are zeros.
@@ -55,21 +41,16 @@ pub enum MoneyError {
         allowed_decimals(*currency)
     )]
     TooManyDecimals {
-        /// The currency whose exponent was exceeded.
         currency: Currency,
-        /// The text as sent.
         given: String,
-        /// How many fractional digits it had.
         decimals: usize,
     },
-    /// More than 30 integer digits, or more than an `i128` of minor units.
     #[error(
         "the amount is too large: Tauros accepts at most {MAX_INTEGER_DIGITS} digits before the \
          decimal point and at most {} minor units per amount and per total",
         i128::MAX
     )]
     OutOfRange,
-    /// `quantity × unit amount` falls between two minor units.
     #[error(
         "quantity {quantity} × unit amount {unit_amount} {currency} is not a whole number of \
          minor units ({}); Tauros never rounds money, so change the quantity or the unit amount \
@@ -77,14 +58,11 @@ pub enum MoneyError {
         allowed_decimals(*currency)
     )]
     NotExact {
-        /// The normalized quantity.
         quantity: String,
         /// The unit amount in major units.
         unit_amount: String,
-        /// The invoice currency.
         currency: Currency,
     },
-    /// Every line amounts to zero.
     #[error("the invoice total is zero: at least one line must have a positive amount")]
     TotalNotPositive,
 }
@@ -194,19 +172,15 @@ impl MinorAmount {
             .ok_or(MoneyError::OutOfRange)
     }
 
-    /// Major units with exactly the currency's decimals: `"1200.50"`, JPY `"1200"`.
-    ///
-    /// Written from the last digit backwards into a buffer on the stack, the dot placed after
-    /// `exponent` digits and zeros filled in up to one before it: one allocation, for the
-    /// answer (a view formats several amounts per request; docs/PERFORMANCE.md #28, "Part 11").
+    /// Major units with exactly the currency's decimals: `"1200.50"`, JPY `"1200"`. Written
+    /// backwards on the stack: one allocation, as a view formats several amounts per request.
     pub fn to_major_string(self, currency: Currency) -> String {
         // i128::MAX has 39 digits; the dot and the zeros before it add at most exponent + 2.
         let mut buffer = [0u8; 48];
         let exponent = usize::from(currency.exponent());
         let mut at = buffer.len();
         let mut written = 0;
-        // Writes one digit before those written, and the dot before it once it is the
-        // `exponent`-th; answers how many digits are written.
+        // Prepends a digit (and the dot after the `exponent`-th); answers the digits written.
         let mut push = |digit: u8| {
             at -= 1;
             buffer[at] = b'0' + digit;
@@ -217,8 +191,7 @@ impl MinorAmount {
             }
             written
         };
-        // Never negative (`new` refuses it). Amounts that fit 64 bits, nearly all, are divided
-        // in 64 bits.
+        // Never negative (`new` refuses it). Nearly all amounts fit 64 bits: divide in 64 bits.
         let mut rest = self.0.unsigned_abs();
         while rest > u128::from(u64::MAX) {
             push((rest % 10) as u8);
@@ -244,11 +217,8 @@ impl fmt::Display for MinorAmount {
     }
 }
 
-/// Serializes as a JSON integer, even beyond 2^53.
-///
-/// serde_json writes `i128` exactly with `to_string`/`to_vec`/`to_writer` (what axum's `Json`
-/// uses). Converting to `serde_json::Value` (`to_value`, `json!`) fails beyond `u64`, so
-/// responses must be serialized directly.
+/// Serializes as a JSON integer, even beyond 2^53. `serde_json::to_value` and `json!` fail
+/// beyond `u64`, so responses must be serialized directly (as axum's `Json` does).
 impl Serialize for MinorAmount {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_i128(self.0)
@@ -267,10 +237,7 @@ pub fn invoice_total(
     }
 }
 
-/// Splits `digits[.digits]` into its two parts (the second may be empty); `None` otherwise.
-///
-/// This is the whole grammar shared by amounts and quantities: no sign, no exponent, no
-/// whitespace, no leading or trailing dot. Length limits are the caller's.
+/// Splits `digits[.digits]`, the whole grammar of amounts and quantities; `None` otherwise.
 pub(crate) fn split_decimal(text: &str) -> Option<(&str, &str)> {
     let (int, frac) = match text.split_once('.') {
         Some((int, frac)) if is_digits(frac) => (int, frac),
@@ -471,8 +438,7 @@ mod tests {
             let amount = MinorAmount::new(minor).unwrap();
             let text = amount.to_major_string(currency);
             let integer_digits = text.split('.').next().unwrap_or_default().len();
-            // Beyond 30 integer digits (large i128 values in low-exponent currencies) only the
-            // minor form can carry the amount; the major form refuses it rather than misreading.
+            // Beyond 30 integer digits only the minor form carries it; the major one refuses it.
             let expected = if integer_digits <= MAX_INTEGER_DIGITS { Ok(amount) } else { Err(MoneyError::OutOfRange) };
             prop_assert_eq!(MinorAmount::parse_major(currency, &text), expected);
             prop_assert_eq!(MinorAmount::parse_minor(&amount.to_string()), Ok(amount));

@@ -1,15 +1,7 @@
-//! The seal: the canonical financial payload of a revision and its SHA-256 (docs/MONEY.md says
-//! how a client verifies one).
-//!
-//! The approver approves a hash; the hash must therefore depend on exactly the money facts
-//! (who pays, where to, what currency, when, which lines) and on nothing else. The bytes are
-//! written by hand with a fixed key order, so the encoding can only change by editing this
-//! file, and the golden vectors in `fixtures/golden/` (made by an independent Python script)
-//! break when it does. A change to the encoding is a new `SCHEMA`, never a silent change.
-//!
-//! Layout (keys sorted at every level, no whitespace):
-//! `{"currency","customer_id","destination":{"address","id","network"},"due_date",
-//! "lines":[{"description","quantity","unit_amount_minor"}],"schema","total_minor"}`.
+//! The seal: a revision's canonical payload and its SHA-256 (docs/MONEY.md). The approver
+//! approves a hash, so it covers exactly the money facts. The bytes are written by hand and
+//! checked against independent golden vectors (`fixtures/golden/`): a new encoding is a new
+//! `SCHEMA`, never a silent change.
 
 use chrono::{Datelike, NaiveDate};
 use serde::Deserialize;
@@ -31,9 +23,7 @@ pub const SCHEMA: &str = "tauros.invoice.v1";
 pub struct PayloadLine {
     /// Line text (NFC-normalized when written).
     pub description: String,
-    /// Normalized quantity.
     pub quantity: Quantity,
-    /// Unit price in minor units.
     pub unit_amount_minor: MinorAmount,
 }
 
@@ -49,13 +39,11 @@ pub struct PayloadDestination {
 /// Everything the seal covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
-    /// The customer billed.
     pub customer_id: Uuid,
     pub destination: PayloadDestination,
     pub currency: Currency,
     /// Due date (written as `YYYY-MM-DD`).
     pub due_date: NaiveDate,
-    /// Lines in the order given.
     pub lines: Vec<PayloadLine>,
 }
 
@@ -76,7 +64,6 @@ pub enum SealError {
     /// A line is inexact or the total overflows.
     #[error(transparent)]
     Money(#[from] MoneyError),
-    /// The date has no `YYYY-MM-DD` spelling.
     #[error("due date {0} is outside the years 0001 to 9999; send a date as YYYY-MM-DD")]
     DueDateOutOfRange(NaiveDate),
 }
@@ -101,8 +88,7 @@ pub fn seal(payload: &Payload) -> Result<Seal, SealError> {
     })
 }
 
-/// The canonical bytes of `payload`, what [`seal`] hashes, without hashing them: to compare
-/// with stored canonical bytes, which is comparing their hashes without computing one.
+/// The canonical bytes [`seal`] hashes, unhashed: comparing them compares hashes for free.
 pub fn canonical(payload: &Payload) -> Result<String, SealError> {
     canonical_and_total(payload).map(|(canonical, _)| canonical)
 }
@@ -188,8 +174,7 @@ fn write_str(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// Ids are lowercase in the payload. uuid already prints them so; lowering again keeps the rule
-/// visible and independent of that crate's formatting.
+/// Ids are lowercase in the payload; lowered here so uuid's formatting cannot change that.
 fn lowercase_id(id: Uuid) -> String {
     id.hyphenated().to_string().to_ascii_lowercase()
 }
@@ -204,9 +189,7 @@ pub struct StoredRevision<'a> {
     pub customer_id: Uuid,
     /// `payment_destination_id` column.
     pub destination_id: Uuid,
-    /// The destination's `network` column.
     pub network: &'a str,
-    /// The destination's `address` column.
     pub address: &'a str,
     pub currency: &'a str,
     pub due_date: NaiveDate,
@@ -219,41 +202,25 @@ pub struct StoredRevision<'a> {
 /// The stored revision no longer matches its seal: something changed it outside Tauros.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum IntegrityError {
-    /// A stored field does not parse any more.
     #[error(
         "the stored {field} of this revision cannot be read back ({reason}); it was altered outside Tauros"
     )]
-    Unreadable {
-        /// Which stored field.
-        field: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// `total_minor` differs from the sum of the stored lines.
+    Unreadable { field: &'static str, reason: String },
     #[error(
         "the stored total of this revision ({stored}) differs from the sum of its lines ({computed}); it was altered outside Tauros"
     )]
     TotalMismatch {
-        /// The stored column.
         stored: String,
-        /// The sum of the stored lines.
         computed: MinorAmount,
     },
-    /// The stored canonical bytes differ from the ones rebuilt from the stored fields.
     #[error(
         "the stored canonical payload of this revision differs from its stored fields; it was altered outside Tauros"
     )]
     CanonicalMismatch,
-    /// The stored hash differs from the hash of the stored fields.
     #[error(
         "the stored payload hash of this revision ({stored}) differs from the hash of its stored fields ({computed}); it was altered outside Tauros"
     )]
-    HashMismatch {
-        /// The stored `payload_hash`.
-        stored: String,
-        /// The hash rebuilt from the stored fields.
-        computed: String,
-    },
+    HashMismatch { stored: String, computed: String },
 }
 
 impl Coded for IntegrityError {
@@ -726,8 +693,7 @@ mod tests {
 
         #[test]
         fn canonical_text_is_sorted_compact_json(payload in arb_payload()) {
-            // serde_json's Value keeps keys sorted and writes no whitespace: re-encoding the
-            // parsed bytes must give them back unchanged, escaping included.
+            // serde_json's Value sorts keys, no whitespace: re-encoding must round-trip exactly.
             let sealed = seal(&payload).unwrap();
             let parsed: Value = serde_json::from_str(&sealed.canonical).unwrap();
             prop_assert_eq!(&parsed.to_string(), &sealed.canonical);

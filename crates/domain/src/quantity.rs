@@ -16,47 +16,31 @@ pub const MAX_QUANTITY_DECIMALS: u32 = 6;
 /// Largest quantity accepted on a line.
 pub const MAX_QUANTITY: u32 = 1_000_000_000;
 
-/// A line quantity: exact, > 0, ≤ 1,000,000,000, at most 6 decimals; always kept normalized.
-///
-/// Normalized means no trailing fractional zeros, so `"1.50"` and `"1.5"` are one value with
-/// one spelling (`Display`), which is what the canonical payload hashes.
+/// A line quantity: exact, > 0, ≤ 1,000,000,000, at most 6 decimals. Kept without trailing
+/// fractional zeros, so `"1.50"` and `"1.5"` have one spelling in the sealed payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quantity(Decimal);
 
 /// Why a quantity was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum QuantityError {
-    /// Not `digits[.digits]`.
     #[error(
         "`{}` is not a quantity: send a decimal string such as \"1\" or \"1.5\" (no sign, \
          exponent, spaces or separators)",
         echo(given)
     )]
-    InvalidFormat {
-        /// The text as sent.
-        given: String,
-    },
-    /// More than 6 fractional digits.
+    InvalidFormat { given: String },
     #[error(
         "quantity `{}` has {decimals} decimal places; at most {MAX_QUANTITY_DECIMALS} are \
          allowed and Tauros never rounds",
         echo(given)
     )]
-    TooManyDecimals {
-        /// The text as sent.
-        given: String,
-        /// How many fractional digits it had.
-        decimals: usize,
-    },
-    /// Zero, or more than a billion.
+    TooManyDecimals { given: String, decimals: usize },
     #[error(
         "quantity `{}` is out of range: it must be greater than 0 and at most {MAX_QUANTITY}",
         echo(given)
     )]
-    OutOfRange {
-        /// The text as sent.
-        given: String,
-    },
+    OutOfRange { given: String },
 }
 
 impl Coded for QuantityError {
@@ -150,7 +134,6 @@ impl fmt::Display for Quantity {
     }
 }
 
-/// Serializes as the normalized string.
 impl Serialize for Quantity {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)

@@ -1,20 +1,6 @@
-//! Resolving a payment by hand (docs/contract/effects.md §6, "Payments"): what settlement cannot
-//! decide, an approver does. `accept` a payment whose events contradict each other, at an amount
-//! the approver states; `allocate` a payment that counts toward no invoice (unknown invoice,
-//! another currency, not issued) to an issued invoice of the organisation; `void` a payment so
-//! that nothing of it counts. No I/O: the app locks the payment and the invoices, asks these
-//! functions, and writes their answers; reconciliation (`settlement::allocate`) then reads the
-//! payment through [`effective`].
-//!
-//! The rules, where the contract is silent (docs/SETTLEMENT.md, "Resolving a payment"):
-//! - a resolution stands: later events still move the payment's state (a reversal still takes
-//!   it out), but a later contradiction does not put an accepted or allocated payment back in
-//!   `conflict` — a human already judged what it is worth;
-//! - `allocate` never converts money and never overpays: the invoice must be in the payment's
-//!   currency and `issued` or `partially_paid`, and the amount (the payment's own when omitted)
-//!   at most the payment's amount and at most the invoice's open balance;
-//! - `void` counts nothing of the payment from then on: it shows as `failed` (nothing of it
-//!   counts), with `resolution: void`.
+//! Resolving a payment by hand (docs/contract/effects.md §6, "Payments"; where the contract is
+//! silent, docs/SETTLEMENT.md, "Resolving a payment"): what settlement cannot decide, an
+//! approver does. Reconciliation then reads the payment through [`effective`].
 
 use std::fmt;
 
@@ -126,9 +112,9 @@ impl Resolution {
     }
 }
 
-/// The payment as reconciliation counts it: its events' summary with the resolution in force.
-/// Accepted and allocated payments count at the stated amount and are no longer in conflict; a
-/// voided one counts as failed (nothing of it counts). Its state still moves with its events.
+/// The payment as reconciliation counts it, with the resolution in force. A resolution stands:
+/// a later contradiction never puts an accepted or allocated payment back in `conflict` (a human
+/// judged it), though a reversal still takes it out; a voided one counts as failed.
 pub fn effective(mut summary: PaymentSummary, resolution: Option<Resolution>) -> PaymentSummary {
     match resolution {
         None => {}
@@ -145,8 +131,7 @@ pub fn effective(mut summary: PaymentSummary, resolution: Option<Resolution>) ->
     summary
 }
 
-/// A resolution as sent, before any rule: every member optional so that every missing one is
-/// reported with every broken rule.
+/// A resolution as sent, every member optional so a missing one is reported with the rest.
 #[derive(Clone, Debug, Default)]
 pub struct ResolveInput {
     pub action: Option<String>,
@@ -169,8 +154,7 @@ pub struct ValidResolve {
     pub fingerprint: String,
 }
 
-/// Checks a resolution of the payment `payment_id`, whose money is in `currency`; on failure
-/// returns every offending field.
+/// Checks a resolution of a payment in `currency`; on failure returns every offending field.
 pub fn validate_resolve(
     input: &ResolveInput,
     payment_id: Uuid,
@@ -308,10 +292,8 @@ pub fn check_status(action: ResolveAction, status: PaymentStatus) -> Result<(), 
     })
 }
 
-/// The amount an allocation counts, checked against the payment and the invoice under their
-/// locks: the invoice in the payment's currency and issued or partially paid; the amount (the
-/// payment's own when none was stated) at most the payment's and at most the invoice's open
-/// balance (`paid` is what its payments cover now). An error names the field to change.
+/// The amount an allocation counts, checked under the locks: it never converts money nor
+/// overpays (at most the payment's amount and the open balance; `paid` is what is covered now).
 pub fn check_allocation(
     payment_amount: MinorAmount,
     payment_currency: Currency,

@@ -1,17 +1,9 @@
-//! Settlement (docs/contract/effects.md §4): what a settlement source reports, how the events of
-//! one payment combine into its state, how an invoice's payments are allocated to it, and when an
-//! invoice is overdue. No I/O: the app locks and loads, asks these functions, and writes their
-//! answers.
+//! Settlement (docs/contract/effects.md §4): what a source reports, how a payment's events
+//! combine, how an invoice's payments are allocated to it, and when an invoice is overdue.
 //!
-//! Determinism is the design. An event is folded into its payment by [`PaymentSummary::merge`],
-//! which is commutative and associative (the state is the furthest one reported, the facts are
-//! those of the earliest event, a contradiction is remembered), and an invoice's allocation is
-//! a function of the *set* of its payments ([`allocate`]). So the same events in any order, with
-//! the invoice issued before, between or after them, end in the same state: the property test
-//! at the bottom of this file checks exactly that.
-//!
-//! Settlement never says "paid" itself: a source reports observations, and only confirmed
-//! payments in the invoice's currency count toward its total.
+//! Determinism is the design: [`PaymentSummary::merge`] is commutative and associative and
+//! [`allocate`] is a function of the *set* of payments, so the same events in any order, with the
+//! invoice issued before, between or after them, end in the same state (the property test below).
 
 use std::fmt;
 
@@ -32,11 +24,8 @@ pub const MAX_IDENTIFIER_CHARS: usize = 200;
 /// Largest `raw` object, as compact JSON.
 pub const MAX_RAW_BYTES: usize = 16 * 1024;
 
-/// What a source says a payment is, and what a payment is after all its events.
-///
-/// A payment only moves forward, `observed → confirmed → failed` or `observed → failed`: its
-/// state is the furthest any of its events reported, so an event that arrives late (confirmed
-/// before observed) is recorded and moves nothing back.
+/// What a source says a payment is, and what a payment is after all its events. It only moves
+/// forward (the furthest state reported), so a late event is recorded and moves nothing back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PaymentState {
     /// Seen at the source, not final: nothing of it counts yet.
@@ -76,8 +65,7 @@ impl fmt::Display for PaymentState {
     }
 }
 
-/// What Tauros did with a payment: the inbox a human reads is `unmatched`, `overpaid` and
-/// `conflict`.
+/// What Tauros did with a payment (a human's inbox: `unmatched`, `overpaid`, `conflict`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PaymentStatus {
     /// Observed for a known, issued invoice in its currency; waiting for confirmation.
@@ -88,8 +76,7 @@ pub enum PaymentStatus {
     Overpaid,
     /// It names no known invoice, or one in another currency, or one not issued yet.
     Unmatched,
-    /// Its events disagree about the amount, currency or invoice: nothing of it counts until a
-    /// human has looked.
+    /// Its events disagree about amount, currency or invoice: nothing counts until a human looks.
     Conflict,
     /// It failed at the source (or was reversed); nothing of it counts.
     Failed,
@@ -168,8 +155,7 @@ pub enum InvoiceRef {
 }
 
 impl InvoiceRef {
-    /// The year of an issued invoice's number (`INV-2026-000042` → 2026); `None` for an id or
-    /// a number Tauros never issues.
+    /// The year of an issued invoice's number (`INV-2026-000042` → 2026); `None` otherwise.
     pub fn number_year(&self) -> Option<i32> {
         let InvoiceRef::Number(number) = self else {
             return None;
@@ -197,9 +183,7 @@ pub struct PaymentFacts {
 /// One event: one observation of one payment at the source.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observation {
-    /// The event's id at the source.
     pub event_id: String,
-    /// What the source says the payment is.
     pub state: PaymentState,
     pub facts: PaymentFacts,
     /// When it happened at the source.
@@ -219,8 +203,7 @@ pub struct PaymentSummary {
     pub state: PaymentState,
     /// Two of its events disagree about the amount, currency or invoice.
     pub conflict: bool,
-    /// When the earliest `confirmed` event happened: the order confirmed payments are
-    /// allocated in. `None` until one is confirmed.
+    /// When the earliest `confirmed` event happened: the order confirmed payments allocate in.
     pub confirmed_at: Option<DateTime<Utc>>,
 }
 
@@ -242,8 +225,7 @@ impl PaymentSummary {
         self.merge(PaymentSummary::of(event))
     }
 
-    /// Both sets of events together. Commutative and associative, so the order events arrive
-    /// in never changes the result.
+    /// Both sets of events together; commutative and associative, so arrival order never matters.
     pub fn merge(self, other: PaymentSummary) -> PaymentSummary {
         let conflict = self.conflict || other.conflict || self.facts != other.facts;
         let state = self.state.max(other.state);
@@ -270,8 +252,7 @@ impl PaymentSummary {
         self.state == PaymentState::Failed && self.confirmed_at.is_some()
     }
 
-    /// Whether an event with these facts disagrees with the payment's (it is shown as the
-    /// contradiction).
+    /// Whether an event with these facts disagrees with the payment's (shown as contradiction).
     pub fn contradicted_by(&self, facts: &PaymentFacts) -> bool {
         self.facts != *facts
     }
@@ -289,7 +270,6 @@ pub struct InvoiceFacts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Standing {
     pub status: PaymentStatus,
-    /// Why it is unmatched.
     pub unmatched: Option<Unmatched>,
     /// How much of it counts toward its invoice.
     pub allocated: MinorAmount,
@@ -330,9 +310,8 @@ pub fn is_issued(state: InvoiceState) -> bool {
     )
 }
 
-/// Where a payment stands before any allocation: the reasons nothing of it can count, in the
-/// order a human needs them (a contradiction first, then a failure, then a mismatch). `None`
-/// when it may count toward `invoice`.
+/// Why nothing of a payment can count, in the order a human needs it (contradiction, failure,
+/// mismatch); `None` when it may count toward `invoice`.
 fn blocked(p: &PaymentSummary, invoice: Option<&InvoiceFacts>) -> Option<Standing> {
     let unmatched = match invoice {
         None => Some(Unmatched::UnknownInvoice),
@@ -365,9 +344,8 @@ pub fn standing_without_invoice(p: &PaymentSummary) -> Standing {
     ))
 }
 
-/// Allocates an invoice's payments: confirmed payments in its currency, once it is issued,
-/// count in the order they were confirmed at the source (ties by source and payment id), each
-/// up to what is left of the total; what goes beyond the total is an overpayment.
+/// Allocates an invoice's payments: unblocked ones count in the order they were confirmed at
+/// the source (ties by source and payment id), each up to what is left; the rest is overpaid.
 pub fn allocate(invoice: &InvoiceFacts, payments: &[Candidate<'_>]) -> Allocation {
     let mut standings: Vec<Option<Standing>> = payments
         .iter()
@@ -405,8 +383,7 @@ pub fn allocate(invoice: &InvoiceFacts, payments: &[Candidate<'_>]) -> Allocatio
     }
 }
 
-/// What one payment would count toward `invoice` if nothing else were allocated: its amount,
-/// unless something blocks it.
+/// What one payment would count toward `invoice` alone: its amount, unless something blocks it.
 pub fn counting_amount(p: &PaymentSummary, invoice: &InvoiceFacts) -> MinorAmount {
     if blocked(p, Some(invoice)).is_some() {
         MinorAmount::ZERO
@@ -415,10 +392,8 @@ pub fn counting_amount(p: &PaymentSummary, invoice: &InvoiceFacts) -> MinorAmoun
     }
 }
 
-/// The running figure an invoice keeps of its payments: the sum of what each would count on
-/// its own ([`counting_amount`]). While it is within the total, [`allocate`] gives every
-/// counting payment its whole amount (`applied`) and `amount_paid` is this sum, so one payment
-/// changing changes nothing of the others.
+/// The running sum of what each payment would count alone: within the total, [`allocate`]
+/// applies each in full, so one payment changing changes no other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OneChanged {
     /// The invoice's running sum after the change.
@@ -429,11 +404,9 @@ pub struct OneChanged {
     pub standing: Option<Standing>,
 }
 
-/// Reconciles one payment's change against an invoice's running sum (`counted`) in constant
-/// time: `before` is what the payment was for this invoice (`None`: not matched to it),
-/// `after` what it is now. `None` when the answer needs the whole allocation: the sum was or
-/// becomes more than the total (then payments are overpaid, and the order they were confirmed
-/// in decides which), or the invoice is not issued.
+/// Reconciles one payment's change against an invoice's running sum in constant time (`None`
+/// for a side: not matched to it). `None` when the whole allocation is needed: the invoice is
+/// not issued, or the sum exceeds the total (then confirmation order decides who is overpaid).
 pub fn reconcile_one(
     invoice: &InvoiceFacts,
     counted: MinorAmount,
@@ -494,9 +467,7 @@ pub struct InvoiceMove {
     pub to: InvoiceState,
 }
 
-/// The invoice event for the amount paid going from `before` to `after`: `payment_applied`
-/// when it grew, `payment_reversed` when it shrank, nothing when it did not change (or the
-/// invoice is not issued, when nothing can count).
+/// The invoice event for the amount paid going from `before` to `after`, if any (issued only).
 pub fn invoice_move(
     from: InvoiceState,
     total: MinorAmount,
@@ -516,15 +487,13 @@ pub fn invoice_move(
     Ok(Some(InvoiceMove { action, from, to }))
 }
 
-/// The `paid` event written when an invoice reaches `paid` (paid → paid), checked against the
-/// graph like every settlement move.
+/// The `paid` event (paid → paid) written on reaching `paid`, checked against the graph.
 pub fn settle_paid(state: InvoiceState) -> Result<(), InvalidTransition> {
     settle(Action::Paid, state, InvoiceState::Paid).map(|_| ())
 }
 
-/// Overdue is computed, never stored: issued or partially paid, due before `today` (UTC), and
-/// a balance still open. (An issued or partially paid invoice always has one; the balance is
-/// named so that the rule reads as docs/contract/effects.md §4 states it.)
+/// Overdue is computed, never stored: issued or partially paid, due before `today` (UTC), and a
+/// balance open (always so in those states; named so it reads as docs/contract/effects.md §4).
 pub fn is_overdue(
     state: InvoiceState,
     due_date: NaiveDate,
@@ -536,8 +505,7 @@ pub fn is_overdue(
         && !balance.is_zero()
 }
 
-/// A settlement event as sent, before any rule: every member optional so that every missing
-/// one is reported with every broken rule.
+/// A settlement event as sent, every member optional so a missing one is reported with the rest.
 #[derive(Clone, Debug, Default)]
 pub struct EventInput {
     pub source: Option<String>,
@@ -558,7 +526,6 @@ pub struct EventInput {
 pub struct ValidEvent {
     /// Which system reported it (a bank feed, a chain watcher).
     pub source: String,
-    /// The payment's id at the source.
     pub payment_id: String,
     pub observation: Observation,
     /// `raw` as compact JSON with sorted keys.
@@ -746,9 +713,7 @@ fn event_fingerprint(
     ])
 }
 
-/// An identifier of the source's (`source`, `event_id`, `payment_id`, `invoice_number`):
-/// compared exactly, so never trimmed; 1–200 characters, no surrounding space, no control or
-/// invisible character.
+/// An identifier of the source's: compared exactly, so never trimmed (surrounding space refused).
 fn identifier(field: &str, value: Option<&str>, errors: &mut Vec<FieldError>) -> Option<String> {
     let value = required(field, value, errors)?;
     let len = value.chars().count();
@@ -773,8 +738,7 @@ fn identifier(field: &str, value: Option<&str>, errors: &mut Vec<FieldError>) ->
 /// What a settlement event's zero amount is told.
 const MOVES: &str = "a payment moves money";
 
-/// `amount` when it is more than zero; else the field's error (`hint` says what to send
-/// instead), pushed onto `errors`.
+/// `amount` when more than zero; else the field's error, with `hint`, is pushed onto `errors`.
 pub(crate) fn positive(
     field: &str,
     amount: Result<MinorAmount, super::money::MoneyError>,
@@ -1228,12 +1192,8 @@ mod tests {
         assert_ne!(raw(&[("a", 1)]), base);
     }
 
-    // The permutation property: a scenario is a set of settlement events for a few payments of
-    // one invoice (some in another currency, some for an unknown invoice, some contradicting
-    // their payment), plus the invoice being issued. Applied one at a time in any order, the
-    // way the app applies them (fold the event into its payment, allocate the invoice's
-    // payments, record the invoice move), every step is a legal move and the final state is
-    // the same.
+    // The permutation property: payments' events and the invoice's issue, applied as the app
+    // does in any order, make only legal moves and end in the same state.
 
     /// One thing that happens: an event of payment `payment`, or the invoice being issued.
     #[derive(Clone, Debug)]
@@ -1242,9 +1202,8 @@ mod tests {
         Issue,
     }
 
-    /// The state the app keeps: each payment's summary and standing, the invoice's state and
-    /// amount paid; and the order payments were first seen in (the order their rows, with
-    /// time-ordered ids, come back from the database), which the end state must not depend on.
+    /// The state the app keeps, plus the order payments were first seen in (as their rows come
+    /// back from the database), which the end state must not depend on.
     #[derive(Clone, Debug)]
     struct Ledger {
         state: InvoiceState,
@@ -1333,8 +1292,7 @@ mod tests {
         }
     }
 
-    /// One payment's events: which states it reports (each once), its amount and currency,
-    /// whether it names the invoice, and whether one more event contradicts its amount.
+    /// One payment's states, amount, currency, whether it names the invoice, is contradicted.
     fn payment_events() -> impl Strategy<Value = (Vec<PaymentState>, i128, bool, bool, bool)> {
         (
             proptest::sample::subsequence(vec![Observed, Confirmed, Failed], 1..=3),
@@ -1474,9 +1432,8 @@ mod incremental_tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// `reconcile_one` from the running sum, whenever it answers, gives what the whole
-        /// allocation gives: the same amount paid, the changed payment's standing, and every
-        /// other payment's standing unchanged; and the running sum stays the sum of them all.
+        /// `reconcile_one`, whenever it answers, agrees with the whole allocation, leaves the
+        /// other payments' standings unchanged, and keeps the running sum exact.
         #[test]
         fn one_payment_reconciled_from_the_running_sum_agrees_with_the_whole_allocation(
             total in 1i128..3000,

@@ -1,22 +1,12 @@
-//! Free-text fields (names, labels, reasons, reasoning, line descriptions): trimmed, then 1 to
-//! `max` characters of clean text.
-//!
-//! Clean means an approver sees exactly what is stored and sealed (docs/contract/api.md
-//! Conventions, text hygiene): no NUL or other control character (line breaks and tabs are allowed
-//! in the multi-line fields: `reasoning`, `reason`, a line's `description`), no bidirectional
-//! override or isolate (U+202A–U+202E, U+2066–U+2069, and the marks U+200E, U+200F, U+061C), and no
-//! zero-width or invisible formatting character (U+200B–U+200D, U+2060–U+2064, U+FEFF, U+00AD).
-//! Such a value is refused with a 422 on its field, never cleaned silently: what the agent sent is
-//! what the approver would have read.
+//! Free-text fields (docs/contract/api.md Conventions, text hygiene): unclean text is refused,
+//! never cleaned silently: the approver reads exactly what the agent sent and what is sealed.
 
 use crate::error::{FieldError, required};
 use std::borrow::Cow;
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
-/// `text` in Unicode Normalization Form C: borrowed as it is when it already is (ASCII always
-/// is, and the quick check proves most other text is), normalized into a new string otherwise.
-/// Requests are mostly ASCII: this spares a replay and a create a character-by-character
-/// decomposition and recomposition of every sealed string (docs/PERFORMANCE.md, "Part 10").
+/// `text` in Unicode NFC, borrowed when it already is (ASCII, or proven by the quick check):
+/// requests are mostly ASCII, so most sealed strings skip a full normalization.
 pub fn nfc(text: &str) -> Cow<'_, str> {
     if text.is_ascii() || is_nfc_quick(text.chars()) == IsNormalized::Yes {
         Cow::Borrowed(text)
@@ -42,8 +32,7 @@ pub enum Lines {
     Many,
 }
 
-/// The first character a field of this kind may not hold, and its position (0-based, in
-/// characters).
+/// The first character a field of this kind may not hold, and its 0-based character position.
 pub fn unclean(value: &str, lines: Lines) -> Option<(usize, char)> {
     value.chars().enumerate().find(|(_, c)| match c {
         '\n' | '\r' | '\t' => lines == Lines::One,
@@ -79,8 +68,10 @@ pub fn unclean_error(field: &str, (position, c): (usize, char)) -> FieldError {
     )
 }
 
-/// Trims a single-line text field and checks it: clean, 1 to `max` characters. `field` names
-/// it in the error, which is pushed onto `errors` so that every field is reported at once.
+/// The longest name or label (organisation, agent, customer, destination), in characters.
+pub const MAX_NAME_CHARS: usize = 160;
+
+/// Trims a single-line text field and checks it; the error is pushed so every field is reported.
 pub fn checked_text(field: &str, value: &str, max: usize, errors: &mut Vec<FieldError>) -> String {
     checked(field, value, max, Lines::One, errors)
 }
@@ -106,9 +97,8 @@ fn checked(
     value.trim().to_owned()
 }
 
-/// What is wrong with a text field's value, if anything: once trimmed, it must be clean and 1
-/// to `max` characters. The one definition of a text field's rule: the domain applies it to an
-/// invoice's content, the wire's `validator` rules to the request types' text members.
+/// What is wrong with a text field's value, if anything: the one definition of the rule, used
+/// by the domain on invoice content and by the wire's `validator` rules on request types.
 pub fn text_error(field: &str, value: &str, max: usize, lines: Lines) -> Option<FieldError> {
     let trimmed = value.trim();
     let len = trimmed.chars().count();
@@ -149,8 +139,7 @@ mod tests {
     }
 
     proptest! {
-        /// The fast path never changes what is sealed: the same text as normalizing every
-        /// character, for any text (with combining marks and Hangul jamo over-represented).
+        /// The fast path never changes what is sealed: the same text as full normalization.
         #[test]
         fn nfc_is_the_full_normalization(
             text in "([a-zA-Z0-9 ]|[\u{300}-\u{36f}]|[\u{1100}-\u{1175}]|[\u{ac00}-\u{ac20}]|\\PC){0,24}"

@@ -1,12 +1,6 @@
-//! Who sees whose records (docs/contract/domain.md §1): the one rule behind every read, every list
-//! and every "unknown or foreign" 404.
-//!
-//! Records belong to the agent that made them, and through it to the human who owns that
-//! agent. An agent sees its own records; a human sees the records of the agents they own; with
-//! the organisation's `shared_review` on, an approver also sees every invoice of the org
-//! (customers and destinations stay with their agent and its owner: DECISIONS.md, Invoices).
-//! A single record's check ([`Scope::includes`]) and a list's filter (the store's reading of a
-//! [`Scope`]) come from the same value, so a list can never show what a read would refuse.
+//! Who sees whose records (docs/contract/domain.md §1): the one rule behind every read, list
+//! and "unknown or foreign" 404. A record's check ([`Scope::includes`]) and a list's filter
+//! come from the same [`Scope`], so a list can never show what a read would refuse.
 
 use uuid::Uuid;
 
@@ -16,13 +10,9 @@ use crate::identity::Role;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// An agent, authenticated by its API key.
-    Agent {
-        /// The agent's id.
-        id: Uuid,
-    },
+    Agent { id: Uuid },
     /// A human with a session.
     Human {
-        /// The human's id.
         id: Uuid,
         /// Fixed at creation; decides whether they may decide.
         role: Role,
@@ -49,8 +39,7 @@ impl Scope {
         }
     }
 
-    /// Invoices: as parties, widened to the whole org for an approver under `shared_review`
-    /// (an operator never sees more than their own agents' invoices).
+    /// Invoices: as parties, widened to the whole org for an approver under `shared_review`.
     pub fn of_invoices(caller: Caller, shared_review: bool) -> Scope {
         match caller {
             Caller::Human {

@@ -21,8 +21,7 @@ pub enum Mode {
     Slow,
     RefuseConnections,
     NoDedupe,
-    /// Answers a `POST /invoices` 422 `{"error": "refused", "reason"}` before the commit:
-    /// a definitive refusal, nothing recorded.
+    /// Answers `POST /invoices` 422 before the commit: a definitive refusal, nothing recorded.
     #[serde(rename = "refuse_422")]
     Refuse422,
 }
@@ -130,8 +129,7 @@ impl Faults {
         inner.armed.push(fault);
     }
 
-    /// Uses up one application of the first armed `mode` that matches `op_key` (a fault with
-    /// no key filter matches every request), and returns it.
+    /// Uses up one application of the first armed `mode` matching `op_key` (no filter: any).
     pub fn take(&self, mode: Mode, op_key: Option<&str>) -> Option<Armed> {
         let mut inner = self.lock();
         let at = inner.armed.iter().position(|a| {

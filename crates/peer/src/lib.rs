@@ -1,11 +1,6 @@
-//! `tauros peer`: the reference peer, the external system Tauros issues approved invoices to.
-//! It deduplicates `POST /invoices` by operation key, answers the recovery query
-//! `GET /invoices/{op_key}`, counts what it was asked and what it did (`GET /stats`), and fails
-//! on request in each way the claim protocol must survive (`/faults`). See docs/PEER.md.
-//!
-//! It shares nothing with the service but the wire format: this module imports no other module
-//! of Tauros (it depends on no other Tauros crate, and the binary only starts it), and keeps
-//! its operations in its own SQLite file.
+//! `tauros peer`: the reference peer Tauros issues approved invoices to (docs/PEER.md). It
+//! shares nothing with the service but the wire format: it depends on no other Tauros crate and
+//! keeps its operations in its own SQLite file.
 
 #![forbid(unsafe_code)]
 
@@ -25,8 +20,7 @@ use std::time::Duration;
 /// How long open connections get to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// How long the peer remembers a key by default: thirty days, longer than Tauros' default
-/// `TAUROS_ISSUER_KEY_RETENTION` (24 h) promises.
+/// The default key memory: 30 days, longer than Tauros' `TAUROS_ISSUER_KEY_RETENTION` (24 h).
 pub const DEFAULT_KEY_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
 
 /// `peer` options.

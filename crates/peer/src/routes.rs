@@ -1,6 +1,5 @@
-//! The peer's HTTP routes: the wire format Tauros' `http` issuer adapter speaks
-//! (`POST /invoices`, `GET /invoices/{op_key}`) and the control routes tests use (`/stats`,
-//! `/faults`). docs/PEER.md is the reference for every status and body.
+//! The peer's HTTP routes: the wire format of Tauros' `http` issuer and the control routes tests
+//! use. docs/PEER.md is the reference for every status and body.
 
 use super::faults::{ArmRequest, Faults, Mode};
 use super::op_key::is_op_key;
@@ -68,8 +67,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, &'static str> {
     Ok(String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
-/// Writes `value` as canonical JSON: members sorted by key, no whitespace, strings and numbers
-/// as serde_json writes them. Two bodies are "the same" when these bytes are.
+/// Writes `value` as canonical JSON (sorted members, no whitespace): equal bytes, same body.
 fn canonical(value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
     match value {
         Value::Object(map) => {
@@ -150,7 +148,6 @@ async fn execute(
         Ok(done) => done,
         Err(code) => return error(StatusCode::BAD_REQUEST, code),
     };
-    // A definitive refusal: answered before anything is stored.
     if let Some(fault) = peer.faults.take(Mode::Refuse422, Some(&key)) {
         tracing::info!("refused an invoice (refuse_422)");
         let reason = fault
@@ -266,8 +263,7 @@ async fn commit(
     Ok((outcome, after))
 }
 
-/// `GET /invoices/{op_key}`: the recovery query. 404 `absent` only when the key was never
-/// committed (or under `lie_absent`).
+/// `GET /invoices/{op_key}`, the recovery query: 404 `absent` only for a key never committed.
 async fn recover(State(peer): State<Peer>, key: Result<Path<String>, PathRejection>) -> Response {
     let key = key
         .ok()
@@ -296,8 +292,7 @@ async fn recover(State(peer): State<Peer>, key: Result<Path<String>, PathRejecti
     }
 }
 
-/// `PUT /records/{op_key}`: a drill that makes the peer hold the body under the key (e.g. the
-/// record a restored backup of Tauros no longer knows about). Not counted as a call.
+/// `PUT /records/{op_key}`: a drill planting a record (one a restored Tauros forgot); no call.
 async fn plant(
     State(peer): State<Peer>,
     key: Result<Path<String>, PathRejection>,

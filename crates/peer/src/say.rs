@@ -2,8 +2,7 @@
 
 use std::io::Write;
 
-/// Prints one line on stdout, where tests and scripts read what the peer says on purpose
-/// (its address, a request paused before its commit). Logs go to stderr.
+/// Prints one line on stdout, where tests and scripts read the peer (logs go to stderr).
 pub fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     // Nobody reading stdout any more is no reason to stop the peer.

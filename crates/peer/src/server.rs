@@ -1,7 +1,5 @@
-//! The peer's own accept loop. `axum::serve` always writes the handler's answer; a peer that
-//! must lose its reply after committing (`drop_reply_after_commit`) or refuse a connection
-//! (`refuse_connections`) needs to close the socket instead, so every connection runs here
-//! with a [`Hangup`] that closes it, unanswered, from inside a handler.
+//! The peer's own accept loop: `axum::serve` always writes the handler's answer, but some faults
+//! must close the socket instead, so every connection carries a [`Hangup`] a handler can pull.
 
 use super::faults::{Faults, Mode};
 use axum::Router;
@@ -17,8 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, watch};
 use tower::ServiceExt;
 
-/// Closes the connection it belongs to without writing a byte of an answer. Handlers find it
-/// in the request's extensions.
+/// Closes its connection without a byte of answer; handlers find it in the request extensions.
 #[derive(Clone, Default)]
 pub struct Hangup(Arc<Notify>);
 
@@ -35,8 +32,7 @@ impl Hangup {
     }
 }
 
-/// The routes `refuse_connections` never refuses, so a test can still see and clear faults
-/// (and plant records).
+/// The routes `refuse_connections` spares, so a test can still see and clear faults.
 fn is_control(path: &str) -> bool {
     path == "/stats"
         || path == "/faults"
@@ -44,8 +40,7 @@ fn is_control(path: &str) -> bool {
         || path.starts_with("/records/")
 }
 
-/// Serves `router` until `shutdown` resolves, then lets open connections finish their
-/// requests for up to `grace`.
+/// Serves `router` until `shutdown` resolves, then gives open connections up to `grace`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,

@@ -1,7 +1,5 @@
-//! The peer's own SQLite file: the operations it committed (one row per key, its unique
-//! constraint is what deduplicates), the effects it made (one per operation, more only under
-//! the `no_dedupe` fault) and every execute and recover call it received. Nothing here is
-//! shared with the service's store.
+//! The peer's own SQLite file: its operations (the unique key is what deduplicates), the effects
+//! it made and every call it received.
 
 use anyhow::Context;
 use serde::Serialize;
@@ -34,8 +32,7 @@ create table if not exists calls (
 );
 ";
 
-/// What the peer answers for a committed operation (201, a replay's 200, recovery's 200):
-/// with the request it holds under the key, so a caller can compare it with its own.
+/// What the peer answers for a committed operation, with the request it holds, to compare.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Answer {
     pub peer_id: String,
@@ -95,8 +92,7 @@ pub struct Store {
     /// One connection writes, so concurrent commits queue here rather than on SQLITE_BUSY.
     writer: SqlitePool,
     reader: SqlitePool,
-    /// How long a key is remembered after it was committed: older operations are forgotten
-    /// (recovery answers absent, an execute under the key makes a new effect).
+    /// How long a committed key is remembered; older operations are forgotten.
     retention: chrono::Duration,
 }
 
@@ -183,10 +179,8 @@ impl Store {
         Ok(())
     }
 
-    /// Commits the operation `op_key` with the body's digest, in one transaction. The unique
-    /// constraint on `op_key` decides whether it is new; only when it is not is the stored row
-    /// read, to tell a replay from a reused key. `forget_known` is asked only then: true makes
-    /// a new effect anyway (the `no_dedupe` fault).
+    /// Commits the operation `op_key` in one transaction; the unique constraint decides whether
+    /// it is new. `forget_known` (`no_dedupe`) is asked only for a known key.
     pub async fn commit(
         &self,
         op_key: &str,
@@ -219,9 +213,7 @@ impl Store {
         .await?
         .rows_affected()
             == 1;
-        // A known key is a replay or a reused key, unless the peer forgets it knew it (then
-        // it makes a new effect with a new id under the same key, as a peer without
-        // deduplication would).
+        // A known key is a replay or a reused key, unless `no_dedupe` forgets it: a new effect.
         if !inserted && !forget_known() {
             let row = sqlx::query(
                 "select body_sha256, peer_id, received_at, body from operations where op_key = ?",
@@ -272,9 +264,7 @@ impl Store {
         .transpose()
     }
 
-    /// `PUT /records/{op_key}` (a drill, e.g. a restored backup on the other side): makes the
-    /// peer hold `body` under `op_key` as if it had committed it now, replacing what it held.
-    /// A key it did not hold counts one effect.
+    /// Holds `body` under `op_key` as if committed now, replacing what it held (new: one effect).
     pub async fn plant(
         &self,
         op_key: &str,

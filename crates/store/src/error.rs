@@ -34,15 +34,13 @@ pub enum Constraint {
     DestinationKey,
     /// A destination is superseded at most once.
     DestinationSupersedes,
-    /// One invoice per (org, agent, idempotency key).
-    InvoiceKey,
     /// One decision per revision.
     DecisionPerRevision,
 }
 
 impl Constraint {
     /// Every constraint the app reacts to.
-    pub const ALL: [Constraint; 9] = [
+    pub const ALL: [Constraint; 8] = [
         Constraint::OrgName,
         Constraint::UserEmail,
         Constraint::OneBootstrapPerOrg,
@@ -50,7 +48,6 @@ impl Constraint {
         Constraint::InvitationToken,
         Constraint::DestinationKey,
         Constraint::DestinationSupersedes,
-        Constraint::InvoiceKey,
         Constraint::DecisionPerRevision,
     ];
 
@@ -64,7 +61,6 @@ impl Constraint {
             Constraint::InvitationToken => "invitations_token_hash_key",
             Constraint::DestinationKey => "payment_destinations_idempotency_key",
             Constraint::DestinationSupersedes => "payment_destinations_supersedes_key",
-            Constraint::InvoiceKey => "invoices_idempotency_key",
             Constraint::DecisionPerRevision => "decisions_revision_key",
         }
     }
@@ -83,9 +79,6 @@ impl Constraint {
             }
             Constraint::DestinationSupersedes => {
                 "payment_destinations.org_id, payment_destinations.supersedes_id"
-            }
-            Constraint::InvoiceKey => {
-                "invoices.org_id, invoices.agent_id, invoices.idempotency_key"
             }
             Constraint::DecisionPerRevision => "decisions.org_id, decisions.revision_id",
         }

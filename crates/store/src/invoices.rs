@@ -250,14 +250,6 @@ pub trait InvoiceRead: Send {
 pub trait InvoiceWrite: InvoiceRead {
     /// Inserts the invoice unless (org, agent, key) exists; false when it did.
     async fn insert_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<bool>;
-    /// Inserts the invoice whose key this unit found free and that writes alone
-    /// ([`Tx::writes_alone`]), to run later ([`Query::execute_later`]: SQLite sends it with the
-    /// unit's next call). Should the key be taken after all, the unit fails (503), as for any
-    /// statement run later; nothing of it is committed.
-    ///
-    /// [`Tx::writes_alone`]: crate::Tx::writes_alone
-    /// [`Query::execute_later`]: crate::sql::Query::execute_later
-    async fn insert_invoice_later(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
     async fn update_invoice(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
     /// Writes the invoice's running settlement figures (`payment_count`, `counted_minor`).
     async fn set_settlement_figures(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;

@@ -19,7 +19,6 @@
 #![forbid(unsafe_code)]
 
 mod claims;
-mod durable;
 mod error;
 mod formation;
 mod governance;
@@ -39,7 +38,6 @@ mod webhooks;
 use std::sync::Arc;
 
 pub use claims::{ClaimCounts, ClaimRead, ClaimRow, ClaimWrite};
-pub use durable::when_durable;
 pub use error::{Constraint, StoreError, StoreResult};
 pub use governance::{GovernanceRead, GovernanceWrite, OrgChangeRow};
 pub use identity::{

@@ -54,9 +54,9 @@ pub struct DraftReads<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct Proposer<'a> {
     pub agent_id: Uuid,
-    /// The idempotency key whose invoice of this agent is looked up with them (a create in a
-    /// unit that writes alone: [`crate::Tx::writes_alone`]).
-    pub key: Option<&'a str>,
+    /// The idempotency key the create would take. An adapter may look it up with the rows
+    /// ([`DraftParties::key_taken`]); otherwise the invoice's insert decides.
+    pub key: &'a str,
 }
 
 /// The rows a draft's content is checked against, read and locked together
@@ -68,7 +68,8 @@ pub struct DraftParties {
     pub agent: Option<AgentRow>,
     pub customer: Option<CustomerRow>,
     pub destination: Option<DestinationRow>,
-    /// Whether an invoice of the agent holds the key looked up (false when none was).
+    /// Whether an invoice of the agent was found holding the key (false when the adapter did not
+    /// look it up).
     pub key_taken: bool,
 }
 

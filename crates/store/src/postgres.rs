@@ -18,7 +18,7 @@ mod lender;
 
 use lender::{Lease, Lender};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// The channel a committed enqueue notifies.
 const JOBS_CHANNEL: &str = "tauros_jobs";
@@ -450,6 +450,12 @@ impl Tx for PgUnit {
         shared
             .bounded(async { self.0.commit().await.map_err(map_err) })
             .await
+    }
+
+    // A transaction never reads another's uncommitted writes: nothing to wait for. The
+    // lender rolls it back before the connection is lent again.
+    async fn abandon(self: Box<Self>) -> StoreResult<()> {
+        Ok(())
     }
 }
 

@@ -71,13 +71,8 @@ pub trait Tx:
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 
-    /// Whether this unit is the only one writing until it ends: SQLite's single writer (a
-    /// PostgreSQL transaction runs beside others). A row it read absent stays absent but for
-    /// its own writes, so a unique key it found free needs no conflict check when it is
-    /// inserted ([`InvoiceWrite::insert_invoice_later`]).
-    ///
-    /// [`InvoiceWrite::insert_invoice_later`]: crate::invoices::InvoiceWrite::insert_invoice_later
-    fn writes_alone(&self) -> bool {
-        false
-    }
+    /// Ends the unit without writing anything of its own, once everything it read is durable:
+    /// an answer decided on what it read may then be given. `Err`: something it read was lost
+    /// (SQLite's shared commit failed), so the answer must not be given; a retry is safe.
+    async fn abandon(self: Box<Self>) -> StoreResult<()>;
 }

@@ -192,7 +192,8 @@ pub trait WebhookWrite: WebhookRead {
     ) -> StoreResult<()>;
     /// Records a delivery unless its (endpoint, event) has one; false when it had.
     async fn insert_webhook_delivery(&mut self, row: &WebhookDeliveryRow) -> StoreResult<bool>;
-    /// A new job cycle for a delivery: its job, cycle, no longer held.
+    /// A new job cycle for a delivery: its job, cycle, no longer held nor delivered (until the
+    /// new cycle delivers it).
     async fn set_webhook_delivery_job(
         &mut self,
         org_id: Uuid,

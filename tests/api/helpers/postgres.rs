@@ -39,7 +39,7 @@ pub fn admin_url() -> &'static str {
 
 /// The admin URL of a second throwaway cluster, started on first use, that speaks TLS with a
 /// certificate for `localhost` signed by a test authority ([`second_server_certificate`]): the
-/// other node of the formation tests (tests/api/formation.rs).
+/// other node of the formation tests (tests/api/operations/formation.rs).
 pub fn second_admin_url() -> &'static str {
     &second_server().0
 }

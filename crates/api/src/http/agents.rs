@@ -31,7 +31,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct CreateAgentRequest {
     /// Display name, 1–160 characters.
     #[schema(value_type = String, required = true, example = "Billing agent", min_length = 1, max_length = 160)]
-    #[validate(required, custom(function = rules::name_160))]
+    #[validate(required, custom(function = rules::name_or_label))]
     pub name: Option<String>,
     /// What its key may do; omitted, `null` or empty: `["invoicing"]`. At most 8 entries
     /// (repeats are kept once); a longer list is refused whole (`too_many_capabilities`).
@@ -45,7 +45,7 @@ pub struct CreateAgentRequest {
 pub struct RenameAgentRequest {
     /// New name, 1–160 characters.
     #[schema(value_type = String, required = true, min_length = 1, max_length = 160)]
-    #[validate(required, custom(function = rules::name_160))]
+    #[validate(required, custom(function = rules::name_or_label))]
     pub name: Option<String>,
 }
 

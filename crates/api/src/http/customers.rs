@@ -29,7 +29,7 @@ pub struct CreateCustomerRequest {
     pub agent_id: Option<Uuid>,
     /// 1–160 characters.
     #[schema(value_type = String, required = true, example = "Acme Inc", min_length = 1, max_length = 160)]
-    #[validate(required, custom(function = rules::name_160))]
+    #[validate(required, custom(function = rules::name_or_label))]
     pub name: Option<String>,
     /// 1–254 characters, one `@`, no spaces inside (surrounding ones are trimmed).
     #[schema(
@@ -50,7 +50,7 @@ pub struct CreateCustomerRequest {
 pub struct UpdateCustomerRequest {
     /// Replaces the name; 1–160 characters.
     #[schema(min_length = 1, max_length = 160)]
-    #[validate(custom(function = rules::name_160))]
+    #[validate(custom(function = rules::name_or_label))]
     pub name: Option<String>,
     /// Replaces the email; 1–254 characters, one `@`, no spaces inside.
     #[schema(

@@ -30,7 +30,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub struct CreateDestinationRequest {
     /// Display label, 1–160 characters (not part of any invoice seal).
     #[schema(value_type = String, required = true, example = "Operating account", min_length = 1, max_length = 160)]
-    #[validate(required, custom(function = crate::http::rules::name_160))]
+    #[validate(required, custom(function = crate::http::rules::name_or_label))]
     pub label: Option<String>,
     /// Currency code (`EUR`, `USDC`, …).
     #[schema(value_type = String, required = true, example = "EUR")]

@@ -9,6 +9,7 @@ use crate::http::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use tauros_app::{Actor, AppError, FieldError};
 use tauros_domain::fingerprint::KEY_FIELD;
@@ -108,21 +109,17 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
-/// The bearer credential, not yet checked: a handler whose read is joined to its credential
-/// passes it on as [`Caller::Presented`](tauros_app::Caller) (one round trip) and the use
-/// case checks it there. No credential at all is 401 at once, as with [`Auth`].
-pub struct Bearer(pub String);
+/// A bearer credential handed to a use case that checks it in its own first read (one round
+/// trip for both), with what the rest of the request carries (`T`: the route's other
+/// extractors, a tuple for several). The answers come in [`Auth`]'s order: no credential at all
+/// is 401 at once, and when `T` refuses the request the credential is checked first, its own
+/// refusal answering if it has one.
+pub struct Presented<T>(pub Credential, pub T);
 
-impl<S: Send + Sync> FromRequestParts<S> for Bearer {
-    type Rejection = ApiError;
+/// A bearer credential, not yet checked.
+pub struct Credential(String);
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let token = bearer(&parts.headers).ok_or(AppError::Unauthorized)?;
-        Ok(Bearer(token.to_owned()))
-    }
-}
-
-impl Bearer {
+impl Credential {
     /// The credential as the caller of a use case, which checks it.
     pub fn caller(&self) -> tauros_app::Caller<'_> {
         tauros_app::Caller::Presented {
@@ -130,13 +127,26 @@ impl Bearer {
             via: Interface::Api,
         }
     }
+}
 
-    /// What a request refused before its read answers: the credential's own refusal first
-    /// (as if [`Auth`] had run before every other extractor), else `refused`.
-    pub async fn refuse(&self, state: &AppState, refused: ApiError) -> ApiError {
-        match state.app.authenticate(&self.0, Interface::Api).await {
-            Err(e) => e.into(),
-            Ok(_) => refused,
+impl<T, M> FromRequest<AppState, M> for Presented<T>
+where
+    T: FromRequest<AppState, M>,
+    T::Rejection: IntoResponse,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let Some(token) = bearer(req.headers()).map(str::to_owned) else {
+            return Err(ApiError::from(AppError::Unauthorized).into_response());
+        };
+        let refused = match T::from_request(req, state).await {
+            Ok(rest) => return Ok(Presented(Credential(token), rest)),
+            Err(refused) => refused.into_response(),
+        };
+        match state.app.authenticate(&token, Interface::Api).await {
+            Err(e) => Err(ApiError::from(e).into_response()),
+            Ok(_) => Err(refused),
         }
     }
 }
@@ -176,6 +186,9 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     }
 }
 
+/// The largest page a list answers (`?limit=`).
+pub const MAX_PAGE: i64 = 100;
+
 /// `?limit=` (1–100, default 50) and `?cursor=` (opaque).
 #[derive(Clone, Copy, Debug)]
 pub struct ListParams {
@@ -209,7 +222,7 @@ impl ListParams {
         for (key, value) in pairs {
             match key {
                 "limit" => match value.parse::<i64>() {
-                    Ok(n) if (1..=100).contains(&n) => params.limit = n,
+                    Ok(n) if (1..=MAX_PAGE).contains(&n) => params.limit = n,
                     _ => errors.push(FieldError::plain(
                         "limit",
                         "out_of_range",

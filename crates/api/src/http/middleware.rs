@@ -62,8 +62,7 @@ pub async fn edge(mut request: Request, next: Next) -> Response {
 
 /// The inner edge, just outside the handlers: requests counted and timed by route
 /// ([`metrics`]), the span their log lines are written in ([`request_span`]), the request
-/// body's progress clocks ([`with_body_clock`]), and answers held until what they were decided
-/// on is durable ([`durable_answers`]), in that order from the outside in. The span is made
+/// body's progress clocks ([`with_body_clock`]), in that order from the outside in. The span is made
 /// here, where the route and the method are at hand, rather than by tower-http's trace layer:
 /// a layer fewer, and no wrapper around the answer's body.
 pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next) -> Response {
@@ -71,7 +70,7 @@ pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next)
     let method = method_label(request.method());
     let route = request.extensions().get::<MatchedPath>().cloned();
     let span = request_span(method, route.as_ref(), &request);
-    let response = with_body_clock(clock, request, |request| durable_answers(next.run(request)))
+    let response = with_body_clock(clock, request, |request| next.run(request))
         .instrument(span)
         .await;
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
@@ -83,8 +82,7 @@ pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next)
 
 /// The span every log line of a request is written in: its method, route template and id.
 /// Each is recorded with `Display`, not `Debug`: the log formats a `Debug` string character
-/// by character to escape it, about half the span's cost (docs/PERFORMANCE.md #28, "Part 11"),
-/// and none of the three needs escaping: the method is one of [`method_label`]'s, the route a
+/// by character to escape it, about half the span's cost, and none of the three needs escaping: the method is one of [`method_label`]'s, the route a
 /// template of ours, and the id [`request_id`]'s safe characters (the edge replaced any other).
 fn request_span(method: &'static str, route: Option<&MatchedPath>, request: &Request) -> Span {
     let route = route.map_or("unmatched", MatchedPath::as_str);
@@ -156,17 +154,6 @@ pub struct OwnErrorBody;
 /// Our problem bodies stay far below this (`errors[]` holds at most 100 entries, and echoed
 /// values are shortened); it only bounds what this layer reads back.
 const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
-
-/// Sends an answer only once everything it was decided on is durable: on SQLite a replay or a
-/// refusal may have read writes still waiting for their shared commit (group commit). If
-/// that commit fails, the answer would describe writes that are now lost, so the client gets
-/// 503 `unavailable` instead and retries.
-async fn durable_answers(answer: impl std::future::Future<Output = Response>) -> Response {
-    match tauros_app::when_durable(answer).await {
-        (response, Ok(())) => response,
-        (_, Err(e)) => super::problem::ApiError::from(e).into_response(),
-    }
-}
 
 /// Makes sure every error response is problem+json with the request id in its body, whoever
 /// produced it (a handler, an extractor, the router's 404/405, a layer's 413).

@@ -450,6 +450,169 @@ mod tests {
         );
     }
 
+    /// Every limit the document states (`maxLength`, `maxItems`, `maximum`) is the one the
+    /// code enforces: the domain's constant for what is sealed or stored, the wire's own for
+    /// paging. A limit added to the document must be added here, with its source.
+    #[test]
+    fn every_limit_the_document_states_is_the_one_the_code_enforces() {
+        use tauros_domain::{address, fingerprint, identity, invoice, job, lines, settlement};
+        use tauros_domain::{text, webhook};
+        let n = |v: usize| v as u64;
+        let name = n(text::MAX_NAME_CHARS);
+        let key = n(fingerprint::MAX_KEY_CHARS);
+        let event_id = n(settlement::MAX_IDENTIFIER_CHARS);
+        let mut expected: std::collections::BTreeMap<String, u64> = [
+            (
+                "AcceptInvitationRequest.password.maxLength",
+                n(identity::MAX_PASSWORD_CHARS),
+            ),
+            (
+                "CancelRequest.reason.maxLength",
+                n(invoice::MAX_REASON_CHARS),
+            ),
+            (
+                "ChangePasswordRequest.current_password.maxLength",
+                n(identity::MAX_PASSWORD_CHARS),
+            ),
+            (
+                "ChangePasswordRequest.new_password.maxLength",
+                n(identity::MAX_PASSWORD_CHARS),
+            ),
+            (
+                "CreateAgentRequest.capabilities.maxItems",
+                n(identity::MAX_CAPABILITIES),
+            ),
+            ("CreateAgentRequest.name.maxLength", name),
+            (
+                "CreateCustomerRequest.email.maxLength",
+                n(identity::MAX_EMAIL_CHARS),
+            ),
+            ("CreateCustomerRequest.name.maxLength", name),
+            (
+                "CreateDestinationRequest.address.maxLength",
+                n(address::MAX_ADDRESS_CHARS),
+            ),
+            ("CreateDestinationRequest.label.maxLength", name),
+            ("CreateInvoiceRequest.idempotency_key.maxLength", key),
+            ("CreateInvoiceRequest.lines.maxItems", n(lines::MAX_LINES)),
+            (
+                "CreateInvoiceRequest.reasoning.maxLength",
+                n(invoice::MAX_REASONING_CHARS),
+            ),
+            (
+                "CreateWebhookEndpointRequest.description.maxLength",
+                n(webhook::MAX_DESCRIPTION_CHARS),
+            ),
+            (
+                "CreateWebhookEndpointRequest.events.maxItems",
+                n(webhook::MAX_EVENTS),
+            ),
+            (
+                "CreateWebhookEndpointRequest.timeout_seconds.maximum",
+                *webhook::TIMEOUT_SECONDS.end() as u64,
+            ),
+            (
+                "CreateWebhookEndpointRequest.url.maxLength",
+                n(webhook::MAX_URL_CHARS),
+            ),
+            (
+                "InviteRequest.email.maxLength",
+                n(identity::MAX_EMAIL_CHARS),
+            ),
+            (
+                "LineWithUnitAmount.description.maxLength",
+                n(lines::MAX_DESCRIPTION_CHARS),
+            ),
+            (
+                "LineWithUnitAmountMinor.description.maxLength",
+                n(lines::MAX_DESCRIPTION_CHARS),
+            ),
+            ("MinorUnitsInput.maximum", u64::MAX),
+            ("RenameAgentRequest.name.maxLength", name),
+            ("ReviseRequest.lines.maxItems", n(lines::MAX_LINES)),
+            (
+                "ReviseRequest.reasoning.maxLength",
+                n(invoice::MAX_REASONING_CHARS),
+            ),
+            (
+                "SignInRequest.email.maxLength",
+                n(identity::MAX_EMAIL_CHARS),
+            ),
+            ("SignInRequest.organisation.maxLength", name),
+            (
+                "SignInRequest.password.maxLength",
+                n(identity::MAX_PASSWORD_CHARS),
+            ),
+            (
+                "UpdateCustomerRequest.email.maxLength",
+                n(identity::MAX_EMAIL_CHARS),
+            ),
+            ("UpdateCustomerRequest.name.maxLength", name),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        for by in ["ById", "ByNumber"] {
+            for amount in ["WithAmount", "WithAmountMinor"] {
+                let schema = format!("SettlementEvent{by}{amount}");
+                for field in ["event_id", "payment_id", "source"] {
+                    expected.insert(format!("{schema}.{field}.maxLength"), event_id);
+                }
+                if by == "ByNumber" {
+                    expected.insert(format!("{schema}.invoice_number.maxLength"), event_id);
+                }
+            }
+        }
+        let doc = serde_json::to_value(crate::http::document()).unwrap();
+        let mut stated = std::collections::BTreeMap::new();
+        for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+            limits(name, schema, &mut stated);
+        }
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for param in op["parameters"].as_array().into_iter().flatten() {
+                    let at = format!("{method} {path} {}", param["name"].as_str().unwrap());
+                    limits(&at, &param["schema"], &mut stated);
+                }
+            }
+        }
+        for (at, limit) in &stated {
+            let wanted = expected.get(at).copied().or_else(|| {
+                // Paging, the keyed routes' header and the jobs filter, on every operation.
+                let param = at.rsplit(' ').next().unwrap_or("");
+                match param {
+                    "limit.maximum" => Some(crate::http::extract::MAX_PAGE as u64),
+                    "Idempotency-Key.maxLength" => Some(key),
+                    "kind.maxLength" => Some(n(job::MAX_KIND_CHARS)),
+                    _ => None,
+                }
+            });
+            assert_eq!(wanted, Some(*limit), "{at}: the document states {limit}");
+        }
+        for at in expected.keys() {
+            assert!(stated.contains_key(at), "{at} is no longer stated");
+        }
+    }
+
+    /// The limits a schema states, as `<where>.<property>.<keyword>`.
+    fn limits(at: &str, schema: &Value, out: &mut std::collections::BTreeMap<String, u64>) {
+        for keyword in ["maxLength", "maxItems", "maximum"] {
+            if let Some(limit) = schema[keyword].as_u64() {
+                out.insert(format!("{at}.{keyword}"), limit);
+            }
+        }
+        if let Some(properties) = schema["properties"].as_object() {
+            for (name, property) in properties {
+                limits(&format!("{at}.{name}"), property, out);
+            }
+        }
+        for combined in ["allOf", "oneOf", "anyOf"] {
+            for part in schema[combined].as_array().into_iter().flatten() {
+                limits(at, part, out);
+            }
+        }
+    }
+
     #[test]
     fn every_operation_documents_its_error_statuses() {
         let doc = serde_json::to_value(crate::http::document()).unwrap();

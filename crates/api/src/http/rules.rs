@@ -24,7 +24,7 @@
 
 use tauros_app::FieldError;
 use tauros_domain::identity;
-use tauros_domain::text::{Lines, text_error};
+use tauros_domain::text::{Lines, MAX_NAME_CHARS, text_error};
 use tauros_domain::webhook;
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
@@ -158,9 +158,10 @@ fn text(value: &str, max: usize, lines: Lines) -> Result<(), ValidationError> {
     text_error(FIELD, value, max, lines).map_or(Ok(()), |e| Err(rule_error(e)))
 }
 
-/// One line of clean text, 1–160 characters once trimmed (names and labels).
-pub fn name_160(value: &str) -> Result<(), ValidationError> {
-    text(value, 160, Lines::One)
+/// One line of clean text, 1–160 characters once trimmed (names and labels:
+/// [`MAX_NAME_CHARS`]).
+pub fn name_or_label(value: &str) -> Result<(), ValidationError> {
+    text(value, MAX_NAME_CHARS, Lines::One)
 }
 
 /// A webhook endpoint's description: one line of clean text, 1–200 characters once trimmed.
@@ -245,7 +246,7 @@ mod tests {
 
     #[derive(Validate)]
     struct Named {
-        #[validate(custom(function = name_160))]
+        #[validate(custom(function = name_or_label))]
         name: Option<String>,
         #[validate(custom(function = email_address))]
         email: Option<String>,

@@ -58,7 +58,7 @@ pub struct SignInRequest {
 }
 
 /// The longest `organisation` a sign-in names (an organisation's name is at most 160).
-const ORGANISATION_MAX: u64 = 160;
+const ORGANISATION_MAX: u64 = tauros_domain::text::MAX_NAME_CHARS as u64;
 /// The domain's bounds, as `validator` takes them.
 const EMAIL_MAX: u64 = MAX_EMAIL_CHARS as u64;
 const PASSWORD_MAX: u64 = MAX_PASSWORD_CHARS as u64;

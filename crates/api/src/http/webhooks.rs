@@ -327,10 +327,10 @@ async fn enable_webhook_endpoint(
 }
 
 /// Send a delivery again (approvers): one whose attempts are used up (`delivery_status`
-/// `failed`, also after its job was pruned) goes out in a new job cycle with a fresh attempt
-/// budget and the same `webhook-id`, so a receiver that got it after all deduplicates it. A
-/// delivery that is pending already is answered as it is (200), nothing written: repeating a
-/// resend never sends twice at once.
+/// `failed`, also after its job was pruned), or a `delivered` one whose receiver lost it, goes
+/// out in a new job cycle with a fresh attempt budget and the same `webhook-id`, so a receiver
+/// that has it deduplicates it. A delivery that is pending already is answered as it is (200),
+/// nothing written: repeating a resend never sends twice at once.
 #[utoipa::path(post, path = "/v1/webhook-endpoints/{id}/deliveries/{delivery_id}/resend", tag = "webhooks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Endpoint id"),
         ("delivery_id" = Uuid, Path, description = "The delivery (`delivery_id` on the deliveries list)")),
@@ -339,7 +339,7 @@ async fn enable_webhook_endpoint(
         (status = 200, description = "Already pending (a repeated resend, or its attempts are not used up yet): the delivery as it is, nothing written", body = WebhookDeliveryView),
         (status = 403, description = "`forbidden`: only approvers resend deliveries", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: unknown endpoint or delivery, or another organisation's", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`already_delivered`: the endpoint answered 2xx for it; `endpoint_disabled`: re-enable the endpoint first (that sends its held deliveries)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`endpoint_disabled`: re-enable the endpoint first (that sends its held deliveries)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resend_webhook_delivery(
     State(state): State<AppState>,

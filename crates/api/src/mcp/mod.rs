@@ -13,10 +13,12 @@
 //! - `guard`: Origin check, agent-only authentication, refusals as problem details;
 //! - `server`: the rmcp handler (`tools/list`, `tools/call`);
 //! - `tools`: the reviewed list, descriptions, schemas and the calls;
+//! - `answers`: the answers that add to a REST body (a replay flag, an invoice's history);
 //! - `summary`: the short text beside each answer's structured content;
 //! - `args`: REST bodies plus the members REST takes from the path or a header;
 //! - `schema`: input schemas from the REST document's own schemas.
 
+mod answers;
 mod args;
 mod guard;
 mod schema;

@@ -100,19 +100,9 @@ impl ServerHandler for TaurosMcp {
             .map(str::to_owned);
         // The guard put the agent there; without it, nothing runs.
         let outcome = match parts.and_then(|p| p.extensions.get::<Actor>()) {
-            // rmcp may run the call on a task of its own, outside the HTTP layer's hold on
-            // answers, so the call holds its own answer until what it read is durable.
             Some(actor) => {
-                let work = call(
-                    &self.app,
-                    actor,
-                    tool,
-                    request.arguments.unwrap_or_default(),
-                );
-                match tauros_app::when_durable(work).await {
-                    (outcome, Ok(())) => outcome,
-                    (_, Err(e)) => Err(e.into()),
-                }
+                let arguments = request.arguments.unwrap_or_default();
+                call(&self.app, actor, tool, arguments).await
             }
             None => Err(tauros_app::AppError::Unauthorized.into()),
         };

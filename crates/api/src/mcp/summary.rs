@@ -5,7 +5,7 @@
 //! that shows its model only the text still has every id and amount a next call takes: each
 //! item of a list is one line with its id, and a refusal lists every field error.
 
-use super::tools::{DestinationCommand, InvoiceAnswer};
+use super::answers::{DestinationCommand, InvoiceAnswer};
 use crate::http::customers::CustomerList;
 use crate::http::destinations::{DestinationList, DestinationResponse};
 use crate::http::invoices::types::{CommandResponse, InvoiceList};

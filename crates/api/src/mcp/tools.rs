@@ -5,8 +5,9 @@
 //! input, the REST route's answer serialized. Paging, the mapping to wire types and replay
 //! counting happen there, once. The list is closed on purpose: no tool approves, rejects, requests
 //! changes, cancels, manages agents or keys, or changes organisation settings. Adding a tool is
-//! a deliberate act: `Tool::ALL` is pinned by a unit test here and by `tests/api/mcp.rs`.
+//! a deliberate act: `Tool::ALL` is pinned by a unit test here and by `tests/api/resources/mcp.rs`.
 
+use super::answers::{DestinationCommand, History, InvoiceAnswer};
 use super::args::{Id, Key, WithExtras};
 use super::schema::Pool;
 use super::summary::Summary;
@@ -21,7 +22,7 @@ use crate::http::{customers, destinations, sessions, settlement};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tauros_app::{Actor, App, FieldError, InvoiceQuery, InvoiceView, RevisionView};
+use tauros_app::{Actor, App, FieldError, InvoiceQuery};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -405,13 +406,6 @@ struct ListInvoicesArgs {
     cursor: Option<String>,
 }
 
-/// What create_payment_destination answers (REST says `replayed` in a header).
-#[derive(Serialize)]
-pub(super) struct DestinationCommand {
-    pub payment_destination: destinations::DestinationResponse,
-    pub replayed: bool,
-}
-
 /// The arguments of get_invoice besides its `id`.
 #[derive(Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
@@ -423,25 +417,6 @@ struct GetInvoiceArgs {
     /// The `events_next_cursor` of an earlier answer, for the next 100 events (implies
     /// `history`); omit for the first.
     events_cursor: Option<String>,
-}
-
-/// What get_invoice answers: the invoice, and with `history` its bounded history.
-#[derive(Serialize)]
-pub(super) struct InvoiceAnswer {
-    pub invoice: InvoiceView,
-    #[serde(flatten)]
-    pub history: Option<History>,
-}
-
-/// An invoice's bounded history: its revisions (at most 100 per invoice), its decisions (at
-/// most one per revision) and one page of 100 events.
-#[derive(Serialize)]
-pub(super) struct History {
-    pub revisions: Vec<RevisionView>,
-    pub decisions: Vec<tauros_app::DecisionView>,
-    pub events: Vec<tauros_app::EventView>,
-    /// Pass as `events_cursor` for the next page of events; `null` on the last.
-    pub events_next_cursor: Option<String>,
 }
 
 /// What an invoice tool's `id` is, and what it is not (the ids share a long prefix).

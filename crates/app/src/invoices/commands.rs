@@ -14,12 +14,12 @@ use super::content::{
 use super::views::{InvoiceView, invoice_view, joined_view};
 use super::{access_error, caller, conflict, invalid};
 use crate::actor::{Actor, Agent};
-use crate::app::App;
+use crate::app::{App, finish};
 use crate::audit::AuditActor;
 use crate::auth::Caller;
 use crate::clock::now;
 use crate::error::{AppError, AppResult, FieldError, KeyHolder};
-use crate::idempotency::{self, Keyed, KeyedCreate, Lost, Replayed, Written};
+use crate::idempotency::{self, Keyed, KeyedCreate, Replayed, Written};
 use async_trait::async_trait;
 use tauros_domain::audit::GENESIS;
 use tauros_domain::destination::DestinationState;
@@ -82,7 +82,17 @@ impl App {
             return Ok(replayed);
         }
         drop(conn);
-        idempotency::create(&self.store, agent, &create).await
+        self.created(&create).await
+    }
+
+    /// A create under the agent's lock, once the fast path found no key: written, or the
+    /// replay of a concurrent create with the same key that won.
+    async fn created(&self, create: &NewDraft<'_>) -> AppResult<Replayed<InvoiceView>> {
+        let created = idempotency::create(&self.store, create).await?;
+        if !created.replayed {
+            failpoint!(create.agent.org_id, CreateCommitted);
+        }
+        Ok(created)
     }
 
     /// [`create_draft`] for a presented credential: a well-formed request with an API key looks
@@ -136,7 +146,7 @@ impl App {
             }
             None => {
                 drop(conn);
-                idempotency::create(&self.store, agent, &create).await
+                self.created(&create).await
             }
         }
     }
@@ -166,96 +176,105 @@ impl App {
     ) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
-        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Revise).await?;
-        let Transition::Apply { to } =
-            rules::transition(Action::Revise, invoice.state, invoice.cancelled_by)
-                .map_err(invalid)?
-        else {
-            return Err(AppError::Internal("revise never replays by state".into()));
-        };
-        let current = current_revision(&mut *tx, &invoice).await?;
-        let content = match check_content(&input, Some(current_content(&current))) {
-            Ok(content) => content,
-            Err(refused) => {
-                let mut errors = refused.errors;
-                errors.extend(refused_parties(&mut *tx, actor, refused.known).await?);
-                return Err(AppError::Validation(errors));
+        let answer = async {
+            let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Revise).await?;
+            let Transition::Apply { to } =
+                rules::transition(Action::Revise, invoice.state, invoice.cancelled_by)
+                    .map_err(invalid)?
+            else {
+                return Err(AppError::Internal("revise never replays by state".into()));
+            };
+            let current = current_revision(&mut *tx, &invoice).await?;
+            let content = match check_content(&input, Some(current_content(&current))) {
+                Ok(content) => content,
+                Err(refused) => {
+                    let mut errors = refused.errors;
+                    errors.extend(refused_parties(&mut *tx, actor, refused.known).await?);
+                    return Err(AppError::Validation(errors));
+                }
+            };
+            // A revise whose content is already the current revision's is a replay, recognised
+            // before the parties are checked again (docs/contract/domain.md §7): its destination may
+            // have been retired or its due date passed since the revise that made it.
+            if seals_as(&content, &current)? {
+                return unchanged(&mut *tx, &invoice).await;
             }
-        };
-        // A revise whose content is already the current revision's is a replay, recognised
-        // before the parties are checked again (docs/contract/domain.md §7): its destination may
-        // have been retired or its due date passed since the revise that made it.
-        if seals_as(&content, &current)? {
-            return unchanged(&mut *tx, &invoice).await;
+            // At most 100 revisions (bounds per record): counted by the invoice's own revision
+            // count, read under its lock, never by counting its history.
+            let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
+            let parties = locked_parties(&mut *tx, actor, &content).await?;
+            let now = now();
+            let revision = drafted(
+                actor,
+                &content,
+                parties,
+                (invoice.org_id, invoice.id),
+                number,
+                now,
+            )?;
+            let from = invoice.state;
+            invoice.state = to;
+            invoice.current_revision_id = revision.id;
+            invoice.revision_count = number;
+            invoice.updated_at = now;
+            let event = next_event(
+                &mut invoice,
+                &EventInput {
+                    action: Action::Revise,
+                    from: Some(from),
+                    actor: AuditActor::of(actor),
+                    revision: Some(&revision),
+                    idempotency_key: None,
+                    note: None,
+                    settings: None,
+                },
+            );
+            tx.insert_revision(&revision).await?;
+            tx.update_invoice(&invoice).await?;
+            record_event(&mut *tx, &event).await?;
+            written(&mut *tx, &invoice).await
         }
-        // At most 100 revisions (bounds per record): counted by the invoice's own revision
-        // count, read under its lock, never by counting its history.
-        let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
-        let parties = locked_parties(&mut *tx, actor, &content).await?;
-        let now = now();
-        let revision = drafted(
-            actor,
-            &content,
-            parties,
-            (invoice.org_id, invoice.id),
-            number,
-            now,
-        )?;
-        let from = invoice.state;
-        invoice.state = to;
-        invoice.current_revision_id = revision.id;
-        invoice.revision_count = number;
-        invoice.updated_at = now;
-        let event = next_event(
-            &mut invoice,
-            &EventInput {
-                action: Action::Revise,
-                from: Some(from),
-                actor: AuditActor::of(actor),
-                revision: Some(&revision),
-                idempotency_key: None,
-                note: None,
-                settings: None,
-            },
-        );
-        tx.insert_revision(&revision).await?;
-        tx.update_invoice(&invoice).await?;
-        record_event(&mut *tx, &event).await?;
-        written(tx, &invoice).await
+        .await;
+        committed(tx, actor.org_id(), answer).await
     }
 
     /// The proposing agent asks for approval.
     pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut tx = self.store.begin().await?;
-        let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Submit).await?;
-        let current = current_revision(&mut *tx, &invoice).await?;
-        let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
-        let destination = tx
-            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
-            .await?;
-        let facts = SubmitFacts {
-            state: invoice.state,
-            current_decision: decision.map(|d| d.decision),
-            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
-        };
-        // An illegal state keeps its `from` and `action` members, as every other command's does.
-        match rules::submit_transition(facts).map_err(|e| match e {
-            rules::SubmitError::InvalidTransition(t) => invalid(t),
-            other => conflict(&other),
-        })? {
-            Transition::Replay => unchanged(&mut *tx, &invoice).await,
-            Transition::Apply { to } => {
-                let change = Change {
-                    action: Action::Submit,
-                    to,
-                    revision: &current,
-                    note: None,
-                    settings: None,
-                };
-                apply(tx, &mut invoice, actor, change).await
+        let answer = async {
+            let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Submit).await?;
+            let current = current_revision(&mut *tx, &invoice).await?;
+            let decision = tx.decision_for_revision(invoice.org_id, current.id).await?;
+            let destination = tx
+                .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
+                .await?;
+            let facts = SubmitFacts {
+                state: invoice.state,
+                current_decision: decision.map(|d| d.decision),
+                destination_active: destination
+                    .is_some_and(|d| d.state == DestinationState::Active),
+            };
+            // An illegal state keeps its `from` and `action` members, as every other command's does.
+            match rules::submit_transition(facts).map_err(|e| match e {
+                rules::SubmitError::InvalidTransition(t) => invalid(t),
+                other => conflict(&other),
+            })? {
+                Transition::Replay => unchanged(&mut *tx, &invoice).await,
+                Transition::Apply { to } => {
+                    let change = Change {
+                        action: Action::Submit,
+                        to,
+                        revision: &current,
+                        note: None,
+                        settings: None,
+                    };
+                    apply(&mut *tx, &mut invoice, actor, change).await
+                }
             }
         }
+        .await;
+        committed(tx, actor.org_id(), answer).await
     }
 
     /// The proposing agent, or a human who sees it, takes an undecided invoice back.
@@ -285,39 +304,43 @@ impl App {
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
         let mut tx = self.store.begin().await?;
-        let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
-        // Who may act is answered before what they sent: an agent calling cancel hears 403,
-        // not that a reason is missing.
-        let note =
-            rules::validate_reason(action, reason).map_err(|e| AppError::Validation(vec![e]))?;
-        match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
-            Transition::Replay => unchanged(&mut *tx, &invoice).await,
-            Transition::Apply { to } => {
-                rules::check_issuing(
-                    action,
-                    invoice.number.is_some(),
-                    invoice
-                        .issuing_status
-                        .is_some_and(tauros_domain::effect::IssuingStatus::awaits_human),
-                )
-                .map_err(|e| conflict(&e))?;
-                if to == InvoiceState::Cancelled {
-                    invoice.cancelled_by = Some(action);
-                    // Not issuing any more; a number it had stays on it, void.
-                    invoice.issuing_status = None;
-                    invoice.issuing_reason = None;
+        let answer = async {
+            let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
+            // Who may act is answered before what they sent: an agent calling cancel hears 403,
+            // not that a reason is missing.
+            let note = rules::validate_reason(action, reason)
+                .map_err(|e| AppError::Validation(vec![e]))?;
+            match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
+                Transition::Replay => unchanged(&mut *tx, &invoice).await,
+                Transition::Apply { to } => {
+                    rules::check_issuing(
+                        action,
+                        invoice.number.is_some(),
+                        invoice
+                            .issuing_status
+                            .is_some_and(tauros_domain::effect::IssuingStatus::awaits_human),
+                    )
+                    .map_err(|e| conflict(&e))?;
+                    if to == InvoiceState::Cancelled {
+                        invoice.cancelled_by = Some(action);
+                        // Not issuing any more; a number it had stays on it, void.
+                        invoice.issuing_status = None;
+                        invoice.issuing_reason = None;
+                    }
+                    let current = current_revision(&mut *tx, &invoice).await?;
+                    let change = Change {
+                        action,
+                        to,
+                        revision: &current,
+                        note,
+                        settings: None,
+                    };
+                    apply(&mut *tx, &mut invoice, actor, change).await
                 }
-                let current = current_revision(&mut *tx, &invoice).await?;
-                let change = Change {
-                    action,
-                    to,
-                    revision: &current,
-                    note,
-                    settings: None,
-                };
-                apply(tx, &mut invoice, actor, change).await
             }
         }
+        .await;
+        committed(tx, actor.org_id(), answer).await
     }
 
     /// An approver approves, rejects or requests changes on one exact revision and hash, in
@@ -334,110 +357,114 @@ impl App {
         actor.require(Capability::Invoicing)?;
         let action = kind.action();
         let mut tx = self.store.begin().await?;
-        let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
-        let approver_id = actor.id();
-        // After the access check: an agent or operator hears 403 (a stranger 404), never that a
-        // reason is missing. Then every field rule at once.
-        let mut errors = Vec::new();
-        let revision_id = required("revision_id", revision_id, &mut errors);
-        let payload_hash = required("payload_hash", payload_hash, &mut errors);
-        if let Some(Err(e)) = payload_hash.map(check_payload_hash) {
-            errors.push(e);
-        }
-        let reason = rules::validate_reason(action, reason)
-            .map_err(|e| errors.push(e))
-            .ok()
-            .flatten();
-        let (Some(revision_id), Some(payload_hash)) = (revision_id, payload_hash) else {
-            return Err(AppError::Validation(errors));
-        };
-        if !errors.is_empty() {
-            return Err(AppError::Validation(errors));
-        }
-        let existing = tx
-            .decision_for_revision(invoice.org_id, revision_id)
-            .await?;
-        failpoint!(invoice.org_id, ExistingDecisionRead);
-        let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
-        failpoint!(invoice.org_id, NamedRevisionRead);
-        let current = current_revision(&mut *tx, &invoice).await?;
-        let destination = tx
-            .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
-            .await?;
-        failpoint!(invoice.org_id, DecisionDestinationLocked);
-        let facts = DecideFacts {
-            kind,
-            approver_id,
-            revision_id,
-            payload_hash: payload_hash.to_owned(),
-            reason: reason.clone(),
-            existing: existing.as_ref().map(|d| ExistingDecision {
-                approver_id: d.approver_id,
-                kind: d.decision,
-                payload_hash: d.payload_hash.clone(),
-            }),
-            state: invoice.state,
-            revision_of_invoice: named.is_some_and(|r| r.invoice_id == invoice.id),
-            current_revision_id: current.id,
-            current_payload_hash: current.payload_hash.clone(),
-            reseal_matches: verify(
-                &stored(&current),
-                &current.canonical_payload,
-                &current.payload_hash,
-            )
-            .is_ok(),
-            destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
-        };
-        match rules::decide(facts).map_err(|e| match e {
-            rules::DecideError::Reason(field) => AppError::Validation(vec![field]),
-            rules::DecideError::InvalidTransition(t) => invalid(t),
-            other => conflict(&other),
-        })? {
-            DecideOutcome::Replay => unchanged(&mut *tx, &invoice).await,
-            DecideOutcome::Apply { to, kind, reason } => {
-                let decision = DecisionRow {
-                    id: Uuid::now_v7(),
-                    org_id: invoice.org_id,
-                    invoice_id: invoice.id,
-                    revision_id: current.id,
-                    approver_id,
-                    decision: kind,
-                    payload_hash: current.payload_hash.clone(),
-                    reason: reason.clone(),
-                    decided_at: now(),
-                };
-                invoice.last_decision_id = Some(decision.id);
-                match tx.insert_decision(&decision).await {
-                    // The invoice lock already serializes deciders; the unique index is the backstop.
-                    Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
-                        return Err(AppError::Conflict {
-                            code: "already_decided",
-                            detail: "this revision was decided concurrently; GET the invoice to see the decision".into(),
-                        });
+        let answer = async {
+            let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
+            let approver_id = actor.id();
+            // After the access check: an agent or operator hears 403 (a stranger 404), never that a
+            // reason is missing. Then every field rule at once.
+            let mut errors = Vec::new();
+            let revision_id = required("revision_id", revision_id, &mut errors);
+            let payload_hash = required("payload_hash", payload_hash, &mut errors);
+            if let Some(Err(e)) = payload_hash.map(check_payload_hash) {
+                errors.push(e);
+            }
+            let reason = rules::validate_reason(action, reason)
+                .map_err(|e| errors.push(e))
+                .ok()
+                .flatten();
+            let (Some(revision_id), Some(payload_hash)) = (revision_id, payload_hash) else {
+                return Err(AppError::Validation(errors));
+            };
+            if !errors.is_empty() {
+                return Err(AppError::Validation(errors));
+            }
+            let existing = tx
+                .decision_for_revision(invoice.org_id, revision_id)
+                .await?;
+            failpoint!(invoice.org_id, ExistingDecisionRead);
+            let named = tx.revision_by_id(invoice.org_id, revision_id).await?;
+            failpoint!(invoice.org_id, NamedRevisionRead);
+            let current = current_revision(&mut *tx, &invoice).await?;
+            let destination = tx
+                .lock_destination(invoice.org_id, current.payment_destination_id, Lock::Share)
+                .await?;
+            failpoint!(invoice.org_id, DecisionDestinationLocked);
+            let facts = DecideFacts {
+                kind,
+                approver_id,
+                revision_id,
+                payload_hash: payload_hash.to_owned(),
+                reason: reason.clone(),
+                existing: existing.as_ref().map(|d| ExistingDecision {
+                    approver_id: d.approver_id,
+                    kind: d.decision,
+                    payload_hash: d.payload_hash.clone(),
+                }),
+                state: invoice.state,
+                revision_of_invoice: named.is_some_and(|r| r.invoice_id == invoice.id),
+                current_revision_id: current.id,
+                current_payload_hash: current.payload_hash.clone(),
+                reseal_matches: verify(
+                    &stored(&current),
+                    &current.canonical_payload,
+                    &current.payload_hash,
+                )
+                .is_ok(),
+                destination_active: destination.is_some_and(|d| d.state == DestinationState::Active),
+            };
+            match rules::decide(facts).map_err(|e| match e {
+                rules::DecideError::Reason(field) => AppError::Validation(vec![field]),
+                rules::DecideError::InvalidTransition(t) => invalid(t),
+                other => conflict(&other),
+            })? {
+                DecideOutcome::Replay => unchanged(&mut *tx, &invoice).await,
+                DecideOutcome::Apply { to, kind, reason } => {
+                    let decision = DecisionRow {
+                        id: Uuid::now_v7(),
+                        org_id: invoice.org_id,
+                        invoice_id: invoice.id,
+                        revision_id: current.id,
+                        approver_id,
+                        decision: kind,
+                        payload_hash: current.payload_hash.clone(),
+                        reason: reason.clone(),
+                        decided_at: now(),
+                    };
+                    invoice.last_decision_id = Some(decision.id);
+                    match tx.insert_decision(&decision).await {
+                        // The invoice lock already serializes deciders; the unique index is the backstop.
+                        Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
+                            return Err(AppError::Conflict {
+                                code: "already_decided",
+                                detail: "this revision was decided concurrently; GET the invoice to see the decision".into(),
+                            });
+                        }
+                        other => other?,
                     }
-                    other => other?,
+                    failpoint!(invoice.org_id, DecisionInserted);
+                    // With an issuer, the approval and the job that issues it commit together.
+                    if kind == DecisionKind::Approved && self.issuing_is_automatic() {
+                        let enqueued = crate::queue::enqueue(
+                            &mut *tx,
+                            super::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
+                        )
+                        .await?;
+                        invoice.issuing_status = Some(tauros_domain::effect::IssuingStatus::Pending);
+                        invoice.issuing_job_id = Some(enqueued.id);
+                    }
+                    let change = Change {
+                        action,
+                        to,
+                        revision: &current,
+                        note: reason,
+                        settings: Some(settings),
+                    };
+                    apply(&mut *tx, &mut invoice, actor, change).await
                 }
-                failpoint!(invoice.org_id, DecisionInserted);
-                // With an issuer, the approval and the job that issues it commit together.
-                if kind == DecisionKind::Approved && self.issuing_is_automatic() {
-                    let enqueued = crate::jobs::enqueue(
-                        &mut *tx,
-                        super::issue_job(invoice.org_id, invoice.id, invoice.issue_version),
-                    )
-                    .await?;
-                    invoice.issuing_status = Some(tauros_domain::effect::IssuingStatus::Pending);
-                    invoice.issuing_job_id = Some(enqueued.id);
-                }
-                let change = Change {
-                    action,
-                    to,
-                    revision: &current,
-                    note: reason,
-                    settings: Some(settings),
-                };
-                apply(tx, &mut invoice, actor, change).await
             }
         }
+        .await;
+        committed(tx, actor.org_id(), answer).await
     }
 }
 
@@ -482,8 +509,8 @@ pub(super) async fn checked_draft(
 
 /// Whether the invoice's current revision is still its first. A create's replay is then
 /// compared by canonical bytes, not by their hashes: the same answer (revision 1's hash is the
-/// SHA-256 of its canonical bytes, and revisions are append-only), without hashing the request:
-/// 15 % of a replay's instructions (docs/PERFORMANCE.md #28, "Part 12").
+/// SHA-256 of its canonical bytes, and revisions are append-only), without hashing the request,
+/// a large share of a replay's cost.
 fn revision_one_is_current(existing: &InvoiceJoined) -> bool {
     existing.revision.number == 1
 }
@@ -564,25 +591,15 @@ impl Keyed for NewDraft<'_> {
 
 #[async_trait]
 impl KeyedCreate for NewDraft<'_> {
-    // The winner is read in this transaction (it sees the winner, whichever backend), and the
-    // answer waits for this unit's commit: it wrote nothing, but on SQLite the winner may sit
-    // in the same shared commit, and no replay is answered before the write it replays is
-    // durable.
-    const LOST: Lost = Lost::CommitAnyway;
-    // Held with the draft's parties, in one read (`create_parties`).
-    const HOLDS_AGENT: bool = true;
-
-    /// Inserts the invoice, its revision 1 and its first event. The unique key (org, agent,
-    /// key) serializes concurrent creates: the loser inserts nothing. In a unit that writes
-    /// alone the key is looked up in the first read instead, and a key found free stays free:
-    /// the insert then runs later, with the revision and the event (one call to SQLite).
-    async fn write(&self, mut tx: Box<dyn Tx>) -> AppResult<Written<InvoiceView>> {
+    /// Holds the agent with the draft's parties (one read, `create_parties`), then inserts the
+    /// invoice, its revision 1 and its first event. The unique key (org, agent, key) serializes
+    /// concurrent creates: the loser inserts nothing and its unit stays readable (the store may
+    /// already find the key taken with the first read).
+    async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
-        let alone = tx.writes_alone();
-        let Some(parties) = create_parties(&mut *tx, agent, alone.then_some(key), content).await?
-        else {
-            return Ok(Written::KeyTaken(tx));
+        let Some(parties) = create_parties(&mut *tx, agent, key, content).await? else {
+            return Ok(Written::KeyTaken);
         };
         let now = now();
         let invoice_id = Uuid::now_v7();
@@ -623,17 +640,13 @@ impl KeyedCreate for NewDraft<'_> {
                 settings: None,
             },
         );
-        if alone {
-            tx.insert_invoice_later(&invoice).await?;
-        } else if !tx.insert_invoice(&invoice).await? {
-            return Ok(Written::KeyTaken(tx));
+        if !tx.insert_invoice(&invoice).await? {
+            return Ok(Written::KeyTaken);
         }
         failpoint!(agent.org_id, InvoiceInserted);
         tx.insert_revision(&revision).await?;
         failpoint!(agent.org_id, RevisionInserted);
         record_event(&mut *tx, &event).await?;
-        tx.commit().await?;
-        failpoint!(agent.org_id, CreateCommitted);
         Ok(Written::Fresh(invoice_view(&invoice, revision)?))
     }
 }
@@ -680,9 +693,9 @@ struct Change<'a> {
     settings: Option<OrgSettings>,
 }
 
-/// Writes the state change and its event, commits, and answers the invoice as it is now.
+/// Writes the state change and its event, and answers the invoice as it is now.
 async fn apply(
-    mut tx: Box<dyn Tx>,
+    tx: &mut dyn Tx,
     invoice: &mut InvoiceRow,
     actor: &Actor,
     change: Change<'_>,
@@ -708,10 +721,10 @@ async fn apply(
     written(tx, invoice).await
 }
 
-/// Commits what a command wrote and answers the invoice as it is now, read back inside the
-/// transaction (with its latest decision).
+/// What a command wrote: the invoice as it is now, read back inside the transaction (with its
+/// latest decision).
 pub(super) async fn written(
-    mut tx: Box<dyn Tx>,
+    tx: &mut dyn Tx,
     invoice: &InvoiceRow,
 ) -> AppResult<Replayed<InvoiceView>> {
     let joined = tx
@@ -719,9 +732,22 @@ pub(super) async fn written(
         .await?
         .ok_or_else(|| AppError::Internal("invoice vanished inside its transaction".into()))?;
     failpoint!(invoice.org_id, InvoiceReadBack);
-    tx.commit().await?;
-    failpoint!(invoice.org_id, CommandCommitted);
     Ok(Replayed::fresh(joined_view(joined)?))
+}
+
+/// Ends an invoice command's unit with its answer ([`finish`]); a change's commit is followed
+/// by the `CommandCommitted` failpoint, before the answer.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+pub(super) async fn committed(
+    tx: Box<dyn Tx>,
+    org_id: Uuid,
+    answer: AppResult<Replayed<InvoiceView>>,
+) -> AppResult<Replayed<InvoiceView>> {
+    let answer = finish(tx, answer).await?;
+    if !answer.replayed {
+        failpoint!(org_id, CommandCommitted);
+    }
+    Ok(answer)
 }
 
 /// A replay: nothing is written; the invoice is answered as it is now.

@@ -50,15 +50,13 @@ pub(super) async fn locked_parties(
 }
 
 /// A create's first read: [`locked_parties`] with its proposing agent held ([`Agent::hold`])
-/// and, when `key` is given, the agent's invoice under it looked up, all in one read. `None`
-/// when the key is taken: a concurrent create with it won before this unit began, and it
-/// answers as that create's replay. A unit that writes alone ([`Tx::writes_alone`]) looks its
-/// key up here: a key found free stays free until it commits, and the invoice's insert can
-/// run later ([`tauros_store::InvoiceWrite::insert_invoice_later`]).
+/// and possibly the agent's invoice under `key` looked up, all in one read. `None` when the
+/// key is found taken: a concurrent create with it won before this unit began, and it answers
+/// as that create's replay (a store that does not look leaves it to the invoice's insert).
 pub(super) async fn create_parties(
     tx: &mut dyn Tx,
     agent: &Agent,
-    key: Option<&str>,
+    key: &str,
     content: &DraftContent,
 ) -> AppResult<Option<Parties>> {
     let rows = read_parties(tx, agent.org_id, content, Some((agent, key))).await?;
@@ -72,7 +70,7 @@ async fn read_parties(
     tx: &mut dyn Tx,
     org_id: Uuid,
     content: &DraftContent,
-    proposer: Option<(&Agent, Option<&str>)>,
+    proposer: Option<(&Agent, &str)>,
 ) -> AppResult<DraftParties> {
     let reads = DraftReads {
         customer_id: content.customer_id,

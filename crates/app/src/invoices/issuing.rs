@@ -8,12 +8,12 @@ use super::commands::{current_revision, locked, unchanged, written};
 use super::invalid;
 use super::views::InvoiceView;
 use crate::actor::Actor;
-use crate::app::App;
+use crate::app::{App, finish};
 use crate::audit::AuditActor;
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::idempotency::Replayed;
-use crate::jobs::JobView;
+use crate::queue::JobView;
 use chrono::Datelike;
 use serde::Serialize;
 use tauros_domain::destination::DestinationState;
@@ -93,20 +93,27 @@ pub enum IssueAnswer {
 }
 
 /// What admission inside a transaction found.
+/// Where an approver's issue left its unit of work.
+enum Issuing {
+    Answered(IssueAnswer),
+    /// The destination is inactive: `issue_blocked` recorded (when first reached), refused.
+    Blocked,
+    /// Admitted, without an issuer: finalised in a unit of its own.
+    Local(IssueClaim),
+}
+
 enum Admitted {
     Claim(IssueClaim),
-    /// Blocked; `first` when this admission recorded `issue_blocked` (else nothing changed).
-    Blocked {
-        first: bool,
-    },
+    /// Blocked: `issue_blocked` recorded when first reached (a repeat writes nothing).
+    Blocked,
 }
 
 /// The job that issues one approved invoice under its operation version: its submission id
 /// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
 /// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
 /// a replay that writes nothing.
-pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> crate::jobs::NewJob {
-    crate::jobs::NewJob {
+pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> crate::queue::NewJob {
+    crate::queue::NewJob {
         org_id,
         kind: ISSUE_JOB.to_owned(),
         args: serde_json::json!({ "invoice_id": invoice_id }),
@@ -148,15 +155,32 @@ impl App {
     /// number under a new operation version. docs/EFFECTS.md, "Issue again".
     pub async fn issue(&self, actor: &Actor, id: Uuid) -> AppResult<IssueAnswer> {
         actor.require(Capability::Invoicing)?;
+        let audit = AuditActor::of(actor);
         let mut tx = self.store.begin().await?;
+        let step = self.issue_in(&mut *tx, actor, id).await;
+        match finish(tx, step).await? {
+            Issuing::Answered(answer) => Ok(answer),
+            // Recorded once, and refused.
+            Issuing::Blocked => Err(destination_inactive()),
+            // Without an issuer, the admitted claim is finalised at once.
+            Issuing::Local(claim) => {
+                let response = effect::local_issue_response(claim.op_key);
+                self.finalise_issue(&claim, &response, audit)
+                    .await
+                    .map(|v| IssueAnswer::Issued(Box::new(v)))
+            }
+        }
+    }
+
+    /// [`App::issue`]'s unit of work.
+    async fn issue_in(&self, tx: &mut dyn Tx, actor: &Actor, id: Uuid) -> AppResult<Issuing> {
         let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Issue).await?;
         match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
             .map_err(invalid)?
         {
             Transition::Replay => {
-                return unchanged(&mut *tx, &invoice)
-                    .await
-                    .map(|v| IssueAnswer::Issued(Box::new(v)));
+                let view = unchanged(&mut *tx, &invoice).await?;
+                return Ok(Issuing::Answered(IssueAnswer::Issued(Box::new(view))));
             }
             Transition::Apply { .. } => {}
         }
@@ -176,23 +200,13 @@ impl App {
             .await?
         {
             Admitted::Claim(claim) => claim,
-            Admitted::Blocked { first } => {
-                if first {
-                    tx.commit().await?;
-                }
-                return Err(destination_inactive());
-            }
+            Admitted::Blocked => return Ok(Issuing::Blocked),
         };
         if !self.issuing_is_automatic() {
-            tx.commit().await?;
-            let response = effect::local_issue_response(claim.op_key);
-            return self
-                .finalise_issue(&claim, &response, audit)
-                .await
-                .map(|v| IssueAnswer::Issued(Box::new(v)));
+            return Ok(Issuing::Local(claim));
         }
         // With an issuer: the job of this operation version, enqueued or re-driven.
-        let enqueued = crate::jobs::enqueue(
+        let enqueued = crate::queue::enqueue(
             &mut *tx,
             issue_job(invoice.org_id, invoice.id, invoice.issue_version),
         )
@@ -219,8 +233,9 @@ impl App {
                 .job(invoice.org_id, enqueued.id)
                 .await?
                 .ok_or(AppError::NotFound)?;
-            let view = crate::jobs::view(job)?;
-            return Ok(IssueAnswer::Enqueued(Box::new(Replayed::replay(view))));
+            let view = crate::queue::view(job)?;
+            let answer = IssueAnswer::Enqueued(Box::new(Replayed::replay(view)));
+            return Ok(Issuing::Answered(answer));
         }
         invoice.updated_at = now();
         tx.update_invoice(&invoice).await?;
@@ -244,9 +259,9 @@ impl App {
             .job(invoice.org_id, enqueued.id)
             .await?
             .ok_or_else(|| AppError::Internal("the issue job vanished".into()))?;
-        tx.commit().await?;
-        let view = crate::jobs::view(job)?;
-        Ok(IssueAnswer::Enqueued(Box::new(Replayed::fresh(view))))
+        let view = crate::queue::view(job)?;
+        let answer = IssueAnswer::Enqueued(Box::new(Replayed::fresh(view)));
+        Ok(Issuing::Answered(answer))
     }
 
     /// Whether approving enqueues an issue job (an issuer is configured).
@@ -266,37 +281,35 @@ impl App {
         actor: AuditActor,
     ) -> AppResult<IssueStart> {
         let mut tx = self.store.begin().await?;
-        let mut invoice = tx
-            .lock_invoice(org_id, invoice_id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        if invoice.state != InvoiceState::Approved {
-            return Ok(IssueStart::Settled(invoice.state));
-        }
-        if submission.is_some_and(|s| s != issue_business_key(invoice.id, invoice.issue_version)) {
-            return Ok(IssueStart::Superseded);
-        }
-        if let Some(status) = invoice.issuing_status.filter(|s| s.awaits_human()) {
-            return Ok(IssueStart::Stopped(status));
-        }
-        let revision = current_revision(&mut *tx, &invoice).await?;
-        match self
-            .admit_in(&mut *tx, &mut invoice, &revision, actor, false)
-            .await?
-        {
-            Admitted::Claim(claim) => {
-                tx.commit().await?;
-                Ok(IssueStart::Admitted(claim))
+        let start = async {
+            let mut invoice = tx
+                .lock_invoice(org_id, invoice_id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            if invoice.state != InvoiceState::Approved {
+                return Ok(IssueStart::Settled(invoice.state));
             }
-            Admitted::Blocked { first } => {
-                if first {
-                    tx.commit().await?;
-                }
-                Ok(IssueStart::Blocked)
+            if submission
+                .is_some_and(|s| s != issue_business_key(invoice.id, invoice.issue_version))
+            {
+                return Ok(IssueStart::Superseded);
+            }
+            if let Some(status) = invoice.issuing_status.filter(|s| s.awaits_human()) {
+                return Ok(IssueStart::Stopped(status));
+            }
+            let revision = current_revision(&mut *tx, &invoice).await?;
+            match self
+                .admit_in(&mut *tx, &mut invoice, &revision, actor, false)
+                .await?
+            {
+                Admitted::Claim(claim) => Ok(IssueStart::Admitted(claim)),
+                // `issue_blocked` is recorded when first reached.
+                Admitted::Blocked => Ok(IssueStart::Blocked),
             }
         }
+        .await;
+        finish(tx, start).await
     }
-
     /// Admits the issue of the locked approved `invoice` inside `tx`: re-checks the
     /// destination (before the number only), gives the invoice its number (once; a rollback
     /// gives it back), and inserts the claim of its operation version or finds the existing
@@ -318,7 +331,7 @@ impl App {
         if invoice.number.is_none() && !destination_active(&mut *tx, org_id, revision).await? {
             // Written once, when the state is first reached; a repeat writes nothing.
             if invoice.issuing_status == Some(IssuingStatus::Blocked) {
-                return Ok(Admitted::Blocked { first: false });
+                return Ok(Admitted::Blocked);
             }
             let event = next_event(
                 invoice,
@@ -337,7 +350,7 @@ impl App {
             invoice.issuing_reason = Some(BLOCKED_NOTE.to_owned());
             tx.update_invoice(invoice).await?;
             record_event(&mut *tx, &event).await?;
-            return Ok(Admitted::Blocked { first: true });
+            return Ok(Admitted::Blocked);
         }
         if invoice.issuing_status == Some(IssuingStatus::Blocked) {
             // The destination is active again: issuing goes on.
@@ -438,79 +451,82 @@ impl App {
         actor: AuditActor,
     ) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
-        let mut invoice = tx
-            .lock_invoice(claim.org_id, claim.invoice_id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let Some(row) = tx.lock_claim(claim.org_id, claim.op_key).await? else {
-            return Ok(());
-        };
-        if invoice.state != InvoiceState::Approved || row.state != ClaimState::Processing.as_str() {
-            return Ok(());
-        }
-        let (status, action, reason) = match stop {
-            IssueStop::Rejected(reason) => {
-                let at = now();
-                if !tx
-                    .reject_claim(
-                        claim.org_id,
-                        claim.op_key,
-                        at,
-                        effect::retain_until(at, self.config.claim_retention),
-                    )
-                    .await?
-                {
-                    return Ok(());
-                }
-                (
-                    IssuingStatus::Rejected,
-                    Action::IssueRejected,
-                    format!("the issuer refused the invoice: {reason}"),
-                )
+        let answer = async {
+            let mut invoice = tx
+                .lock_invoice(claim.org_id, claim.invoice_id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let Some(row) = tx.lock_claim(claim.org_id, claim.op_key).await? else {
+                return Ok(());
+            };
+            if invoice.state != InvoiceState::Approved || row.state != ClaimState::Processing.as_str() {
+                return Ok(());
             }
-            IssueStop::Conflict(c) => (
-                IssuingStatus::Conflict,
-                Action::IssueConflict,
-                format!(
-                    "the issuer holds another request under this operation key: it holds {}, \
-                     Tauros sent {}",
-                    c.theirs, c.ours
+            let (status, action, reason) = match stop {
+                IssueStop::Rejected(reason) => {
+                    let at = now();
+                    if !tx
+                        .reject_claim(
+                            claim.org_id,
+                            claim.op_key,
+                            at,
+                            effect::retain_until(at, self.config.claim_retention),
+                        )
+                        .await?
+                    {
+                        return Ok(());
+                    }
+                    (
+                        IssuingStatus::Rejected,
+                        Action::IssueRejected,
+                        format!("the issuer refused the invoice: {reason}"),
+                    )
+                }
+                IssueStop::Conflict(c) => (
+                    IssuingStatus::Conflict,
+                    Action::IssueConflict,
+                    format!(
+                        "the issuer holds another request under this operation key: it holds {}, \
+                         Tauros sent {}",
+                        c.theirs, c.ours
+                    ),
                 ),
-            ),
-            IssueStop::NeedsReview => (
-                IssuingStatus::NeedsReview,
-                Action::IssueNeedsReview,
-                format!(
-                    "the claim was admitted longer ago than the issuer remembers keys ({} h) and \
-                     the issuer holds nothing under it: check the issuer for invoice {}, then \
-                     issue it again or cancel it",
-                    self.config.issuer_key_retention.num_hours(),
-                    invoice.number.as_deref().unwrap_or("(unnumbered)")
+                IssueStop::NeedsReview => (
+                    IssuingStatus::NeedsReview,
+                    Action::IssueNeedsReview,
+                    format!(
+                        "the claim was admitted longer ago than the issuer remembers keys ({} h) and \
+                         the issuer holds nothing under it: check the issuer for invoice {}, then \
+                         issue it again or cancel it",
+                        self.config.issuer_key_retention.num_hours(),
+                        invoice.number.as_deref().unwrap_or("(unnumbered)")
+                    ),
                 ),
-            ),
-        };
-        if invoice.issuing_status != Some(status) {
-            let revision = current_revision(&mut *tx, &invoice).await?;
-            let event = next_event(
-                &mut invoice,
-                &EventInput {
-                    action,
-                    from: Some(InvoiceState::Approved),
-                    actor,
-                    revision: Some(&revision),
-                    idempotency_key: None,
-                    note: Some(&reason),
-                    settings: None,
-                },
-            );
-            invoice.updated_at = event.occurred_at;
-            invoice.issuing_status = Some(status);
-            invoice.issuing_reason = Some(reason);
-            tx.update_invoice(&invoice).await?;
-            record_event(&mut *tx, &event).await?;
+            };
+            if invoice.issuing_status != Some(status) {
+                let revision = current_revision(&mut *tx, &invoice).await?;
+                let event = next_event(
+                    &mut invoice,
+                    &EventInput {
+                        action,
+                        from: Some(InvoiceState::Approved),
+                        actor,
+                        revision: Some(&revision),
+                        idempotency_key: None,
+                        note: Some(&reason),
+                        settings: None,
+                    },
+                );
+                invoice.updated_at = event.occurred_at;
+                invoice.issuing_status = Some(status);
+                invoice.issuing_reason = Some(reason);
+                tx.update_invoice(&invoice).await?;
+                record_event(&mut *tx, &event).await?;
+            }
+            Ok(())
         }
-        tx.commit().await?;
-        Ok(())
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Finalises an issue with the peer's `response`, in one transaction: the invoice moves to
@@ -523,54 +539,60 @@ impl App {
         actor: AuditActor,
     ) -> AppResult<Replayed<InvoiceView>> {
         let mut tx = self.store.begin().await?;
-        // Invoice, then claim: the order admission takes them in.
-        let mut invoice = tx
-            .lock_invoice(claim.org_id, claim.invoice_id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let row = tx
-            .lock_claim(claim.org_id, claim.op_key)
-            .await?
-            .ok_or_else(|| AppError::Internal("the claim was reaped before finalisation".into()))?;
-        if row.state == ClaimState::Complete.as_str() {
-            return unchanged(&mut *tx, &invoice).await;
-        }
-        if row.state != ClaimState::Processing.as_str() {
-            return Err(AppError::Internal(
-                "the claim was closed as rejected before finalisation".into(),
-            ));
-        }
-        let to = match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
-            .map_err(invalid)?
-        {
-            Transition::Apply { to } => to,
-            Transition::Replay => {
+        let answer = async {
+            // Invoice, then claim: the order admission takes them in.
+            let mut invoice = tx
+                .lock_invoice(claim.org_id, claim.invoice_id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let row = tx
+                .lock_claim(claim.org_id, claim.op_key)
+                .await?
+                .ok_or_else(|| {
+                    AppError::Internal("the claim was reaped before finalisation".into())
+                })?;
+            if row.state == ClaimState::Complete.as_str() {
+                return unchanged(&mut *tx, &invoice).await;
+            }
+            if row.state != ClaimState::Processing.as_str() {
                 return Err(AppError::Internal(
-                    "an issued invoice with a processing claim".into(),
+                    "the claim was closed as rejected before finalisation".into(),
                 ));
             }
-        };
-        let completed_at = now();
-        let stored = serde_json::to_string(response)
-            .map_err(|e| AppError::Internal(format!("issue response: {e}")))?;
-        let completed = tx
-            .complete_claim(
-                claim.org_id,
-                claim.op_key,
-                &stored,
-                completed_at,
-                effect::retain_until(completed_at, self.config.claim_retention),
-            )
-            .await?;
-        if !completed {
-            return Err(AppError::Internal(
-                "the claim left processing under its lock".into(),
-            ));
+            let to = match rules::transition(Action::Issue, invoice.state, invoice.cancelled_by)
+                .map_err(invalid)?
+            {
+                Transition::Apply { to } => to,
+                Transition::Replay => {
+                    return Err(AppError::Internal(
+                        "an issued invoice with a processing claim".into(),
+                    ));
+                }
+            };
+            let completed_at = now();
+            let stored = serde_json::to_string(response)
+                .map_err(|e| AppError::Internal(format!("issue response: {e}")))?;
+            let completed = tx
+                .complete_claim(
+                    claim.org_id,
+                    claim.op_key,
+                    &stored,
+                    completed_at,
+                    effect::retain_until(completed_at, self.config.claim_retention),
+                )
+                .await?;
+            if !completed {
+                return Err(AppError::Internal(
+                    "the claim left processing under its lock".into(),
+                ));
+            }
+            issue_to(&mut *tx, &mut invoice, to, actor).await?;
+            // Payments reported before the issue count from now on, in this transaction.
+            super::settling::match_at_issue(&mut *tx, &mut invoice, actor).await?;
+            written(&mut *tx, &invoice).await
         }
-        issue_to(&mut *tx, &mut invoice, to, actor).await?;
-        // Payments reported before the issue count from now on, in this transaction.
-        super::settling::match_at_issue(&mut *tx, &mut invoice, actor).await?;
-        written(tx, &invoice).await
+        .await;
+        super::commands::committed(tx, claim.org_id, answer).await
     }
 
     /// Deletes completed claims past their retention, in batches, until none is left.
@@ -578,8 +600,8 @@ impl App {
         let mut total = 0;
         loop {
             let mut tx = self.store.begin().await?;
-            let n = tx.clean_claims(now(), batch).await?;
-            tx.commit().await?;
+            let answer = tx.clean_claims(now(), batch).await.map_err(Into::into);
+            let n = crate::app::finish(tx, answer).await?;
             total += n;
             if n < batch as u64 {
                 return Ok(total);
@@ -596,8 +618,8 @@ impl App {
         let mut total = 0;
         loop {
             let mut tx = self.store.begin().await?;
-            let n = tx.reap_claims(horizon, batch).await?;
-            tx.commit().await?;
+            let answer = tx.reap_claims(horizon, batch).await.map_err(Into::into);
+            let n = crate::app::finish(tx, answer).await?;
             total += n;
             if n < batch as u64 {
                 return Ok(total);

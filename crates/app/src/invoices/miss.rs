@@ -7,7 +7,7 @@
 //! The lookups run only here, after the invoice read missed; a found invoice never pays for
 //! them.
 
-use super::queries::check_readable;
+use super::check_readable;
 use crate::actor::Actor;
 use crate::customers::{sees_agent, visible_customer};
 use crate::error::{AppError, AppResult, OtherKind};

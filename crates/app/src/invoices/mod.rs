@@ -63,6 +63,13 @@ fn joined_access(actor: &Actor, j: &InvoiceJoined) -> AppResult<(InvoiceAccess, 
     Ok((access, settings))
 }
 
+/// The invoice, if `actor` may read it.
+fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
+    let (access, settings) = joined_access(actor, &joined)?;
+    rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
+    Ok(joined)
+}
+
 /// The visibility facts of a locked invoice row: its agent's owner and the org's settings.
 async fn access_facts(
     conn: &mut dyn Reader,

@@ -7,7 +7,7 @@ use super::miss::unknown_invoice;
 use super::views::{
     DecisionView, EventView, InvoiceView, RevisionView, VerifyReport, joined_view, revision_view,
 };
-use super::{access_error, caller, joined_access};
+use super::{access_error, caller, check_readable, joined_access};
 use crate::actor::Actor;
 use crate::app::App;
 use crate::auth::{Caller, presented};
@@ -324,11 +324,4 @@ async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<I
         return Err(unknown_invoice(conn, actor, id).await?);
     };
     check_readable(actor, joined)
-}
-
-/// The invoice, if `actor` may read it.
-pub(super) fn check_readable(actor: &Actor, joined: InvoiceJoined) -> AppResult<InvoiceJoined> {
-    let (access, settings) = joined_access(actor, &joined)?;
-    rules::authorize_read(caller(actor), access, settings).map_err(access_error)?;
-    Ok(joined)
 }

@@ -422,11 +422,9 @@ impl TryFrom<EventRow> for EventView {
 
 /// Writes a timestamp as chrono's `Serialize` does (RFC 3339, UTC as `Z`, the fraction's
 /// digits as needed: `SecondsFormat::AutoSi`), but as one string: chrono hands serde_json the
-/// text piece by piece, and serde_json escapes each piece in its own call (about 2,500
-/// instructions a timestamp against some 600; docs/PERFORMANCE.md #28, "Part 11"). The string
-/// is written into a buffer on the stack, not allocated by chrono's `to_rfc3339_opts`
-/// (another 500 a timestamp, Part 15), except for a year outside 0–9999, which chrono writes
-/// with a sign. The same bytes: `timestamps_are_written_as_chrono_writes_them`.
+/// text piece by piece, and serde_json escapes each piece in its own call (four times the
+/// cost). The string is written into a buffer on the stack, not allocated by chrono's
+/// `to_rfc3339_opts`, except for a year outside 0–9999, which chrono writes with a sign. The same bytes: `timestamps_are_written_as_chrono_writes_them`.
 fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
     let mut out = *b"0000-00-00T00:00:00.000000000Z";
     match write_rfc3339(at, &mut out) {

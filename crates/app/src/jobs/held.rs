@@ -141,23 +141,26 @@ impl App {
     /// enqueue made it.
     async fn redrive_one(&self, org_id: Uuid, invoice_id: Uuid) -> AppResult<Option<Uuid>> {
         let mut tx = self.store.begin().await?;
-        let Some(mut invoice) = tx.lock_invoice(org_id, invoice_id).await? else {
-            return Ok(None);
-        };
-        if invoice.state != InvoiceState::Approved {
-            return Ok(None);
+        let answer = async {
+            let Some(mut invoice) = tx.lock_invoice(org_id, invoice_id).await? else {
+                return Ok(None);
+            };
+            if invoice.state != InvoiceState::Approved {
+                return Ok(None);
+            }
+            let job = issue_job(org_id, invoice_id, invoice.issue_version);
+            let enqueued = crate::queue::enqueue(&mut *tx, job).await?;
+            if enqueued.replayed {
+                return Ok(None);
+            }
+            invoice.issuing_status = Some(IssuingStatus::Pending);
+            invoice.issuing_job_id = Some(enqueued.id);
+            invoice.updated_at = crate::clock::now();
+            tx.update_invoice(&invoice).await?;
+            Ok(Some(enqueued.id))
         }
-        let job = issue_job(org_id, invoice_id, invoice.issue_version);
-        let enqueued = super::enqueue(&mut *tx, job).await?;
-        if enqueued.replayed {
-            return Ok(None);
-        }
-        invoice.issuing_status = Some(IssuingStatus::Pending);
-        invoice.issuing_job_id = Some(enqueued.id);
-        invoice.updated_at = crate::clock::now();
-        tx.update_invoice(&invoice).await?;
-        tx.commit().await?;
-        Ok(Some(enqueued.id))
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Runs [`App::redrive_issuing`] now and then every `every` (never again when `None`), on

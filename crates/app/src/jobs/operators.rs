@@ -1,7 +1,6 @@
 //! What approvers see of the queue and do with a job: list, get, retry, cancel. Jobs belong to
 //! the organisation; only its approvers reach them.
 
-use super::{JobView, view};
 use crate::actor::Actor;
 use crate::app::App;
 use crate::audit::{AuditActor, audit};
@@ -9,6 +8,7 @@ use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::idempotency::Replayed;
 use crate::lists::PageRequest;
+use crate::queue::{JobView, view};
 use tauros_domain::error::{Coded, FieldError};
 use tauros_domain::job::{self as rules, Cancel, JobMoveError, JobState, Retry};
 use tauros_store::{JobFilter, JobUpdate};
@@ -86,38 +86,41 @@ impl App {
     pub async fn retry_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
-        let row = tx
-            .lock_job(human.org_id, id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let now = now();
-        let (attempt, interruptions) = match rules::retry(row.state).map_err(move_error)? {
-            Retry::Unchanged => return Ok(Replayed::replay(view(row)?)),
-            Retry::Expedite => (row.attempt, row.interruptions),
-            Retry::NewCycle => (1, 0),
-        };
-        let update = JobUpdate {
-            state: JobState::Available,
-            attempt,
-            interruptions,
-            run_at: now,
-            finished_at: None,
-            last_error: None,
-            now,
-        };
-        tx.update_job(human.org_id, id, &update).await?;
-        audit(
-            &mut *tx,
-            human.org_id,
-            AuditActor::human(human),
-            "job.retried",
-            ("job", id),
-            serde_json::json!({ "kind": row.kind, "from": row.state.as_str(), "attempt": attempt }),
-        )
-        .await?;
-        let row = tx.job(human.org_id, id).await?.ok_or(AppError::NotFound)?;
-        tx.commit().await?;
-        Ok(Replayed::fresh(view(row)?))
+        let answer = async {
+            let row = tx
+                .lock_job(human.org_id, id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            let now = now();
+            let (attempt, interruptions) = match rules::retry(row.state).map_err(move_error)? {
+                Retry::Unchanged => return Ok(Replayed::replay(view(row)?)),
+                Retry::Expedite => (row.attempt, row.interruptions),
+                Retry::NewCycle => (1, 0),
+            };
+            let update = JobUpdate {
+                state: JobState::Available,
+                attempt,
+                interruptions,
+                run_at: now,
+                finished_at: None,
+                last_error: None,
+                now,
+            };
+            tx.update_job(human.org_id, id, &update).await?;
+            audit(
+                &mut *tx,
+                human.org_id,
+                AuditActor::human(human),
+                "job.retried",
+                ("job", id),
+                serde_json::json!({ "kind": row.kind, "from": row.state.as_str(), "attempt": attempt }),
+            )
+            .await?;
+            let row = tx.job(human.org_id, id).await?.ok_or(AppError::NotFound)?;
+            Ok(Replayed::fresh(view(row)?))
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Stops a job that has not started: it will not run (approvers). Already cancelled is
@@ -126,36 +129,39 @@ impl App {
     pub async fn cancel_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
-        let row = tx
-            .lock_job(human.org_id, id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        if rules::cancel(row.state).map_err(move_error)? == Cancel::Unchanged {
-            return Ok(Replayed::replay(view(row)?));
+        let answer = async {
+            let row = tx
+                .lock_job(human.org_id, id)
+                .await?
+                .ok_or(AppError::NotFound)?;
+            if rules::cancel(row.state).map_err(move_error)? == Cancel::Unchanged {
+                return Ok(Replayed::replay(view(row)?));
+            }
+            super::held::guard_cancel(&mut *tx, &row).await?;
+            let now = now();
+            let update = JobUpdate {
+                state: JobState::Cancelled,
+                attempt: row.attempt,
+                interruptions: row.interruptions,
+                run_at: row.run_at,
+                finished_at: Some(now),
+                last_error: None,
+                now,
+            };
+            tx.update_job(human.org_id, id, &update).await?;
+            audit(
+                &mut *tx,
+                human.org_id,
+                AuditActor::human(human),
+                "job.cancelled",
+                ("job", id),
+                serde_json::json!({ "kind": row.kind, "from": row.state.as_str() }),
+            )
+            .await?;
+            let row = tx.job(human.org_id, id).await?.ok_or(AppError::NotFound)?;
+            Ok(Replayed::fresh(view(row)?))
         }
-        super::held::guard_cancel(&mut *tx, &row).await?;
-        let now = now();
-        let update = JobUpdate {
-            state: JobState::Cancelled,
-            attempt: row.attempt,
-            interruptions: row.interruptions,
-            run_at: row.run_at,
-            finished_at: Some(now),
-            last_error: None,
-            now,
-        };
-        tx.update_job(human.org_id, id, &update).await?;
-        audit(
-            &mut *tx,
-            human.org_id,
-            AuditActor::human(human),
-            "job.cancelled",
-            ("job", id),
-            serde_json::json!({ "kind": row.kind, "from": row.state.as_str() }),
-        )
-        .await?;
-        let row = tx.job(human.org_id, id).await?.ok_or(AppError::NotFound)?;
-        tx.commit().await?;
-        Ok(Replayed::fresh(view(row)?))
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }

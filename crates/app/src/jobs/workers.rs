@@ -195,17 +195,23 @@ impl App {
     /// nothing.
     pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
         let mut tx = self.store.begin().await?;
-        let held = tx.extend_lease(job.fence(), lease, now()).await?;
-        tx.commit().await?;
-        Ok(held)
+        let answer = async {
+            let held = tx.extend_lease(job.fence(), lease, now()).await?;
+            Ok(held)
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Records a completion; false (nothing written) for a stale worker's late result.
     pub async fn complete_job(&self, job: &ClaimedJob) -> AppResult<bool> {
         let mut tx = self.store.begin().await?;
-        let done = complete_in(&mut *tx, job).await?;
-        tx.commit().await?;
-        Ok(done)
+        let answer = async {
+            let done = complete_in(&mut *tx, job).await?;
+            Ok(done)
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Records a failure: a retry after the backoff (capped at `cap`, jittered) while attempts
@@ -227,9 +233,12 @@ impl App {
         );
         let update = settlement(&next, &rules::bounded_message(&failure.message), now);
         let mut tx = self.store.begin().await?;
-        let applied = tx.settle_job(job.fence(), &update).await?;
-        tx.commit().await?;
-        Ok(applied.then_some(next))
+        let answer = async {
+            let applied = tx.settle_job(job.fence(), &update).await?;
+            Ok(applied.then_some(next))
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Settles up to `limit` executions whose lease expired by the database's clock: each becomes
@@ -272,11 +281,10 @@ impl App {
                 expired: true,
             };
             let mut tx = self.store.begin().await?;
-            let applied = tx
+            let answer = tx
                 .settle_job(fence, &settlement(&next, &message, now))
-                .await?;
-            tx.commit().await?;
-            if applied {
+                .await;
+            if crate::app::finish(tx, answer.map_err(Into::into)).await? {
                 rescued.push(Rescued {
                     id: row.id,
                     kind: row.kind,
@@ -304,10 +312,10 @@ impl App {
                 .and_then(|keep| now.checked_sub_signed(keep))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
             let mut tx = self.store.begin().await?;
-            pruned += tx
+            let answer = tx
                 .prune_jobs(state, before, super::held::HOLDING_KINDS, batch)
-                .await?;
-            tx.commit().await?;
+                .await;
+            pruned += crate::app::finish(tx, answer.map_err(Into::into)).await?;
             pruned += self.prune_holding(state, before, batch).await?;
         }
         Ok(pruned)
@@ -343,10 +351,10 @@ impl App {
                     }
                     drop(conn);
                     let mut tx = self.store.begin().await?;
-                    if tx.prune_job(row.org_id, row.id, state, before).await? {
+                    let answer = tx.prune_job(row.org_id, row.id, state, before).await;
+                    if crate::app::finish(tx, answer.map_err(Into::into)).await? {
                         pruned += 1;
                     }
-                    tx.commit().await?;
                     if pruned >= batch as u64 {
                         return Ok(pruned);
                     }
@@ -387,20 +395,23 @@ impl App {
         started_at: DateTime<Utc>,
     ) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
-        tx.insert_test_execution(&TestExecutionRow {
-            id: Uuid::now_v7(),
-            org_id: job.org_id,
-            job_id: job.id,
-            lease_token: job.lease_token,
-            worker: job.worker.clone(),
-            attempt: job.attempt,
-            outcome: outcome.to_owned(),
-            started_at,
-            finished_at: now(),
-        })
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let answer = async {
+            tx.insert_test_execution(&TestExecutionRow {
+                id: Uuid::now_v7(),
+                org_id: job.org_id,
+                job_id: job.id,
+                lease_token: job.lease_token,
+                worker: job.worker.clone(),
+                attempt: job.attempt,
+                outcome: outcome.to_owned(),
+                started_at,
+                finished_at: now(),
+            })
+            .await?;
+            Ok(())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 }
 

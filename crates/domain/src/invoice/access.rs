@@ -1,25 +1,15 @@
 //! Who sees an invoice and who may run which command on it (docs/contract/domain.md §1,
-//! docs/contract/api.md Invoices).
+//! docs/contract/api.md Invoices). Every check answers in one order, so the HTTP answer never
+//! depends on which rule the code tested first:
 //!
-//! Every check answers in the same order, so the HTTP answer never depends on which rule the
-//! code happened to test first:
+//! 1. **Visibility**: a caller who cannot see the invoice gets [`AccessError::NotFound`], as for
+//!    an unknown id (no existence oracle), whatever the command or role;
+//! 2. **Who**: one who sees it but may not run the command gets [`AccessError::Forbidden`];
+//! 3. **Four eyes**: an approver deciding on an invoice of an agent they own gets
+//!    [`AccessError::FourEyesRequired`].
 //!
-//! 1. **Visibility.** A caller who cannot see the invoice gets [`AccessError::NotFound`],
-//!    whatever the command and whatever their role, exactly as for an id that does not exist
-//!    (no existence oracle). An agent therefore gets 404 on another agent's invoice even for an
-//!    authority route.
-//! 2. **Who.** A caller who sees it but may not run the command gets
-//!    [`AccessError::Forbidden`]: an agent on its own invoice calling approve, reject,
-//!    request_changes or cancel (authority routes are reachable and answer 403), an operator
-//!    deciding, a human revising or submitting, an agent verifying.
-//! 3. **Four eyes.** With `four_eyes` on, an approver deciding on an invoice of an agent they
-//!    own gets [`AccessError::FourEyesRequired`].
-//!
-//! All three come before the state machine: a caller who may not act gets 403/404 even where
-//! the command would be a replay or an invalid transition, so a refusal never reveals state.
-//!
-//! Organisations are not compared here: the store loads only rows of the caller's org, so
-//! every [`InvoiceAccess`] handed in is already of the caller's org.
+//! All three come before the state machine, so a refusal never reveals state. Organisations are
+//! not compared: the store loads only rows of the caller's org.
 
 use thiserror::Error;
 use uuid::Uuid;
@@ -33,9 +23,7 @@ use crate::visibility::Scope;
 /// The ownership facts of one invoice: its proposing agent and that agent's owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InvoiceAccess {
-    /// The agent that proposed the invoice.
     pub agent_id: Uuid,
-    /// The human who owns that agent.
     pub agent_owner_id: Uuid,
 }
 
@@ -57,7 +45,6 @@ pub enum AccessError {
     /// The caller sees the invoice but may not run this command; the text says who may.
     #[error("{0}")]
     Forbidden(&'static str),
-    /// Four eyes is on and the approver owns the proposing agent.
     #[error(
         "this organisation requires four eyes: you own the agent that proposed this invoice, so \
          another approver must decide on it (or an approver turns `four_eyes` off)"
@@ -91,8 +78,7 @@ const HUMAN_CREATES: &str = "invoices are proposed by agents: create a draft wit
 const AGENT_VERIFIES: &str = "verify is for humans; an agent may read the invoice, its \
      revisions, decisions and events";
 
-/// Whether the caller may see the invoice at all (and find it in lists): the invoice rule of
-/// [`Scope::of_invoices`], so a list filtered by that scope shows exactly these invoices.
+/// Whether the caller may see the invoice: [`Scope::of_invoices`], so lists agree with reads.
 pub fn can_see(caller: Caller, access: InvoiceAccess, settings: OrgSettings) -> bool {
     Scope::of_invoices(caller, settings.shared_review)
         .includes(access.agent_id, access.agent_owner_id)
@@ -105,9 +91,8 @@ pub fn reads_depend_on_settings(caller: Caller) -> bool {
     Scope::of_invoices(caller, false) != Scope::of_invoices(caller, true)
 }
 
-/// Get, list, revisions, decisions and events: anyone who can see the invoice.
-///
-/// The proposing agent reads decisions too, so it learns why changes were requested.
+/// Get, list, revisions, decisions and events: anyone who can see the invoice (the proposing
+/// agent reads decisions too, so it learns why changes were requested).
 pub fn authorize_read(
     caller: Caller,
     access: InvoiceAccess,
@@ -436,8 +421,7 @@ mod tests {
     }
 
     /// A caller whose reads do not depend on the settings is answered alike under all four
-    /// combinations, on its own invoice and on another's: what lets a key's read skip the org.
-    /// An approver's reads do depend on them.
+    /// combinations (what lets a key's read skip the org); an approver's reads do depend.
     #[test]
     fn reads_that_do_not_depend_on_the_settings_answer_alike_under_each() {
         let w = world();

@@ -1,10 +1,6 @@
-//! Deciding (approve, reject, request_changes) and submitting, over facts the app loaded under
-//! its locks (docs/contract/domain.md §5).
-//!
-//! The app locks the invoice, then the destination (always in that order, so concurrent
-//! commands cannot deadlock), loads the facts and asks [`decide`] or [`submit_transition`]. The
-//! checks run in the order of docs/contract/domain.md §5, so when several fail at once the caller
-//! always hears about the first one, whatever the backend or the timing.
+//! Deciding and submitting over facts the app loaded under its locks (invoice, then destination:
+//! one order, so no deadlock). Checks run in the order of docs/contract/domain.md §5, so when
+//! several fail the caller hears the first, whatever the backend or the timing.
 
 use thiserror::Error;
 use uuid::Uuid;
@@ -33,11 +29,9 @@ pub fn check_payload_hash(text: &str) -> Result<(), FieldError> {
     }
 }
 
-/// Trims and checks a command's `reason`; the result is what gets stored (and the event note).
-///
-/// Required (1–2000 characters) for reject, request_changes and cancel, so the agent learns
-/// what to fix; optional (at most 2000) for approve. Empty after trimming counts as missing.
-/// The other commands take no reason, so one sent to them is refused rather than dropped.
+/// Trims and checks a command's `reason` (what gets stored). Required for reject,
+/// request_changes and cancel, so the agent learns what to fix; optional for approve; refused,
+/// not dropped, on the other commands.
 pub fn validate_reason(action: Action, reason: Option<&str>) -> Result<Option<String>, FieldError> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     let required = match action {
@@ -108,20 +102,15 @@ fn verb(action: Action) -> &'static str {
 /// The decision already stored for the named revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExistingDecision {
-    /// Who decided.
     pub approver_id: Uuid,
-    /// What they decided.
     pub kind: DecisionKind,
-    /// The hash they decided on.
     pub payload_hash: String,
 }
 
 /// Everything [`decide`] needs, loaded by the app after locking the invoice and the destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecideFacts {
-    /// What the approver decides (the command: approve, reject or request_changes).
     pub kind: DecisionKind,
-    /// The deciding human.
     pub approver_id: Uuid,
     /// The revision named in the request.
     pub revision_id: Uuid,
@@ -137,10 +126,8 @@ pub struct DecideFacts {
     pub revision_of_invoice: bool,
     /// The invoice's current (highest-numbered) revision.
     pub current_revision_id: Uuid,
-    /// The current revision's stored `payload_hash`.
     pub current_payload_hash: String,
-    /// Whether re-sealing the current revision from its stored fields reproduced its stored
-    /// canonical bytes and hash (`domain::payload::verify` succeeded).
+    /// Whether re-sealing the current revision reproduced its stored bytes and hash.
     pub reseal_matches: bool,
     /// Whether the current revision's destination is `active`, read under its lock.
     pub destination_active: bool,
@@ -151,15 +138,12 @@ pub struct DecideFacts {
 pub enum DecideOutcome {
     /// Insert the decision, move the invoice to `to`, write one event.
     Apply {
-        /// The state after the decision.
         to: InvoiceState,
-        /// The decision to store.
         kind: DecisionKind,
         /// The trimmed reason to store (and the event's note).
         reason: Option<String>,
     },
-    /// The same approver already made the same decision on the same hash: succeed, write
-    /// nothing.
+    /// The same approver already made the same decision on the same hash: write nothing.
     Replay,
 }
 
@@ -169,17 +153,13 @@ pub enum DecideError {
     /// The reason broke its rule (422 on `reason`); checked before anything is looked at.
     #[error("{}", .0.detail)]
     Reason(FieldError),
-    /// The named revision was already decided differently, or by someone else, or on another
-    /// hash.
     #[error(
         "revision {revision_id} was already decided (`{existing}`); a decision is final and \
          covers only that revision: GET the invoice's decisions to see it, and decide again only \
          on a new revision"
     )]
     AlreadyDecided {
-        /// The named revision.
         revision_id: Uuid,
-        /// The decision that stands.
         existing: DecisionKind,
     },
     /// The invoice is not waiting for a decision.
@@ -190,33 +170,20 @@ pub enum DecideError {
         "revision {named} is not the current revision of this invoice; GET the invoice, review \
          current_revision and decide on current_revision.id ({current}) with its payload_hash"
     )]
-    StaleRevision {
-        /// The revision named in the request.
-        named: Uuid,
-        /// The invoice's current revision.
-        current: Uuid,
-    },
-    /// The named hash is not the current revision's hash.
+    StaleRevision { named: Uuid, current: Uuid },
     #[error(
         "payload_hash `{}` is not the hash of the current revision: the payload you reviewed is \
          not the one that would be decided on; GET the invoice, review current_revision again \
          and send its payload_hash",
         echo(given)
     )]
-    PayloadMismatch {
-        /// The hash named in the request.
-        given: String,
-    },
-    /// The stored revision no longer reproduces its seal.
+    PayloadMismatch { given: String },
     #[error(
         "revision {revision_id} no longer matches its sealed payload: it was altered outside \
          Tauros, so no decision can be recorded on it; verify the invoice and report it to an \
          administrator"
     )]
-    PayloadIntegrity {
-        /// The current revision.
-        revision_id: Uuid,
-    },
+    PayloadIntegrity { revision_id: Uuid },
     /// Approve only: the money would go to a retired destination.
     #[error(
         "the current revision pays to a payment destination that is no longer active, so it \
@@ -240,22 +207,9 @@ impl Coded for DecideError {
     }
 }
 
-/// The decide order of docs/contract/domain.md §5, steps 2–9 (locking is the app's), first failure
-/// wins.
-///
-/// 0. the reason ([`validate_reason`]): input, so before any fact;
-/// 2. a decision on the named revision: same approver, decision and hash → [`DecideOutcome::Replay`]
-///    (the reason is not compared), anything else → `already_decided`;
-/// 3. the state must be `pending_approval` → else `invalid_transition`;
-/// 4. the named revision must be the invoice's current one → else `stale_revision`;
-/// 5. the named hash must be the current revision's → else `payload_mismatch`;
-/// 7. the re-seal must reproduce the stored hash → else `payload_integrity`;
-/// 8. approve only: the destination must be active → else `destination_inactive`;
-/// 9. [`DecideOutcome::Apply`].
-///
-/// Step 2 only counts a decision when the named revision belongs to this invoice: a revision of
-/// another invoice must neither replay nor reveal that invoice's decision, so it falls through
-/// to `stale_revision` like any other wrong revision.
+/// The decide order of docs/contract/domain.md §5, steps 2–9 (locking is the app's), after the
+/// reason (input, so before any fact); first failure wins. A replay ignores the reason. A
+/// revision of another invoice neither replays nor reveals its decision: it is `stale_revision`.
 pub fn decide(facts: DecideFacts) -> Result<DecideOutcome, DecideError> {
     let action = facts.kind.action();
     let reason = validate_reason(action, facts.reason.as_deref()).map_err(DecideError::Reason)?;
@@ -322,26 +276,19 @@ pub struct SubmitFacts {
     pub state: InvoiceState,
     /// The decision stored on the current revision, if any (after request_changes there is one).
     pub current_decision: Option<DecisionKind>,
-    /// Whether the current revision's destination is `active`.
     pub destination_active: bool,
 }
 
 /// Why a submit was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub enum SubmitError {
-    /// Submit is not allowed from the current state.
     #[error(transparent)]
     InvalidTransition(#[from] InvalidTransition),
-    /// The current revision already carries a decision; a new revision is needed.
     #[error(
         "the current revision was already decided (`{decision}`); revise the invoice (a new \
          revision) before submitting it again"
     )]
-    RevisionAlreadyDecided {
-        /// The decision on the current revision.
-        decision: DecisionKind,
-    },
-    /// The current revision pays to a retired destination.
+    RevisionAlreadyDecided { decision: DecisionKind },
     #[error(
         "the current revision pays to a payment destination that is no longer active; revise \
          the invoice with an active payment_destination_id before submitting"
@@ -359,9 +306,8 @@ impl Coded for SubmitError {
     }
 }
 
-/// Submit with its extra rules: the transition first (already pending is a replay before any
-/// other check, so a retry always succeeds), then no decision on the current revision, then an
-/// active destination.
+/// Submit with its extra rules, after the transition (already pending replays before any other
+/// check, so a retry always succeeds).
 pub fn submit_transition(facts: SubmitFacts) -> Result<Transition, SubmitError> {
     let planned = transition(Action::Submit, facts.state, None)?;
     if planned == Transition::Replay {

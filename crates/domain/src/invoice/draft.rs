@@ -1,19 +1,10 @@
-//! Every rule of a draft's content: why a create or a revise is refused (docs/contract/domain.md
-//! §3–§4, docs/contract/api.md Invoices). Facts in, field errors out; every broken rule is reported
-//! at once.
+//! Every rule of a draft's content (docs/contract/domain.md §3–§4, docs/contract/api.md
+//! Invoices); every broken rule is reported at once.
 //!
-//! A draft is checked in two steps, because a create's replay must be recognised between them
-//! (a replay succeeds even when the parties changed or the due date passed since):
-//!
-//! 1. [`check_content`], on the request alone (plus, for a revise, the current revision whose
-//!    values fill the omitted fields): every field present and well-formed, the lines valid for
-//!    the currency, and `lines` sent again when the currency changes.
-//! 2. [`check_parties`], on facts read under the invoice's locks: the due date is today (UTC)
-//!    or later, the customer is the agent's own, and the destination is the agent's own,
-//!    active, and receives the invoice's currency.
-//!
-//! A draft refused in step 1 is checked against step 2 too, with whatever members step 1 could
-//! read ([`RefusedContent::known`]), so that one answer lists every rule the body breaks.
+//! Two steps, so a create's replay is recognised between them (it succeeds even when the parties
+//! changed or the due date passed since): [`check_content`] on the request alone, then
+//! [`check_parties`] on facts read under the invoice's locks. A draft refused in step 1 is
+//! checked against step 2 too, with what step 1 could read ([`RefusedContent::known`]).
 
 use chrono::NaiveDate;
 use uuid::Uuid;
@@ -27,8 +18,7 @@ use crate::text::checked_multiline_text;
 /// The most characters of an agent's `reasoning`.
 pub const MAX_REASONING_CHARS: usize = 4000;
 
-/// The financial content of a create or a revise, as sent. Every member is optional so that
-/// all missing ones are reported at once.
+/// The content of a create or revise as sent; optional members, so every missing one is reported.
 #[derive(Debug, Default, Clone)]
 pub struct DraftInput {
     /// The customer billed (one of the agent's).
@@ -50,7 +40,6 @@ pub struct DraftInput {
 pub struct CurrentContent<'a> {
     pub customer_id: Uuid,
     pub destination_id: Uuid,
-    /// The stored currency code.
     pub currency: &'a str,
     pub due_date: NaiveDate,
     /// The stored canonical lines array, in minor units of `currency`.
@@ -212,9 +201,7 @@ pub fn check_content(
 /// The destination a draft names, as the agent may see it.
 #[derive(Debug, Clone, Copy)]
 pub struct NamedDestination<'a> {
-    /// Whether it still receives money.
     pub active: bool,
-    /// The currency it receives.
     pub currency: &'a str,
 }
 
@@ -287,8 +274,7 @@ pub fn check_parties(facts: PartyFacts<'_>) -> Result<(), Vec<FieldError>> {
     }
 }
 
-/// Reads `YYYY-MM-DD`. Whether the date is still ahead is a party rule (step 2), so that a
-/// create's replay succeeds even after the original due date has passed.
+/// Reads `YYYY-MM-DD`; whether the date is still ahead is a party rule (step 2).
 fn parse_due_date(text: &str) -> Result<NaiveDate, FieldError> {
     let text = text.trim();
     match NaiveDate::parse_from_str(text, "%Y-%m-%d") {

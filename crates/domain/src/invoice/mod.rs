@@ -1,8 +1,6 @@
-//! The invoice lifecycle's pure rules (docs/contract/domain.md §1 and §5): states and commands, the
-//! transition table, who sees and may do what, and the order in which a decision or a submit is
-//! checked. No I/O: the app locks and loads, asks these functions, then writes.
-//!
-//! Why a draft is refused lives in [`check_content`] and [`check_parties`] (module `draft`).
+//! The invoice lifecycle's pure rules (docs/contract/domain.md §1 and §5): states and commands,
+//! the transition table, who sees and may do what, and the order a decision or submit is checked.
+//! Why a draft is refused lives in [`check_content`] and [`check_parties`].
 //!
 //! How a command is answered, first failure wins:
 //! 1. input ([`validate_reason`]) → 422;

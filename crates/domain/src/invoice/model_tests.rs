@@ -1,6 +1,5 @@
-//! The lifecycle against a tiny independent model: random sequences of (command, caller) are
-//! run through the real rules and through a few lines of `match` written separately from them,
-//! and the two must agree at every step.
+//! The lifecycle against a tiny independent model: random (command, caller) sequences must get
+//! the same answer from the real rules and from a separately written `match` at every step.
 
 use std::collections::HashMap;
 

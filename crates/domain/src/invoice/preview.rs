@@ -1,7 +1,5 @@
-//! What an approver would notice about a draft that is valid (docs/contract/api.md, "Preview"):
-//! warnings a preview answers beside what a create would seal. A warning never refuses a body;
-//! what a create refuses (a due date before today, an inactive destination) is an error, never
-//! a warning, so that a preview's refusals are exactly a create's.
+//! What an approver would notice about a valid draft (docs/contract/api.md, "Preview"). A
+//! warning never refuses a body, so a preview's refusals are exactly a create's.
 
 use super::InvoiceState;
 use chrono::NaiveDate;
@@ -14,8 +12,7 @@ pub const DUE_SOON_DAYS: i64 = 7;
 /// A due date more than this many days ahead is `due_date_far`.
 pub const DUE_FAR_DAYS: i64 = 365;
 
-/// The states of an open invoice, one a duplicate would be billed beside: not final (paid,
-/// rejected, cancelled).
+/// The states of an open invoice (not final), one a duplicate would be billed beside.
 pub const OPEN_STATES: [InvoiceState; 5] = [
     InvoiceState::Draft,
     InvoiceState::PendingApproval,
@@ -43,8 +40,7 @@ pub struct PreviewFacts<'a> {
     pub today: NaiveDate,
     /// The draft's due date (already checked: today or later).
     pub due_date: NaiveDate,
-    /// The caller's open invoices (any of [`OPEN_STATES`]) for the same customer, currency and
-    /// total, newest first.
+    /// The caller's open invoices for the same customer, currency and total, newest first.
     pub duplicates: &'a [Uuid],
 }
 

@@ -1,8 +1,6 @@
-//! States, commands and the transition table of docs/contract/domain.md §5.
-//!
-//! The table is the only definition of the graph: the app asks [`transition`] with the state it
-//! read under the invoice lock, never the caller's copy, and writes nothing unless the answer is
-//! [`Transition::Apply`].
+//! States, commands and the transition table of docs/contract/domain.md §5: the only definition
+//! of the graph. The app asks [`transition`] with the state read under the invoice lock, never
+//! the caller's copy, and writes nothing unless the answer is [`Transition::Apply`].
 
 use std::fmt;
 
@@ -25,8 +23,7 @@ pub enum InvoiceState {
     Issued,
     /// Some, not all, of the total has been paid (docs/contract/effects.md §4).
     PartiallyPaid,
-    /// Fully paid; final unless a confirmed payment is later reversed (docs/contract/effects.md
-    /// §4).
+    /// Fully paid; final unless a confirmed payment is reversed (docs/contract/effects.md §4).
     Paid,
     /// Refused by an approver; final.
     Rejected,
@@ -68,9 +65,8 @@ impl InvoiceState {
             .find(|state| state.as_str() == s)
     }
 
-    /// Whether no command can ever move the invoice again (a new invoice is made instead). A
-    /// paid invoice moves back only when a confirmed payment is reversed, which is settlement
-    /// recording what happened, not a command.
+    /// Whether no command can ever move the invoice again; a paid invoice moves back only by a
+    /// reversal, which settlement records, not a command.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -85,7 +81,8 @@ impl fmt::Display for InvoiceState {
     }
 }
 
-/// An invoice command; the same names label the audit events.
+/// An invoice command; the same names label the audit events. The `Issue*` outcomes and the
+/// payment moves are recorded by Tauros, never a caller's command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
@@ -105,30 +102,22 @@ pub enum Action {
     RequestChanges,
     /// An approver cancels an approved invoice before it is issued.
     Cancel,
-    /// The approved invoice is numbered and issued (by the issuer job, or an approver when no
-    /// issuer is configured).
+    /// Numbered and issued (by the issuer job, or an approver when no issuer is configured).
     Issue,
-    /// Issuing found the destination no longer active: the invoice stays approved, and this
-    /// event tells a human (recorded by Tauros, never a caller's command).
+    /// Issuing found the destination no longer active: the invoice stays approved, a human is told.
     IssueBlocked,
-    /// The issuer refused the invoice definitively: it stays approved with its number, for an
-    /// approver to issue again or cancel (recorded by Tauros).
+    /// The issuer refused definitively: still approved and numbered, to reissue or cancel.
     IssueRejected,
-    /// The issuer holds another request under the invoice's operation key (e.g. after a
-    /// restore): never finalised; an approver issues again or cancels (recorded by Tauros).
+    /// The issuer holds another request under the key (e.g. after a restore): never finalised.
     IssueConflict,
-    /// The claim is older than the issuer remembers keys and the issuer holds nothing: an
-    /// approver checks the issuer and issues again or cancels (recorded by Tauros).
+    /// A stale claim the issuer holds nothing for: an approver checks, then reissues or cancels.
     IssueNeedsReview,
-    /// Confirmed payments now cover more of the total: issued or partially paid → partially
-    /// paid or paid (recorded by Tauros from settlement events, never a caller's command).
+    /// Confirmed payments cover more of the total than before.
     PaymentApplied,
-    /// Less of the total is covered than before (a confirmed payment failed later, a reversal):
-    /// paid or partially paid → partially paid or issued (recorded by Tauros).
+    /// Less of the total is covered than before (a reversal).
     PaymentReversed,
-    /// The invoice is now paid in full: written right after the `payment_applied` that took it
-    /// to `paid` (paid → paid), so that "paid" is an event of its own (the `invoice.paid`
-    /// webhook). Recorded by Tauros, never a caller's command.
+    /// Written right after the `payment_applied` that reached `paid` (paid → paid), so "paid" is
+    /// an event of its own (the `invoice.paid` webhook).
     Paid,
 }
 
@@ -277,10 +266,7 @@ impl fmt::Display for DecisionKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transition {
     /// Move to `to`, and write the rows and the audit event.
-    Apply {
-        /// The state after the command.
-        to: InvoiceState,
-    },
+    Apply { to: InvoiceState },
     /// The command's goal already holds: succeed, write nothing, record no event.
     Replay,
 }
@@ -301,9 +287,8 @@ impl Coded for InvalidTransition {
     }
 }
 
-/// Cancelling an approved invoice whose issuing has started (it has its number: the peer may
-/// already hold it) is refused (409 `issue_in_progress`): of cancel and issue, exactly one
-/// wins, decided under the invoice's row lock.
+/// Cancelling a numbered invoice while it is issuing is refused (409 `issue_in_progress`): the
+/// peer may already hold it, and of cancel and issue exactly one wins, under the row lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 #[error(
     "issuing of this invoice has started (it has its number, and the issuer may already hold \
@@ -320,9 +305,8 @@ impl Coded for IssuingStarted {
     }
 }
 
-/// Whether `action` may still apply to an approved invoice given whether it is numbered and
-/// whether its issuing stopped for a human (rejected, conflict, needs review: then an approver
-/// may cancel it, and the number stays on the cancelled invoice, void).
+/// Whether `action` may still apply to an approved invoice; once issuing stopped for a human it
+/// may be cancelled, the number staying on the cancelled invoice, void.
 pub fn check_issuing(
     action: Action,
     numbered: bool,
@@ -376,10 +360,8 @@ fn transition_hint(action: Action, from: InvoiceState) -> String {
     }
 }
 
-/// The graph of docs/contract/domain.md §5 and docs/contract/effects.md §3–§4: every state a legal
-/// move of `action` reaches from `from`, replays aside. A command has exactly one target; a
-/// settlement move has two, because where it lands follows from the amount paid
-/// (`domain::settlement` decides which).
+/// The graph of docs/contract/domain.md §5 and docs/contract/effects.md §3–§4, replays aside. A
+/// command has one target; a settlement move has two, as the amount paid decides where it lands.
 fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
     use InvoiceState::{
         Approved, Cancelled, Draft, Issued, Paid, PartiallyPaid, PendingApproval, Rejected,
@@ -407,9 +389,7 @@ fn targets(action: Action, from: InvoiceState) -> &'static [InvoiceState] {
     }
 }
 
-/// The state a legal command moves to, replays aside: the one target [`targets`] lists.
-///
-/// Shared by [`transition`] and the decide order so the graph is written exactly once.
+/// The state a legal command moves to, replays aside (shared with the decide order).
 pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<InvoiceState> {
     // Settlement moves are never commands, even where the graph has one target (`paid`).
     if action.is_settlement() {
@@ -421,9 +401,8 @@ pub(super) fn apply_target(action: Action, from: InvoiceState) -> Option<Invoice
     }
 }
 
-/// A settlement move (docs/contract/effects.md §4): `action` takes the invoice from `from` to `to`,
-/// the state the amount paid decided. Refused unless the graph has exactly that move; settlement
-/// never replays (an unchanged amount paid moves nothing and records nothing).
+/// A settlement move (docs/contract/effects.md §4) to `to`, the state the amount paid decided:
+/// refused unless the graph has exactly that move; it never replays.
 pub fn settle(
     action: Action,
     from: InvoiceState,
@@ -436,17 +415,10 @@ pub fn settle(
     }
 }
 
-/// Decides a command against the invoice's current state (read under the lock).
-///
-/// `cancelled_by` is the command that cancelled the invoice (`withdraw` or `cancel`), kept on
-/// the invoice row: a replay only counts for the same command, so withdraw on an invoice an
-/// approver cancelled is refused, and so is cancel on one its proposer withdrew. A cancelled
-/// invoice with no `cancelled_by` replays nothing, because guessing would let one command pass
-/// for the other.
-///
-/// `create_draft` has no current state (its replay is an idempotency-key match decided by the
-/// app), so on an existing invoice it is always refused. The deciding commands' replays depend
-/// on the stored decision, not on the state, and are answered by `decide`.
+/// Decides a command against the invoice's current state (read under the lock). A cancel or
+/// withdraw replays only for the command in `cancelled_by`; without one, nothing replays, as
+/// guessing would let one pass for the other. `create_draft` is always refused here
+/// (its replay is an idempotency-key match), and the deciding commands' replays are `decide`'s.
 pub fn transition(
     action: Action,
     from: InvoiceState,
@@ -613,8 +585,7 @@ mod tests {
         );
     }
 
-    /// Every (action, state) pair that moves, as docs/contract/domain.md §5 and
-    /// docs/contract/effects.md §3 list it; everything else (replays aside) must be refused.
+    /// Every (action, state) pair that moves (domain.md §5, effects.md §3); all else is refused.
     const LEGAL: [(Action, InvoiceState, InvoiceState); 14] = [
         (Action::Revise, Draft, Draft),
         (Action::Revise, PendingApproval, Draft),
@@ -632,9 +603,7 @@ mod tests {
         (Action::IssueNeedsReview, Approved, Approved),
     ];
 
-    /// Every settlement move docs/contract/effects.md §4 allows: forward as confirmed payments
-    /// cover more of the total, back when one is reversed. Nothing else, and never through
-    /// `transition`.
+    /// Every settlement move effects.md §4 allows; nothing else, never through `transition`.
     const SETTLEMENT: [(Action, InvoiceState, InvoiceState); 9] = [
         (Action::PaymentApplied, Issued, PartiallyPaid),
         (Action::PaymentApplied, Issued, Paid),

@@ -1,9 +1,6 @@
-//! Where deliveries may go: http and https URLs without credentials, to public addresses, or to
-//! hosts the operator allow-lists (`TAUROS_WEBHOOK_ALLOW_HOSTS`). Checked twice: on the URL at
-//! registration ([`check_url`]: its scheme, and its host when that is an address or `localhost`)
-//! and on every address the host resolves to at delivery ([`AllowList::vet`]), where the
-//! delivery then connects only to the vetted addresses, so a name that resolves elsewhere
-//! between the check and the connection (DNS rebinding) cannot reach an internal address.
+//! Where deliveries may go. Checked at registration ([`check_url`]) and on every resolved address
+//! at delivery ([`AllowList::vet`]), which connects only to the vetted addresses so DNS rebinding
+//! cannot reach an internal one.
 
 use crate::error::Coded;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -12,9 +9,8 @@ use url::{Host, Url};
 /// The longest URL an endpoint may have.
 pub const MAX_URL_CHARS: usize = 2000;
 
-/// The hosts deliveries may go to whatever they resolve to. Empty: any host whose addresses
-/// are all public, and no other. Not empty: only these hosts (and then also when they resolve
-/// to private addresses: that is what listing them is for).
+/// The hosts deliveries may go to (`TAUROS_WEBHOOK_ALLOW_HOSTS`), even to private addresses:
+/// that is what listing them is for. Empty: any host whose addresses are all public.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AllowList(Vec<Pattern>);
 
@@ -27,9 +23,8 @@ enum Pattern {
 }
 
 impl AllowList {
-    /// Parses a comma-separated list: host names (`hooks.example.com`), `*.`-prefixed domains
-    /// (`*.internal.example`), IPv4 and IPv6 addresses (brackets optional). Blank entries are
-    /// ignored; anything else that is not a host is an error naming it.
+    /// Parses a comma-separated list of host names, `*.`-prefixed domains and addresses (IPv6
+    /// brackets optional); blank entries are ignored, a non-host is an error naming it.
     pub fn parse(list: &str) -> Result<AllowList, String> {
         let mut patterns = Vec::new();
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -51,7 +46,7 @@ impl AllowList {
         self.0.is_empty()
     }
 
-    /// Whether `host` (as a URL names it, normalised by [`host_of`]) is listed.
+    /// Whether `host` (as a URL names it, normalised by `host_of`) is listed.
     pub fn allows(&self, host: &str) -> bool {
         self.0.iter().any(|p| match p {
             Pattern::Exact(h) => h == host,
@@ -59,9 +54,8 @@ impl AllowList {
         })
     }
 
-    /// The addresses a delivery to `host` may connect to, given what it resolved to: all of
-    /// them for a listed host; otherwise, with an empty list, all of them when every one is
-    /// public. A host that resolves to any internal address is refused as a whole.
+    /// The addresses a delivery to `host` may connect to, given what it resolved to. An unlisted
+    /// host with any internal address is refused as a whole (a rebinding attempt).
     pub fn vet(&self, host: &str, resolved: &[IpAddr]) -> Result<Vec<IpAddr>, AddressRefused> {
         if resolved.is_empty() {
             return Err(AddressRefused::NoAddress);
@@ -90,8 +84,7 @@ pub enum AddressRefused {
     Internal(IpAddr),
 }
 
-/// A host as lowercase text without brackets or a trailing dot; an address in its canonical
-/// spelling. `None` for text that cannot be a host.
+/// A host lowercase without brackets or trailing dot, an address canonical; `None` if no host.
 fn normal_host(text: &str) -> Option<String> {
     let text = text.trim_end_matches('.').to_ascii_lowercase();
     let unbracketed = text
@@ -191,8 +184,7 @@ pub fn check_url(raw: &str, allow: &AllowList) -> Result<WebhookUrl, UrlError> {
     })
 }
 
-/// The part of [`check_url`] that needs no policy: its length, `http://` or `https://`, a
-/// host, no credentials.
+/// The part of [`check_url`] that needs no policy: length, scheme, a host, no credentials.
 pub fn check_url_form(raw: &str) -> Result<(), UrlError> {
     parse_url(raw).map(|_| ())
 }
@@ -225,10 +217,8 @@ fn parse_url(raw: &str) -> Result<(Url, String, Option<IpAddr>), UrlError> {
     Ok((url, name, address))
 }
 
-/// Whether an address is on the public internet: not unspecified, loopback, private (RFC
-/// 1918), shared (CGNAT, RFC 6598), link-local, documentation, benchmarking, multicast,
-/// reserved or broadcast; for IPv6 also not unique-local (fc00::/7), link- or site-local, and
-/// an IPv4 address embedded in IPv6 (mapped, NAT64, 6to4) is judged as IPv4.
+/// Whether an address is on the public internet (in none of the ranges below); an IPv4 address
+/// embedded in IPv6 (mapped, NAT64, 6to4) is judged as IPv4.
 pub fn address_is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4_is_public(v4),

@@ -1,7 +1,6 @@
-//! Deliveries without dead ends (docs/contract/effects.md §6): where one delivery (one event to
-//! one endpoint) stands, which job cycle carries it, and when a failing endpoint is disabled.
-//! A delivery is sent by one job at a time; a resend or a re-enable starts a new cycle (a new
-//! job with a fresh attempt budget, the same `webhook-id`).
+//! Deliveries without dead ends (docs/contract/effects.md §6): where a delivery stands, which
+//! job cycle carries it, and when a failing endpoint is disabled. A resend or a re-enable starts
+//! a new cycle: a new job with a fresh attempt budget, the same `webhook-id`.
 
 use super::{DELIVERY_KIND, delivery_submission};
 use crate::job::{JobState, job_id_for_submission};
@@ -9,15 +8,12 @@ use chrono::{DateTime, Utc};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// How long an endpoint may fail without a single success before it is disabled, when the
-/// operator says nothing (`TAUROS_WEBHOOK_DISABLE_AFTER`).
+/// Default of `TAUROS_WEBHOOK_DISABLE_AFTER`: how long an endpoint may fail before it is disabled.
 pub const DEFAULT_DISABLE_AFTER: Duration = Duration::from_secs(3 * 24 * 3600);
-/// How long after its creation a replayed keyed create still shows the signing secret (and
-/// only while it was not rotated since).
+/// How long a replayed keyed create still shows the signing secret (unless rotated since).
 pub const SECRET_REPLAY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
-/// The id of the delivery of `event_id` to `endpoint_id`: the id of its first job, so the
-/// attempts of that job name it already.
+/// The id of a delivery: its first job's, so that job's attempts name it already.
 pub fn delivery_id(org_id: Uuid, endpoint_id: Uuid, event_id: Uuid) -> Uuid {
     job_id_for_submission(
         org_id,
@@ -26,9 +22,8 @@ pub fn delivery_id(org_id: Uuid, endpoint_id: Uuid, event_id: Uuid) -> Uuid {
     )
 }
 
-/// The submission id of a delivery's job cycle `cycle` (from 1): the first is
-/// `{endpoint}/{event}`, later ones `{endpoint}/{event}/{cycle}`, all under the endpoint's prefix
-/// (`endpoint_submissions`), so deleting or disabling the endpoint reaches them.
+/// The submission id of a delivery's job cycle `cycle` (from 1), under the endpoint's prefix
+/// (`endpoint_submissions`) so deleting or disabling the endpoint reaches every cycle.
 pub fn cycle_submission(endpoint_id: Uuid, event_id: Uuid, cycle: i32) -> String {
     let first = delivery_submission(endpoint_id, event_id);
     if cycle <= 1 {
@@ -38,8 +33,7 @@ pub fn cycle_submission(endpoint_id: Uuid, event_id: Uuid, cycle: i32) -> String
     }
 }
 
-/// The cycle the next job of a delivery is: the same when it never had a job (it was held
-/// from the start), else the next one.
+/// The next job's cycle: the same when it never had a job (held from the start), else the next.
 pub fn next_cycle(cycle: i32, had_job: bool) -> i32 {
     if had_job { cycle + 1 } else { cycle.max(1) }
 }
@@ -49,13 +43,11 @@ pub fn next_cycle(cycle: i32, had_job: bool) -> i32 {
 pub enum DeliveryStatus {
     /// Its job waits or runs: it will be attempted.
     Pending,
-    /// Its endpoint is disabled: it is kept, not attempted, and goes out when an approver
-    /// re-enables the endpoint.
+    /// Its endpoint is disabled: kept, not attempted, sent when an approver re-enables it.
     Held,
     /// The endpoint answered 2xx.
     Delivered,
-    /// Its job used up its attempts, was cancelled or pruned: nothing will send it unless an
-    /// approver resends it.
+    /// Its job ran out, was cancelled or pruned: nothing sends it unless an approver resends it.
     Failed,
 }
 
@@ -67,8 +59,7 @@ impl DeliveryStatus {
         DeliveryStatus::Failed,
     ];
 
-    /// The status of a delivery from what is stored: delivered, held, and its current job's
-    /// state (`None` once the job was pruned, or for a delivery that never had one).
+    /// The status of a delivery from what is stored (`job`: `None` once pruned, or never had).
     pub fn of(delivered: bool, held: bool, job: Option<JobState>) -> DeliveryStatus {
         match job {
             _ if delivered => DeliveryStatus::Delivered,
@@ -103,11 +94,6 @@ pub enum Resend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResendRefused {
     #[error(
-        "the endpoint took this event already (a 2xx answer); a resend would deliver it twice. \
-         Receivers deduplicate by `webhook-id`: if yours lost it, ask it to process that id again"
-    )]
-    AlreadyDelivered,
-    #[error(
         "the endpoint is disabled: its deliveries are held, not sent. Re-enable it \
          (POST /v1/webhook-endpoints/{{id}}/enable), which sends the held ones, then resend this one"
     )]
@@ -118,37 +104,36 @@ impl ResendRefused {
     /// The problem's `code`.
     pub fn code(self) -> &'static str {
         match self {
-            ResendRefused::AlreadyDelivered => "already_delivered",
             ResendRefused::EndpointDisabled => "endpoint_disabled",
         }
     }
 }
 
-/// Whether a delivery of `status` to an endpoint (disabled or not) may be sent again.
+/// Whether a delivery of `status` to an endpoint (disabled or not) may be sent again. A
+/// delivered one may (effects.md §6): a receiver restored from a backup lost both the event
+/// and its record of `webhook-id`, and only an approver's explicit resend tells Tauros so.
 pub fn resend(status: DeliveryStatus, endpoint_disabled: bool) -> Result<Resend, ResendRefused> {
     match status {
-        DeliveryStatus::Delivered => Err(ResendRefused::AlreadyDelivered),
         _ if endpoint_disabled => Err(ResendRefused::EndpointDisabled),
         DeliveryStatus::Pending => Ok(Resend::AlreadyPending),
-        DeliveryStatus::Held | DeliveryStatus::Failed => Ok(Resend::NewCycle),
+        DeliveryStatus::Held | DeliveryStatus::Failed | DeliveryStatus::Delivered => {
+            Ok(Resend::NewCycle)
+        }
     }
 }
 
 /// An endpoint's record of success and failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Health {
-    /// The first failed attempt since the last success (`None` while the latest answer was a
-    /// success, or before any attempt).
+    /// The first failed attempt since the last success.
     pub failing_since: Option<DateTime<Utc>>,
     pub last_success_at: Option<DateTime<Utc>>,
     pub disabled_at: Option<DateTime<Utc>>,
 }
 
 impl Health {
-    /// The record after one attempt at `at` (recorded `now`), and whether that attempt disables
-    /// the endpoint: it failed, and every attempt since `failing_since` failed for at least
-    /// `disable_after`. A success on a disabled endpoint (an attempt already in flight) is
-    /// recorded, but only an approver re-enables it.
+    /// The record after one attempt, and whether it disables the endpoint. A success in flight
+    /// on a disabled endpoint is recorded, but only an approver re-enables it.
     pub fn after_attempt(
         self,
         delivered: bool,
@@ -251,13 +236,10 @@ mod tests {
         assert_eq!(DeliveryStatus::of(false, false, None), Failed);
         assert_eq!(resend(Failed, false), Ok(Resend::NewCycle));
         assert_eq!(resend(Pending, false), Ok(Resend::AlreadyPending));
-        assert_eq!(
-            resend(Delivered, false),
-            Err(ResendRefused::AlreadyDelivered)
-        );
+        assert_eq!(resend(Delivered, false), Ok(Resend::NewCycle));
         assert_eq!(
             resend(Delivered, true),
-            Err(ResendRefused::AlreadyDelivered)
+            Err(ResendRefused::EndpointDisabled)
         );
         assert_eq!(resend(Failed, true), Err(ResendRefused::EndpointDisabled));
     }

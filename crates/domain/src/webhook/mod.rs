@@ -1,15 +1,13 @@
-//! Webhook rules (docs/contract/effects.md §2, the Standard Webhooks convention): the event types
-//! an endpoint may subscribe to and the invoice command each one names, what a registration must
-//! hold, the body a delivery carries and how an attempt ended. The outbound address policy is
-//! `address`, secrets and signatures are `signing`. No I/O: the app stores endpoints and enqueues
-//! deliveries in the event's transaction; `jobs::webhooks` resolves, connects and sends.
+//! Webhook rules (docs/contract/effects.md §2, the Standard Webhooks convention). The outbound
+//! address policy is `address`; secrets and signatures are `signing`.
 
 mod address;
 mod delivery;
 mod signing;
 
 pub use address::{
-    AddressRefused, AllowList, UrlError, WebhookUrl, address_is_public, check_url, check_url_form,
+    AddressRefused, AllowList, MAX_URL_CHARS, UrlError, WebhookUrl, address_is_public, check_url,
+    check_url_form,
 };
 pub use delivery::{
     DEFAULT_DISABLE_AFTER, DeliveryStatus, Health, Resend, ResendRefused, SECRET_REPLAY_WINDOW,
@@ -43,8 +41,7 @@ pub const ATTEMPT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The longest error text an attempt keeps.
 pub const MAX_ATTEMPT_ERROR_CHARS: usize = 200;
 
-/// The event type an invoice command is delivered as. One line per command: a new `Action`
-/// does not compile until it is named here.
+/// The event type an invoice command is delivered as; a new `Action` fails to compile here.
 pub fn event_type(action: Action) -> &'static str {
     match action {
         Action::CreateDraft => "invoice.created",
@@ -112,10 +109,8 @@ impl Subscription {
     }
 }
 
-/// A registration whose field rules the caller checked (the wire's `validator` rules on
-/// `CreateWebhookEndpointRequest`: `url` and `events` present, `description` 1–200 characters of
-/// clean text once trimmed, `timeout_seconds` 1–30). What stays here is what the domain reads:
-/// the URL against the outbound policy, and the event types.
+/// A registration whose field rules the wire's `validator` checked; the domain reads only the
+/// URL (against the outbound policy) and the event types.
 #[derive(Clone, Copy, Debug)]
 pub struct EndpointInput<'a> {
     pub url: &'a str,
@@ -135,9 +130,7 @@ pub struct CheckedEndpoint {
     pub timeout_seconds: i32,
 }
 
-/// Checks a registration: `url` (its form, and the outbound policy `allow`) and `events[]`
-/// (known, not empty, at most 32). Every problem is an error naming its field; the description
-/// is trimmed and an omitted timeout is 10 seconds.
+/// Checks a registration's `url` (form and outbound policy) and `events[]`, naming each field.
 pub fn check_endpoint(
     input: EndpointInput<'_>,
     allow: &AllowList,
@@ -158,10 +151,8 @@ pub fn check_endpoint(
     }
 }
 
-/// What [`check_endpoint`] says of a registration as sent that needs no policy: the URL's form
-/// (scheme, length, no credentials) and the event types; a missing member is not reported (the
-/// request type's rules require it). The wire adds these to an answer it refuses anyway, so a
-/// body hears every mistake of its own at once; the outbound policy comes with the use case.
+/// The errors of [`check_endpoint`] that need no policy (URL form, event types): the wire adds
+/// them to an answer it refuses anyway, so a body hears all its own mistakes at once.
 pub fn endpoint_form_errors(url: Option<&str>, events: Option<&[String]>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(Err(e)) = url.map(check_url_form) {
@@ -173,8 +164,7 @@ pub fn endpoint_form_errors(url: Option<&str>, events: Option<&[String]>) -> Vec
     errors
 }
 
-/// `events[]`: at least one, at most 32 entries, each a known event type (repeats are kept
-/// once). An unknown entry is named by its index, with the list of valid ones.
+/// `events[]`: 1 to 32 known event types (repeats kept once); an unknown one is named by index.
 fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscription> {
     if sent.is_empty() {
         errors.push(FieldError::plain(
@@ -217,8 +207,7 @@ fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscri
     ok.then(|| Subscription::of(known.into_iter()))
 }
 
-/// What a delivery tells about one invoice event: all of it from the event row, which never
-/// changes, so every attempt of a delivery carries the same body.
+/// What a delivery tells of one event, all from its immutable row: every attempt has one body.
 #[derive(Clone, Copy, Debug)]
 pub struct EventFacts<'a> {
     pub event_id: Uuid,
@@ -262,10 +251,7 @@ struct EventRef {
     seq: i32,
 }
 
-/// The JSON body of a delivery (a "thin" payload: the invoice's id, state, revision and
-/// payload hash at the event; the receiver reads the rest through the API):
-/// `{"type", "timestamp" (the event's, RFC 3339 UTC), "data": {"invoice": {"id", "state",
-/// "previous_state", "revision_id", "payload_hash"}, "event": {"id", "seq"}}}`, minified.
+/// The minified, "thin" JSON body of a delivery (docs/WEBHOOKS.md); the rest is in the API.
 pub fn payload(facts: &EventFacts<'_>) -> String {
     let body = Body {
         r#type: event_type(facts.action),
@@ -301,12 +287,10 @@ pub fn endpoint_submissions(endpoint_id: Uuid) -> String {
     format!("{endpoint_id}/")
 }
 
-/// At most this many deliveries of one endpoint are in flight at once (Tenancy, "Fair
-/// work"): a delivery beyond it waits, unclaimed, without using an attempt.
+/// Deliveries of one endpoint in flight at once (Tenancy, "Fair work"); more wait unclaimed.
 pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
 
-/// The lane of an endpoint's deliveries: the jobs whose running count
-/// [`MAX_IN_FLIGHT_PER_ENDPOINT`] caps.
+/// The lane of an endpoint's deliveries, the jobs [`MAX_IN_FLIGHT_PER_ENDPOINT`] caps.
 pub fn delivery_lane(endpoint_id: Uuid) -> String {
     format!("webhook:{endpoint_id}")
 }
@@ -318,12 +302,9 @@ pub fn delivery_lane(endpoint_id: Uuid) -> String {
 pub enum Outcome {
     /// The receiver answered; 2xx means delivered.
     Answered(u16),
-    /// No answer within the endpoint's timeout.
     Timeout,
-    /// The host name did not resolve.
     DnsFailure,
-    /// The host resolved only to addresses the outbound policy refuses (or is no longer on the
-    /// allow-list).
+    /// The host resolved only to addresses the outbound policy refuses.
     AddressNotAllowed,
     /// No connection (refused, reset) or the connection broke before an answer.
     ConnectFailed,
@@ -347,8 +328,7 @@ impl Outcome {
         matches!(self, Outcome::Answered(status) if (200..300).contains(&status))
     }
 
-    /// The attempt's `error_kind`: none when delivered, `http_status` for another answer (its
-    /// status is the attempt's `status_code`).
+    /// The attempt's `error_kind`: none when delivered, `http_status` for another answer.
     pub fn error_kind(self) -> Option<&'static str> {
         match self {
             _ if self.delivered() => None,
@@ -361,8 +341,7 @@ impl Outcome {
         }
     }
 
-    /// The attempt's `error`: one fixed sentence per kind (with the endpoint's status or
-    /// timeout), nothing taken from the resolver or the connection.
+    /// The attempt's `error`: one fixed sentence per kind, nothing from the resolver or socket.
     pub fn description(self, timeout_seconds: u64) -> Option<String> {
         Some(match self {
             _ if self.delivered() => return None,
@@ -381,8 +360,7 @@ impl Outcome {
         })
     }
 
-    /// The label of `tauros_webhook_deliveries_total{outcome}`: `delivered`, `http_error` (an
-    /// answer other than 2xx) or the error kind.
+    /// The label of `tauros_webhook_deliveries_total{outcome}`.
     pub fn metric(self) -> &'static str {
         match self {
             _ if self.delivered() => "delivered",
@@ -391,8 +369,8 @@ impl Outcome {
         }
     }
 
-    /// The job's error code for a failed attempt: `http_503` for an answer (the status is no
-    /// secret, and operators filter on it), the error kind otherwise.
+    /// The job's error code for a failed attempt: `http_503` for an answer (no secret, and
+    /// operators filter on it), else the error kind.
     pub fn job_error_code(self) -> String {
         match self {
             Outcome::Answered(status) => format!("http_{status}"),

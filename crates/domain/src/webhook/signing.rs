@@ -1,12 +1,7 @@
 //! Signing secrets and signatures (Standard Webhooks, symmetric scheme), and how a secret is
-//! kept at rest.
-//!
-//! - A secret is `whsec_` + the base64 of 32 random bytes; the HMAC key is the decoded bytes.
-//! - `webhook-signature` is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
-//! - Secrets must stay usable for HMAC, so they cannot be hashed. With an operator's key
-//!   (`TAUROS_SECRET_KEY`, 32 bytes) they are stored sealed with ChaCha20-Poly1305, bound to
-//!   their organisation and endpoint (`v1:` + base64(nonce ‖ ciphertext)); without one they are
-//!   stored as they are (`plain:` + the secret), and the service says so when it starts.
+//! kept at rest. A secret must stay usable for HMAC, so it cannot be hashed: with
+//! `TAUROS_SECRET_KEY` it is sealed (ChaCha20-Poly1305, bound to its organisation and endpoint);
+//! without one it is stored `plain:`, and the service says so when it starts.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -59,8 +54,7 @@ impl SigningSecret {
     }
 }
 
-/// The `webhook-signature` of one attempt: `v1,` + base64 of HMAC-SHA256 over
-/// `{id}.{timestamp}.{body}` with the secret's key.
+/// The `webhook-signature` of one attempt: `v1,` + base64(HMAC-SHA256(`{id}.{timestamp}.{body}`)).
 pub fn signature(secret: &SigningSecret, id: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC takes keys of any length.
     let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(&secret.key()) else {
@@ -74,8 +68,7 @@ pub fn signature(secret: &SigningSecret, id: &str, timestamp: i64, body: &[u8]) 
     format!("v1,{}", BASE64.encode(mac.finalize().into_bytes()))
 }
 
-/// The operator's key that seals secrets at rest (`TAUROS_SECRET_KEY`: the base64 of 32
-/// bytes). Its `Debug` never shows it.
+/// The operator's key that seals secrets at rest (`TAUROS_SECRET_KEY`); `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretKey([u8; 32]);
 
@@ -115,9 +108,8 @@ pub enum SealError {
     Malformed,
 }
 
-/// The stored form of `secret`: sealed under `key` with `nonce` (12 random bytes, never reused
-/// with one key) and bound to `context` (the organisation and endpoint ids), or `plain:` when
-/// there is no key.
+/// The stored form of `secret`: `v1:` sealed under `key` with `nonce` (never reused with one
+/// key), bound to `context` (the organisation and endpoint ids); `plain:` when there is no key.
 pub fn seal_secret(
     secret: &SigningSecret,
     key: Option<&SecretKey>,

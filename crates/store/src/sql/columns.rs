@@ -3,7 +3,7 @@
 //!
 //! sqlx's derived `FromRow` finds each column by name: it hashes the name, looks it up in the
 //! statement's column map and checks the column's type against the field's, for every column of
-//! every row (about 5 % of a GET's instructions, docs/PERFORMANCE.md #28, "Part 14"). These rows
+//! every row (a twentieth of a GET's cost, docs/PERFORMANCE.md "Design choices"). These rows
 //! are read in the order their statements list the columns instead, and each column's name is
 //! still compared with the one expected there, so a statement and its reader that disagree fail
 //! with an error on the first row rather than decode one column as another. Types are checked

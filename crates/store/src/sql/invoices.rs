@@ -5,7 +5,7 @@
 //! org's settings (everything a read needs to decide visibility) in one statement; they list
 //! the invoice's own columns under names that cannot collide with the revision's.
 
-use super::{Backend, Query, QueryAs, Stored, for_update, query, query_as, query_scalar};
+use super::{Backend, FreeKey, Query, QueryAs, Stored, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
 use crate::invoices::*;
 use crate::query::Page;
@@ -210,19 +210,24 @@ impl<U: Backend> InvoiceRead for U {
 impl<U: Backend> InvoiceWrite for U {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_invoice(&mut self, i: &InvoiceRow) -> StoreResult<bool> {
+        let key = FreeKey {
+            org_id: i.org_id,
+            agent_id: i.agent_id,
+            key: i.idempotency_key.clone(),
+        };
+        if self.key_is_free(&key) {
+            // Found free by this unit, which writes alone: sent with its next call.
+            query(INSERT_INVOICE)
+                .bind_with(|q| invoice_values(q, i))
+                .execute_later(self)
+                .await?;
+            return Ok(true);
+        }
         let done = query(INSERT_INVOICE_UNLESS_TAKEN.as_str())
             .bind_with(|q| invoice_values(q, i))
             .execute(self)
             .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_invoice_later(&mut self, i: &InvoiceRow) -> StoreResult<()> {
-        query(INSERT_INVOICE)
-            .bind_with(|q| invoice_values(q, i))
-            .execute_later(self)
-            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -29,7 +29,7 @@ pub(crate) mod stmt;
 mod webhooks;
 
 pub(crate) use stmt::{
-    Backend, Decoded, Query, QueryAs, Stmt, Together, execute, fetch_all, fetch_optional,
+    Backend, Decoded, FreeKey, Query, QueryAs, Stmt, Together, execute, fetch_all, fetch_optional,
     first_row, for_share, for_update, locked, query, query_as, query_scalar,
 };
 

@@ -6,7 +6,7 @@
 //! return append the backend's lock ([`locked`]).
 
 use super::identity::AGENT_BY_ID;
-use super::{Backend, Together, locked, query, query_as};
+use super::{Backend, FreeKey, Together, locked, query, query_as};
 use crate::error::StoreResult;
 use crate::identity::AgentRow;
 use crate::parties::*;
@@ -247,7 +247,11 @@ impl<U: Backend> PartyWrite for U {
             .bind(org_id)
             .bind(reads.destination_id)
             .along(&mut together);
-        let key = proposer.and_then(|p| Some((p.agent_id, p.key?)));
+        // Where the unit writes alone, a key found free here stays free: the create's insert
+        // then needs no conflict check of its own (`insert_invoice`).
+        let key = proposer
+            .filter(|_| U::WRITES_ALONE)
+            .map(|p| (p.agent_id, p.key));
         if let Some((agent_id, key)) = key {
             query_as::<(Uuid,)>(
                 "select id from invoices
@@ -259,7 +263,7 @@ impl<U: Backend> PartyWrite for U {
             .along(&mut together);
         }
         let mut firsts = together.fetch(self).await?;
-        Ok(DraftParties {
+        let parties = DraftParties {
             agent: match proposer {
                 Some(_) => firsts.next()?,
                 None => None,
@@ -270,7 +274,17 @@ impl<U: Backend> PartyWrite for U {
                 Some(_) => firsts.next::<(Uuid,)>()?.is_some(),
                 None => false,
             },
-        })
+        };
+        if let Some((agent_id, key)) = key
+            && !parties.key_taken
+        {
+            self.key_found_free(FreeKey {
+                org_id,
+                agent_id,
+                key: key.to_owned(),
+            });
+        }
+        Ok(parties)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

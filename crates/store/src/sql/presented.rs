@@ -80,8 +80,8 @@ impl CredentialSql {
     /// model's row that `record` picks (a condition on `v`, left joined, so a credential
     /// without a record still comes back and a record without a credential never does), and
     /// the org's settings where the credential's reads depend on them (a human's). The record is looked up by the credential's own org column,
-    /// not a subquery that would read the credential a second time (docs/PERFORMANCE.md #28,
-    /// "Part 5"), in a spelling both backends accept (SQLite has no `lateral`).
+    /// not a subquery that would read the credential a second time, in a spelling both
+    /// backends accept (SQLite has no `lateral`).
     fn and_read(&self, record: &str) -> String {
         let CredentialSql {
             columns,

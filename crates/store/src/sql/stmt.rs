@@ -30,6 +30,14 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
+/// An agent's idempotency key in an organisation, as a unit that writes alone found it free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreeKey {
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub key: String,
+}
+
 /// A backend's unit of work, as the shared SQL sees it: where its statements run, how its
 /// errors are classified, and the few texts that differ between backends. Implemented by the
 /// PostgreSQL and SQLite units only; every port trait (`InvoiceRead`, `JobWrite`, …) is
@@ -79,6 +87,19 @@ pub trait Backend: Send + sealed::Sealed {
     /// conflict it tells apart) never runs here.
     async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
         self.execute_stmt(stmt).await.map(drop)
+    }
+
+    /// Whether this unit is the only one writing until it ends (SQLite's single writer): then a
+    /// create's idempotency key is looked up with its first reads, and a key found free stays
+    /// free, so its insert needs no conflict check and may run later.
+    const WRITES_ALONE: bool = false;
+
+    /// Notes that this unit found the agent's idempotency key free ([`Backend::WRITES_ALONE`]).
+    fn key_found_free(&mut self, _key: FreeKey) {}
+
+    /// Whether this unit found the key free before (and so may insert it without a check).
+    fn key_is_free(&self, _key: &FreeKey) -> bool {
+        false
     }
 
     /// A row as this backend returns it, before [`Backend::decode`].

@@ -325,7 +325,8 @@ impl<U: Backend> WebhookWrite for U {
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
         query(
-            "update webhook_deliveries set job_id = $3, cycle = $4, held = $5, updated_at = $6
+            "update webhook_deliveries set job_id = $3, cycle = $4, held = $5, updated_at = $6,
+                 delivered_at = null
              where org_id = $1 and id = $2",
         )
         .bind(org_id)

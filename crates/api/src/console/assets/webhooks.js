@@ -2,8 +2,8 @@
 // never again), rotate its secret (shown once too), delete it, and read its delivery attempts
 // (GET /v1/webhook-endpoints/{id}/deliveries). No dead ends: a disabled endpoint (it failed
 // without a success for the server's disable window) is marked, with Re-enable
-// (POST …/enable), and a failed delivery (its attempts used up) has Resend
-// (POST …/deliveries/{delivery_id}/resend).
+// (POST …/enable), a failed delivery (its attempts used up) has Resend and a delivered one
+// Send again, confirmed first (POST …/deliveries/{delivery_id}/resend).
 
 import { api, listAll, ApiError, describe } from "./api.js";
 import { h, replace, notice, table, field, copyButton, announce, pager, facts } from "./dom.js";
@@ -247,9 +247,6 @@ function deliveryBadge(status) {
 
 /** A 409 from a resend, in plain words. */
 function resendRefusal(e) {
-  if (e instanceof ApiError && e.code === "already_delivered") {
-    return "The endpoint took this event already (it answered 2xx), so it is not sent again. (already_delivered)";
-  }
   if (e instanceof ApiError && e.code === "endpoint_disabled") {
     return "The endpoint is disabled: re-enable it first; that sends its held deliveries. (endpoint_disabled)";
   }
@@ -271,19 +268,30 @@ async function renderOne(main, id, { params, focusHeading }) {
     const offered = new Set();
     const rows = page.items.map((attempt) => {
       let action = null;
-      if (attempt.delivery_status === "failed" && !offered.has(attempt.delivery_id)) {
+      const status = attempt.delivery_status;
+      if ((status === "failed" || status === "delivered") && !offered.has(attempt.delivery_id)) {
         offered.add(attempt.delivery_id);
+        // A delivered one is sent again only when its receiver lost it: the approver confirms.
+        const label = status === "failed" ? "Resend" : "Send again";
         action = h(
           "button",
           {
             type: "button",
             class: "btn btn-small resend",
             "data-delivery-id": attempt.delivery_id,
-            "aria-label": `Resend ${attempt.event_type} (event ${attempt.event_id})`,
+            "aria-label": `${label} ${attempt.event_type} (event ${attempt.event_id})`,
           },
-          "Resend",
+          label,
         );
         action.addEventListener("click", async () => {
+          if (
+            status === "delivered" &&
+            !window.confirm(
+              `The endpoint took ${attempt.event_type} already (it answered 2xx). Send it again with the same webhook-id? Do this only if the receiver lost it.`,
+            )
+          ) {
+            return;
+          }
           action.disabled = true;
           try {
             const answer = await api("POST", `/v1/webhook-endpoints/${id}/deliveries/${attempt.delivery_id}/resend`);
@@ -382,7 +390,7 @@ async function renderOne(main, id, { params, focusHeading }) {
       h(
         "p",
         { class: "hint" },
-        "A failed delivery used up its attempts (or its job was cancelled): Resend sends it again with the same webhook-id, so a receiver that got it after all drops the copy.",
+        "A failed delivery used up its attempts (or its job was cancelled): Resend sends it again with the same webhook-id, so a receiver that got it after all drops the copy. Send again repeats a delivered one, for a receiver that lost it (restored from a backup).",
       ),
       pager(`#/webhooks/${id}`, cursor, page.next_cursor),
     );

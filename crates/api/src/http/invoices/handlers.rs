@@ -5,9 +5,10 @@ use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
     EmptyRequest, EventList, InvoiceList, ReviseRequest, RevisionList, VerifyResponse,
 };
-use super::use_cases;
+use super::use_cases::{self, Issued};
 use crate::http::extract::{
-    Auth, Bearer, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, QueryParams, StrictJson,
+    Auth, IdPath, IdempotencyKeyHeader, ListParams, OptionalJson, Presented, QueryParams,
+    StrictJson,
 };
 use crate::http::headers::REPLAYED;
 use crate::http::jobs::JobResponse;
@@ -15,10 +16,11 @@ use crate::http::problem::{ApiError, Problem};
 use crate::http::schema::{DecisionKindSchema, InvoiceStateSchema, IssuingStatusSchema};
 use crate::http::state::AppState;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tauros_app::{Actor, InvoiceQuery, InvoiceView, IssueAnswer, PreviewView};
+use tauros_app::{Actor, InvoiceQuery, InvoiceView, PreviewView};
 use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
@@ -58,16 +60,11 @@ const SEND_A_KEY: &str =
     ))]
 pub(super) async fn create_invoice(
     State(state): State<AppState>,
-    credential: Bearer,
-    header: Result<IdempotencyKeyHeader, ApiError>,
-    body: Result<StrictJson<CreateInvoiceRequest>, ApiError>,
+    Presented(credential, (IdempotencyKeyHeader(header_key), StrictJson(body))): Presented<(
+        IdempotencyKeyHeader,
+        StrictJson<CreateInvoiceRequest>,
+    )>,
 ) -> Result<CommandAnswer, ApiError> {
-    let (header_key, body) = match (header, body) {
-        (Ok(IdempotencyKeyHeader(h)), Ok(StrictJson(b))) => (h, b),
-        (Err(refused), _) | (_, Err(refused)) => {
-            return Err(credential.refuse(&state, refused).await);
-        }
-    };
     // The credential is checked where the key is looked up: one round trip for a replay.
     let result = use_cases::create(
         &state.app,
@@ -96,16 +93,11 @@ pub(super) async fn create_invoice(
     ))]
 pub(super) async fn preview_invoice(
     State(state): State<AppState>,
-    credential: Bearer,
-    header: Result<IdempotencyKeyHeader, ApiError>,
-    body: Result<StrictJson<CreateInvoiceRequest>, ApiError>,
+    Presented(credential, (IdempotencyKeyHeader(header_key), StrictJson(body))): Presented<(
+        IdempotencyKeyHeader,
+        StrictJson<CreateInvoiceRequest>,
+    )>,
 ) -> Result<Json<PreviewView>, ApiError> {
-    let (header_key, body) = match (header, body) {
-        (Ok(IdempotencyKeyHeader(h)), Ok(StrictJson(b))) => (h, b),
-        (Err(refused), _) | (_, Err(refused)) => {
-            return Err(credential.refuse(&state, refused).await);
-        }
-    };
     let preview = use_cases::preview(&state.app, credential.caller(), header_key, body).await?;
     Ok(Json(preview))
 }
@@ -125,25 +117,8 @@ pub(super) async fn preview_invoice(
     responses((status = 200, description = "A page of invoices", body = InvoiceList)))]
 pub(super) async fn list_invoices(
     State(state): State<AppState>,
-    credential: Bearer,
-    params: Result<ListParams, ApiError>,
-    query: QueryParams,
+    Presented(credential, (params, InvoiceFilter(filter))): Presented<(ListParams, InvoiceFilter)>,
 ) -> Result<Json<InvoiceList>, ApiError> {
-    let parsed =
-        (|| Ok::<_, ApiError>((params?, query.uuid("customer_id")?, query.uuid("agent_id")?)))();
-    let (params, customer_id, agent_id) = match parsed {
-        Ok(parsed) => parsed,
-        Err(refused) => return Err(credential.refuse(&state, refused).await),
-    };
-    let filter = InvoiceQuery {
-        state: query.get("state").map(str::to_owned),
-        customer_id,
-        agent_id,
-        decision: query.get("decision").map(str::to_owned),
-        idempotency_key: query.get("idempotency_key").map(str::to_owned),
-        overdue: query.get("overdue").map(str::to_owned),
-        issuing: query.get("issuing").map(str::to_owned),
-    };
     let page = use_cases::list(&state.app, credential.caller(), filter, params).await?;
     Ok(Json(page))
 }
@@ -157,13 +132,8 @@ pub(super) async fn list_invoices(
     ))]
 pub(super) async fn get_invoice(
     State(state): State<AppState>,
-    credential: Bearer,
-    id: Result<IdPath, ApiError>,
+    Presented(credential, IdPath(id)): Presented<IdPath>,
 ) -> Result<Json<InvoiceView>, ApiError> {
-    let id = match id {
-        Ok(IdPath(id)) => id,
-        Err(refused) => return Err(credential.refuse(&state, refused).await),
-    };
     Ok(Json(
         use_cases::get(&state.app, credential.caller(), id).await?,
     ))
@@ -311,18 +281,8 @@ async fn decide(
     kind: DecisionKind,
     body: DecideRequest,
 ) -> Result<CommandAnswer, ApiError> {
-    let result = state
-        .app
-        .decide(
-            &actor,
-            id,
-            kind,
-            body.revision_id,
-            body.payload_hash.as_deref(),
-            body.reason.as_deref(),
-        )
-        .await;
-    Ok(answer(use_cases::command(result)?, StatusCode::OK))
+    let decided = use_cases::decide(&state.app, &actor, id, kind, body).await?;
+    Ok(answer(decided, StatusCode::OK))
 }
 
 /// Approve one exact revision (approvers who see it).
@@ -398,8 +358,8 @@ pub(super) async fn cancel(
     IdPath(id): IdPath,
     StrictJson(body): StrictJson<CancelRequest>,
 ) -> Result<CommandAnswer, ApiError> {
-    let result = state.app.cancel(&actor, id, body.reason.as_deref()).await;
-    Ok(answer(use_cases::command(result)?, StatusCode::OK))
+    let cancelled = use_cases::cancel(&state.app, &actor, id, body).await?;
+    Ok(answer(cancelled, StatusCode::OK))
 }
 
 /// Issue an approved invoice (approvers). Without an issuer, within the request: it is
@@ -425,18 +385,32 @@ pub(super) async fn issue(
     IdPath(id): IdPath,
     OptionalJson(_empty): OptionalJson<EmptyRequest>,
 ) -> Result<Response, ApiError> {
-    match state.app.issue(&actor, id).await? {
-        IssueAnswer::Issued(issued) => {
-            Ok(answer(use_cases::command(Ok(*issued))?, StatusCode::OK).into_response())
+    match use_cases::issue(&state.app, &actor, id).await? {
+        Issued::Invoice(issued) => Ok(answer(issued, StatusCode::OK).into_response()),
+        Issued::Job { job, replayed } => {
+            let header = HeaderValue::from_static(if replayed { "true" } else { "false" });
+            Ok((StatusCode::ACCEPTED, [(REPLAYED, header)], Json(job)).into_response())
         }
-        IssueAnswer::Enqueued(job) => {
-            let header = HeaderValue::from_static(if job.replayed { "true" } else { "false" });
-            Ok((
-                StatusCode::ACCEPTED,
-                [(REPLAYED, header)],
-                Json(JobResponse::from(job.value)),
-            )
-                .into_response())
-        }
+    }
+}
+
+/// The invoice list's filters (`?state=`, `?customer_id=`, …) beyond paging; a malformed id is
+/// a 422 naming it.
+pub(super) struct InvoiceFilter(InvoiceQuery);
+
+impl<S: Send + Sync> FromRequestParts<S> for InvoiceFilter {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let query = QueryParams::from_request_parts(parts, state).await?;
+        Ok(InvoiceFilter(InvoiceQuery {
+            state: query.get("state").map(str::to_owned),
+            customer_id: query.uuid("customer_id")?,
+            agent_id: query.uuid("agent_id")?,
+            decision: query.get("decision").map(str::to_owned),
+            idempotency_key: query.get("idempotency_key").map(str::to_owned),
+            overdue: query.get("overdue").map(str::to_owned),
+            issuing: query.get("issuing").map(str::to_owned),
+        }))
     }
 }

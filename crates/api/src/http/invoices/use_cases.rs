@@ -4,14 +4,17 @@
 //! here, once.
 
 use super::types::{
-    CommandResponse, CreateInvoiceRequest, DecisionList, EventList, InvoiceList, ReviseRequest,
-    RevisionList,
+    CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList, EventList,
+    InvoiceList, ReviseRequest, RevisionList,
 };
 use crate::http::extract::ListParams;
+use crate::http::jobs::JobResponse;
 use crate::http::problem::ApiError;
 use tauros_app::{
-    Actor, App, AppResult, Caller, FieldError, InvoiceQuery, InvoiceView, PreviewView, Replayed,
+    Actor, App, AppResult, Caller, FieldError, InvoiceQuery, InvoiceView, IssueAnswer, PreviewView,
+    Replayed,
 };
+use tauros_domain::invoice::DecisionKind;
 use uuid::Uuid;
 
 /// What every invoice command answers, over REST and MCP alike; replays are counted.
@@ -172,4 +175,55 @@ pub(crate) async fn withdraw(
     id: Uuid,
 ) -> Result<CommandResponse, ApiError> {
     command(app.withdraw(actor, id).await)
+}
+
+/// An approver's decision on one exact revision and hash.
+pub(crate) async fn decide(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+    kind: DecisionKind,
+    body: DecideRequest,
+) -> Result<CommandResponse, ApiError> {
+    let (revision_id, hash, reason) = (body.revision_id, body.payload_hash, body.reason);
+    let result = app.decide(
+        actor,
+        id,
+        kind,
+        revision_id,
+        hash.as_deref(),
+        reason.as_deref(),
+    );
+    command(result.await)
+}
+
+/// An approved invoice cancelled by an approver, with a reason.
+pub(crate) async fn cancel(
+    app: &App,
+    actor: &Actor,
+    id: Uuid,
+    body: CancelRequest,
+) -> Result<CommandResponse, ApiError> {
+    command(app.cancel(actor, id, body.reason.as_deref()).await)
+}
+
+/// An approved invoice issued: within the request without an issuer, else its job enqueued.
+pub(crate) async fn issue(app: &App, actor: &Actor, id: Uuid) -> Result<Issued, ApiError> {
+    Ok(match app.issue(actor, id).await? {
+        IssueAnswer::Issued(issued) => Issued::Invoice(command(Ok(*issued))?),
+        IssueAnswer::Enqueued(job) => Issued::Job {
+            job: JobResponse::from(job.value),
+            replayed: job.replayed,
+        },
+    })
+}
+
+/// What an issue answers (built once per request and answered at once: its size costs
+/// nothing worth a box).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Issued {
+    /// Issued, or already issued.
+    Invoice(CommandResponse),
+    /// With an issuer: its job, enqueued or re-driven (`replayed` when it was pending already).
+    Job { job: JobResponse, replayed: bool },
 }

@@ -1,0 +1,41 @@
+//! Pruning: attempts and settled deliveries past their retention.
+
+use crate::app::App;
+use crate::clock::now;
+use crate::error::AppResult;
+use tauros_domain::webhook as rules;
+
+impl App {
+    /// Deletes delivery attempts older than their retention (30 days), `batch` at a time, until
+    /// none is left, then the deliveries (not held) unchanged for as long; how many attempts.
+    pub async fn prune_webhook_attempts(&self, batch: i64) -> AppResult<u64> {
+        let before = now()
+            - chrono::Duration::from_std(rules::ATTEMPT_RETENTION)
+                .unwrap_or_else(|_| chrono::Duration::days(30));
+        let full = u64::try_from(batch).unwrap_or(0);
+        let mut pruned = 0;
+        loop {
+            let mut tx = self.store.begin().await?;
+            let answer = tx
+                .prune_webhook_attempts(before, batch)
+                .await
+                .map_err(Into::into);
+            let n = crate::app::finish(tx, answer).await?;
+            pruned += n;
+            if n < full {
+                break;
+            }
+        }
+        loop {
+            let mut tx = self.store.begin().await?;
+            let answer = tx
+                .prune_webhook_deliveries(before, batch)
+                .await
+                .map_err(Into::into);
+            let n = crate::app::finish(tx, answer).await?;
+            if n < full {
+                return Ok(pruned);
+            }
+        }
+    }
+}
