@@ -1,19 +1,8 @@
-//! Two allocator arenas per core, set before the first thread starts (docs/DECISIONS.md, "Two
-//! allocator arenas per core").
-//!
-//! glibc's allocator gives a thread that finds the arenas in use an arena of its own, up to
-//! eight per core, and each arena keeps what is freed into it. The SQLite backend runs one
-//! thread per connection (nine on a default pool) besides the runtime's: under load they fill
-//! a dozen arenas, and the server's peak resident memory under load passes its 50 MiB target.
-//! Two arenas per core keep it under at the same throughput; one per core would make SQLite's
-//! reader threads wait on each other's arena locks (docs/PERFORMANCE.md, "Design choices the
-//! figures justify").
-//!
-//! An operator's own `MALLOC_ARENA_MAX` (or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`),
-//! which glibc reads when the process starts, is left as it is.
+//! Two allocator arenas per core, set before the first thread starts (why: docs/DECISIONS.md,
+//! "Two allocator arenas per core"). An operator's own `MALLOC_ARENA_MAX` (or
+//! `glibc.malloc.arena_max` in `GLIBC_TUNABLES`), which glibc reads at start, is left as it is.
 
-/// The arena limit to set, if any: `None` when the environment already names one, otherwise
-/// two for each core Tauros may run on (glibc's own default is eight).
+/// The arena limit to set: `None` when the environment names one, else two per usable core.
 pub fn arena_limit(arena_max: Option<&str>, tunables: Option<&str>, cores: usize) -> Option<usize> {
     let named_by_tunables = tunables.is_some_and(|t| {
         t.split(':')
@@ -43,10 +32,9 @@ pub fn limit_arenas() {
 #[allow(unsafe_code)]
 fn set_arena_max(limit: usize) {
     let limit = libc::c_int::try_from(limit).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `mallopt` takes two integers and changes one of the allocator's parameters; it
-    // reads and writes no memory of ours and is safe to call at any time (glibc applies it to
-    // arenas created afterwards). Its answer says whether the parameter was accepted: a
-    // refusal leaves glibc's default, which is only the memory this saves.
+    // SAFETY: `mallopt` takes two integers and reads or writes no memory of ours; glibc applies
+    // it to arenas created afterwards. A refusal (its answer) leaves glibc's default, costing
+    // only the memory this saves.
     let _accepted = unsafe { libc::mallopt(libc::M_ARENA_MAX, limit) };
 }
 

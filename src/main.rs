@@ -1,6 +1,5 @@
-//! The `tauros` command line: serve, worker, migrate, bootstrap-approver, openapi, org set,
-//! peer, reap. `config` parses it, `commands` runs each command, `wiring` builds and starts the
-//! crates (the store, the app, the HTTP server, workers, the reaper).
+//! The `tauros` command line: `config` parses it, `commands` runs each command, `wiring` builds
+//! and starts the crates.
 
 mod allocator;
 mod commands;
@@ -14,7 +13,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // Before the runtime's threads: glibc fixes the arena limit when a second arena is needed.
+    // Before the runtime starts any thread (see `allocator::limit_arenas`).
     allocator::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,10 +1,6 @@
-//! The command line and its configuration. Every flag has an environment variable and a
-//! documented default (`tauros --help`, `tauros serve --help`).
-//!
-//! - here: the commands, the database and the values several commands share;
-//! - `serve`: the HTTP server's flags;
-//! - `jobs`: how `serve` and `worker` run jobs, deliver webhooks and issue invoices;
-//! - `admin`: the one-shot operator commands (`org set`, `reap`, `bootstrap-approver`).
+//! The command line and its configuration: here the commands, the database and the values
+//! several commands share. Every flag has an environment variable and a documented default
+//! (`tauros --help`, `tauros serve --help`).
 
 mod admin;
 mod jobs;
@@ -124,8 +120,7 @@ impl std::str::FromStr for Hidden {
     }
 }
 
-/// A duration with its unit: `30s`, `90m`, `24h`, `2d` (a positive whole number, at most ten
-/// years).
+/// A duration with its unit: `30s`, `90m`, `24h`, `2d` (whole, positive, at most ten years).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let split = text.len().saturating_sub(1);
@@ -150,9 +145,8 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// The database pool that fits this machine: 4 connections per core, 8 to 32. On few cores
-/// more connections only add context switches between the server and the database they
-/// share (PERFORMANCE.md measures it); a pool of 8 still lets concurrent commits share their
-/// WAL flushes.
+/// more connections only add context switches between the server and the database they share;
+/// a pool of 8 still lets concurrent commits share their WAL flushes.
 pub fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     u32::try_from(cores.saturating_mul(4))

@@ -152,9 +152,7 @@ impl ServeArgs {
         }
     }
 
-    /// Whether the main listener, bound to `local`, serves `/metrics`: not when it has a
-    /// listener of its own (`TAUROS_METRICS_BIND`), and on a non-loopback address only when
-    /// the operator says so (`TAUROS_METRICS_PUBLIC`).
+    /// Whether the main listener, bound to `local`, serves `/metrics`, as the metrics flags say.
     pub fn metrics_on_main(&self, local: std::net::SocketAddr) -> bool {
         self.metrics_bind.is_none()
             && (local.ip().to_canonical().is_loopback() || self.metrics_public)

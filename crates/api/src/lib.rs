@@ -1,7 +1,6 @@
 //! Tauros's wire: the REST API (`http`), the agents' MCP tools (`mcp`, over the same request
 //! and response types and problem mapping as REST) and the approver console's assets
-//! (`console`); `router` puts them behind one set of layers. Handlers are thin: parse, call
-//! `tauros_app`, shape the answer.
+//! (`console`); `router` puts them behind one set of layers.
 
 #![forbid(unsafe_code)]
 

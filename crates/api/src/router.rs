@@ -46,22 +46,18 @@ pub fn router(app: App, config: &HttpConfig) -> Router {
     with_layers(router.with_state(AppState { app }), config)
 }
 
-/// Every layer a request passes through. The panic catcher sits inside the outer edge
-/// (request id, problem bodies, security headers), so a panic's 500 still carries
-/// `X-Request-Id` and `request_id` like every other answer. CORS is there only when origins
-/// are configured: with none, it would have nothing to allow and only cost every request.
-///
-/// Only the inner edge is a route layer: it names the request's span and metrics after the
-/// matched route, which routing finds. The others wrap the router once, around routing, not
-/// each route: a route layer is a boxed service of its own, cloned through every level on
-/// every request.
+/// Every layer a request passes through. The panic catcher sits inside the outer edge, so a
+/// panic's 500 still carries the request id. CORS is there only when origins are configured:
+/// with none it would allow nothing and only cost every request. Only the inner edge is a
+/// route layer (docs/DECISIONS.md, "The outer layers wrap the router once; ids come from a
+/// thread-local generator").
 pub fn with_layers(router: Router, config: &HttpConfig) -> Router {
     let routed = router.layer(axum::middleware::from_fn_with_state(
         body_timeout::BodyClock::from(&config.limits),
         middleware::inner,
     ));
     let cors = (!config.cors_origins.is_empty()).then(|| cors(&config.cors_origins));
-    // Outermost first, as before: edge, panic catcher, CORS, body limit, then routing.
+    // Outermost first.
     let outer = ServiceBuilder::new()
         .layer(axum::middleware::from_fn(middleware::edge))
         .layer(CatchPanicLayer::custom(panic_response))
@@ -107,8 +103,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response:
     axum::response::IntoResponse::into_response(problem::internal())
 }
 
-/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`), with the same security
-/// headers as every other answer (`nosniff`).
+/// `/metrics` alone, for its own listener (`TAUROS_METRICS_BIND`), with the security headers.
 pub fn ops_metrics_router(app: App) -> Router {
     crate::metrics::handle();
     ops::metrics_router()

@@ -1,5 +1,4 @@
-//! Who is calling: a human with a session or an agent with a key, as authentication
-//! established them.
+//! Who is calling, as authentication established them: a human or an agent.
 
 use crate::error::{AppError, AppResult};
 use tauros_domain::identity::{Capabilities, Capability, Interface, Role};
@@ -57,8 +56,7 @@ impl Actor {
         }
     }
 
-    /// The entry point the caller came through (`api`, `mcp`, …): set by Tauros when it
-    /// authenticated the request, never by the caller, and never used for authorisation.
+    /// The entry point (`api`, `mcp`, …), set by Tauros; never used for authorisation.
     pub fn interface(&self) -> Interface {
         match self {
             Actor::Human(h) => h.interface,
@@ -66,13 +64,8 @@ impl Actor {
         }
     }
 
-    /// Routes on customers, destinations and invoices need `invoicing`, settlement routes
-    /// `settlement` (docs/contract/domain.md §1). Only agents' keys carry capabilities; a human's
-    /// role decides for them. Checked right after authentication, before any record is looked up.
-    ///
-    /// A key that holds `settlement` together with `invoicing` (stored before that was refused)
-    /// is refused on settlement routes until it is split: an agent that proposes invoices must
-    /// not report their payments. Its invoicing keeps working (docs/DECISIONS.md).
+    /// Checks a capability (docs/contract/domain.md §1); a human's role decides for them. A key
+    /// holding both is refused on settlement routes until split (docs/DECISIONS.md).
     pub fn require(&self, capability: Capability) -> AppResult<()> {
         match self {
             Actor::Agent(a) if !a.capabilities.has(capability) => {
@@ -105,16 +98,13 @@ impl Actor {
 }
 
 impl Agent {
-    /// Share-locks this agent's row for the rest of the transaction, so it cannot be deleted
-    /// before what the agent writes commits. An agent deleted since its key was checked gets
-    /// what a request after the delete gets: 401.
+    /// Share-locks this agent's row so it outlives the agent's writes (a deleted one gets 401).
     pub(crate) async fn hold(&self, tx: &mut dyn Tx) -> AppResult<()> {
         let row = tx.lock_agent(self.org_id, self.id, Lock::Share).await?;
         self.held(row.as_ref())
     }
 
-    /// The answer to [`Agent::hold`] for the agent's row as a share-locking read found it
-    /// (read with other rows by a create: `invoices::content::locked_parties`).
+    /// [`Agent::hold`]'s answer for the row a share-locking read found (`locked_parties`).
     pub(crate) fn held(&self, row: Option<&AgentRow>) -> AppResult<()> {
         match row {
             Some(_) => {

@@ -26,11 +26,9 @@ pub enum AgentCreated {
 /// What a human sends to create an agent.
 #[derive(Debug)]
 pub struct NewAgent {
-    /// Display name, 1–160 characters of clean text after trimming: the caller checked it
-    /// (the wire's `validator` rule on `CreateAgentRequest`); trimmed here.
+    /// Display name, 1–160 characters of clean text (`CreateAgentRequest`'s rule); trimmed here.
     pub name: String,
-    /// Capability names as sent (at most `MAX_CAPABILITIES`); empty means the default
-    /// (`invoicing`).
+    /// Capability names as sent (at most `MAX_CAPABILITIES`); empty: `invoicing`.
     pub capabilities: Vec<String>,
 }
 
@@ -51,14 +49,11 @@ pub struct AgentView {
 }
 
 impl App {
-    /// Creates an agent owned by the calling human and issues its first key. Only an approver
-    /// grants `settlement` (never with `invoicing`: the domain refuses the pair), and while
-    /// `four_eyes` is on that grant is a proposal another approver confirms.
+    /// Creates an agent and its first key; only approvers grant `settlement` (four eyes: proposed).
     pub async fn create_agent(&self, actor: &Actor, input: NewAgent) -> AppResult<AgentCreated> {
         let human = actor.human()?;
         let name = input.name.trim().to_owned();
-        // The capabilities are the domain's to read (names it parses, their count, the pair
-        // a key may not hold).
+        // The capabilities are the domain's to read.
         let mut errors = Vec::new();
         let Some(capabilities) = Capabilities::requested(&input.capabilities, &mut errors) else {
             return Err(AppError::Validation(errors));
@@ -120,9 +115,8 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// A confirmed `settlement_agent` proposal: the agent, owned by the proposer, with only
-    /// `settlement` and no key yet. The proposer takes its key with a rotation, so the confirming
-    /// approver never sees it. Audited as `agent.created` by the confirming approver.
+    /// A confirmed `settlement_agent` proposal: the proposer's agent, `settlement` only, no key
+    /// yet; the proposer takes it by rotation, so the confirming approver never sees it.
     pub(crate) async fn create_proposed_settlement_agent(
         &self,
         tx: &mut dyn Tx,
@@ -183,8 +177,7 @@ impl App {
         view(&mut *conn, agent).await
     }
 
-    /// Renames an agent. The name's rule (1–160 characters of clean text once trimmed) is
-    /// the caller's (the wire's `validator` rule on `RenameAgentRequest`); trimmed here.
+    /// Renames an agent; the name's rule is the caller's (`RenameAgentRequest`), trimmed here.
     pub async fn rename_agent(&self, actor: &Actor, id: Uuid, name: &str) -> AppResult<AgentView> {
         let human = actor.human()?;
         let name = name.trim().to_owned();

@@ -1,5 +1,4 @@
-//! [`App`]: the store and the configuration every use case runs against. The use cases are its
-//! methods, one module per resource.
+//! [`App`]: the store and configuration every use case runs against, one module per resource.
 
 use crate::config::AppConfig;
 use crate::error::AppResult;
@@ -7,8 +6,7 @@ use crate::limits::{CredentialLimits, SignInFailures};
 use crate::password::Passwords;
 use tauros_store::{DynStore, Tx};
 
-/// The application: the store plus configuration. Cheap to clone (one shared handle: the
-/// HTTP layer clones it for every request).
+/// The application: the store plus configuration; cheap to clone (one shared handle).
 #[derive(Clone)]
 pub struct App(std::sync::Arc<Parts>);
 
@@ -29,15 +27,12 @@ impl std::ops::Deref for App {
     }
 }
 
-/// How often a command starts its unit of work again when rows it must lock changed under it
-/// (each retry follows a concurrent commit, so this is never reached in practice).
+/// Restarts of a unit whose locked rows changed under it (each follows a concurrent commit).
 pub(crate) const LOCK_ATTEMPTS: usize = 8;
 
-/// Ends a unit of work (one transaction) with the answer decided in it: committed when the
-/// answer is `Ok`, abandoned when it is `Err`. Either way it returns once everything the answer
-/// was decided on is durable; if that failed, the error says so instead (a retry is safe).
-/// Every unit ends here: a unit dropped unended is rolled back, and its answer is not to be
-/// given (a request cancelled, a panic).
+/// Ends a unit with its answer: committed on `Ok`, abandoned on `Err`, returning once what the
+/// answer was decided on is durable (else the error; a retry is safe). A unit dropped unended
+/// is rolled back and its answer never given.
 pub(crate) async fn finish<T>(tx: Box<dyn Tx>, answer: AppResult<T>) -> AppResult<T> {
     match answer {
         Ok(answer) => {
@@ -51,9 +46,7 @@ pub(crate) async fn finish<T>(tx: Box<dyn Tx>, answer: AppResult<T>) -> AppResul
     }
 }
 
-/// Sign-in attempts one client address may have in flight: half of what the password pool
-/// holds (its threads and waiting places), at least one, so one address always leaves the other
-/// half to everyone else (17 or 18 places by default: 8 or 9 per address).
+/// Sign-in attempts one address may have in flight: half the password pool's places, at least one.
 fn sign_in_in_flight_per_address(config: &AppConfig) -> u32 {
     let pool = config.password_threads.max(1) + config.password_queue;
     u32::try_from(pool / 2).unwrap_or(u32::MAX).max(1)
@@ -86,8 +79,7 @@ impl App {
         &self.store
     }
 
-    /// Entries the failed-sign-in record holds now (emails and addresses), for tests and
-    /// operators: it never exceeds `sign_in_record_entries`.
+    /// Entries the failed-sign-in record holds now (at most `sign_in_record_entries`).
     pub fn sign_in_record_entries(&self) -> usize {
         self.sign_ins.entries()
     }

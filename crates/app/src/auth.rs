@@ -1,5 +1,4 @@
-//! Humans and credentials: sign-in, sign-out, invitations, and turning a bearer token into an
-//! actor.
+//! Humans and credentials: sign-in, sign-out, invitations, a bearer token as an actor.
 
 use crate::actor::{Actor, Agent, Human};
 use crate::app::App;
@@ -18,7 +17,6 @@ use uuid::Uuid;
 pub struct SignedIn {
     /// The bearer token for later requests.
     pub token: String,
-    /// When it stops working.
     pub expires_at: DateTime<Utc>,
     pub user: UserView,
 }
@@ -26,9 +24,7 @@ pub struct SignedIn {
 /// The caller, as `GET /v1/me` shows it.
 #[derive(Debug)]
 pub enum Me {
-    /// A human.
     Human(UserView),
-    /// An agent.
     Agent {
         id: Uuid,
         org_id: Uuid,
@@ -37,11 +33,7 @@ pub enum Me {
     },
 }
 
-/// Who calls a use case that can check its own credential: an actor already authenticated, or
-/// the bearer credential a request presented. Given a credential, a use case may check it in
-/// the same statement that reads what the request asks for (one round trip in all;
-/// docs/PERFORMANCE.md); its answers are those of [`App::authenticate`] followed by the use
-/// case as the actor, in that order.
+/// Who calls a use case: an authenticated actor, or a bearer credential checked with the read.
 #[derive(Clone, Copy, Debug)]
 pub enum Caller<'a> {
     /// Authenticated already.
@@ -71,9 +63,7 @@ pub(crate) struct KeyUse {
 }
 
 impl App {
-    /// Turns a bearer token into an actor that came through `via` (what its audit rows will
-    /// record), or `Unauthorized` for every kind of bad credential; then takes one request from
-    /// the credential's rate limit.
+    /// A bearer token as an actor via `via` (or `Unauthorized`), charged to its rate limit.
     pub async fn authenticate(&self, bearer: &str, via: Interface) -> AppResult<Actor> {
         let Some(credential) = Credential::parse(bearer) else {
             return Err(AppError::Unauthorized);
@@ -101,12 +91,8 @@ impl App {
         }
     }
 
-    /// Checks the stored credential read for `credential` (by [`authenticate`], or in the same
-    /// statement as the record a request reads): the key's hash compared in constant time, not
-    /// revoked, not expired; the session not expired, its human active. Then takes one request
-    /// from the credential's rate limit. Every failure is `Unauthorized`, alike.
-    ///
-    /// [`authenticate`]: App::authenticate
+    /// Checks the stored credential read for `credential`: hash in constant time, not revoked or
+    /// expired, human active; charged to its rate limit. Every failure is `Unauthorized`, alike.
     pub(crate) async fn check_credential(
         &self,
         credential: &Credential,
@@ -120,13 +106,8 @@ impl App {
         Ok(actor)
     }
 
-    /// [`check_credential`] without its write: the actor, and the key's use to record when its
-    /// `last_used_at` is stale ([`mark_used`] writes it). For a caller that holds a reader and
-    /// must not wait for a write unit while it does (a pool whose every connection waits for a
-    /// second one would wait until the acquire timeout).
-    ///
-    /// [`check_credential`]: App::check_credential
-    /// [`mark_used`]: App::mark_used
+    /// [`App::check_credential`] without its write (the key's use is returned for
+    /// [`App::mark_used`]): a caller holding a reader must not wait for a write unit meanwhile.
     pub(crate) fn verify_credential(
         &self,
         credential: &Credential,
@@ -185,10 +166,7 @@ impl App {
         Ok((actor, used))
     }
 
-    /// Records a key's use ([`verify_credential`]): a write, so it goes through a write unit
-    /// (SQLite's single writer).
-    ///
-    /// [`verify_credential`]: App::verify_credential
+    /// Records a key's use ([`App::verify_credential`]) in a write unit (SQLite's single writer).
     pub(crate) async fn mark_used(&self, used: KeyUse) -> AppResult<()> {
         let mut tx = self.store.begin().await?;
         let answer = async {
@@ -199,12 +177,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Signs a human in with email and password; `organisation` (its id or name) picks the
-    /// account when the email has one in several organisations (docs/DECISIONS.md). The body's
-    /// field rules (both present, an email or password or organisation over its bound) are the
-    /// wire's (`SignInRequest`'s `validator` rules), checked before any work; here a place is
-    /// reserved in the failed-sign-in record (or the attempt refused) before the password is
-    /// hashed.
+    /// Signs a human in (`organisation` picks among the email's accounts, docs/DECISIONS.md).
     pub async fn sign_in(
         &self,
         email: &str,
@@ -262,17 +235,13 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// The one account a sign-in checks the password against (one hash, whatever the email
-    /// holds elsewhere): the email's account in `organisation` (an id or a name) when given,
-    /// else its oldest account that may sign in (active, password set) among its
-    /// [`SIGN_IN_CANDIDATES`] oldest.
+    /// The one account a sign-in hashes against: the email's in `organisation`, else its oldest.
     async fn sign_in_account(
         &self,
         normalized: &str,
         organisation: Option<&str>,
     ) -> AppResult<Option<UserRow>> {
         let mut conn = self.store.reader().await?;
-        // An empty `organisation` names none.
         let Some(named) = organisation.map(str::trim).filter(|o| !o.is_empty()) else {
             let accounts = conn.users_by_email(normalized, SIGN_IN_CANDIDATES).await?;
             return Ok(accounts
@@ -346,9 +315,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Changes the caller's password after checking the current one; every other session of
-    /// the human ends. A wrong current password counts as a failed sign-in for the account's
-    /// email and the client's address (the same limit guards both doors).
+    /// Changes the caller's password (other sessions end); a wrong one counts as a failed sign-in.
     pub async fn change_password(
         &self,
         actor: &Actor,
@@ -356,8 +323,7 @@ impl App {
         new: String,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<()> {
-        // Both present, the current one at most 1024 characters and the new one 12–1024: the
-        // wire's rules (`ChangePasswordRequest`'s `validator` rules), checked before any work.
+        // The field rules are the wire's (`ChangePasswordRequest`), checked before any work.
         let human = actor.human()?;
         let normalized = identity::normalize_email(&human.email);
         let attempt = self.sign_ins.reserve(&normalized, client)?;
@@ -416,8 +382,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Deletes expired sessions and used or expired invitations, in batches of `batch`, until
-    /// none is left; returns how many of each. Run periodically by `serve`.
+    /// Deletes expired sessions and used or expired invitations in batches; how many of each.
     pub async fn prune_credentials(&self, batch: i64) -> AppResult<(u64, u64)> {
         let (mut sessions, mut invitations) = (0, 0);
         loop {
@@ -437,9 +402,7 @@ impl App {
         }
     }
 
-    /// Runs [`App::prune_credentials`] and [`App::prune_webhook_attempts`] every `every` in the
-    /// background, for the life of the process. A failed sweep is logged and tried again at
-    /// the next tick.
+    /// Runs the credential and webhook prunings every `every`; a failed sweep is logged, retried.
     pub fn spawn_pruning(&self, every: std::time::Duration) {
         let app = self.clone();
         tokio::spawn(async move {
@@ -485,14 +448,12 @@ impl App {
 
     /// Accepts an invitation once: sets the password and opens a session.
     pub async fn accept_invitation(&self, token: &str, password: String) -> AppResult<SignedIn> {
-        // Both present and the password 12–1024 characters: the wire's rules
-        // (`AcceptInvitationRequest`'s `validator` rules), checked before any work.
+        // The field rules are the wire's (`AcceptInvitationRequest`), checked before any work.
         let Some(hash) = identity::invitation_hash(token.trim()) else {
             return Err(AppError::InvalidCredentials);
         };
-        // The token is looked up before the password is hashed: an unknown, used or expired
-        // token costs one read, never a place in the hashing pool. The conditional update
-        // below stays the one-time guard.
+        // Looked up before hashing: a bad token costs one read, never a place in the hashing pool.
+        // The conditional update below stays the one-time guard.
         let usable = self
             .store
             .reader()
@@ -507,12 +468,11 @@ impl App {
         let now = now();
         let mut tx = self.store.begin().await?;
         let answer = async {
-            // The conditional update is the one-time guard: a second accept finds nothing to update.
+            // A second accept finds nothing to update.
             let Some(invitation) = tx.accept_invitation(&hash, now).await? else {
                 return Err(AppError::InvalidCredentials);
             };
-            // Deactivation deletes the invitation under this row's lock; whichever comes second
-            // sees the other.
+            // Deactivation deletes invitations under this lock: whichever is second sees the other.
             let Some(_) = tx
                 .lock_user(invitation.org_id, invitation.user_id, Lock::Update)
                 .await?
@@ -537,7 +497,6 @@ impl App {
 /// Accounts of one email a sign-in without `organisation` looks at, oldest first.
 const SIGN_IN_CANDIDATES: i64 = 16;
 
-/// Longest `organisation` a sign-in may name (an organisation's name is 1–160 characters).
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {
     AppError::Validation(vec![password_field_error()])

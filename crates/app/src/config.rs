@@ -24,16 +24,13 @@ pub struct AppConfig {
     pub sign_in_window: std::time::Duration,
     /// Failed sign-ins per client address (any email) within `sign_in_window` (0: no limit).
     pub sign_in_address_failures: u32,
-    /// Entries the failed-sign-in record holds at most (emails and addresses); over it, the
-    /// oldest windows are forgotten first.
+    /// Entries the failed-sign-in record holds at most; over it, the oldest windows go first.
     pub sign_in_record_entries: usize,
     /// Whether an issuer is configured: approving then enqueues the issue job.
     pub issuer_configured: bool,
     /// How long a completed effect claim is kept (with the peer's stored response, for operators).
     pub claim_retention: Duration,
-    /// How long the issuer is assumed to deduplicate an operation key
-    /// (`TAUROS_ISSUER_KEY_RETENTION`): a claim older than that is never executed again
-    /// automatically.
+    /// How long the issuer remembers an operation key; an older claim never executes by itself.
     pub issuer_key_retention: Duration,
     /// Where deliveries may go, and the key that seals signing secrets.
     pub webhooks: WebhookConfig,
@@ -63,14 +60,12 @@ impl Default for AppConfig {
     }
 }
 
-/// Default: failed sign-ins per client address in a window (ten emails' worth of the
-/// per-email limit).
+/// Default: failed sign-ins per client address in a window (ten emails' worth).
 pub const DEFAULT_SIGN_IN_ADDRESS_FAILURES: u32 = 100;
 /// Default: entries of the failed-sign-in record (docs/SECURITY.md: under 10 MiB).
 pub const DEFAULT_SIGN_IN_RECORD_ENTRIES: usize = 100_000;
 
-/// Half the machine's cores (at least one, at most four): sign-ins never take every core
-/// from the API.
+/// Half the cores (one to four), so sign-ins never take every core from the API.
 pub fn default_password_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get() / 2)
@@ -86,8 +81,7 @@ pub struct WebhookConfig {
     pub secret_key: Option<SecretKey>,
     /// Counted attempts of one delivery cycle (`TAUROS_WEBHOOK_MAX_ATTEMPTS`, 25).
     pub max_attempts: i32,
-    /// How long an endpoint may fail without a success before it is disabled
-    /// (`TAUROS_WEBHOOK_DISABLE_AFTER`, 3 days).
+    /// Failing time before an endpoint is disabled (`TAUROS_WEBHOOK_DISABLE_AFTER`, 3 days).
     pub disable_after: std::time::Duration,
 }
 

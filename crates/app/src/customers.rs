@@ -14,8 +14,6 @@ use tauros_store::{CustomerRow, Lock, Reader, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-// A customer as clients see it: REST answers with it (`CustomerResponse` in the OpenAPI
-// document).
 /// Someone an agent bills; managed by the agent's human.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = CustomerResponse)]
@@ -47,17 +45,14 @@ impl From<CustomerRow> for CustomerView {
     }
 }
 
-/// A partial update; `None` keeps the value. Its field rules are checked by the caller
-/// (`UpdateCustomerRequest`'s `validator` rules); the values are trimmed here.
+/// A partial update (`None` keeps the value), checked by the caller; trimmed here.
 #[derive(Debug, Default)]
 pub struct CustomerChange {
     pub name: Option<String>,
     pub email: Option<String>,
 }
 
-/// A new customer, its field rules checked by the caller (the wire's `validator` rules on
-/// `CreateCustomerRequest`: name 1–160 characters of clean text, email a valid address; both
-/// trimmed here). Whether the agent is the caller's is checked here.
+/// A new customer, checked by the caller (`CreateCustomerRequest`); trimmed here.
 #[derive(Clone, Debug)]
 pub struct NewCustomer {
     /// One of the caller's agents.
@@ -150,7 +145,6 @@ impl App {
         let mut tx = self.store.begin().await?;
         let answer = async {
             let mut row = locked_customer(&mut *tx, actor, id).await?;
-            // The field rules are the caller's (`UpdateCustomerRequest`'s `validator` rules).
             let name = change.name.map(|n| n.trim().to_owned());
             let email = change.email.map(|e| e.trim().to_owned());
             let before = (row.name.clone(), row.email.clone());

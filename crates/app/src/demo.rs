@@ -52,8 +52,7 @@ impl App {
             .await?)
     }
 
-    /// Seeds the demo organisation if it is not there yet. Every run prints a working agent
-    /// key: only key hashes are stored, so on later runs the demo agent's key is rotated.
+    /// Seeds the demo org if absent; later runs rotate the agent's key (only hashes are stored).
     pub async fn seed_demo(&self) -> AppResult<DemoCredentials> {
         let existing = self.demo_approver().await?;
         let created = existing.is_none();
@@ -70,8 +69,7 @@ impl App {
             .demo_approver()
             .await?
             .ok_or_else(|| AppError::Internal("demo approver missing after seeding".into()))?;
-        // The operator seeds the demo from the command line (`tauros serve --demo`): what it
-        // writes is audited as coming through `cli`.
+        // Seeded from the command line: audited as coming through `cli`.
         let actor = Actor::Human(Human {
             id: approver.id,
             org_id: approver.org_id,
@@ -140,8 +138,7 @@ impl App {
         })
     }
 
-    /// Two customers, an IBAN EUR and a USDC-on-arbitrum destination, and two submitted
-    /// invoices waiting for the approver.
+    /// Two customers, two destinations (IBAN EUR, USDC on Arbitrum), two submitted invoices.
     async fn seed_invoices(&self, approver: &Actor, agent_id: Uuid) -> AppResult<()> {
         let agent = self.agent_actor(approver.org_id(), agent_id).await?;
         let acme = self

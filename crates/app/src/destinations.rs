@@ -1,5 +1,4 @@
-//! Payment destinations: created by an agent for itself, immutable details, idempotent
-//! deactivation, supersede in one transaction, optional idempotency key on create.
+//! Payment destinations: an agent's own, immutable details, idempotent deactivation, supersede.
 
 use crate::actor::{Actor, Agent};
 use crate::app::App;
@@ -19,17 +18,13 @@ use tauros_domain::identity::Capability;
 use tauros_store::{Constraint, DestinationRow, Lock, Reader, StoreError, Tx};
 use uuid::Uuid;
 
-/// What an agent sends to create a destination. The label's rule (1–160 characters of clean
-/// text once trimmed) and the presence of every member are the caller's (the wire's
-/// `validator` rules on `CreateDestinationRequest`); the currency, the network and the address
-/// are the domain's to read (`destination::check_payee`).
+/// What an agent sends to create a destination (checked by the caller and `check_payee`).
 #[derive(Debug, Clone)]
 pub struct NewDestination {
     /// Display label (not hashed), 1–160 characters; trimmed here.
     pub label: String,
     pub currency: String,
     pub network: String,
-    /// Address on that network.
     pub address: String,
     /// An active destination of the same agent that this one replaces.
     pub supersedes_id: Option<Uuid>,
@@ -45,7 +40,6 @@ pub struct DestinationView {
     pub network: String,
     pub address: String,
     pub state: DestinationState,
-    /// The destination this one replaced.
     pub supersedes_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
 }
@@ -67,8 +61,7 @@ impl From<DestinationRow> for DestinationView {
 }
 
 impl App {
-    /// An agent registers a destination for itself. With an idempotency key, a repeat of the
-    /// same body returns the original (`replayed = true`); another body is a conflict.
+    /// An agent registers a destination; a keyed repeat replays, another body conflicts.
     pub async fn create_destination(
         &self,
         actor: &Actor,
@@ -164,8 +157,7 @@ impl App {
         Ok(row.into())
     }
 
-    /// The owning agent or its human stops a destination from receiving money. Idempotent: a
-    /// destination that already receives nothing is returned unchanged, nothing written.
+    /// The agent or its human stops a destination receiving money; idempotent (nothing written).
     pub async fn deactivate_destination(
         &self,
         actor: &Actor,
@@ -205,8 +197,7 @@ impl App {
     }
 }
 
-/// A destination to register, with the fingerprint of the body it was sent as; keyed when it
-/// came with an idempotency key (unique per org and agent).
+/// A destination to register with its body's fingerprint; keyed when sent with a key.
 struct NewDestinationRow<'a> {
     agent: &'a Agent,
     row: DestinationRow,
@@ -262,8 +253,7 @@ impl KeyedCreate for NewDestinationRow<'_> {
     async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<DestinationView>> {
         let (agent, row) = (self.agent, &self.row);
         agent.hold(&mut *tx).await?;
-        // Under the agent's lock a concurrent request with the same key that won is visible
-        // (on SQLite it may sit in the same shared commit).
+        // A concurrent winner with the same key is visible under the agent's lock.
         if self.find(&mut *tx).await?.is_some() {
             return Ok(Written::KeyTaken);
         }
@@ -284,8 +274,7 @@ impl KeyedCreate for NewDestinationRow<'_> {
         }
         match tx.insert_destination(row).await {
             Ok(()) => {}
-            // A backstop (the look-up under the lock finds a winner first): the refusal ended
-            // the unit on PostgreSQL, and the winner has committed.
+            // A backstop: the refusal ended the unit on PostgreSQL, and the winner has committed.
             Err(StoreError::Conflict(Constraint::DestinationKey)) => {
                 return Ok(Written::KeyTakenUnitEnded);
             }

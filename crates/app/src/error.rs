@@ -1,5 +1,4 @@
-//! What can go wrong in a use case, in domain terms. The HTTP layer maps each variant to a
-//! problem-details response in exactly one place.
+//! What can go wrong in a use case; the HTTP layer maps each variant in exactly one place.
 
 use tauros_store::StoreError;
 
@@ -26,9 +25,8 @@ pub enum AppError {
     /// Unknown, or not visible to the caller (the two are never distinguished).
     #[error("not found")]
     NotFound,
-    /// No invoice has this id, but the caller may see the id as another kind of record (a
-    /// revision's id passed as an invoice's): still a 404 `not_found`, whose detail says what
-    /// the id is. Only ids the caller may see are named; any other miss is [`AppError::NotFound`].
+    /// No invoice has this id, but the caller may see it as another kind of record (a revision's
+    /// id): still a 404 `not_found`, whose detail names it; other misses are `NotFound`.
     #[error("not an invoice: {0:?}")]
     NotAnInvoice(OtherKind),
     /// Input broke one or more rules; every offending field is listed.
@@ -45,7 +43,6 @@ pub enum AppError {
     InvalidTransition {
         /// The state read under the lock.
         from: &'static str,
-        /// The refused command.
         action: &'static str,
         /// What to do instead.
         detail: String,
@@ -53,14 +50,12 @@ pub enum AppError {
     /// The command conflicts with the current state of the record (409 with `code`).
     #[error("conflict {code}: {detail}")]
     Conflict {
-        /// Stable code (`stale_revision`, `payload_mismatch`, `revision_limit`, `limit_reached`,
-        /// …).
+        /// Stable code (`stale_revision`, `payload_mismatch`, `revision_limit`, …).
         code: &'static str,
         /// What to do instead.
         detail: String,
     },
-    /// The idempotency key was used before with a different payload; nothing was written.
-    /// Names the caller's own record that holds the key (so nothing leaks).
+    /// The key was used before with another payload: nothing written; names the caller's record.
     #[error("idempotency key reused with a different payload")]
     IdempotencyConflict(KeyHolder),
     /// The record still owns other records.

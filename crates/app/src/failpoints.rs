@@ -1,23 +1,9 @@
-//! Failpoints (tests only, cargo feature `failpoints`; docs/RELIABILITY.md, S8): a named point
-//! after each statement of the create and decision transactions, and after their commit. A
-//! test arms a point for one organisation; the next time a request of that organisation passes
-//! the point, it fails there once, with what a connection lost right after that statement
-//! gives: `StoreError::Unavailable`, answered 503 `unavailable` like a real outage. The
-//! transaction is dropped uncommitted and rolls back, except after the commit, where the write
-//! stands and only the answer is lost.
-//!
-//! A test may also *hold* a point (`hold`): the request stops there, inside its transaction,
-//! until the test releases it, so a test can line up two transactions by handshake.
-//!
-//! Without the feature this module is not compiled and `failpoint!` expands to nothing: a
-//! normal build has no failpoint, no lookup and no branch.
-//!
-//! Points are named after the statement they follow, where that statement is issued: a point
-//! in a helper the two transactions share (the event, its deliveries, the job enqueue) is one
-//! point on both paths. On SQLite, a statement the store runs later (the revision, the event)
-//! reaches the database with the unit's next call; a point after it fails the same
-//! uncommitted unit. Arming is keyed by organisation id, so tests running in parallel in one
-//! process (each with its own organisation) never fire each other's points.
+//! Failpoints (tests only, feature `failpoints`; docs/RELIABILITY.md, S8): a named point after
+//! each statement of the create and decision transactions and their commit. An armed point
+//! fails the next request of its organisation there, once, as a lost connection would (503);
+//! a held one (`hold`) stops it inside its transaction. On SQLite a held-back statement
+//! reaches the database with the unit's next call, so a point after it fails the same unit.
+//! Without the feature, `failpoint!` expands to nothing.
 
 use crate::error::AppError;
 use std::collections::{HashMap, HashSet};
@@ -36,9 +22,7 @@ macro_rules! failpoints {
         }
 
         impl Failpoint {
-            /// Every failpoint, in the order of the statements they follow as far as one order
-            /// fits both transactions (an approval's issue job passes the job points before
-            /// the invoice update); the points after a commit come last.
+            /// Every failpoint in statement order (as one order allows); post-commit ones last.
             pub const ALL: &[Failpoint] = &[$(Failpoint::$point,)*];
 
             /// The point's stable name (`area.statement`), as logs and the docs show it.
@@ -58,12 +42,9 @@ failpoints! {
     AgentHeld = "agent.held",
     /// The draft's customer is share-locked (`locked_parties`, create and revise).
     CustomerLocked = "parties.customer_locked",
-    /// The draft's payment destination is share-locked (`locked_parties`, create and revise;
-    /// read with the customer).
+    /// The draft's payment destination is share-locked (`locked_parties`, with the customer).
     DestinationLocked = "parties.destination_locked",
-    /// The invoice row is inserted (the idempotency key is now taken, uncommitted). On SQLite,
-    /// whose writer writes alone, the key was found free in the first read and the insert is
-    /// held, to go with the revision and the event.
+    /// The invoice row is inserted (key taken, uncommitted; on SQLite held until the revision).
     InvoiceInserted = "create.invoice_inserted",
     /// Revision 1 (with its lines) is inserted.
     RevisionInserted = "create.revision_inserted",
@@ -104,8 +85,7 @@ failpoints! {
     // After the commit: the write stands, only the answer is lost.
     /// The create is committed; the client hears 503 although the invoice exists.
     CreateCommitted = "create.committed",
-    /// A command on an invoice is committed (`written`); the client hears 503 although the
-    /// change stands.
+    /// A command on an invoice is committed (`written`); the client hears 503, the change stands.
     CommandCommitted = "command.committed",
 }
 
@@ -117,8 +97,7 @@ fn armed() -> std::sync::MutexGuard<'static, HashSet<(Uuid, Failpoint)>> {
     ARMED.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Arms `point` for `org_id`: the next request of that organisation that passes it fails
-/// there, once. Dropping the answer disarms it if it has not fired.
+/// Arms `point` for `org_id`: the next request there fails, once; dropped, it disarms.
 #[must_use = "the failpoint is disarmed when this is dropped"]
 pub fn arm(org_id: Uuid, point: Failpoint) -> Armed {
     let mut armed = armed();
@@ -151,8 +130,7 @@ impl Drop for Armed {
     }
 }
 
-/// A point held for one organisation: the next request of that organisation that passes it
-/// says so (`reached`) and waits there, inside its transaction, until the test releases it.
+/// A held point: the request reaching it says so (`reached`) and waits for the release.
 struct Slot {
     reached: tokio::sync::oneshot::Sender<()>,
     release: std::sync::mpsc::Receiver<()>,
@@ -164,9 +142,8 @@ fn held() -> std::sync::MutexGuard<'static, HashMap<(Uuid, Failpoint), Slot>> {
     HELD.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Holds `point` for `org_id`, once: the request that reaches it stops there (its transaction
-/// open, its locks held) until [`Hold::release`] or the hold is dropped. A handshake for tests
-/// that need a transaction held at a known statement; the runtime must be multi-threaded.
+/// Holds `point` for `org_id`, once: the request reaching it stops there, transaction open and
+/// locks held, until released or dropped (the runtime must be multi-threaded).
 #[must_use = "the point is released when this is dropped"]
 pub fn hold(org_id: Uuid, point: Failpoint) -> Hold {
     let (reached_tx, reached) = tokio::sync::oneshot::channel();
@@ -196,8 +173,7 @@ pub struct Hold {
 }
 
 impl Hold {
-    /// Resolves once a request stops at the point; `false` if none can any more (the hold
-    /// was taken away before a request reached it).
+    /// Resolves once a request stops at the point; `false` if the hold went first.
     pub async fn reached(&mut self) -> bool {
         match self.reached.take() {
             Some(reached) => reached.await.is_ok(),
@@ -222,8 +198,7 @@ impl Drop for Hold {
     }
 }
 
-/// Passes `point` for `org_id`: waits there if it is held for that organisation; fails if it is
-/// armed, and disarms it.
+/// Passes `point` for `org_id`: waits if held, fails once if armed.
 pub(crate) fn hit(org_id: Uuid, point: Failpoint) -> Result<(), AppError> {
     if ARMED_COUNT.load(Ordering::SeqCst) == 0 {
         return Ok(());
@@ -247,8 +222,7 @@ pub(crate) fn hit(org_id: Uuid, point: Failpoint) -> Result<(), AppError> {
         ARMED_COUNT.fetch_sub(1, Ordering::SeqCst);
     }
     tracing::warn!(failpoint = point.name(), %org_id, "failpoint fired");
-    // What a connection lost right after the statement gives (sqlx's I/O error, which the
-    // store classifies as unavailable): the same 503 as a real outage.
+    // As a connection lost after the statement: sqlx's I/O error, classified unavailable.
     let lost = std::io::Error::other(format!("failpoint {} fired", point.name()));
     Err(AppError::Unavailable(StoreError::Unavailable(
         sqlx::Error::Io(lost),

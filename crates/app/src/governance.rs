@@ -1,6 +1,4 @@
-//! Proposals that need a second approver (docs/contract/api.md, "Sessions and humans"): listing
-//! them, and confirming or rejecting one. The rules are `domain::governance`; making a proposal is
-//! the job of the command that needs one (`update_org`, `invite_user`), through `proposals`.
+//! Listing, confirming and rejecting proposals (docs/contract/api.md, "Sessions and humans").
 
 use crate::actor::Actor;
 use crate::app::App;
@@ -24,16 +22,14 @@ pub struct Resolved {
     pub change: ChangeView,
     /// The organisation's settings after the decision.
     pub org: OrgView,
-    /// A confirmed invitation: the new human and their one-time token (only in the
-    /// answer of the confirm that created it).
+    /// A confirmed invitation's human and one-time token (only in the confirm that created it).
     pub invitation: Option<Invitation>,
     /// The same decision had already been made by the same approver; nothing was written.
     pub replayed: bool,
 }
 
 impl App {
-    /// The org's proposals, newest first (approvers only); `?state=` filters by the state the
-    /// caller sees (`pending` excludes lapsed ones, `expired` shows only them).
+    /// The org's proposals, newest first (approvers); `state` as seen (a lapsed one is `expired`).
     pub async fn list_changes(
         &self,
         actor: &Actor,

@@ -1,20 +1,8 @@
-//! One idempotency mechanism for every keyed create (docs/contract/domain.md §7): invoices and
-//! payment destinations (an agent's idempotency key), settlement events (the source's event id)
-//! and jobs (a submission id).
-//!
-//! A [`Keyed`] request says how its key is looked up, the fingerprint the record that holds the
-//! key was stored with and the request's own, what the conflict is, and what a replay answers.
-//! The sequence, and the comparison (`domain::fingerprint::same_payload`), are written once:
-//!
-//! 1. [`lookup`]: the fast path, one indexed read without a lock (a replay writes nothing);
-//! 2. [`create`]: one unit of work in which [`KeyedCreate::write`] holds the agent and writes;
-//!    the unique key decides between concurrent creates, and the loser answers as the winner's
-//!    replay (or conflict), read where its [`Written`] says;
-//! 3. [`answer`]: the stored fingerprint against the request's: the same answers the record as
-//!    it is now, replayed; another is the create's conflict. Nothing is written either way.
-//!
-//! A create that runs inside its caller's transaction (a job's enqueue) uses [`winner`] after
-//! its own insert lost. Every command answers [`Replayed`]: whether its goal already held.
+//! One idempotency mechanism for every keyed create (docs/contract/domain.md §7). A [`Keyed`]
+//! request says how its key is found, its fingerprints, conflict and replay; the sequence is
+//! written once: [`lookup`] (one indexed read, no lock), [`create`] (one unit; the unique key
+//! decides between concurrent creates, the loser answering as the winner's replay or conflict),
+//! [`answer`] (fingerprints compared). A create inside its caller's transaction uses [`winner`].
 
 use crate::app::{LOCK_ATTEMPTS, finish};
 use crate::error::{AppError, AppResult};
@@ -22,8 +10,7 @@ use async_trait::async_trait;
 use tauros_domain::fingerprint::same_payload;
 use tauros_store::{DynStore, Reader, Tx};
 
-/// A command's answer: the record as it is now, and whether the command had already been
-/// applied before (a replay: nothing was written, no event recorded).
+/// A command's answer: the record as it is now, and whether it was a replay (nothing written).
 #[derive(Clone, Debug)]
 pub struct Replayed<T> {
     pub value: T,
@@ -62,8 +49,7 @@ pub(crate) trait Keyed: Sync {
     /// The fingerprint of the payload `stored` was made from.
     fn stored_fingerprint<'s>(&self, stored: &'s Self::Stored) -> Option<&'s str>;
 
-    /// This request's fingerprint, made to compare with `stored`'s (an invoice's seals the
-    /// destination as the stored revision 1 did); none when it cannot be made against it.
+    /// This request's fingerprint, made as `stored`'s was; `None` when it cannot be.
     async fn fingerprint(
         &self,
         conn: &mut dyn Reader,
@@ -84,12 +70,9 @@ pub(crate) trait Keyed: Sync {
 pub(crate) enum Written<T> {
     /// Written, to be committed with the unit.
     Fresh(T),
-    /// A concurrent create with the same key won, and this unit sees it: the create answers as
-    /// its replay (committed), or its conflict (abandoned: nothing of this one is kept).
+    /// A concurrent same-key create won and is visible: answer its replay or conflict (abandoned).
     KeyTaken,
-    /// A concurrent create with the same key won, and the insert's refusal ended this unit
-    /// (PostgreSQL aborts a transaction on a unique violation): the winner, committed, is read
-    /// afresh.
+    /// A same-key create won and the refusal ended this unit (PostgreSQL): read the winner afresh.
     KeyTakenUnitEnded,
     /// Something the write depends on changed under it: start again in a new unit.
     Retry,
@@ -109,8 +92,7 @@ pub(crate) trait KeyedCreate: Keyed {
     }
 }
 
-/// The answer to a request whose key `stored` already holds: the record as it is now, replayed,
-/// when the payloads are the same; the create's conflict otherwise.
+/// The answer for a key `stored` holds: a replay when the payloads match, else the conflict.
 pub(crate) async fn answer<K: Keyed>(
     request: &K,
     conn: &mut dyn Reader,
@@ -134,8 +116,7 @@ pub(crate) async fn lookup<K: Keyed>(
     }
 }
 
-/// The answer after this request's insert lost the key to a concurrent one: the winner, read
-/// through `conn`, compared.
+/// The answer after this request's insert lost the key: the winner, read through `conn`.
 pub(crate) async fn winner<K: Keyed>(
     request: &K,
     conn: &mut dyn Reader,
@@ -147,8 +128,7 @@ pub(crate) async fn winner<K: Keyed>(
     answer(request, conn, stored).await
 }
 
-/// The create in a unit of its own, for a key the fast path did not find: written, or
-/// answered as the replay (or the conflict) of a concurrent create with the same key that won.
+/// The create in a unit of its own: written, or the replay (or conflict) of a winner.
 pub(crate) async fn create<K: KeyedCreate>(
     store: &DynStore,
     request: &K,

@@ -1,6 +1,4 @@
-//! Use cases: one function per command. Each opens a unit of work on the store, loads what it
-//! needs, asks `domain` for the decision, writes rows and the audit event in that one
-//! transaction, and commits. The app knows the database only through the `store` port.
+//! Use cases, one per command, each one transaction on the store port deciding via `domain`.
 
 #![forbid(unsafe_code)]
 

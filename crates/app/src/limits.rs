@@ -1,16 +1,5 @@
-//! Rate limits (docs/contract/api.md Conventions), per process: with several replicas each one
-//! counts on its own, so the effective limit is the per-process one times the replicas a client
-//! reaches.
-//!
-//! - Every credential (an agent's key, a human's session) has a token bucket: `per_second`
-//!   requests a second, bursts of `burst` (GCRA from the `governor` crate). One credential's
-//!   bucket never slows another's. `per_second = 0` turns it off.
-//! - Failed sign-ins are counted per email (from any address) and per client address (for
-//!   any email): once either reaches its limit within `window`, further attempts are refused
-//!   before any password work until the window that began with the first failure has passed.
-//!   An attempt reserves its place before the hash, so concurrent guesses cannot pass the
-//!   limit. A limit of 0 turns that count off. The record holds at most `cap` keys, each of a
-//!   fixed size (docs/SECURITY.md gives the bytes this bounds).
+//! Rate limits (docs/contract/api.md Conventions), per process, so replicas multiply them: a
+//! token bucket per credential (GCRA, `governor`), failed sign-ins per email and address.
 
 use crate::error::{AppError, AppResult};
 use governor::clock::{Clock, DefaultClock};
@@ -57,9 +46,7 @@ impl CredentialLimits {
     }
 }
 
-/// What the failed-sign-in record counts: an email (by its digest, 32 bytes whatever the
-/// email) or a client address (an IPv6 address by its /64, which one client usually holds
-/// whole).
+/// A failed-sign-in key: an email's 32-byte digest, or a client address (IPv6 by its /64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Email([u8; 32]),
@@ -86,12 +73,9 @@ struct Count {
     since: Instant,
 }
 
-/// Failed sign-ins per email (from any address) and per client address (for any email),
-/// counted in a window that begins with the first failure. An attempt reserves a place under
-/// both before its password is checked, so concurrent guesses cannot pass the limit together.
-/// At most `cap` keys are held; over it the oldest windows are forgotten first. One address
-/// also has at most `in_flight` attempts in flight at once (while the per-address count is on),
-/// so one client cannot fill the password pool that every tenant's sign-in shares.
+/// Failed sign-ins per email and per client address in a window from the first failure (0: off).
+/// An attempt reserves a place under both before its password is checked, so concurrent
+/// guesses cannot pass the limit; at most `cap` keys and `in_flight` attempts per address.
 #[derive(Clone)]
 pub(crate) struct SignInFailures {
     per_email: u32,
@@ -102,9 +86,7 @@ pub(crate) struct SignInFailures {
     seen: Arc<Mutex<HashMap<Key, Count>>>,
 }
 
-/// A place reserved for one sign-in attempt. [`Attempt::failed`] counts it as a failure,
-/// [`Attempt::succeeded`] clears the email's count; dropped otherwise (a busy pool, a database
-/// error), it is released and counts as nothing.
+/// A reserved sign-in place: failed counts, succeeded clears the email, dropped counts nothing.
 pub(crate) struct Attempt {
     record: SignInFailures,
     keys: Vec<Key>,
@@ -138,9 +120,7 @@ impl SignInFailures {
         self.lock().len()
     }
 
-    /// Reserves a place for one attempt of `email` (normalized) from `client`, or refuses it
-    /// (`RateLimited`, with the seconds until the fullest window ends) when the failures and
-    /// attempts in flight of either already reach their limit.
+    /// Reserves a place for one attempt, or `RateLimited` (seconds until the fullest window ends).
     pub(crate) fn reserve(&self, email: &str, client: Option<IpAddr>) -> AppResult<Attempt> {
         let mut keys = Vec::with_capacity(2);
         if self.per_email > 0 {
@@ -185,9 +165,8 @@ impl SignInFailures {
         }
     }
 
-    /// The count of `key`, made room for if it is new: windows that are over are dropped, then,
-    /// if the record is still full, the oldest eighth of the windows with nothing in flight.
-    /// Full of attempts in flight only: `Busy`.
+    /// The count of `key`, made room for if new: windows over are dropped, then the oldest eighth
+    /// of those with nothing in flight; `Busy` when only attempts in flight fill it.
     fn entry<'a>(&self, seen: &'a mut HashMap<Key, Count>, key: Key) -> AppResult<&'a mut Count> {
         if !seen.contains_key(&key) && seen.len() >= self.cap {
             let window = self.window;

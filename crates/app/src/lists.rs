@@ -9,8 +9,7 @@ use uuid::Uuid;
 pub struct PageRequest {
     /// Continue after this id (the last id of the previous page), in the list's order.
     pub after: Option<Uuid>,
-    /// How many rows at most; the caller asks for one more than it shows, to learn whether a
-    /// next page exists.
+    /// How many rows at most; the caller asks one more to learn whether a next page exists.
     pub limit: i64,
 }
 
@@ -23,8 +22,7 @@ impl From<PageRequest> for Page {
     }
 }
 
-/// A list's optional filter by one of `all` (named by `name`): the value, or `None` with an
-/// `invalid_value` error that lists every accepted name.
+/// A list's optional filter by one of `all`, or `invalid_value` listing every accepted name.
 pub(crate) fn list_filter<T: Copy>(
     field: &str,
     sent: Option<&str>,

@@ -1,5 +1,4 @@
-//! The organisation: its settings (turning `four_eyes` off is a proposal while it is on), the
-//! operator's command-line way to change them, and the org audit trail.
+//! The organisation: its settings (`four_eyes` off is a proposal while on) and audit trail.
 
 use crate::actor::Actor;
 use crate::app::App;
@@ -52,8 +51,6 @@ pub enum OrgUpdate {
     Proposed(ChangeView),
 }
 
-// One row of the org audit trail, as the wire shows it: REST answers with it
-// (`AuditEventResponse` in the OpenAPI document).
 /// One audited change.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = AuditEventResponse)]
@@ -91,8 +88,7 @@ impl App {
         org.map(OrgView::of).ok_or(AppError::NotFound)
     }
 
-    /// Changes settings (approvers only); audited when something actually changes. Turning
-    /// `four_eyes` off while it is on becomes a proposal (the whole request waits).
+    /// Changes settings (approvers), audited if anything changes; `four_eyes` off is a proposal.
     pub async fn update_org(
         &self,
         actor: &Actor,
@@ -136,9 +132,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// The operator's way to change settings from the command line (`tauros org set`), e.g.
-    /// out of a one-approver organisation with four eyes on. Immediate, audited with
-    /// interface `cli`.
+    /// `tauros org set`: immediate, audited as `cli` (e.g. out of a one-approver four-eyes org).
     pub async fn set_org_settings(
         &self,
         org_name: &str,
@@ -193,8 +187,7 @@ fn settings(org: &OrgRow) -> Settings {
     }
 }
 
-/// Applies `request` to the locked `org` and audits it as `org.settings_changed` (with `why`'s
-/// members added), if anything changes.
+/// Applies `request` to the locked `org`, audited as `org.settings_changed` if anything changes.
 pub(super) async fn apply_settings(
     tx: &mut dyn Tx,
     org: &mut OrgRow,

@@ -1,17 +1,8 @@
-//! Argon2id password hashing, off the async executor because it is deliberately slow.
+//! Argon2id hashing, deliberately slow, on a pool of dedicated threads ([`Passwords`]).
 //!
-//! Hashing runs on a small pool of dedicated threads ([`Passwords`]). Each hash maps its own
-//! Argon2 working memory (19 MiB) and unmaps it when done, so an idle server does not hold it.
-//! That takes one detail of glibc's allocator: after it frees a mapped block of up to 32 MiB it
-//! raises its mapping threshold to that size, and later blocks that size come from an arena
-//! that keeps them resident (measured: 133 MiB after 12 sign-ins when the crate allocated per
-//! hash; 19 MiB per hashing thread for good when each thread kept its block). A reservation
-//! above 32 MiB is always mapped and unmapped, never kept, and only the pages Argon2 writes
-//! become resident ([`working_memory`]).
-//!
-//! The queue in front of the pool is bounded: when it is full, a sign-in is answered 503
-//! `unavailable` with `Retry-After` at once instead of waiting behind a flood of guesses
-//! (sixty concurrent wrong-password sign-ins used to push a real one past 1.9 s).
+//! Each hash maps its own 19 MiB and unmaps it when done, so an idle server holds none: the
+//! reservation exceeds the 32 MiB glibc would keep resident in an arena ([`working_memory`]).
+//! The queue is bounded: when full, a sign-in is answered 503 at once, not queued behind guesses.
 
 use crate::error::{AppError, AppResult};
 use argon2::password_hash::{
@@ -23,8 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The password hashing pool: `threads` workers behind a queue of `queue` waiting jobs. Cheap
-/// to clone; the workers stop when the last clone is dropped.
+/// The password hashing pool: `threads` workers behind `queue` places; stops with its last clone.
 #[derive(Clone)]
 pub(crate) struct Passwords {
     jobs: mpsc::SyncSender<Job>,
@@ -81,9 +71,7 @@ impl Passwords {
         self.run(move || hash_now(&password)).await?
     }
 
-    /// Whether `password` matches `stored`. With no stored hash (unknown user, or an invitation
-    /// not yet accepted) the same work is done against a dummy hash, so timing does not tell
-    /// them apart; the answer is then `false`.
+    /// Whether `password` matches `stored`; with none stored, a dummy hash takes as long (`false`).
     pub(crate) async fn verify(&self, password: String, stored: Option<String>) -> AppResult<bool> {
         self.run(move || {
             let has_real = stored.is_some();
@@ -101,13 +89,11 @@ fn params() -> Params {
 /// Stored hashes whose memory cost exceeds this are refused rather than allocated.
 const MAX_MEMORY_KIB: u32 = 64 * 1024;
 
-/// glibc's `DEFAULT_MMAP_THRESHOLD_MAX` on 64-bit targets: the largest block size its dynamic
-/// mapping threshold can rise to (mallopt(3)).
+/// glibc's `DEFAULT_MMAP_THRESHOLD_MAX` (64-bit): its mapping threshold's ceiling (mallopt(3)).
 const GLIBC_MMAP_THRESHOLD_MAX: usize = 32 * 1024 * 1024;
 
-/// Zeroed Argon2 working memory of `blocks` blocks whose allocation is larger than glibc will
-/// ever keep in an arena, so freeing it returns it to the operating system. The capacity beyond
-/// `blocks` is reserved address space that is never written, so it never becomes resident.
+/// Zeroed Argon2 working memory of `blocks` blocks, allocated larger than glibc ever keeps in an
+/// arena so freeing it returns it; the unwritten extra capacity never becomes resident.
 fn working_memory(blocks: usize) -> Vec<Block> {
     let reserve = (GLIBC_MMAP_THRESHOLD_MAX / std::mem::size_of::<Block>() + 1).max(blocks);
     let mut memory = Vec::with_capacity(reserve);
@@ -115,8 +101,7 @@ fn working_memory(blocks: usize) -> Vec<Block> {
     memory
 }
 
-/// Computes the Argon2 output of `password` for `salt` in working memory of its own, freed
-/// when it returns.
+/// The Argon2 output of `password` for `salt`, in working memory of its own.
 fn compute(
     argon: &Argon2<'_>,
     params: &Params,
@@ -176,9 +161,7 @@ fn matches(password: &[u8], encoded: &str) -> bool {
     compute(&argon, &params, password, salt, expected.len()).is_some_and(|out| out == expected)
 }
 
-/// Verifies a password against a stored hash. With no stored hash (unknown email, or an
-/// invitation not yet accepted) it verifies against a fixed dummy hash, so that both answers
-/// take the same time and the caller cannot tell which emails exist.
+/// The fixed hash `verify` checks against when nothing is stored, so both answers take as long.
 fn dummy_hash() -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
     DUMMY.get_or_init(|| {

@@ -1,6 +1,4 @@
-//! A payment as stored (`PaymentRow`) and as the settlement rules see it: its facts, the
-//! summary of its events, and its standing against an invoice. Used by the settlement use
-//! cases and by what settlement does to an invoice (`invoices::settling`).
+//! A payment as stored and as the settlement rules see it: facts, folded events, standing.
 
 use crate::error::{AppError, AppResult};
 use std::str::FromStr;
@@ -31,8 +29,7 @@ pub(crate) fn set_standing(row: &mut PaymentRow, standing: Standing, agent_id: U
     row.agent_id = agent_id;
 }
 
-/// The payment as reconciliation counts it: its events folded, with the resolution an
-/// approver put in force (`domain::resolution::effective`).
+/// The payment as reconciliation counts it: its events folded, with the resolution in force.
 pub(crate) fn effective_summary(row: &PaymentRow) -> AppResult<PaymentSummary> {
     Ok(effective(summary_of(row)?, resolution_of(row)?))
 }

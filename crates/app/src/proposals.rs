@@ -1,5 +1,4 @@
-//! Making a proposal that needs a second approver: the commands that need one (`update_org`,
-//! `invite_user`) record it here; `governance` lists, confirms and rejects them.
+//! Making a proposal for a second approver; `governance` lists, confirms and rejects them.
 
 use crate::actor::Human;
 use crate::audit::{AuditActor, audit};
@@ -89,8 +88,7 @@ pub(super) fn pending(proposer: &Human, kind: ChangeKind, now: DateTime<Utc>) ->
     }
 }
 
-/// Records `proposal` in the caller's unit, unless the proposer already has an open proposal
-/// that asks for the same (`same`): a repeated request answers that one and writes nothing.
+/// Records `proposal` unless the proposer has an open one asking the same (`same`): that one.
 pub(super) async fn propose(
     tx: &mut dyn Tx,
     proposer: &Human,

@@ -1,7 +1,4 @@
-//! The job queue's core (docs/contract/effects.md §1): enqueueing inside the caller's
-//! transaction, submissions by key, and the job as operators see it. The rules are
-//! `domain::job`'s. What operators and workers do with jobs, and the job kinds that hold
-//! business work, are `jobs`, which sits above the use cases that enqueue.
+//! The job queue's core (docs/contract/effects.md §1): enqueue, submissions by key, job view.
 
 use crate::app::App;
 use crate::clock::now;
@@ -24,8 +21,7 @@ pub struct NewJob {
     pub kind: String,
     /// A JSON object, at most 64 KiB.
     pub args: Value,
-    /// The caller's stable id for this job (an event id, an invoice id): enqueueing the same
-    /// definition under it again returns the existing job, another definition is refused.
+    /// The caller's stable id: the same definition again answers its job, another is refused.
     pub submission_id: Option<String>,
     /// Counted attempts (1–1000); 25 when `None`.
     pub max_attempts: Option<i32>,
@@ -37,20 +33,17 @@ pub struct NewJob {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Enqueued {
     pub id: Uuid,
-    /// The submission id already named this definition: nothing was written (the job may
-    /// have run and even been pruned since).
+    /// The submission id already named this definition: nothing written (the job may be gone).
     pub replayed: bool,
 }
 
-/// Enqueues a job inside the caller's transaction, so it commits or rolls back with the state
-/// change it belongs to. With a submission id, the unique keys of the submission record (not a
-/// read before the insert) decide whether this is a new job.
+/// Enqueues a job inside the caller's transaction, so it commits or rolls back with its change;
+/// a submission id's unique keys (not a read first) decide whether the job is new.
 pub async fn enqueue(tx: &mut dyn Tx, job: NewJob) -> AppResult<Enqueued> {
     enqueue_in_lane(tx, job, None).await
 }
 
-/// [`enqueue`] into a lane: jobs that share one run at most the claiming pool's cap at once
-/// (a webhook endpoint's deliveries).
+/// [`enqueue`] into a lane, whose jobs run at most the pool's cap at once (an endpoint's).
 pub(crate) async fn enqueue_in_lane(
     tx: &mut dyn Tx,
     job: NewJob,
@@ -162,8 +155,7 @@ pub(crate) async fn enqueue_in_lane(
     })
 }
 
-/// A submission whose (org, kind, submission id) was taken: its record names the job, and the
-/// same definition is a replay of it (the job may have run and even been pruned since).
+/// A submission whose (org, kind, submission id) was taken: the same definition replays it.
 struct Submitted(SubmissionRow);
 
 #[async_trait]
@@ -213,8 +205,7 @@ impl Keyed for Submitted {
 }
 
 impl App {
-    /// Enqueues one job in a transaction of its own (callers with a state change to commit
-    /// with it use [`enqueue`] inside theirs).
+    /// Enqueues one job in a transaction of its own ([`enqueue`] joins the caller's).
     pub async fn submit_job(&self, job: NewJob) -> AppResult<Enqueued> {
         let mut tx = self.store.begin().await?;
         let answer = async {

@@ -1,19 +1,7 @@
-//! Resolving a payment by hand (docs/contract/effects.md §6, "Payments";
-//! docs/SETTLEMENT.md, "Resolving a payment"): `POST /v1/payments/{id}/resolve` by an approver,
-//! with an idempotency key of their own. `accept` counts a contradicted payment at a stated
-//! amount, `allocate` counts an unmatched one toward an invoice, `void` counts nothing of one.
-//! The rules are `domain::resolution`'s; what the payment then counts toward each invoice is
-//! reconciliation's (`invoices::reconcile_invoice`), in the same transaction and under the same
-//! locks as a settlement event: the organisation's row (shared, so four eyes cannot change
-//! meanwhile), the invoices by id, then the payment.
-//!
-//! While four eyes is on, the request becomes a proposal (`org_changes` kind
-//! `payment_resolution`) that another approver confirms at `/v1/organisation/changes/{id}/confirm`
-//! (`governance`), which applies it then, checked again against the payment as it is.
-//!
-//! Every request is kept (`payment_resolutions`): the payment's trail of human decisions and
-//! the record that holds the key. The same key and body again answers the resolution as it is
-//! now and writes nothing; the same key with another body is `idempotency_conflict`.
+//! Resolving a payment by hand (docs/contract/effects.md §6; docs/SETTLEMENT.md, "Resolving a
+//! payment"): `accept`, `allocate` or `void`, a proposal while four eyes is on. It takes a
+//! settlement event's locks: the org's row (shared: four eyes cannot change meanwhile), the
+//! invoices by id, then the payment. Every request is kept, the record that holds its key.
 
 use crate::actor::{Actor, Human};
 use crate::app::{App, LOCK_ATTEMPTS, finish};
@@ -50,7 +38,6 @@ const REJECTED: &str = "rejected";
 /// Shown only: a proposal that lapsed before anyone confirmed it.
 const EXPIRED: &str = "expired";
 
-// One resolution as the wire shows it (`PaymentResolutionResponse` in the OpenAPI document).
 /// One resolution an approver asked for on a payment.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = PaymentResolutionResponse)]
@@ -87,8 +74,7 @@ pub struct PaymentResolutionView {
     pub decided_at: Option<DateTime<Utc>>,
 }
 
-/// What a resolution answers: the resolution, the payment and its invoice as they are now, and
-/// the proposal when four eyes made it one.
+/// What a resolution answers: it, its payment and invoice as now, and any proposal.
 #[derive(Clone, Debug)]
 pub struct ResolveOutcome {
     pub resolution: PaymentResolutionView,
@@ -99,9 +85,7 @@ pub struct ResolveOutcome {
 }
 
 impl App {
-    /// An approver resolves a payment: applied at once, or proposed while four eyes is on. The
-    /// same key and body again is a replay (the resolution as it is now, nothing written);
-    /// another body under the key is `IdempotencyConflict`.
+    /// An approver resolves a payment (a proposal under four eyes); a keyed repeat replays.
     pub async fn resolve_payment(
         &self,
         actor: &Actor,
@@ -110,8 +94,7 @@ impl App {
         key: Option<&str>,
     ) -> AppResult<Replayed<ResolveOutcome>> {
         let approver = actor.human()?.approver()?;
-        // The payment first (unknown and invisible are one 404), then every broken member at
-        // once: the key and the body.
+        // The payment first (one 404 for unknown and invisible), then every broken member at once.
         let mut conn = self.store.reader().await?;
         let payment = visible_payment(&mut *conn, actor, payment_id).await?;
         let mut errors = Vec::new();
@@ -332,9 +315,8 @@ impl Locked {
     }
 }
 
-/// Locks, in the settlement's order, the invoices the resolution touches (the payment's and
-/// the target) by id, then the payment. `None`: the payment moved to another invoice between
-/// the read and the lock; start again.
+/// Locks the invoices the resolution touches by id, then the payment (settlement's order);
+/// `None` when the payment moved to another invoice meanwhile: start again.
 async fn lock(
     tx: &mut dyn Tx,
     org_id: Uuid,
@@ -368,8 +350,7 @@ async fn lock(
     Ok(Some(Locked { payment, invoices }))
 }
 
-/// Checks the resolution against the payment and invoices as locked; the amount it counts the
-/// payment at (`None` for void).
+/// Checks the resolution against the locked rows; the amount it counts at (`None` for void).
 async fn check(
     tx: &mut dyn Tx,
     locked: &mut Locked,
@@ -409,8 +390,7 @@ async fn check(
     }
 }
 
-/// Puts the resolution in force on the locked payment and reconciles every invoice it counted
-/// toward before or counts toward now (one invoice event per move, by the approver).
+/// Puts the resolution in force and reconciles every invoice it counted or counts toward.
 async fn apply(
     tx: &mut dyn Tx,
     locked: &mut Locked,
@@ -470,8 +450,7 @@ async fn apply(
     Ok(())
 }
 
-/// Confirms a proposed resolution (governance, in the confirm's transaction, after the org and
-/// the proposal are locked): checked again against the payment as it is now, then applied.
+/// Confirms a proposed resolution in the confirm's transaction: checked again, then applied.
 pub(crate) async fn confirm(
     tx: &mut dyn Tx,
     resolution_id: Uuid,

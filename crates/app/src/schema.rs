@@ -1,10 +1,6 @@
-//! Schemas of the domain's enums for the OpenAPI document, which the views (and tauros-api's
-//! request and response types) name in `#[schema(value_type = …)]`: the domain crate knows
-//! nothing of OpenAPI, so each enum's schema is a marker type here, its values from the enum's
-//! `ALL` (so the document cannot list a value the server does not know, or miss one).
-//!
-//! Each enum's description explains every value through an exhaustive `match`: a new variant
-//! does not compile until it is explained here.
+//! Schemas of the domain's enums for the OpenAPI document: the domain knows nothing of OpenAPI,
+//! so each is a marker type here, its values from the enum's `ALL` and each value explained by
+//! an exhaustive `match` (a new variant does not compile until it is explained).
 
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -37,8 +33,7 @@ pub fn string_enum<T: Copy>(
         .into()
 }
 
-/// The schema of a domain enum, under its component name: a marker type of this crate (the
-/// domain crate knows nothing of OpenAPI), named in a field's `#[schema(value_type = …)]`.
+/// A domain enum's schema under its component name, as a marker type of this crate.
 macro_rules! domain_schema {
     ($ty:ident, $marker:ident, $component:literal, $schema:expr) => {
         #[doc = concat!("The OpenAPI schema of `", stringify!($ty), "`.")]
@@ -47,8 +42,7 @@ macro_rules! domain_schema {
     };
 }
 
-/// Implements `ToSchema` for a type of the calling crate under a component name (tauros-api
-/// uses it for the schemas of its own wire-only enums).
+/// Implements `ToSchema` under a component name (tauros-api uses it for its wire-only enums).
 #[macro_export]
 macro_rules! schema_enum {
     ($ty:ty, $component:literal, $schema:expr) => {
@@ -557,8 +551,7 @@ mod tests {
     }
 }
 
-// The schema of `tauros_domain::lines::LineView` as the wire shows it: the view's own
-// `Serialize` writes exactly these members, and the domain has no OpenAPI.
+// `LineView`'s schema as its own `Serialize` writes it (the domain has no OpenAPI).
 /// A line with every amount in both forms.
 #[derive(utoipa::ToSchema)]
 #[schema(as = LineResponse)]

@@ -1,14 +1,8 @@
-//! Settlement (docs/contract/effects.md §4): a settlement agent reports events about payments; each
-//! event is kept once per (org, source, event id), folded into its payment, and the payment's
-//! invoice is reconciled, all in the event's transaction under the invoice's lock. Humans read what
-//! could not be applied (`/v1/payments`). The rules are `domain::settlement`'s; what settlement
-//! does to an invoice is `invoices::reconcile_invoice`.
-//!
-//! Locks are taken in one order everywhere: the invoices an event can touch (by id), then the
-//! organisation's invoice numbers of a year (only for a number that names no invoice yet), then
-//! the payment. Issuing takes the invoice, then its payments; admission the invoice, then the
-//! numbers. A step that finds it would need a lock out of that order rolls back and starts
-//! again, so no two transactions wait on each other in a circle.
+//! Settlement (docs/contract/effects.md §4, docs/SETTLEMENT.md). Lock order everywhere: the
+//! invoices an event can touch (by id), then the organisation's invoice numbers of a year (only
+//! for a number that names no invoice yet), then the payment. Issuing takes the invoice, then
+//! its payments; admission the invoice, then the numbers. A step that would need a lock out of
+//! that order rolls back and starts again: no wait cycle.
 
 use crate::actor::{Actor, Agent};
 use crate::app::App;
@@ -41,8 +35,6 @@ use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEven
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-// One payment, as humans and the reporting source see it, exactly as the wire shows it
-// (`PaymentResponse` in the OpenAPI document).
 /// One payment, as its events and the reconciliation left it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = PaymentResponse)]
@@ -103,8 +95,6 @@ pub struct PaymentView {
     pub resolved_amount_minor: Option<MinorAmount>,
 }
 
-// One event as the source sent it, exactly as the wire shows it (`SettlementEventResponse` in
-// the OpenAPI document).
 /// One event as its source sent it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = SettlementEventResponse)]
@@ -134,7 +124,6 @@ pub struct SettlementEventView {
     /// When it happened at the source (RFC 3339, UTC).
     pub occurred_at: DateTime<Utc>,
     /// The source's own record, as sent (members in name order).
-    // Kept as the compact JSON text it is stored as; shown as the JSON it holds.
     #[schema(value_type = Option<Object>)]
     #[serde(serialize_with = "raw_json")]
     pub raw: Option<String>,
@@ -145,8 +134,6 @@ pub struct SettlementEventView {
     pub contradicts: bool,
 }
 
-// An invoice after reconciliation, as the reporting source sees it (`PaidInvoiceResponse` in
-// the OpenAPI document).
 /// What a payment's invoice looks like after reconciliation.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = PaidInvoiceResponse)]
@@ -191,8 +178,7 @@ fn raw_json<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> 
         .serialize(s)
 }
 
-/// What recording an event answers: the event, its payment, and the invoice the payment is
-/// matched to, all as they are now.
+/// What recording an event answers: the event, its payment and its matched invoice, as now.
 #[derive(Clone, Debug)]
 pub struct Recorded {
     pub event: SettlementEventView,
@@ -210,10 +196,7 @@ enum Attempt {
 }
 
 impl App {
-    /// A settlement agent reports one event. New: 201 with the event, its payment and its
-    /// invoice after reconciliation. The same event again (same source and event id, same
-    /// body): a replay, nothing written. The same event id with another body:
-    /// `IdempotencyConflict`.
+    /// Records one event (201); the same body again replays, another body is a conflict.
     pub async fn record_settlement_event(
         &self,
         actor: &Actor,
@@ -234,8 +217,7 @@ impl App {
         // A redelivery costs two indexed reads and takes no lock.
         {
             let mut conn = self.store.reader().await?;
-            // Another agent's source is refused before anything of it is read or answered, a
-            // redelivery of its events included.
+            // Another agent's source is refused before anything is read, redeliveries included.
             owned_source(
                 conn.settlement_source_owner(agent.org_id, &event.source)
                     .await?,
@@ -248,8 +230,7 @@ impl App {
         idempotency::create(&self.store, &delivery).await
     }
 
-    /// The payments the human may see, newest first; `status` narrows the list to one inbox
-    /// (`unmatched`, `overpaid`, `conflict`, …).
+    /// The payments the human may see, newest first; `status` narrows it to one inbox.
     pub async fn list_payments(
         &self,
         actor: &Actor,
@@ -278,8 +259,7 @@ impl App {
         rows.into_iter().map(payment_view).collect()
     }
 
-    /// One payment the human may see, with a page of the events reported about it, oldest
-    /// first (`page.after`: the last event's id of the page before).
+    /// One payment the human may see, with a page of its events, oldest first.
     pub async fn get_payment(
         &self,
         actor: &Actor,
@@ -321,8 +301,7 @@ pub(crate) async fn org_settings(conn: &mut dyn Reader, org_id: Uuid) -> AppResu
     })
 }
 
-/// One attempt, in `tx`: lock what the event touches in the module's order, keep the event,
-/// fold it into its payment, reconcile the invoices concerned.
+/// One attempt in `tx`: lock in the module's order, keep the event, fold it, reconcile.
 async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Attempt> {
     let org_id = agent.org_id;
     let named = &v.observation.facts.invoice;
@@ -417,15 +396,13 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     if !tx.insert_settlement_event(&row).await? {
         return Ok(Attempt::Redelivered);
     }
-    // Bounds per record: a new event beyond the payment's 100 is kept nowhere (the error rolls
-    // the whole attempt back, the payment and the event with it). Checked after the insert, so
-    // that a redelivery of a kept event still replays.
+    // At most 100 events per payment (the error rolls the whole attempt back); checked after the
+    // insert so that a redelivery of a kept event still replays.
     if !inserted {
         bounds::admit_event(payment.event_count)?;
     }
 
-    // 5. The payment with this event folded in, matched to the invoice it names.
-    // What the payment counted as before this event (for the invoice's running figures).
+    // 5. The event folded into the payment; `was_counted`: what it counted before.
     let was_counted = if inserted {
         None
     } else {
@@ -442,8 +419,7 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
     if payment.resolution != Some(ResolveAction::Allocate) {
         payment.invoice_id = resolve(&mut *tx, org_id, &summary.facts.invoice).await?;
     }
-    // Bounds per record: a payment newly matched to an invoice that has its 1,000 already is
-    // kept nowhere. The count is the invoice's own running figure, read under its lock.
+    // At most 1,000 payments per invoice, counted by the invoice's running figure under its lock.
     if let Some(invoice_id) = payment.invoice_id
         && was_matched_to != Some(invoice_id)
     {
@@ -480,9 +456,7 @@ async fn record(tx: &mut dyn Tx, agent: &Agent, v: &ValidEvent) -> AppResult<Att
         .collect();
     touched.sort();
     touched.dedup();
-    // One event changes one payment: each invoice it touches is reconciled from its running
-    // figures (`reconcile_payment`), reading no other payment and no event unless payments are
-    // or become overpaid.
+    // Each touched invoice is reconciled from its running figures (`reconcile_payment`).
     for id in touched {
         let invoice = invoice_mut(&mut invoices, id)?;
         let before = was_counted.as_ref().filter(|_| was_matched_to == Some(id));
@@ -504,8 +478,7 @@ struct Delivery<'a> {
     event: &'a ValidEvent,
 }
 
-/// A redelivery: the same body answers the event, its payment and invoice as they are now;
-/// another body under the same event id is refused.
+/// A redelivery: the same body answers as now; another body under the event id is refused.
 #[async_trait]
 impl Keyed for Delivery<'_> {
     type Stored = SettlementEventRow;
@@ -575,9 +548,7 @@ impl KeyedCreate for Delivery<'_> {
     }
 }
 
-/// A settlement source belongs to the agent that first reported under it (per organisation):
-/// another agent may neither add events to its payments, contradict them, nor take its event
-/// ids first.
+/// A source belongs to its first reporting agent (per organisation); others are refused.
 fn owned_source(owner: Option<Uuid>, agent: &Agent) -> AppResult<()> {
     match owner {
         Some(owner) if owner != agent.id => Err(AppError::SourceOwned),

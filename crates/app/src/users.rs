@@ -1,5 +1,4 @@
-//! The organisation's humans: inviting (a proposal while four eyes is on, whatever the role),
-//! listing, deactivating.
+//! The organisation's humans: inviting (a proposal under four eyes), listing, deactivating.
 
 use crate::actor::{Actor, Human};
 use crate::app::App;
@@ -61,20 +60,16 @@ pub enum Deactivated {
 /// What `POST /v1/users` did.
 #[derive(Debug)]
 pub enum Invited {
-    /// The human exists now.
     Done(Invitation),
     /// An invitation under four eyes: it waits for a second approver.
     Proposed(ChangeView),
 }
 
 impl App {
-    /// An approver invites a human into their organisation. While `four_eyes` is on, inviting
-    /// anyone (operator or approver: either can own agents) is a proposal that another approver
-    /// confirms (the invitation token then goes to the confirming approver).
+    /// An approver invites a human; under `four_eyes` a proposal (the confirmer gets the token).
     pub async fn invite_user(&self, actor: &Actor, email: &str, role: Role) -> AppResult<Invited> {
         let inviter = actor.human()?.approver()?;
-        // The email's rule (a valid address once trimmed) is the caller's: the wire's
-        // `validator` rule on `InviteRequest`.
+        // The email's rule is the caller's (`InviteRequest`'s `validator` rule).
         let email = email.trim();
         let mut tx = self.store.begin().await?;
         let answer = async {
@@ -88,8 +83,7 @@ impl App {
                 shared_review: org.shared_review,
             };
             if rules::invitation_needs_confirmation(settings) {
-                // Nothing is created yet, but an email that cannot be invited is said now, not
-                // after a second approver has spent their attention on it.
+                // Refused now, not after a second approver spent their attention on it.
                 if tx
                     .user_by_org_email(inviter.org_id, &identity::normalize_email(email))
                     .await?
@@ -127,8 +121,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Creates the invited human and their one-time invitation, audited as `user.invited` by
-    /// `actor`; `invited_by` names who asked (the proposer, when `change` confirmed it).
+    /// Creates the invited human and invitation, audited by `actor`; `invited_by` asked for it.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn create_invitation(
         &self,
@@ -195,11 +188,8 @@ impl App {
         rows.iter().map(UserView::from_row).collect()
     }
 
-    /// Deactivates a human (approvers only, never themself): in one transaction their sessions
-    /// and invitations end and their pending proposals are rejected. Their agents keep working.
-    /// Already deactivated: answered as it is, nothing written. While `four_eyes` is on,
-    /// deactivating an approver is a proposal that an approver other than the proposer and the
-    /// one it deactivates confirms; an operator is deactivated at once.
+    /// Deactivates a human (approvers, never themself): sessions and invitations end, proposals
+    /// are rejected, agents keep working; under `four_eyes` an approver's is a proposal.
     pub async fn deactivate_user(&self, actor: &Actor, id: Uuid) -> AppResult<Deactivated> {
         let approver = actor.human()?.approver()?;
         if approver.id == id {
@@ -244,9 +234,7 @@ impl App {
     }
 }
 
-/// Deactivates `user` in `tx` as `approver` (for a confirmed proposal, `change`): their
-/// invitations and sessions end and their pending proposals are rejected. Already deactivated
-/// (under the lock): the row as it is, nothing written.
+/// Deactivates `user` in `tx` as `approver`; one already deactivated is answered as it is.
 pub(crate) async fn deactivate_in(
     tx: &mut dyn Tx,
     user: UserRow,

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// One effect's claim. `id` is the operation key; `state` is `processing`, `complete` or `rejected`.
+/// One effect's claim; `id` is the operation key, `state` `processing`, `complete` or `rejected`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ClaimRow {
     pub id: Uuid,
@@ -35,8 +35,7 @@ pub struct ClaimCounts {
 #[async_trait]
 pub trait ClaimRead: Send {
     async fn claim_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<ClaimRow>>;
-    /// Whether the organisation has a `processing` claim of `kind` whose business key is
-    /// `key` or starts with `prefix` (the app names both forms of its keys).
+    /// Whether the org has a `processing` claim of `kind` keyed `key` or starting with `prefix`.
     async fn processing_claim_exists(
         &mut self,
         org_id: Uuid,
@@ -44,21 +43,18 @@ pub trait ClaimRead: Send {
         key: &str,
         prefix: &str,
     ) -> StoreResult<bool>;
-    /// Counts for the operators' gauges (every organisation: an operations figure, never shown
-    /// to a tenant).
+    /// Counts for the operators' gauges (every organisation; never shown to a tenant).
     async fn claim_counts(&mut self) -> StoreResult<ClaimCounts>;
 }
 
 /// Writes of claims; only in a write unit of work.
 #[async_trait]
 pub trait ClaimWrite: ClaimRead {
-    /// Inserts a new `processing` claim; `false` when one exists under its id (the unique key,
-    /// not a read, decides).
+    /// Inserts a `processing` claim; `false` when its id exists (the unique key decides).
     async fn insert_claim(&mut self, claim: &ClaimRow) -> StoreResult<bool>;
     /// Reads the claim and locks it until the transaction ends.
     async fn lock_claim(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<ClaimRow>>;
-    /// Marks a `processing` claim complete with its response; `false` when it was not
-    /// processing (then the caller rolls back).
+    /// Marks a `processing` claim complete with its response; `false` if it was not processing.
     async fn complete_claim(
         &mut self,
         org_id: Uuid,
@@ -67,8 +63,7 @@ pub trait ClaimWrite: ClaimRead {
         completed_at: DateTime<Utc>,
         retain_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Closes a `processing` claim as `rejected` (the peer refused definitively); `false` when
-    /// it was not processing.
+    /// Closes a `processing` claim as `rejected`; `false` if it was not processing.
     async fn reject_claim(
         &mut self,
         org_id: Uuid,
@@ -76,19 +71,15 @@ pub trait ClaimWrite: ClaimRead {
         completed_at: DateTime<Utc>,
         retain_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Deletes up to `limit` completed (or rejected) claims whose retention ended before `now`, skipping
-    /// rows another transaction holds.
+    /// Deletes up to `limit` finished claims past retention at `now`, skipping held rows.
     async fn clean_claims(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
-    /// Deletes up to `limit` processing claims admitted longer than `horizon` ago and past
-    /// their retention, both by the database's clock, inside a sanctioned reap (the delete
-    /// guard refuses any other delete of a processing claim), skipping rows another
-    /// transaction holds.
+    /// Deletes up to `limit` processing claims older than `horizon` and past retention (database
+    /// clock), inside a sanctioned reap (the delete guard refuses any other), skipping held rows.
     async fn reap_claims(&mut self, horizon: std::time::Duration, limit: i64) -> StoreResult<u64>;
     /// The organisation's next invoice number in `year` (1, 2, …), held by this transaction:
     /// a rollback gives it back, so the sequence has no gaps.
     async fn next_invoice_number(&mut self, org_id: Uuid, year: i32) -> StoreResult<i64>;
-    /// Share-locks the organisation's number sequence of `year` (creating it at zero if
-    /// needed) until the transaction ends: no invoice of that year gets a number meanwhile, so
-    /// a number that names no invoice now cannot start to name one before this commits.
+    /// Share-locks the org's number sequence of `year` (created at zero if needed): no invoice of
+    /// that year is numbered before this commits, so an unused number stays unused meanwhile.
     async fn hold_invoice_numbers(&mut self, org_id: Uuid, year: i32) -> StoreResult<()>;
 }

@@ -6,8 +6,7 @@ pub enum StoreError {
     /// A uniqueness constraint the app reacts to refused the write.
     #[error("constraint {} refused the write", .0.name())]
     Conflict(Constraint),
-    /// A row the write refers to is gone (a foreign-key violation): a concurrent delete won.
-    /// The app locks what it checks, so this is a backstop, answered as an unknown record.
+    /// A referenced row is gone (a foreign key): a backstop, as the app locks what it checks.
     #[error("a referenced row is gone: {0}")]
     ReferenceGone(#[source] sqlx::Error),
     /// The database could not be reached or timed out: safe to retry.
@@ -18,8 +17,7 @@ pub enum StoreError {
     Other(#[source] sqlx::Error),
 }
 
-/// The unique constraints the app layer reacts to (a race's loser, a reused key). Any other
-/// violation is a bug and surfaces as [`StoreError::Other`].
+/// The unique constraints the app reacts to; any other violation is [`StoreError::Other`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Constraint {
     /// One organisation per name.
@@ -65,8 +63,7 @@ impl Constraint {
         }
     }
 
-    /// The columns SQLite names instead (`UNIQUE constraint failed: <columns>`). Since
-    /// migration 0018 every one but `orgs.name` leads with `org_id` (docs/SCALING.md).
+    /// The columns SQLite names instead; all but `orgs.name` lead with `org_id` (docs/SCALING.md).
     pub fn sqlite_columns(self) -> &'static str {
         match self {
             Constraint::OrgName => "orgs.name",

@@ -1,12 +1,7 @@
-//! Following a PostgreSQL high-availability formation (docs/OPERATIONS.md, "A formation").
-//!
-//! A formation hands out one URL naming every node, `postgres://h1:p1,h2:p2/db?
-//! target_session_attrs=read-write`, as libpq reads it: try the hosts in order and keep the
-//! first that accepts writes. sqlx takes one host, so this module splits the URL into one
-//! [`PgConnectOptions`] per host (everything else — user, password, database, `sslmode`,
-//! `sslrootcert`, `options` — parsed by sqlx itself), finds the writable one, and checks every
-//! connection the pool opens later: a connection whose session is read-only (a standby, or a
-//! primary being demoted) is refused, so no write ever runs on a standby.
+//! Following a PostgreSQL high-availability formation (docs/OPERATIONS.md, "A formation"): a
+//! multi-host URL (`target_session_attrs=read-write`, as libpq reads it) split into one
+//! [`PgConnectOptions`] per host, since sqlx takes one; the writable host is found, and every
+//! later connection whose session is read-only is refused, so no write runs on a standby.
 
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
@@ -112,8 +107,7 @@ impl Hosts {
         &self.nodes
     }
 
-    /// The index of the first host, in the URL's order, that answers within `timeout` and
-    /// accepts writes; else what each host answered.
+    /// The first host, in URL order, that accepts writes within `timeout`; else each answer.
     pub(crate) async fn writable(&self, timeout: Duration) -> Result<usize, Vec<String>> {
         let mut tried = Vec::new();
         for (index, node) in self.nodes.iter().enumerate() {

@@ -8,10 +8,8 @@ use tauros_domain::governance::{ChangeKind, ChangeState};
 use tauros_domain::identity::Role;
 use uuid::Uuid;
 
-/// A proposal. Settings proposals carry `four_eyes`/`shared_review` (null: unchanged);
-/// invitations (`approver_invitation`, either role) carry `email` and `role`. `state` is
-/// `pending`, `confirmed` or `rejected` (a lapsed proposal stays `pending`; callers see it as
-/// `expired`).
+/// A proposal; its kind's members are set, the others null. `state` is `pending`, `confirmed`
+/// or `rejected` (a lapsed proposal stays `pending`; callers see it as `expired`).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct OrgChangeRow {
     pub id: Uuid,
@@ -46,8 +44,7 @@ pub struct OrgChangeRow {
 #[async_trait]
 pub trait GovernanceRead: Send {
     async fn change_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<OrgChangeRow>>;
-    /// The org's proposals, newest first; only those stored in `state` when given, and only
-    /// lapsed (`Some(true)`) or unlapsed (`Some(false)`) ones at `now` when `lapsed` is given.
+    /// The org's proposals, newest first, filtered by stored `state` and by `lapsed` at `now`.
     async fn changes(
         &mut self,
         org_id: Uuid,
@@ -76,8 +73,7 @@ pub trait GovernanceWrite: GovernanceRead {
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<OrgChangeRow>>;
-    /// Records the decision on a pending proposal (and, for a confirmed `settlement_agent`, the
-    /// agent it created).
+    /// Records the decision on a pending proposal (and a confirmed `settlement_agent`'s agent).
     async fn decide_change(&mut self, change: &OrgChangeRow) -> StoreResult<()>;
     /// Rejects every pending proposal of `proposed_by` (they were deactivated), as `by`.
     async fn reject_changes_by(

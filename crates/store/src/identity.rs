@@ -1,5 +1,4 @@
-//! The port for organisations, humans, sessions, invitations, agents, API keys and the org
-//! audit trail.
+//! The port for orgs, humans, sessions, invitations, agents, API keys and the org audit trail.
 
 use crate::error::StoreResult;
 use crate::query::{Lock, Page};
@@ -131,21 +130,18 @@ pub struct AuditRow {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// Reads of identities; every one is scoped by org except the look-ups that establish who is
-/// calling (a session or key hash, a sign-in email, an org name).
+/// Reads of identities, scoped by org except the look-ups that establish who is calling.
 #[async_trait]
 pub trait IdentityRead: Send {
     async fn org_by_id(&mut self, id: Uuid) -> StoreResult<Option<OrgRow>>;
     async fn org_by_name(&mut self, name: &str) -> StoreResult<Option<OrgRow>>;
-    /// The humans holding `email_normalized` in any organisation, oldest first, at most
-    /// `limit` (sign-in names no organisation unless the client does).
+    /// The humans holding `email_normalized` in any organisation, oldest first, at most `limit`.
     async fn users_by_email(
         &mut self,
         email_normalized: &str,
         limit: i64,
     ) -> StoreResult<Vec<UserRow>>;
-    /// The invitation whose token hashes to `hash`, used or not (the look-up that establishes
-    /// who is accepting).
+    /// The invitation whose token hashes to `hash`, used or not.
     async fn invitation_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<InvitationRow>>;
     /// The human holding `email_normalized` in the organisation.
     async fn user_by_org_email(
@@ -185,8 +181,7 @@ pub trait IdentityRead: Send {
 #[async_trait]
 pub trait IdentityWrite: IdentityRead {
     async fn insert_org(&mut self, org: &OrgRow) -> StoreResult<bool>;
-    /// Reads the org row and locks it until the transaction ends: settings changes and their
-    /// proposals are serialized by it.
+    /// Reads and locks the org row: settings changes and their proposals serialize on it.
     async fn lock_org(&mut self, id: Uuid, lock: Lock) -> StoreResult<Option<OrgRow>>;
     async fn update_org(&mut self, org: &OrgRow) -> StoreResult<()>;
     async fn insert_user(&mut self, user: &UserRow) -> StoreResult<()>;
@@ -221,14 +216,12 @@ pub trait IdentityWrite: IdentityRead {
     ) -> StoreResult<u64>;
     /// Deletes the human's invitations (used or not); returns how many.
     async fn delete_user_invitations(&mut self, org_id: Uuid, user_id: Uuid) -> StoreResult<u64>;
-    /// Deletes up to `limit` sessions that expired before `now`, across organisations (a
-    /// maintenance sweep by expiry, never a read of what they hold).
+    /// Deletes up to `limit` sessions expired before `now`, across organisations (by expiry).
     async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     /// Deletes up to `limit` invitations that were used or expired before `now`.
     async fn prune_invitations(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     async fn insert_invitation(&mut self, invitation: &InvitationRow) -> StoreResult<()>;
-    /// Marks an unexpired, unused invitation accepted; `None` when no such invitation exists.
-    /// One-time use is decided by this single conditional write.
+    /// Accepts an unexpired, unused invitation, or `None`: this one write is the one-time guard.
     async fn accept_invitation(
         &mut self,
         hash: &[u8],

@@ -47,8 +47,7 @@ pub struct InvoiceRow {
     pub issue_version: i32,
     /// How many payments are matched to it (reconciliation keeps it; `set_settlement_figures`).
     pub payment_count: i32,
-    /// Digits of the sum of what each matched payment would count on its own; `None` until a
-    /// reconciliation has read its payments once.
+    /// Digits of the sum each matched payment would count alone; `None` until first reconciled.
     pub counted_minor: Option<String>,
 }
 
@@ -75,8 +74,7 @@ pub struct RevisionRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// An invoice with its current revision and the facts that decide who sees it, read in one
-/// statement, by position (`sql/columns.rs`).
+/// An invoice with its current revision and visibility facts, read by position in one statement.
 #[derive(Clone, Debug)]
 pub struct InvoiceJoined {
     pub revision: RevisionRow,
@@ -96,21 +94,15 @@ pub struct InvoiceJoined {
     pub issuing_status: Option<IssuingStatus>,
     pub issuing_reason: Option<String>,
     pub issuing_job_id: Option<Uuid>,
-    /// The human who owns the proposing agent.
     pub agent_owner_id: Uuid,
-    /// The latest decision on any of its revisions, if there is one.
     pub last_decision: Option<DecisionKind>,
     pub last_decision_reason: Option<String>,
     pub last_decision_revision_id: Option<Uuid>,
     pub last_decided_at: Option<DateTime<Utc>>,
-    /// The issue job's current attempt, when the job exists.
     pub issuing_attempts: Option<i32>,
-    /// The issue job's state, when the job exists.
     pub issuing_job_state: Option<JobState>,
-    /// The code of the issue job's last error, if it has one.
     pub issuing_job_error: Option<String>,
-    /// The org's settings; `None` where the statement did not read the org (a key's own reads:
-    /// no agent's read depends on them, `reads_depend_on_settings`).
+    /// The org's settings; `None` where the statement skipped the org (a key's own reads).
     pub settings: Option<OrgSettings>,
 }
 
@@ -166,10 +158,8 @@ pub struct InvoiceFilter {
     pub state: Option<InvoiceState>,
     pub customer_id: Option<Uuid>,
     pub agent_id: Option<Uuid>,
-    /// Only invoices whose latest decision is this one and is about the current revision
-    /// (a decision on an older revision, before a revise, matches no kind).
+    /// Only invoices whose latest decision, on the current revision, is this one.
     pub decision: Option<DecisionKind>,
-    /// Only the invoice created with this key.
     pub idempotency_key: Option<String>,
     /// Oldest first (the approver's inbox) instead of newest first.
     pub oldest_first: bool,
@@ -177,7 +167,6 @@ pub struct InvoiceFilter {
     pub overdue: Option<bool>,
     /// Today (UTC), for `overdue`.
     pub today: NaiveDate,
-    /// Only invoices whose issuing stands here.
     pub issuing: Option<IssuingStatus>,
 }
 
@@ -205,9 +194,7 @@ pub trait InvoiceRead: Send {
     async fn invoice_exists(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<bool>;
     /// The invoice's state, if the organisation has it (a plain indexed read, no join).
     async fn invoice_state(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceState>>;
-    /// Up to `limit` invoices in `state`, every organisation, as (org, id, issue version) by
-    /// id after `after`: the upkeep's keyset walk (the issuing redrive), never shown to a
-    /// tenant.
+    /// Up to `limit` invoices in `state` after `after`, every org: the issuing redrive's walk.
     async fn invoices_in_state(
         &mut self,
         state: InvoiceState,
@@ -255,8 +242,7 @@ pub trait InvoiceWrite: InvoiceRead {
     async fn set_settlement_figures(&mut self, invoice: &InvoiceRow) -> StoreResult<()>;
     /// Reads and locks the invoice row (`FOR UPDATE` on PostgreSQL).
     async fn lock_invoice(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<InvoiceRow>>;
-    /// Inserts a revision. Its failure may be reported by the unit's next call or its commit
-    /// (SQLite's writer sends it with that call); the unit fails either way.
+    /// Inserts a revision; its failure may surface at the unit's next call or commit (SQLite).
     async fn insert_revision(&mut self, revision: &RevisionRow) -> StoreResult<()>;
     async fn insert_decision(&mut self, decision: &DecisionRow) -> StoreResult<()>;
     /// Inserts an audit event; reported like [`InvoiceWrite::insert_revision`].

@@ -1,11 +1,6 @@
-//! The port for the job queue: jobs, submission records and the test kinds' executions. Every
-//! statement about one job names its organisation; only the queue's own upkeep (claims,
-//! expired leases, retention, the gauges) looks across organisations. None of those joins
-//! organisations' rows; the claim alone compares them, by one figure: when each organisation
-//! last had a job claimed (`job_turns`), so that organisations take turns.
-//!
-//! Claims are backend-only (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on
-//! SQLite): see [`super::Store::claim_job`].
+//! The port for the job queue. Every statement about one job names its organisation; only the
+//! queue's upkeep looks across them, and the claim compares them by one figure (`job_turns`).
+//! Claims are backend-only: see [`super::Store::claim_job`].
 
 use crate::error::StoreResult;
 use crate::query::Page;
@@ -40,8 +35,7 @@ pub struct JobRow {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
-    /// Jobs that share a lane (a webhook endpoint's deliveries) run at most
-    /// [`Claim::lane_limit`] at once; `None`: no lane.
+    /// Jobs sharing a lane run at most [`Claim::lane_limit`] at once; `None`: no lane.
     pub lane: Option<String>,
 }
 
@@ -67,23 +61,18 @@ pub struct JobFilter {
 /// What a claim asks for.
 #[derive(Clone, Debug)]
 pub struct Claim<'a> {
-    /// Claim only jobs due at or before this time (the app's clock, as `run_at` is); also the
-    /// claim's `started_at`.
+    /// Claim only jobs due by now (the app's clock, as `run_at` is); also `started_at`.
     pub now: DateTime<Utc>,
-    /// The new lease: its token, and how long it holds from the **database's** now (the
-    /// deadline is computed in SQL, so a skewed application clock cannot shorten or stretch
-    /// it).
+    /// The new lease's token; its deadline comes from the database's now (no clock skew).
     pub lease_token: Uuid,
     pub lease: std::time::Duration,
     /// Who claims (`host:pid/worker-n`).
     pub worker: &'a str,
     /// Only these kinds (the ones this process has handlers for, in this pool).
     pub kinds: &'a [&'a str],
-    /// The worker pool claiming (`main`, `webhooks`): organisations take turns per pool, the
-    /// one whose last claim by this pool is oldest first.
+    /// The claiming pool (`main`, `webhooks`): organisations take turns per pool.
     pub pool: &'a str,
-    /// Skip a job of a lane that already has this many running jobs (it is left waiting,
-    /// unchanged); `None`: lanes are not capped.
+    /// Skip a job whose lane already runs this many (left unchanged); `None`: uncapped.
     pub lane_limit: Option<i64>,
 }
 
@@ -101,9 +90,8 @@ pub struct JobUpdate {
     pub now: DateTime<Utc>,
 }
 
-/// The lease an outcome must still hold to count: the execution's own token, on a job that is
-/// still running. `expired` also requires the lease to have run out by the database's clock
-/// (the rescue of an interrupted execution must not race a heartbeat that just extended it).
+/// The lease an outcome must still hold: the execution's token on a running job; `expired` also
+/// needs the lease run out by the database's clock (a rescue must not race a heartbeat).
 #[derive(Clone, Copy, Debug)]
 pub struct Fence {
     pub org_id: Uuid,
@@ -151,16 +139,13 @@ pub trait JobRead: Send {
         org_id: Uuid,
         job_id: Uuid,
     ) -> StoreResult<Option<SubmissionRow>>;
-    /// Running jobs whose lease has run out by the database's clock, oldest deadline first
-    /// (every org).
+    /// Running jobs whose lease ran out by the database's clock, oldest deadline first (every org).
     async fn expired_leases(&mut self, limit: i64) -> StoreResult<Vec<JobRow>>;
     /// Jobs by kind and state (every org; for the gauges).
     async fn job_counts(&mut self) -> StoreResult<Vec<JobCount>>;
     /// The oldest due time among claimable jobs due by `now` (every org).
     async fn oldest_due(&mut self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
-    /// Up to `limit` jobs of `kind` in `state` that finished before `before`, every org, by
-    /// (org_id, id) after `after` (the retention's keyset walk over the kinds it does not
-    /// prune blind, along the primary key).
+    /// Up to `limit` finished jobs of `kind` in `state` before `before`, by key after `after`.
     async fn finished_jobs_of_kind(
         &mut self,
         kind: &str,
@@ -180,8 +165,7 @@ pub trait JobRead: Send {
 /// Writes and locking reads of jobs; only in a write unit of work.
 #[async_trait]
 pub trait JobWrite: JobRead {
-    /// Records a submission unless its job id or (org, kind, submission id) exists; false when
-    /// one did (the caller then reads it and compares the definition).
+    /// Records a submission unless its job id or (org, kind, submission id) exists; false if so.
     async fn insert_submission(&mut self, submission: &SubmissionRow) -> StoreResult<bool>;
     /// Inserts a job and wakes idle workers once the unit of work commits.
     async fn insert_job(&mut self, job: &JobRow) -> StoreResult<()>;
@@ -189,19 +173,16 @@ pub trait JobWrite: JobRead {
     async fn lock_job(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<JobRow>>;
     /// An operator's move of a job that is not running (locked by [`JobWrite::lock_job`]).
     async fn update_job(&mut self, org_id: Uuid, id: Uuid, update: &JobUpdate) -> StoreResult<()>;
-    /// Moves the lease deadline to `lease` after the database's now while the fence holds;
-    /// false when it no longer does.
+    /// Moves the lease deadline to `lease` after the database's now while the fence holds.
     async fn extend_lease(
         &mut self,
         fence: Fence,
         lease: std::time::Duration,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Applies an execution's outcome while the fence holds; false (and nothing written) for a
-    /// stale worker's late result.
+    /// Applies an execution's outcome while the fence holds; false (nothing written) if stale.
     async fn settle_job(&mut self, fence: Fence, update: &JobUpdate) -> StoreResult<bool>;
-    /// Deletes up to `limit` jobs in `state` that finished before `before`, except those of
-    /// the `keep` kinds (the app prunes those one by one, [`JobWrite::prune_job`]).
+    /// Deletes up to `limit` finished jobs in `state` before `before`, except the `keep` kinds.
     async fn prune_jobs(
         &mut self,
         state: JobState,
@@ -209,8 +190,7 @@ pub trait JobWrite: JobRead {
         keep: &[&str],
         limit: i64,
     ) -> StoreResult<u64>;
-    /// Deletes one job if it is still in `state` and finished before `before` (not retried
-    /// meanwhile); false when it was not.
+    /// Deletes one job still in `state` and finished before `before`; false when it was not.
     async fn prune_job(
         &mut self,
         org_id: Uuid,
@@ -219,9 +199,7 @@ pub trait JobWrite: JobRead {
         before: DateTime<Utc>,
     ) -> StoreResult<bool>;
     async fn insert_test_execution(&mut self, execution: &TestExecutionRow) -> StoreResult<()>;
-    /// Cancels the org's jobs of `kind` that wait to run (`available`, `scheduled`,
-    /// `retryable`: the states `domain::job::cancel` applies to) and whose submission id starts
-    /// with `prefix`; a running one is left to its outcome. Answers how many.
+    /// Cancels the org's waiting jobs of `kind` whose submission id starts with `prefix`; how many.
     async fn cancel_waiting_jobs(
         &mut self,
         org_id: Uuid,

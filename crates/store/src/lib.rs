@@ -1,20 +1,7 @@
-//! The storage port: what the app layer may ask of a database, and one adapter per backend.
-//! SQL lives in this module tree and nowhere else; no business decision is made here.
-//!
-//! - `identity`, `parties`, `invoices`, `jobs`, `webhooks`, `claims` (the claim protocol's
-//!   effect claims), `settlement`: the port, one file per area: its rows and a pair of traits,
-//!   `…Read` (plain reads) and `…Write` (writes and locking reads).
-//! - [`Reader`] is a unit of work that can only read: on SQLite it runs on the read pool, so a
-//!   write through it would bypass the single writer; its type has no write method at all.
-//!   [`Tx`] is a write transaction and can also read.
-//! - `sql/`: the statements both backends share, written once (`$n` placeholders, `returning`,
-//!   `on conflict`): one file per area implements that area's traits once, for every backend's
-//!   unit of work (`impl<U: Backend> InvoiceRead for U`), each statement a named function or a
-//!   named SQL text.
-//! - `postgres.rs`, `sqlite.rs`: the adapters: pools, their unit's `sql::Backend` (how a
-//!   statement runs, error classification, lock suffixes), and each one's backend-only
-//!   statements (marked as such: the job queue's `FOR UPDATE SKIP LOCKED` and
-//!   `LISTEN/NOTIFY` are PostgreSQL-only and belong there).
+//! The storage port and one adapter per backend; SQL lives here and nowhere else, and no
+//! business decision is made here. One file per area holds its rows and a `…Read`/`…Write`
+//! trait pair; [`Reader`] has no write method (on SQLite it runs on the read pool, bypassing
+//! the single writer). `sql/` implements each area once for every backend's unit.
 
 #![forbid(unsafe_code)]
 

@@ -40,8 +40,7 @@ pub struct DestinationRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// What [`PartyWrite::lock_draft_parties`] reads: the parties a draft names and, for a
-/// create, its proposer.
+/// What [`PartyWrite::lock_draft_parties`] reads: a draft's parties and a create's proposer.
 #[derive(Clone, Copy, Debug)]
 pub struct DraftReads<'a> {
     pub customer_id: Uuid,
@@ -54,26 +53,22 @@ pub struct DraftReads<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct Proposer<'a> {
     pub agent_id: Uuid,
-    /// The idempotency key the create would take. An adapter may look it up with the rows
-    /// ([`DraftParties::key_taken`]); otherwise the invoice's insert decides.
+    /// The key the create would take (an adapter may look it up with the rows).
     pub key: &'a str,
 }
 
-/// The rows a draft's content is checked against, read and locked together
-/// ([`PartyWrite::lock_draft_parties`]).
+/// The rows a draft is checked against, read and locked together.
 #[derive(Debug)]
 pub struct DraftParties {
-    /// The proposing agent's row, when it was asked for (a create holds its agent with the
-    /// parties); `None` also when the agent is gone.
+    /// The proposing agent's row, when asked for; `None` also when the agent is gone.
     pub agent: Option<AgentRow>,
     pub customer: Option<CustomerRow>,
     pub destination: Option<DestinationRow>,
-    /// Whether an invoice of the agent was found holding the key (false when the adapter did not
-    /// look it up).
+    /// Whether an invoice of the agent holds the key (false when not looked up).
     pub key_taken: bool,
 }
 
-/// Reads of partys' records, scoped by org.
+/// Reads of parties' records, scoped by org.
 #[async_trait]
 pub trait PartyRead: Send {
     async fn customer_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<CustomerRow>>;
@@ -112,28 +107,24 @@ pub trait PartyWrite: PartyRead {
     async fn update_customer(&mut self, c: &CustomerRow) -> StoreResult<()>;
     async fn delete_customer(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<()>;
     async fn insert_destination(&mut self, d: &DestinationRow) -> StoreResult<()>;
-    /// Reads the destination and locks it until the transaction ends: drafts share-lock the
-    /// destination they name, so it cannot be deactivated until they commit, yet they do not
-    /// queue behind each other; deactivation takes it exclusively.
+    /// Reads and locks the destination: drafts share-lock it, so it cannot be deactivated until
+    /// they commit yet they do not queue behind each other; deactivation takes it exclusively.
     async fn lock_destination(
         &mut self,
         org_id: Uuid,
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<DestinationRow>>;
-    /// Reads the customer and locks it until the transaction ends (drafts share, delete and
-    /// update take it exclusively).
+    /// Reads and locks the customer (drafts share; delete and update take it exclusively).
     async fn lock_customer(
         &mut self,
         org_id: Uuid,
         id: Uuid,
         lock: Lock,
     ) -> StoreResult<Option<CustomerRow>>;
-    /// Reads and locks until the transaction ends, in this order and in one call where the
-    /// backend allows (SQLite sends the selects as one text): the agent `reads` names (a
-    /// create holds its proposer, as [`IdentityWrite::lock_agent`] would), the customer and
-    /// the destination a draft names, as [`PartyWrite::lock_customer`] and
-    /// [`PartyWrite::lock_destination`] would; then whether the agent's key is taken.
+    /// Reads and locks, in this order and in one call where the backend allows: the agent `reads`
+    /// names (as [`IdentityWrite::lock_agent`] would), then the draft's customer and destination
+    /// (as [`PartyWrite::lock_customer`] and [`PartyWrite::lock_destination`]), then the key.
     ///
     /// [`IdentityWrite::lock_agent`]: crate::identity::IdentityWrite::lock_agent
     async fn lock_draft_parties(

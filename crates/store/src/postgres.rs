@@ -23,8 +23,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 /// The channel a committed enqueue notifies.
 const JOBS_CHANNEL: &str = "tauros_jobs";
 
-/// A pool of PostgreSQL connections to the writable host of `DATABASE_URL` (one host, or a
-/// formation's several: see [`crate::formation`]).
+/// A pool to the writable host of `DATABASE_URL` (one host, or a [`crate::formation`]'s).
 pub struct PgStore {
     shared: Arc<Shared>,
     /// Woken by the listener; workers wait on it between polls.
@@ -32,8 +31,7 @@ pub struct PgStore {
     listening: OnceLock<()>,
 }
 
-/// What the store and its units share: the pool to the host that accepts writes, and how to
-/// find another when that one stops answering or stops accepting writes.
+/// What the store and its units share: the pool to the writable host, and how to find another.
 struct Shared {
     hosts: Hosts,
     settings: PoolSettings,
@@ -41,8 +39,7 @@ struct Shared {
     current: RwLock<(Arc<Lender>, usize)>,
     /// Held while the hosts are probed: one probe at a time, the others go on answering 503.
     probing: tokio::sync::Mutex<Option<Instant>>,
-    /// One more connection, opened only when workers first wait, that `LISTEN`s for
-    /// enqueues; it follows the pool to a new host.
+    /// One more connection that `LISTEN`s for enqueues (opened when workers first wait).
     listen_pool: PgPool,
     /// Bumped when the pool moves to another host: units waiting on the old one start again.
     moved: tokio::sync::watch::Sender<u64>,
@@ -51,10 +48,8 @@ struct Shared {
 /// How a PostgreSQL pool behaves (docs/OPERATIONS.md lists the settings).
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
-    /// Most connections held open.
     pub max_connections: u32,
-    /// How long a unit of work waits for a connection (and a new connection to open) before
-    /// answering `unavailable`.
+    /// How long a unit waits for a connection before answering `unavailable`.
     pub acquire_timeout: Duration,
     /// The server cancels a statement running longer (`statement_timeout`); zero: no limit.
     pub statement_timeout: Duration,
@@ -71,25 +66,19 @@ impl PoolSettings {
     }
 }
 
-/// A pooled connection idle at least this long is pinged before it is handed out, and replaced
-/// if the ping fails (the server restarted, a proxy closed it). One used more recently is
-/// handed out as it is: sqlx's default pings on every acquire, one more round trip on every
-/// request, to guard against a death that a connection in use a moment ago rarely meets and
-/// that a request in flight meets anyway (docs/DECISIONS.md, "A pooled connection is pinged
-/// only after a pause").
+/// A pooled connection idle at least this long is pinged before it is handed out (replaced if
+/// the ping fails); one used more recently is handed out as it is, sparing each request a round
+/// trip (docs/DECISIONS.md, "A pooled connection is pinged only after a pause").
 const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-/// Probes of the hosts are at least this far apart: a burst of failing requests during a
-/// failover costs one probe, not one each.
+/// Probes are at least this far apart: a failover's burst of failures costs one probe.
 const PROBE_SPACING: Duration = Duration::from_millis(250);
 
-/// How long one probe goes on looking while no host accepts writes (a failover takes seconds;
-/// after this, the next failing unit of work starts a new probe).
+/// How long one probe goes on while no host accepts writes (a failover takes seconds).
 const PROBE_PERSISTENCE: Duration = Duration::from_secs(120);
 
 impl PgStore {
-    /// Finds the writable host of `url` and opens a pool to it. Fails when no host answers
-    /// as writable within the acquire timeout (each host's answer is in the error).
+    /// Opens a pool to `url`'s writable host, or fails with each host's answer.
     pub async fn connect(url: &str, settings: PoolSettings) -> anyhow::Result<PgStore> {
         let statement_ms = settings.statement_timeout.as_millis().to_string();
         let hosts = Hosts::parse(url)?.map(|options| {
@@ -119,7 +108,7 @@ impl PgStore {
             listen_pool,
             moved: tokio::sync::watch::Sender::new(0),
         });
-        // Prove the pool works, as a single-host connect always did.
+        // Prove the pool works before answering.
         shared.lender().lend().await?;
         Ok(PgStore {
             shared,
@@ -128,11 +117,9 @@ impl PgStore {
         })
     }
 
-    /// `get` (a connection, or one with a transaction begun) from the current pool. A unit
-    /// that waits for a connection when the store follows a failover starts again on the new
-    /// pool at once: the old pool's wait (its connects to the lost host retried until the
-    /// acquire timeout) is not waited out. Its error is classified, and starts a probe when it
-    /// says the host is gone.
+    /// `get` (a connection, or one with a transaction begun) from the current pool. A unit waiting
+    /// for a connection when the store follows a failover starts again on the new pool at once, not
+    /// after the old pool's acquire timeout. Its error is classified (and may start a probe).
     async fn on_pool<T, F, Fut>(&self, get: F) -> StoreResult<T>
     where
         F: Fn(Arc<Lender>) -> Fut,
@@ -198,12 +185,10 @@ fn timed_out() -> sqlx::Error {
 }
 
 impl Shared {
-    /// Runs one statement of a unit (or its commit, or a claim), bounded on this side too:
-    /// the server's `statement_timeout` cannot end a wait on a host that vanished without
-    /// closing its connections (no reset ever arrives), so after the statement timeout plus
-    /// the acquire timeout (the server's cancel, and its answer, come first) the unit is
-    /// unavailable. No bound when statements are unlimited. An unavailable answer starts a
-    /// probe.
+    /// Runs one statement of a unit (or its commit, or a claim), bounded on this side too: the
+    /// server's `statement_timeout` cannot end a wait on a host that vanished without a reset, so
+    /// after the statement plus the acquire timeout (the server's cancel comes first) the unit is
+    /// unavailable and a probe starts. No bound when statements are unlimited.
     async fn bounded<T>(
         self: &Arc<Self>,
         work: impl std::future::Future<Output = StoreResult<T>>,
@@ -229,8 +214,7 @@ impl Shared {
         )
     }
 
-    /// Starts a probe for the writable host when `err` says this one is unreachable or
-    /// read-only.
+    /// Starts a probe when `err` says this host is unreachable or read-only.
     fn failed(self: &Arc<Self>, err: StoreError) -> StoreError {
         if let StoreError::Unavailable(_) = &err {
             self.probe();
@@ -238,8 +222,7 @@ impl Shared {
         err
     }
 
-    /// Looks for the writable host in the background, unless a probe runs or ran just now,
-    /// and moves the pool there when it is another one.
+    /// Looks for the writable host in the background (unless a probe ran just now); moves there.
     fn probe(self: &Arc<Self>) {
         let shared = Arc::clone(self);
         tokio::spawn(async move {
@@ -257,10 +240,9 @@ impl Shared {
         });
     }
 
-    /// The index of the host that accepts writes. While none does (the old primary is gone,
-    /// the new one not yet promoted) it keeps asking every [`PROBE_SPACING`], for at most
-    /// [`PROBE_PERSISTENCE`], so the first write after a promotion waits for the promotion,
-    /// not for a request's timeout. `last` records when the hosts last answered.
+    /// The index of the host that accepts writes. While none does, it asks every
+    /// [`PROBE_SPACING`] for at most [`PROBE_PERSISTENCE`], so the first write after a promotion
+    /// waits for the promotion, not a request's timeout. `last`: when the hosts last answered.
     async fn writable_host(&self, last: &mut Option<Instant>) -> Option<usize> {
         let started = Instant::now();
         let mut warned = false;
@@ -283,9 +265,8 @@ impl Shared {
         }
     }
 
-    /// Moves every later unit of work (and those waiting for a connection of the old pool,
-    /// [`PgStore::on_pool`]) to a new pool to host `index`, unless the pool is there
-    /// already; the old pool closes once the connections it lent have come back.
+    /// Moves every later unit (and those waiting on the old pool, [`PgStore::on_pool`]) to a pool
+    /// to host `index`; the old pool closes once its lent connections come back.
     async fn move_to(self: &Arc<Self>, index: usize) {
         let old = {
             let mut current = self
@@ -474,8 +455,7 @@ impl Store for PgStore {
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        // Migrations may take longer than a request's statement: no limit for them, on a
-        // connection of their own to the current writable host.
+        // Migrations may outlast a statement timeout: none, on a connection of their own.
         let options = self.shared.lender().connect_options();
         let migrations = PgPoolOptions::new()
             .max_connections(1)
@@ -533,29 +513,19 @@ impl Store for PgStore {
     }
 }
 
-// Backend-only statements. What only PostgreSQL can do (the job queue's `FOR UPDATE SKIP
-// LOCKED` claims, `LISTEN/NOTIFY` wake-ups) is written here, behind the port's `Store` methods
-// the SQLite adapter implements its own way.
+// Backend-only statements: `FOR UPDATE SKIP LOCKED` claims and `LISTEN/NOTIFY` wake-ups.
 
 /// Candidates per organisation and kind: concurrent claimers on one organisation's backlog
 /// find one that no other holds as long as fewer than this many claim at once.
 const HEADS: u32 = 16;
 
-/// Claims in a transaction of its own that holds the row locks only for the update: concurrent
-/// claimers (other tasks, other processes) skip locked rows instead of waiting, so no two get
-/// the same job.
-///
-/// Fair across organisations (docs/JOBS.md, "Fairness"): the organisations with waiting jobs
-/// are found by a skip scan over `jobs_fair_idx` (one probe per organisation, whatever its
-/// backlog), then each one's earliest [`HEADS`] due jobs of each kind, unlocked; of those, the
-/// first in turn order (the organisation whose last claim in this pool is oldest first, then
-/// the earliest due) that no other claimer holds is locked (`skip locked`, its state checked
-/// again) and taken, and the organisation's turn moved to now. The lock is taken on the
-/// candidates, not inside the per-organisation probe: a locking probe is planned over
-/// `jobs_due_idx`, which walks the whole backlog. With a lane limit, the pool's claims
-/// are serialized by a transaction-scoped advisory lock, so the running jobs a claim counts in
-/// a lane cannot change under it (deliveries are few and short to claim; handlers run after
-/// the commit, unserialized).
+/// Claims in a transaction of its own that holds row locks only for the update: concurrent
+/// claimers skip locked rows instead of waiting, so no two get the same job. Fair across
+/// organisations (docs/JOBS.md, "Fairness"): a skip scan over `jobs_fair_idx` finds those with
+/// waiting jobs, each one's earliest [`HEADS`] due jobs per kind are read unlocked, and the
+/// first in turn order that no other claimer holds is locked (`skip locked`) and taken; locking
+/// inside the probe would walk the whole backlog (`jobs_due_idx`). With a lane limit, the pool's
+/// claims are serialized by a transaction-scoped advisory lock, so a lane's count holds still.
 async fn claim_job(mut tx: Lease, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
     if claim.lane_limit.is_some() {
         sqlx::query("select pg_advisory_xact_lock(hashtext('tauros.claim.' || $1))")
@@ -636,8 +606,7 @@ fn now_plus_ms(param: &str) -> String {
     format!("(now() + {param}::bigint * interval '1 millisecond')")
 }
 
-/// Forwards notifications to the store's waiters until the store is gone. A notification
-/// missed while reconnecting costs at most one poll interval.
+/// Forwards notifications to the store's waiters until it is gone (a miss costs one poll).
 async fn listen(pool: PgPool, wake: Weak<Notify>) {
     let mut listener = None;
     loop {

@@ -1,8 +1,6 @@
-//! The port for authenticated reads in one statement: the credential a request presents is
-//! read together with what the request asks for, so a read costs one round trip including
-//! authentication. Nothing is cached: a revoked key or an ended session fails on the very next
-//! request, on every replica. The app checks the credential (hash, expiry, revocation) before
-//! it looks at the record; a record read for a credential that fails is never used.
+//! The port for authenticated reads in one statement: the presented credential is read with
+//! the record, one round trip in all. Nothing is cached, so a revoked key fails on the next
+//! request on every replica; a record read for a credential that fails is never used.
 
 use super::identity::{AgentRow, ApiKeyRow, KeyWithAgent, SessionRow, UserRow};
 use super::invoices::{InvoiceFilter, InvoiceJoined};
@@ -31,8 +29,7 @@ pub enum Presenter {
 /// Reads joined to the credential that asks for them.
 #[async_trait]
 pub trait PresentedRead: Send {
-    /// Invoice `id` with the credential: `None` when no stored credential matches; the
-    /// invoice is `None` when the credential's organisation has none with that id.
+    /// Invoice `id` with the credential: `None` when none matches; the invoice `None` if absent.
     async fn invoice_joined_presented(
         &mut self,
         credential: Presented<'_>,
@@ -46,8 +43,7 @@ pub trait PresentedRead: Send {
         idempotency_key: &str,
     ) -> StoreResult<Option<(KeyWithAgent, Option<InvoiceJoined>)>>;
 
-    /// A page of the invoices of the key's own agent, filtered as `filter` says, with the key.
-    /// The scope is the key's agent (`filter.scope` is not read).
+    /// A page of the key's own agent's invoices, with the key (`filter.scope` is not read).
     async fn own_invoices_presented(
         &mut self,
         key_id: Uuid,
@@ -56,8 +52,7 @@ pub trait PresentedRead: Send {
     ) -> StoreResult<Option<(KeyWithAgent, Vec<InvoiceJoined>)>>;
 }
 
-/// An API key and its agent, under the `c_` column names a joined read gives them (so they
-/// cannot collide with the record's), read by position (`sql/columns.rs`).
+/// An API key and its agent under `c_` column names (no collision), read by position.
 #[derive(Clone, Debug)]
 pub struct PresentedKey {
     pub(crate) c_agent_id: Uuid,

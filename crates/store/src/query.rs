@@ -2,8 +2,7 @@
 
 use uuid::Uuid;
 
-/// How a locking read holds its row until the transaction ends (PostgreSQL row locks; on
-/// SQLite the single writer already serializes write transactions).
+/// How a locking read holds its row until the transaction ends (PostgreSQL row locks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lock {
     /// Others may share it too, but nobody may change or delete the row (`FOR SHARE`).
@@ -15,8 +14,7 @@ pub enum Lock {
 /// A page request for keyset pagination over time-ordered (v7) ids.
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
-    /// Return rows after this id in the list's order (below it newest first, above it oldest
-    /// first).
+    /// Rows after this id in the list's order.
     pub after: Option<Uuid>,
     /// How many rows at most (the caller asks for one more to learn whether a next page exists).
     pub limit: i64,

@@ -1,5 +1,4 @@
-//! The port for settlement: payments, the events sources report about them, and the reads that
-//! match a payment to its invoice.
+//! The port for settlement: payments, their reported events, and matching to invoices.
 
 use crate::error::StoreResult;
 use crate::parties::Scope;
@@ -53,8 +52,7 @@ pub struct PaymentRow {
     pub resolved_amount_minor: Option<String>,
 }
 
-/// One resolution an approver asked for (append-only but for its decision): applied at once,
-/// or proposed while four eyes is on until another approver confirms or rejects it.
+/// One resolution an approver asked for (append-only but its decision), applied or proposed.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct PaymentResolutionRow {
     pub id: Uuid,
@@ -72,7 +70,6 @@ pub struct PaymentResolutionRow {
     pub fingerprint: String,
     /// `applied`, `proposed` or `rejected`.
     pub state: String,
-    /// The proposal, when four eyes was on.
     pub change_id: Option<Uuid>,
     pub decided_by: Option<Uuid>,
     pub created_at: DateTime<Utc>,
@@ -85,7 +82,6 @@ pub struct SettlementEventRow {
     pub id: Uuid,
     pub org_id: Uuid,
     pub payment_id: Uuid,
-    /// The settlement agent that reported it.
     pub agent_id: Uuid,
     pub source: String,
     pub source_event_id: String,
@@ -107,7 +103,6 @@ pub struct SettlementEventRow {
 pub struct PaymentFilter {
     /// Whose payments (by the agent whose humans see them).
     pub scope: Scope,
-    /// Only this status.
     pub status: Option<PaymentStatus>,
 }
 
@@ -139,8 +134,7 @@ pub trait SettlementRead: Send {
         source: &str,
         source_event_id: &str,
     ) -> StoreResult<Option<SettlementEventRow>>;
-    /// A page of the payment's events, in the order they arrived; `page.after` is an event's
-    /// id.
+    /// A page of the payment's events, in arrival order; `page.after` is an event's id.
     async fn settlement_events(
         &mut self,
         org_id: Uuid,
@@ -181,23 +175,19 @@ pub trait SettlementWrite: SettlementRead {
     /// Reads the payment and locks it until the transaction ends.
     async fn lock_payment(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<PaymentRow>>;
     async fn update_payment(&mut self, payment: &PaymentRow) -> StoreResult<()>;
-    /// Locks and returns the payments that name an invoice by `number` but are matched to no
-    /// invoice yet, oldest first.
+    /// Locks the unmatched payments naming an invoice by `number`, oldest first.
     async fn lock_unmatched_by_number(
         &mut self,
         org_id: Uuid,
         number: &str,
     ) -> StoreResult<Vec<PaymentRow>>;
-    /// Inserts the event unless (org, source, source event id) exists; false when it did (the
-    /// unique key, not a read, decides).
+    /// Inserts the event unless (org, source, event id) exists; false when it did (key decides).
     async fn insert_settlement_event(&mut self, event: &SettlementEventRow) -> StoreResult<bool>;
-    /// Inserts the resolution unless (org, requester, key) exists; false when it did (the
-    /// unique key decides between parallel requests with one key).
+    /// Inserts the resolution unless (org, requester, key) exists; false when it did.
     async fn insert_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<bool>;
     /// Records the decision on a proposed resolution (`state`, `decided_by`, `decided_at`).
     async fn decide_payment_resolution(&mut self, r: &PaymentResolutionRow) -> StoreResult<()>;
-    /// Makes `agent_id` the owner of the source unless it has one (the primary key decides
-    /// between racing first reports); returns the owner either way.
+    /// Makes `agent_id` the source's owner unless it has one (the primary key decides); the owner.
     async fn claim_settlement_source(
         &mut self,
         org_id: Uuid,

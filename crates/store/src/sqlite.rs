@@ -1,16 +1,12 @@
 //! The SQLite adapter: the embedded default. WAL, `synchronous=FULL`, and one writer.
 //!
-//! SQLite admits one writer at a time, so every write unit of work runs on one connection,
-//! and reads run on their own pool (WAL: readers never wait for the writer, nor it for them).
-//! Writers queue in tokio for that connection, and the writer commits by **group commit**: a
-//! unit that finishes while others are queued does not commit alone. Its work is released
-//! into a shared transaction (each unit runs inside its own `SAVEPOINT`, so one unit's failure
-//! rolls back only itself) and the next queued unit continues in the same transaction; the
-//! last unit of the group (nobody queued, or [`MAX_GROUP`] units reached) commits once, and
-//! every unit of the group is answered only after that commit. One `fsync` then covers many
-//! units, and no caller is told "done" before its write is durable. If the shared commit
-//! fails, every unit of the group gets the error (none was acknowledged; all are safe to
-//! retry).
+//! Every write unit runs on the one writer connection; reads run on their own pool (WAL:
+//! readers and the writer never wait for each other). Writers commit by group commit: a unit
+//! that finishes while others are queued is released into a shared transaction (each unit in
+//! its own `SAVEPOINT`, so a failure rolls back only itself), the next continues it, and the
+//! last of the group (nobody queued, or [`MAX_GROUP`] units) commits once. Every unit is
+//! answered only after that commit: one `fsync` covers many units, none is told "done" before
+//! it is durable, and a failed commit reaches them all (none acknowledged; all safe to retry).
 //!
 //! [`MAX_GROUP`]: writer::MAX_GROUP
 
@@ -53,9 +49,7 @@ use writer::{Opening, Writer};
 
 /// A pool of connections to one SQLite database file.
 pub struct SqliteStore {
-    /// Reads, and units of work that only read.
     readers: Readers,
-    /// The one connection that writes, with its group commit.
     writer: Writer,
     /// Woken after a write transaction that enqueued a job commits; workers wait on it.
     wake: Arc<Notify>,
@@ -71,13 +65,11 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         // The writer first: it creates the file and switches it to WAL before readers open it.
-        // Its savepoints' journal stays in memory: on a file, every unit's first write to
-        // each page it touches was a write system call (the journal passes 64 KiB a unit).
-        // The journal holds one unit's pages at a time (see `begin_here`).
+        // Its savepoints' journal stays in memory (on a file, each page's first write is a system
+        // call), one unit's pages at a time (see `begin_here`).
         let writer =
             SqliteConnection::connect_with(&options.clone().pragma("temp_store", "memory")).await?;
-        // Not sqlx's pool, which pings each connection on its thread as it is released
-        // (`readers.rs`).
+        // Not sqlx's pool, which pings each connection as it is released (`readers.rs`).
         let readers = Readers::open(
             options
                 .pragma("cache_size", format!("-{READER_CACHE_KIB}"))
@@ -93,8 +85,7 @@ impl SqliteStore {
         })
     }
 
-    /// How many shared commits the writer has made and how many units they covered (the
-    /// group-commit figures `scripts/bench` and the tests read).
+    /// Shared commits made and units they covered (read by `scripts/bench` and the tests).
     pub fn group_commits(&self) -> (u64, u64) {
         self.writer.stats()
     }

@@ -1,5 +1,4 @@
-//! The units of work the app layer opens: the store hands out a [`Reader`] or a [`Tx`], each
-//! bundling the area traits it may use.
+//! The units of work the store hands out: a [`Reader`] or a [`Tx`].
 
 use crate::claims::{ClaimRead, ClaimWrite};
 use crate::error::StoreResult;
@@ -27,13 +26,10 @@ pub trait Store: Send + Sync + 'static {
     async fn readiness(&self) -> StoreResult<bool>;
     /// Which backend this is (`postgres` or `sqlite`).
     fn backend(&self) -> &'static str;
-    /// Claims the next due job of one of `claim.kinds` in a short transaction of its own: the
-    /// job becomes `running` under the claim's fresh lease, with one more execution. The
-    /// handler runs after this has committed. Backend-only: `FOR UPDATE SKIP LOCKED` on
-    /// PostgreSQL, the single writer on SQLite.
+    /// Claims the next due job of `claim.kinds` under a fresh lease, committed before its handler
+    /// runs (`FOR UPDATE SKIP LOCKED` on PostgreSQL, the single writer on SQLite).
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>>;
-    /// Returns when a committed enqueue may have made work available, or after `timeout`
-    /// (`LISTEN` on PostgreSQL, an in-process notify on SQLite). Only a hint: workers poll.
+    /// Returns when a committed enqueue may have made work available, or after `timeout`; a hint.
     async fn wait_for_jobs(&self, timeout: std::time::Duration);
 }
 
@@ -71,8 +67,7 @@ pub trait Tx:
     /// Makes every write of this unit durable.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 
-    /// Ends the unit without writing anything of its own, once everything it read is durable:
-    /// an answer decided on what it read may then be given. `Err`: something it read was lost
-    /// (SQLite's shared commit failed), so the answer must not be given; a retry is safe.
+    /// Ends the unit writing nothing, once everything it read is durable. `Err`: something it read
+    /// was lost (SQLite's shared commit failed), so its answer must not be given; a retry is safe.
     async fn abandon(self: Box<Self>) -> StoreResult<()>;
 }

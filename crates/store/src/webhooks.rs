@@ -1,5 +1,4 @@
-//! The port for webhook endpoints and their delivery attempts. Every statement names its
-//! organisation, except the retention of attempts (a delete by age, joining nothing).
+//! The port for webhook endpoints and attempts; every statement names its org but retention.
 
 use crate::error::StoreResult;
 use crate::query::Page;
@@ -192,8 +191,7 @@ pub trait WebhookWrite: WebhookRead {
     ) -> StoreResult<()>;
     /// Records a delivery unless its (endpoint, event) has one; false when it had.
     async fn insert_webhook_delivery(&mut self, row: &WebhookDeliveryRow) -> StoreResult<bool>;
-    /// A new job cycle for a delivery: its job, cycle, no longer held nor delivered (until the
-    /// new cycle delivers it).
+    /// A delivery's new job cycle: its job and cycle, no longer held nor delivered.
     async fn set_webhook_delivery_job(
         &mut self,
         org_id: Uuid,
@@ -219,9 +217,7 @@ pub trait WebhookWrite: WebhookRead {
         job_id: Uuid,
         at: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Holds every undelivered delivery of the endpoint whose current job waits to run
-    /// (available, scheduled or retryable: the jobs `cancel_waiting_jobs` cancels); how many.
-    /// The caller then cancels those jobs.
+    /// Holds the endpoint's undelivered deliveries whose job waits (then cancelled); how many.
     async fn hold_waiting_webhook_deliveries(
         &mut self,
         org_id: Uuid,

@@ -1,12 +1,8 @@
-//! The approver console: a web page for humans, served from assets embedded in the binary at
-//! compile time. It talks only to the public REST API (`/v1/…`) from the browser, so it knows
-//! nothing of `app`, `store` or `domain`: whatever it does, any other frontend can do.
+//! The approver console: a web page for humans, served from assets embedded in the binary. It
+//! talks only to the public REST API (`/v1/…`), so it knows nothing of `app`, `store` or
+//! `domain`: whatever it does, any other frontend can do.
 //!
-//! Plain HTML, CSS and ES modules, no build step. Every asset is listed in [`ASSETS`]; the
-//! page lives at `/console/` and `/` redirects there. Answers carry an `ETag` (a hash of the
-//! bytes) with `Cache-Control: no-cache`, so a browser revalidates and a new build is never
-//! hidden behind a stale copy. The HTML page carries its own Content-Security-Policy, stricter
-//! than the one `/docs` needs (no inline styles either, Trusted Types for the DOM).
+//! Plain HTML, CSS and ES modules, no build step; the page lives at `/console/`.
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -53,8 +49,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("webhooks.js", JS, include_str!("assets/webhooks.js")),
 ];
 
-/// The console's routes: each asset at `/console/NAME`, the page at `/console/`, and
-/// redirects from `/` and `/console` to it.
+/// The console's routes: each asset under `/console/`, and redirects from `/` and `/console`.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let mut router = Router::new()
         .route("/", get(|| async { Redirect::to(PATH) }))

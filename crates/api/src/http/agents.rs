@@ -250,9 +250,8 @@ async fn delete_agent(
 
 crate::body_rules!(RenameAgentRequest);
 
-/// The name's rule is the wire's (`validator`); the capabilities are the domain's to read
-/// (`Capabilities::requested`: names it parses, at most 8, never `settlement` with
-/// `invoicing`), and complete an answer the wire refuses anyway.
+/// The name's rule is the wire's; the capabilities are the domain's to read
+/// (`Capabilities::requested`: known names, at most 8, never `settlement` with `invoicing`).
 impl BodyRules for CreateAgentRequest {
     fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
         validator::Validate::validate(self)

@@ -1,6 +1,5 @@
-//! `GET /v1/audit-events`: the organisation's audit trail (settings, humans, agents, keys,
-//! customers, destinations), newest first. Invoice events have their own chained trail at
-//! `/v1/invoices/{id}/events`.
+//! `GET /v1/audit-events`: the organisation's audit trail, newest first. Invoice events have
+//! their own chained trail at `/v1/invoices/{id}/events`.
 
 use super::extract::{Auth, ListParams};
 use super::problem::{ApiError, Problem};

@@ -2,14 +2,12 @@
 //! brings less than `min_bytes` in a progress window (1 KiB in 10 s by default), is abandoned,
 //! and the request is answered 408 `timeout` with `Connection: close`.
 //!
-//! The stall clock runs only while a handler waits for the next piece of the body, and starts
-//! again at every piece that arrives: a stalled body is not waited on, and a handler busy with
-//! other work is never cut. The rate rule closes the gap that leaves: a body that trickles a
-//! byte just before each stall deadline would otherwise hold its connection for as long as
-//! the 1 MiB limit allows (a byte every 29 s). Its windows start when the handler first reads
-//! the body; a body shorter than `min_bytes` must simply be complete within one window. (tower-http's
+//! The stall clock runs only while a handler waits for the body and restarts at every piece,
+//! so a handler busy with other work is never cut. The rate rule, whose windows start at the
+//! handler's first read, stops a body that trickles a byte before each stall deadline from
+//! holding its connection as long as the 1 MiB limit allows. tower-http's
 //! `RequestBodyTimeoutLayer` bounds the whole body instead, which would cut a large body on a
-//! slow but honest link; docs/DECISIONS.md.)
+//! slow but honest link (docs/DECISIONS.md).
 
 use super::problem::ApiError;
 use super::serve::ConnectionLimits;
@@ -49,16 +47,14 @@ impl From<&ConnectionLimits> for BodyClock {
 const STALLED: u8 = 1;
 const TOO_SLOW: u8 = 2;
 
-/// Wraps the request body in the progress clocks and runs the rest of the request with it
-/// (`run`: the inner layers and the handler); answers 408 if one ran out, whatever the handler
-/// made of the failed read.
+/// Runs the rest of the request (`run`) with its body under the progress clocks; answers 408
+/// if one ran out, whatever the handler made of the failed read.
 pub(crate) async fn with_body_clock<F, Fut>(clock: BodyClock, request: Request, run: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
     Fut: std::future::Future<Output = Response>,
 {
     if http_body::Body::is_end_stream(request.body()) {
-        // No body (most GETs): nothing to wait for.
         return run(request).await;
     }
     let abandoned = Arc::new(AtomicU8::new(0));
@@ -114,8 +110,7 @@ struct Window {
     bytes: u64,
 }
 
-/// A request body whose reads fail once none has made progress for `clock.stall`, or a
-/// window of `clock.window` brought less than `clock.min_bytes`.
+/// A request body whose reads fail once either clock of `clock` runs out.
 struct Progress {
     inner: Body,
     clock: BodyClock,
@@ -165,7 +160,6 @@ impl http_body::Body for Progress {
             return Poll::Ready(Some(Err(stalled_error())));
         }
         if self.window.is_none() {
-            // The first read: the first window starts.
             self.window = Some(Window {
                 timer: Box::pin(tokio::time::sleep(self.clock.window)),
                 bytes: 0,

@@ -49,8 +49,7 @@ pub struct CreateDestinationRequest {
 }
 
 impl CreateDestinationRequest {
-    /// The checked body as the use case takes it; `None` only if its rules were skipped (every
-    /// member is required by them).
+    /// The checked body as the use case takes it; `None` only if its rules were skipped.
     fn checked(self) -> Option<NewDestination> {
         Some(NewDestination {
             label: self.label?,
@@ -62,9 +61,8 @@ impl CreateDestinationRequest {
     }
 }
 
-/// The label and the presence of every member are the wire's rules (`validator`); the payee
-/// (currency, network, their pairing, the address and its checksum) is the domain's
-/// (`destination::check_payee`), and completes an answer the wire refuses anyway.
+/// The label and the presence of every member are the wire's rules; the payee (currency,
+/// network, their pairing, address and checksum) is the domain's (`destination::check_payee`).
 impl BodyRules for CreateDestinationRequest {
     fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
         validator::Validate::validate(self)
@@ -138,8 +136,7 @@ fn replayed_header(replayed: bool) -> [(HeaderName, HeaderValue); 1] {
     )]
 }
 
-/// Registers a destination for the calling agent (REST and the create_payment_destination
-/// tool); replays are counted.
+/// Registers a destination for the calling agent (REST and MCP); replays are counted.
 pub(crate) async fn create(
     app: &App,
     actor: &Actor,
@@ -159,8 +156,7 @@ pub(crate) async fn create(
     })
 }
 
-/// A page of the destinations the caller may see, in `state` if given (REST and the
-/// list_payment_destinations tool).
+/// A page of the destinations the caller may see, in `state` if given (REST and MCP).
 pub(crate) async fn list(
     app: &App,
     actor: &Actor,

@@ -16,8 +16,7 @@ use tauros_domain::fingerprint::KEY_FIELD;
 use tauros_domain::identity::Interface;
 use uuid::Uuid;
 
-/// A JSON body that refuses unknown fields (the request types say `deny_unknown_fields`),
-/// wrong types and floats in money, naming the offending field in the error.
+/// A JSON body read strictly by [`parse_json`], every mistake named in one answer.
 pub struct StrictJson<T>(pub T);
 
 impl<T: DeserializeOwned + BodyRules, S: Send + Sync> FromRequest<S> for StrictJson<T> {
@@ -32,8 +31,7 @@ impl<T: DeserializeOwned + BodyRules, S: Send + Sync> FromRequest<S> for StrictJ
     }
 }
 
-/// A body that may be absent (commands like submit): no body, or an empty one, is `T::default()`;
-/// anything else must be strict JSON like [`StrictJson`].
+/// A body that may be absent: none or a blank one is `T::default()`, else as [`StrictJson`].
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default + BodyRules, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
@@ -76,8 +74,7 @@ fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
-/// The client's address, when the server was started with connection info (`tauros serve`
-/// is); `None` otherwise. Used for the failed sign-in limit only.
+/// The client's address, if the server provides connection info; for the sign-in limit only.
 pub struct ClientAddr(pub Option<std::net::IpAddr>);
 
 impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
@@ -93,8 +90,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// The authenticated caller: an agent (API key) or a human (session token), who came through
-/// the REST API.
+/// The authenticated caller over REST: an agent (API key) or a human (session token).
 pub struct Auth(pub Actor);
 
 impl FromRequestParts<AppState> for Auth {
@@ -109,11 +105,9 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
-/// A bearer credential handed to a use case that checks it in its own first read (one round
-/// trip for both), with what the rest of the request carries (`T`: the route's other
-/// extractors, a tuple for several). The answers come in [`Auth`]'s order: no credential at all
-/// is 401 at once, and when `T` refuses the request the credential is checked first, its own
-/// refusal answering if it has one.
+/// A bearer credential for a use case that checks it in its own first read (one round trip
+/// for both), with the route's other extractors `T`. Answers come in [`Auth`]'s order: no
+/// credential is 401 at once; when `T` refuses, the credential's own refusal comes first.
 pub struct Presented<T>(pub Credential, pub T);
 
 /// A bearer credential, not yet checked.
@@ -151,8 +145,7 @@ where
     }
 }
 
-/// The credential of `Authorization: Bearer <credential>` (the scheme in any case), if that is
-/// what the request carries.
+/// The credential of `Authorization: Bearer <credential>` (the scheme in any case).
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
@@ -208,9 +201,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListParams {
 }
 
 impl ListParams {
-    /// A page as asked for by `limit` (1–100, default 50) and `cursor` (a `next_cursor` of an
-    /// earlier page); other names are not paging's business. Every offending value is reported
-    /// at once. (The MCP list tools page through here too, so both surfaces page alike.)
+    /// A page as asked for by `limit` and `cursor`, every offending value reported at once.
     pub fn checked<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ListParams, ApiError> {
@@ -247,8 +238,7 @@ impl ListParams {
         }
     }
 
-    /// The page typed arguments ask for (the MCP list tools'), by the same rules as `?limit=`
-    /// and `?cursor=`.
+    /// The page the MCP list tools' typed arguments ask for, by the same rules as REST's.
     pub fn of(limit: Option<i64>, cursor: Option<&str>) -> Result<ListParams, ApiError> {
         let limit = limit.map(|n| n.to_string());
         let pairs = limit

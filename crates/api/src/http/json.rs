@@ -1,33 +1,20 @@
 //! Reading a JSON body into a request type: syntax first, then every shape and value error at
-//! once (docs/contract/api.md Errors, "One answer lists every mistake").
+//! once (docs/contract/api.md Errors, "One answer lists every mistake"; docs/DECISIONS.md, "A
+//! body is read in three steps" and "Every mistake in one answer").
 //!
-//! 1. **Syntax.** The whole body is parsed as JSON before any member is typed, so a body that is
-//!    not JSON is always 400 `invalid_json`, even when an earlier member also has the wrong
-//!    type (docs/contract/api.md Conventions). A member that appears twice is refused here too:
-//!    which of the two the client meant cannot be guessed. A body that is not an object stops
-//!    here too (400 `invalid_type` on `body`).
-//! 2. **Shape.** The parsed value is deserialized into the request type. serde stops at the
-//!    first error, so each error is recorded, the offending member is taken out of the value,
-//!    and deserialization runs again, until the value fits (at most [`MAX_ERRORS`] rounds, fewer
-//!    for a large body: the passes are bounded in bytes, `REPARSE_BUDGET`).
-//!    Request types take their members as `Option`s, so a removed member never causes a new
-//!    error; array elements that are removed are remembered, so later errors still name their
-//!    original index. A wrong type, an unknown member or a float in money is a 400; an
-//!    unknown enum value is a 422, as a rule violation is.
-//! 3. **Values.** What could be read is checked against the type's [`BodyRules`]: its field
-//!    rules (`validator`) always, and, when the body is refused anyway (for its shape or its
-//!    field rules), the rules the use case would check too (an invoice's content, a
-//!    destination's payee). Their paths are mapped back to the
-//!    body's indexes; one that only repeats a shape error is dropped.
+//! 1. **Syntax.** The whole body is parsed before any member is typed (docs/contract/api.md
+//!    Conventions); a repeated member, or a body that is not an object, is refused here.
+//! 2. **Shape.** serde stops at the first error, so each error is recorded, the offending
+//!    member taken out of the value, and deserialization run again until the value fits (at
+//!    most [`MAX_ERRORS`] rounds, fewer for a large body: `REPARSE_BUDGET`). Members are
+//!    `Option`s, so a removed one causes no new error; removed array elements are remembered,
+//!    so later errors keep their original index.
+//! 3. **Values.** What could be read is checked against the type's [`BodyRules`]; paths are
+//!    mapped back to the body's indexes, and an error that only repeats a shape error is dropped.
 //!
-//! The answer lists every error in `errors[]` (shape errors first, members of one object in the
-//! order of their names, then value errors); its top-level `code` and `field` are the first
-//! shape error's (400), or it is a 422 `validation_failed` when there is no shape error.
-//!
-//! Client text in an answer is shortened: an unknown member's name in `field` and every quoted
-//! value or name in a `detail` (serde repeats a wrong string value in full). A body of 1 MiB
-//! could otherwise give a problem of several MiB, too large for the problem middleware to read
-//! back, and the client would lose its `code` and `field`.
+//! Client text in an answer (an unknown member's name, quoted values in a `detail`) is
+//! shortened: a 1 MiB body could otherwise give a problem too large for the problem middleware
+//! to read back, and the client would lose its `code` and `field`.
 
 use super::problem::{ApiError, MAX_ERRORS};
 use super::rules::{BodyRules, field_errors};
@@ -42,21 +29,14 @@ use tauros_domain::input::FLOAT_NOT_ALLOWED;
 /// most this many bytes are deserialized again in all, and never fewer than 8 passes.
 const REPARSE_BUDGET: usize = 4 * 1024 * 1024;
 
-/// At most this many characters of a `field` path are answered (the request's own paths are
-/// far shorter; only an unknown member's name, which is client text, can be longer).
+/// Longest `field` answered; only an unknown member's name (client text) can come near it.
 const MAX_FIELD_CHARS: usize = 200;
 
-/// At most this many characters of a shape error's `detail` (after quoted client text in it is
-/// shortened, for any sentence that still carries some outside quotes).
+/// Longest shape error `detail` answered, for client text left outside quotes.
 const MAX_DETAIL_CHARS: usize = 1000;
 
-/// Parses a JSON object body into `T`, reporting every shape and value error at once.
-///
-/// A type that refuses a repeated member itself ([`BodyRules::READ_IN_ONE_PASS`]) is first
-/// read straight from the bytes: an object that fits it and keeps its field rules is what the
-/// three steps would accept (their only other check, a repeated member, is the type's own), so
-/// it is answered from that one pass. Anything else, a mistake of any kind, is read again by
-/// the three steps, which find every mistake.
+/// Parses a JSON object body into `T`, reporting every shape and value error at once; a
+/// [`BodyRules::READ_IN_ONE_PASS`] type is first tried in one pass.
 pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
     if T::READ_IN_ONE_PASS
         && let Some(body) = read_in_one_pass::<T>(bytes)
@@ -75,8 +55,7 @@ pub(crate) fn parse_in_three_steps<T: DeserializeOwned + BodyRules>(
 
 /// `bytes` as `T` in one pass, when they are an object that fits it and keeps its field rules.
 pub(crate) fn read_in_one_pass<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Option<T> {
-    // serde's derive would also read an array as the struct's members in order; the three
-    // steps refuse any body that is not an object. JSON's whitespace is these four bytes.
+    // serde would read an array as the struct (see `Object`): leave it to the three steps.
     let first = bytes
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
@@ -87,9 +66,7 @@ pub(crate) fn read_in_one_pass<T: DeserializeOwned + BodyRules>(bytes: &[u8]) ->
     body.field_rules().is_ok().then_some(body)
 }
 
-/// Step 2 and 3 alone, for JSON that was parsed already (an MCP tool call's arguments): the
-/// value, `size` bytes long as sent, must be an object that fits `T` and keeps its value rules;
-/// every shape and value error is reported in one answer.
+/// Steps 2 and 3 alone, for JSON parsed already (an MCP tool call's arguments, `size` bytes).
 pub fn parse_value<T: DeserializeOwned + BodyRules>(
     value: Value,
     size: usize,
@@ -97,17 +74,14 @@ pub fn parse_value<T: DeserializeOwned + BodyRules>(
     parse_value_also(value, size, Vec::new)
 }
 
-/// [`parse_value`], where a body refused anyway also lists `also()`: the errors a caller knows
-/// of that the body's type cannot see (an MCP create without its `idempotency_key`, which REST
-/// may send as a header instead).
+/// [`parse_value`], where a body refused anyway also lists `also()`: errors its type cannot see
+/// (an MCP create without `idempotency_key`, which REST may send as a header instead).
 pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
     mut value: Value,
     size: usize,
     also: impl FnOnce() -> Vec<FieldError>,
 ) -> Result<T, ApiError> {
     if !value.is_object() {
-        // Every request body is an object (serde would otherwise read an array as the
-        // struct's members in order).
         return Err(ApiError::bad_request(
             "invalid_type",
             "the body must be a JSON object with the request's members",
@@ -150,16 +124,13 @@ pub fn parse_value_also<T: DeserializeOwned + BodyRules>(
             }
         }
     }
-    // Step 3: the value rules, on what could be read (members refused for their shape taken
-    // out). A body right in shape and field rules goes on (the use case checks the rest with
-    // the rules that need state); one refused for either answers every rule of the body.
+    // Step 3, on what could be read. A body refused anyway also hears the rules the use case
+    // would check (rules.rs), so that one answer lists every mistake.
     let mut values: Vec<FieldError> = Vec::new();
     if let Some(body) = &parsed {
         if let Err(errors) = body.field_rules() {
             values = field_errors(&errors);
         }
-        // A body refused anyway (for its shape or its field rules) also hears the rules the
-        // use case would check, so that one answer lists every mistake of the body.
         if !found.is_empty() || !values.is_empty() {
             values.extend(body.completing_rules());
         }
@@ -211,8 +182,7 @@ fn explained_by(path: &[Segment], shape: &[Segment]) -> bool {
     }
 }
 
-/// A path as rendered (`lines[1].quantity`) back into its steps. Our request members' names
-/// hold no `.` or `[`.
+/// A rendered path (`lines[1].quantity`) back into its steps; member names hold no `.` or `[`.
 fn parse_path(field: &str) -> Vec<Segment> {
     let mut out = Vec::new();
     if field == "body" {
@@ -252,7 +222,6 @@ fn parse_syntax(bytes: &[u8]) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// One step of a path into the body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Segment {
     Key(String),
@@ -366,7 +335,6 @@ impl ShapeError {
     }
 }
 
-/// `text` with at most `max` characters, `…` marking a cut.
 fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
@@ -443,8 +411,7 @@ fn shape_error(at: &str, message: &str) -> ShapeError {
     error("invalid_type", format!("`{field}`: {message}"), true)
 }
 
-/// The answer: a 400 when any error is one of shape (its first one's code and field on top),
-/// else the 422 of rule violations; `errors[]` lists them all.
+/// The answer: a 400 led by the first shape error, else a 422; `errors[]` lists them all.
 fn answer(found: Vec<ShapeError>) -> ApiError {
     let first_400 = found.iter().position(|e| e.bad_request);
     let errors: Vec<FieldError> = found.into_iter().map(|e| e.field).collect();
@@ -481,9 +448,8 @@ fn join(path: &str, name: &str) -> String {
     }
 }
 
-/// A nested struct that must arrive as a JSON object. serde's derive also reads an array as
-/// the struct's members in order (`["a", "1", "400"]` as a line); a request never means that.
-/// (The body itself is checked to be an object before it is typed.)
+/// A nested struct that must arrive as a JSON object: serde's derive also reads an array as
+/// the struct's members in order (`["a", "1", "400"]` as a line), which a request never means.
 #[derive(Debug)]
 pub struct Object<T>(pub T);
 

@@ -14,8 +14,7 @@ use tracing::{Instrument, Span};
 
 pub const REQUEST_ID: &str = "x-request-id";
 
-/// The longest request id a client may choose; longer, or with other than safe characters, and
-/// the server makes its own.
+/// The longest request id a client may choose.
 const MAX_REQUEST_ID: usize = 128;
 
 /// The request's id: the client's `X-Request-Id` if it is 1–128 safe characters (letters,
@@ -40,14 +39,10 @@ fn request_id(request: &mut Request) -> HeaderValue {
     id
 }
 
-/// The outer edge of every request, one layer for what the request id, the security headers
-/// and the error bodies need (one layer, not five: each layer costs every request a boxed
-/// future and a clone of the service inside, docs/PERFORMANCE.md):
-///
-/// - the request id ([`request_id`]), echoed as `X-Request-Id` on the answer unless the
-///   answer set its own;
-/// - every error answer as problem+json with the request id in its body ([`problem_details`]);
-/// - the security headers ([`security_headers`]).
+/// The outer edge of every request: the request id ([`request_id`], echoed as `X-Request-Id`
+/// unless the answer set its own), problem+json error bodies ([`problem_details`]) and the
+/// security headers ([`security_headers`]). One layer, not one per job: each layer costs every
+/// request a boxed future and a clone of the service inside (docs/PERFORMANCE.md).
 pub async fn edge(mut request: Request, next: Next) -> Response {
     let id = request_id(&mut request);
     let api = is_api(request.uri().path());
@@ -60,11 +55,10 @@ pub async fn edge(mut request: Request, next: Next) -> Response {
     response
 }
 
-/// The inner edge, just outside the handlers: requests counted and timed by route
-/// ([`metrics`]), the span their log lines are written in ([`request_span`]), the request
-/// body's progress clocks ([`with_body_clock`]), in that order from the outside in. The span is made
-/// here, where the route and the method are at hand, rather than by tower-http's trace layer:
-/// a layer fewer, and no wrapper around the answer's body.
+/// The inner edge, just outside the handlers, from the outside in: requests counted and timed
+/// by route ([`metrics`]), their log span ([`request_span`]) and the body's progress clocks
+/// ([`with_body_clock`]). The span is made here, where route and method are at hand, not by
+/// tower-http's trace layer: a layer fewer, and no wrapper around the answer's body.
 pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = method_label(request.method());
@@ -80,10 +74,9 @@ pub async fn inner(State(clock): State<BodyClock>, request: Request, next: Next)
     response
 }
 
-/// The span every log line of a request is written in: its method, route template and id.
-/// Each is recorded with `Display`, not `Debug`: the log formats a `Debug` string character
-/// by character to escape it, about half the span's cost, and none of the three needs escaping: the method is one of [`method_label`]'s, the route a
-/// template of ours, and the id [`request_id`]'s safe characters (the edge replaced any other).
+/// The span every log line of a request is written in: its method, route template and id, each
+/// recorded with `Display`: escaping a `Debug` string is costly and none of the three needs it
+/// (a [`method_label`], a route template of ours, an id of [`request_id`]'s safe characters).
 fn request_span(method: &'static str, route: Option<&MatchedPath>, request: &Request) -> Span {
     let route = route.map_or("unmatched", MatchedPath::as_str);
     let request_id = request
@@ -98,20 +91,17 @@ fn is_api(path: &str) -> bool {
     path.starts_with("/v1/") || path == "/mcp"
 }
 
-/// The policy of an HTML page that sets none of its own (the Swagger UI at `/docs`): its own
-/// scripts and styles only (Swagger UI sets inline styles, so `'unsafe-inline'` for styles
-/// alone), no plugins, and no framing. The console sets a stricter one (`console::
-/// CONTENT_SECURITY_POLICY`), which is kept.
+/// The policy of an HTML page that sets none (the Swagger UI at `/docs`): its own scripts and
+/// styles only (`'unsafe-inline'` for Swagger UI's inline styles), no plugins, no framing.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
     connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
     frame-ancestors 'none'";
 
-/// Headers every response carries: `nosniff`; `Cache-Control: no-store` on the API's own
-/// answers, REST and MCP (some carry secrets: session tokens, API keys, invitation tokens; none
-/// may be kept by a cache); a strict Content-Security-Policy on HTML pages (the page's own when
-/// it set one, which may only be stricter: it is chosen in this crate) and
-/// `X-Frame-Options: DENY`.
+/// Headers every response carries: `nosniff`; `Cache-Control: no-store` on REST and MCP answers
+/// (some carry session tokens, API keys or invitation tokens); on HTML pages
+/// `X-Frame-Options: DENY` and a strict Content-Security-Policy, unless the page set its own
+/// (the console's, chosen in this crate and stricter).
 fn security_headers(response: &mut Response, api: bool) {
     let html = response
         .headers()
@@ -137,8 +127,7 @@ fn security_headers(response: &mut Response, api: bool) {
     }
 }
 
-/// [`security_headers`] alone, for a router without the other edges (`/metrics` on its own
-/// listener).
+/// [`security_headers`] alone, for `/metrics` on its own listener.
 pub async fn only_security_headers(request: Request, next: Next) -> Response {
     let api = is_api(request.uri().path());
     let mut response = next.run(request).await;
@@ -151,8 +140,7 @@ pub async fn only_security_headers(request: Request, next: Next) -> Response {
 #[derive(Clone, Copy, Debug)]
 pub struct OwnErrorBody;
 
-/// Our problem bodies stay far below this (`errors[]` holds at most 100 entries, and echoed
-/// values are shortened); it only bounds what this layer reads back.
+/// Bounds what this layer reads back; our problem bodies stay far below it.
 const MAX_PROBLEM_BYTES: usize = 1024 * 1024;
 
 /// Makes sure every error response is problem+json with the request id in its body, whoever
@@ -221,9 +209,8 @@ fn method_label(method: &axum::http::Method) -> &'static str {
     }
 }
 
-/// The counter and histogram of one (method, route template, status): registered once and
-/// then reused, so a request does not build labels or look them up in the registry. Routes
-/// are templates and methods a fixed set, so the map stays as small as `/metrics` itself.
+/// The counter and histogram of one (method, route template, status), registered once so a
+/// request neither builds labels nor searches the registry; the map stays as small as `/metrics`.
 fn request_metrics(
     method: &'static str,
     route: &str,

@@ -55,8 +55,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(ops::routes())
 }
 
-/// The complete OpenAPI document for this build: the routes' own descriptions, finished with
-/// what shared machinery adds ([`openapi::finish`]).
+/// The complete OpenAPI document for this build, finished by [`openapi::finish`].
 pub fn document() -> utoipa::openapi::OpenApi {
     let (_, doc) = api_routes().split_for_parts();
     openapi::finish(doc)

@@ -66,10 +66,9 @@ pub fn base() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// Adds what comes from shared machinery rather than from a handler: the statuses of bad
-/// bodies, bad path parameters, missing credentials, rate limits and an unreachable database;
-/// the headers of replays and rate limits; and the schema rules no derive can state (a line's
-/// exactly-one amount, the problem members added per code).
+/// Adds what shared machinery answers rather than a handler (the statuses of bad bodies and
+/// path parameters, missing credentials, rate limits, an unreachable database; the headers of
+/// replays and rate limits) and the schema rules no derive can state.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         let ops = [
@@ -103,8 +102,7 @@ fn problem(description: &str) -> ResponseBuilder {
     )
 }
 
-/// The operations that check or hash a password: when the hashing queue is full they answer
-/// 503 `unavailable` with `Retry-After`.
+/// The operations that hash a password: 503 with `Retry-After` when the hashing queue is full.
 const HASHES_PASSWORDS: [(&str, &str); 3] = [
     ("post", "/v1/sessions"),
     ("post", "/v1/invitations/accept"),
@@ -298,9 +296,8 @@ fn is_null(schema: &RefOr<Schema>) -> bool {
     matches!(schema, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
 }
 
-/// A request line names its price in exactly one of `unit_amount` and `unit_amount_minor`.
-/// The derived `LineRequest` lists both as optional; the document splits it into two shapes,
-/// each requiring its amount and refusing the other, and makes `LineRequest` one of them.
+/// A request line names its price in exactly one of `unit_amount` and `unit_amount_minor`,
+/// which the derive cannot say: `LineRequest` becomes one of two shapes.
 fn exactly_one_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
     one_of_shapes(
         schemas,
@@ -321,9 +318,8 @@ fn exactly_one_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
     );
 }
 
-/// A settlement event names its invoice with exactly one of `invoice_id` and
-/// `invoice_number`, and its amount with exactly one of `amount` and `amount_minor`: four
-/// shapes, of which `SettlementEventRequest` is one.
+/// A settlement event names exactly one of `invoice_id` and `invoice_number`, and one of
+/// `amount` and `amount_minor`: `SettlementEventRequest` becomes one of four shapes.
 fn exactly_one_invoice_and_amount(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
     one_of_shapes(
         schemas,

@@ -323,8 +323,7 @@ pub fn internal() -> ApiError {
     )
 }
 
-/// The problem a bare status turns into when something below the handlers (routing, a layer)
-/// answered without a body of ours.
+/// The problem for a bare status answered below the handlers (routing, a layer).
 pub fn for_status(status: StatusCode) -> ApiError {
     use StatusCode as S;
     match status {

@@ -1,24 +1,11 @@
-//! The value rules of a request body, checked at the wire once its shape is read, so that one
-//! answer lists every mistake of the body: its shape errors and its value errors together
-//! (docs/contract/api.md Errors, "One answer names every mistake").
-//!
-//! Every request type (REST bodies and MCP tool arguments alike: both are read by
-//! [`super::json::parse_value`]) implements [`BodyRules`]:
-//!
-//! - [`BodyRules::field_rules`]: the field rules of the body alone, as `validator` derives
-//!   (lengths, ranges, formats, required members). They are checked on every body.
-//! - [`BodyRules::completing_rules`]: pure rules whose one source of truth is the domain
-//!   because they are a domain type's invariants (an invoice's content, a destination's payee,
-//!   capability names, a webhook URL's form and event types); the use case checks them itself,
-//!   with the rules that need state. When the body is right in itself the use case answers them
-//!   in one 422 with the state rules; when the wire refuses the body anyway (for its shape or a
-//!   field rule), it adds them so the client sees every mistake of the body at once (the state
-//!   rules come in a later answer).
-//!
-//! A text member's rule and an email's format are the domain's definitions
-//! ([`text_error`], [`identity::email_is_valid`]) applied here by custom rules; the use cases
-//! of the request types that carry them do not check them again (docs/DECISIONS.md, "Where each
-//! value rule lives").
+//! The value rules of a request body, checked at the wire once its shape is read
+//! (docs/contract/api.md Errors, "One answer lists every mistake"). Every request type, REST
+//! body or MCP tool arguments, implements [`BodyRules`]: its own field rules (`validator`
+//! derives), always, and the domain invariants it carries (an invoice's content, a payee,
+//! capabilities, a webhook URL), which the use case checks with the rules that need state and
+//! the wire adds only to an answer it refuses anyway. Text and email rules are the domain's
+//! ([`text_error`], [`identity::email_is_valid`]), applied here by custom rules
+//! (docs/DECISIONS.md, "Where each value rule lives").
 //!
 //! [`crate::body_rules!`] implements the trait for types with `validator` rules only.
 
@@ -30,28 +17,22 @@ use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 /// The value rules of a request body (see the module documentation).
 pub trait BodyRules {
-    /// Whether the type's `Deserialize` refuses a member sent twice, at every depth, as serde's
-    /// derive does for a struct with `deny_unknown_fields` (a map, a hand-written visitor or a
-    /// struct that ignores unknown members may keep one of the two silently). Then
-    /// a body that deserializes straight from its bytes and keeps its field rules is the value
-    /// the three steps of [`super::json::parse_json`] would accept, and it is read in one pass;
-    /// any other body takes the three steps. A type that says so is held to it by a test that
-    /// reads generated bodies both ways (`http/invoices/body_tests.rs` for the invoice
-    /// commands').
+    /// Whether the type's `Deserialize` refuses a member sent twice at every depth, as serde's
+    /// derive does for a `deny_unknown_fields` struct (a map or a hand-written visitor may not).
+    /// Such a type is first read in one pass (docs/DECISIONS.md, "A right body of an invoice
+    /// command is read in one pass"); `http/invoices/body_tests.rs` holds it to that.
     const READ_IN_ONE_PASS: bool = false;
 
     /// The field rules of the body alone (`validator`), checked on every body.
     fn field_rules(&self) -> Result<(), ValidationErrors>;
 
-    /// The rules the use case checks again (with the state rules), at the wire only to complete
-    /// an answer refused for its shape. Paths are the request's own (`lines[2].quantity`).
+    /// The use case's own rules, to complete a refused answer; paths are the request's own.
     fn completing_rules(&self) -> Vec<FieldError> {
         Vec::new()
     }
 }
 
-/// Implements [`BodyRules`] by the type's `validator` derive; after `one_pass:`, for types
-/// read in one pass ([`BodyRules::READ_IN_ONE_PASS`]).
+/// Implements [`BodyRules`] by the `validator` derive; `one_pass:` marks one-pass types.
 #[macro_export]
 macro_rules! body_rules {
     (one_pass: $($ty:ty),* $(,)?) => {$(
@@ -72,8 +53,7 @@ macro_rules! body_rules {
     )*};
 }
 
-/// `validator`'s errors as our field errors, with the request's own paths (`lines[2].quantity`),
-/// in the order of their paths.
+/// `validator`'s errors as ours, at the request's own paths (`lines[2].quantity`), sorted.
 pub fn field_errors(errors: &ValidationErrors) -> Vec<FieldError> {
     let mut out = Vec::new();
     collect(errors, "", &mut out);
@@ -147,8 +127,7 @@ const CODES: &[&str] = &[
 /// `validator` custom rule does not know which member it checks).
 const FIELD: &str = "{field}";
 
-/// A domain rule's error as `validator`'s: its code and its sentence (with [`FIELD`] for the
-/// member's path).
+/// A domain rule's error as `validator`'s (with [`FIELD`] for the member's path).
 fn rule_error(error: FieldError) -> ValidationError {
     ValidationError::new(error.code).with_message(error.detail.into())
 }
@@ -158,8 +137,7 @@ fn text(value: &str, max: usize, lines: Lines) -> Result<(), ValidationError> {
     text_error(FIELD, value, max, lines).map_or(Ok(()), |e| Err(rule_error(e)))
 }
 
-/// One line of clean text, 1–160 characters once trimmed (names and labels:
-/// [`MAX_NAME_CHARS`]).
+/// A name or label: one line of clean text, 1–[`MAX_NAME_CHARS`] characters once trimmed.
 pub fn name_or_label(value: &str) -> Result<(), ValidationError> {
     text(value, MAX_NAME_CHARS, Lines::One)
 }
@@ -169,8 +147,7 @@ pub fn webhook_description(value: &str) -> Result<(), ValidationError> {
     text(value, webhook::MAX_DESCRIPTION_CHARS, Lines::One)
 }
 
-/// An email address as a contact or an invitation takes it ([`identity::email_is_valid`] once
-/// trimmed: 1–254 characters, one `@` with text on both sides, no spaces, clean).
+/// An email address as a contact or an invitation takes it ([`identity::email_is_valid`]).
 pub fn email_address(value: &str) -> Result<(), ValidationError> {
     if identity::email_is_valid(value.trim()) {
         return Ok(());

@@ -1,6 +1,5 @@
 //! Schemas of the OpenAPI document that no request or response type derives: the domain's
-//! enums (their marker types live in tauros-app, beside the views that name them, and are
-//! re-exported here), the kinds of caller and the shapes a request may use for minor units.
+//! enums (markers from tauros-app), the kinds of caller and the spellings of minor units.
 
 use utoipa::IntoParams;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};

@@ -1,17 +1,10 @@
-//! The accept loop and what a connection may hold. Every connection is served by hyper's
-//! HTTP/1 under limits that keep slow or silent clients from holding the server: its request
-//! head must arrive in time, an idle keep-alive connection closes, and only so many
-//! connections are served at once, and a client that stops reading its answer is cut. On
-//! shutdown, in-flight requests finish first.
+//! The accept loop, serving hyper's HTTP/1 under [`ConnectionLimits`] so that slow or silent
+//! clients cannot hold the server. On shutdown, in-flight requests finish first.
 //!
 //! hyper's own `header_read_timeout` is not used: in hyper 1.x its timer also runs while a
-//! keep-alive connection waits for the next request, so it would close idle connections after
-//! the header timeout and leave no room for a longer idle timeout (docs/DECISIONS.md). One
-//! watchdog per connection enforces both instead, from what the connection's socket and its
-//! requests report.
-//!
-//! Besides the global cap, one client address may hold at most `max_connections_per_address`
-//! connections: one address cannot take every place of the global cap.
+//! keep-alive connection waits for the next request, leaving no room for a longer idle timeout
+//! (docs/DECISIONS.md). One watchdog per connection enforces both instead, from what the
+//! connection's socket and its requests report.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -49,23 +42,18 @@ pub const DEFAULT_BODY_PROGRESS_WINDOW_SECONDS: u64 = 10;
 /// What one client connection may hold, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
-    /// A request's head must be complete within this, counted from the accept (first request)
-    /// or from the first byte of the request (later ones on a keep-alive connection); else the
-    /// connection is closed.
+    /// Time for a request's head, from the accept or the request's first byte.
     pub header_read_timeout: Duration,
-    /// A request body that makes no progress for this long is abandoned: 408 `timeout`, then
-    /// the connection closes (see [`super::body_timeout`]). An answer the client stops taking
-    /// (its socket accepts no byte) for this long closes the connection too.
+    /// Time a request body may make no progress (408, [`super::body_timeout`]), or the client
+    /// take no byte of its answer; then the connection closes.
     pub body_timeout: Duration,
-    /// A connection with no request in flight and no byte of a next one closes after this.
+    /// Time a connection may wait with no request in flight and no byte of a next one.
     pub idle_timeout: Duration,
-    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    /// Connections served at once; further ones wait in the listen backlog.
     pub max_connections: usize,
-    /// Connections served at once from one client address (the socket's peer address); a
-    /// further one from that address is closed at once, unanswered.
+    /// Connections served at once from one peer address; a further one is closed unanswered.
     pub max_connections_per_address: usize,
-    /// A request body must bring at least `body_progress_min_bytes` in every
-    /// `body_progress_window` (or end within it); else 408 `timeout` and the connection closes.
+    /// Bytes a request body must bring in every `body_progress_window` (or end within it).
     pub body_progress_min_bytes: u64,
     pub body_progress_window: Duration,
 }
@@ -88,8 +76,7 @@ impl Default for ConnectionLimits {
 /// `net.core.somaxconn`). Rust's and tokio's `bind` ask for 128.
 const LISTEN_BACKLOG: u32 = 1024;
 
-/// Listens on `address` (`HOST:PORT`; the first of its addresses that can be bound) with a
-/// listen backlog of 1024, where connections over the cap wait.
+/// Listens on `address` (`HOST:PORT`), on the first of its addresses that can be bound.
 pub async fn listen(address: &str) -> std::io::Result<TcpListener> {
     let mut last = None;
     for addr in tokio::net::lookup_host(address).await? {
@@ -117,9 +104,8 @@ pub async fn listen(address: &str) -> std::io::Result<TcpListener> {
     }))
 }
 
-/// Serves `router` on `listener` under `limits` until `shutdown` resolves; then stops
-/// accepting, closes idle connections, and returns once in-flight requests have finished.
-/// Each request carries `ConnectInfo<SocketAddr>` (the client address).
+/// Serves `router` on `listener` under `limits` until `shutdown`, then stops accepting and
+/// returns once in-flight requests finish. Requests carry `ConnectInfo<SocketAddr>`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -209,9 +195,8 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
-/// Connections open per client address, each counted until its [`Share`] is dropped. Holds
-/// an entry only for an address with a connection open, so it is never larger than the global
-/// cap.
+/// Connections open per client address, each counted until its [`Share`] is dropped; only
+/// addresses with one open have an entry, so this never outgrows the global cap.
 #[derive(Clone)]
 struct PerAddress {
     max: usize,
@@ -230,7 +215,6 @@ impl PerAddress {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One more connection from `ip`, unless it already has `max` open.
     fn admit(&self, ip: IpAddr) -> Option<Share> {
         let ip = ip.to_canonical();
         let mut open = self.lock();
@@ -264,9 +248,8 @@ impl Drop for Share {
     }
 }
 
-/// Serves one connection until the client closes it, a limit closes it, or shutdown has let
-/// its in-flight request finish. Holding `_held` (its place in the global cap and its
-/// address's share) is what counts it against both caps.
+/// Serves one connection until the client or a limit closes it, or shutdown lets its
+/// in-flight request finish. `_held` counts it against both caps.
 async fn connection(
     stream: TcpStream,
     remote: SocketAddr,
@@ -326,8 +309,7 @@ async fn connection(
             }
             () = activity.changed.notified() => {}
             changed = stopping.wait_for(|stop| *stop), if !draining => {
-                // Closes the connection at once when idle, else after the answer in flight.
-                // The limits keep applying meanwhile.
+                // At once when idle, else after the answer in flight; the limits still apply.
                 draining = true;
                 if changed.is_ok() {
                     conn.as_mut().graceful_shutdown();
@@ -374,7 +356,6 @@ impl Activity {
         Activity {
             state: Mutex::new(State {
                 in_flight: 0,
-                // A new connection owes its first request head from the start.
                 waiting: Waiting::Head(Instant::now()),
                 write_blocked: None,
             }),

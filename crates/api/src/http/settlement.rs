@@ -1,6 +1,5 @@
-//! Settlement: `POST /v1/settlement-events` for agents whose key has the `settlement`
-//! capability, and the payments humans read (`/v1/payments`), with what could not be applied
-//! listed by `?status=`.
+//! Settlement: `POST /v1/settlement-events` for agents with the `settlement` capability, and
+//! the payments humans read (`/v1/payments`; what could not be applied by `?status=`).
 
 use super::extract::{Auth, IdPath, IdempotencyKeyHeader, ListParams, QueryParams, StrictJson};
 use super::headers::REPLAYED;
@@ -336,8 +335,7 @@ async fn record_settlement_event(
     Ok((status, [(REPLAYED, header)], Json(recorded)))
 }
 
-/// Records one settlement event, or answers its redelivery (REST and the
-/// record_settlement_event tool); replays are counted.
+/// Records one settlement event or answers its redelivery (REST and MCP); counts replays.
 pub(crate) async fn record(
     app: &App,
     actor: &Actor,

@@ -108,10 +108,8 @@ pub struct CreateWebhookEndpointRequest {
 const TIMEOUT_MIN: i64 = *TIMEOUT_SECONDS.start() as i64;
 const TIMEOUT_MAX: i64 = *TIMEOUT_SECONDS.end() as i64;
 
-/// `url` and `events` present, the description and the timeout are the wire's rules
-/// (`validator`); the URL's form and the event types are the domain's
-/// (`webhook::endpoint_form_errors`) and complete an answer the wire refuses anyway. The
-/// outbound policy (the operator's allow-list) comes with the use case.
+/// Presence, description and timeout are the wire's rules; the URL's form and the event types
+/// the domain's (`webhook::endpoint_form_errors`); the outbound allow-list the use case's.
 impl BodyRules for CreateWebhookEndpointRequest {
     fn field_rules(&self) -> Result<(), validator::ValidationErrors> {
         validator::Validate::validate(self)

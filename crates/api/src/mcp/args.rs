@@ -1,11 +1,9 @@
 //! A tool's arguments: the REST request body it shares, plus what REST reads from elsewhere
 //! (the path's `id`, the `Idempotency-Key` header), all members of one flat JSON object.
 //!
-//! They are parsed by the REST body parser ([`crate::http::json::parse_value`]), so an MCP
-//! call and a REST request are refused alike: a float in money is `float_not_allowed`, an
-//! unknown member is `unknown_field` naming every accepted one (the extra members included),
-//! a wrong type is `invalid_type` at the member's own path, and every error is listed at once.
-//! [`WithExtras`] does the splitting inside serde, so paths stay the request's own.
+//! They are parsed by the REST body parser ([`crate::http::json::parse_value`]), so an MCP call
+//! and a REST request are refused alike. [`WithExtras`] splits the extras out inside serde, so
+//! error paths stay the request's own and an unknown member's refusal names the extras too.
 
 use serde::de::{
     self, Deserialize, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor,
@@ -17,7 +15,6 @@ use uuid::Uuid;
 
 /// Members a tool takes besides its REST body.
 pub(super) trait Extras: Default {
-    /// Their names.
     const NAMES: &'static [&'static str];
     /// Reads the value of member `name` (one of `NAMES`) from `map`.
     fn read<'de, A: MapAccess<'de>>(&mut self, name: &str, map: &mut A) -> Result<(), A::Error>;
@@ -159,8 +156,8 @@ impl<'de, A: MapAccess<'de>, X: Extras> MapAccess<'de> for Rest<A, X> {
     }
 }
 
-/// The accepted names as serde words them (`` `a` ``, `` `a` or `b` ``, `` one of `a`, `b`, `c` ``),
-/// so the body parser reads the refusal as it reads serde's own.
+/// The accepted names as serde words them (`` `a` ``, `` `a` or `b` ``,
+/// `` one of `a`, `b`, `c` ``), so the body parser reads the refusal as serde's own.
 fn expected<'a>(names: impl Iterator<Item = &'a &'static str>) -> String {
     let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
     match names.as_slice() {

@@ -1,14 +1,13 @@
 //! What a request must pass before the MCP server sees it, and how its refusals look.
 //!
 //! In order: a browser `Origin` that is not configured is refused (DNS-rebinding protection;
-//! a request without `Origin`, as every non-browser client sends, passes); then the bearer
-//! credential is authenticated as REST authenticates it (same 401, same rate limit), and the
-//! caller must be an agent: a human's session is refused with 403. The agent, marked as
-//! coming through `mcp`, travels to the tools in the request's extensions.
+//! non-browser clients send no `Origin` and pass); the bearer credential is authenticated as
+//! REST does it (same 401, same rate limit); a human's session is refused with 403. The agent,
+//! marked as coming through `mcp`, reaches the tools in the request's extensions.
 //!
-//! Afterwards, the transport's own plain-text refusals (wrong `Accept`, a body over the limit,
-//! …) become problem details like every other error of Tauros; its JSON-RPC answers are left
-//! as they are, whatever their status, since MCP clients read them.
+//! Afterwards, the transport's plain-text refusals become problem details like every other
+//! error; its JSON-RPC answers are left as they are, whatever their status: MCP clients read
+//! them.
 
 use crate::http::extract::bearer;
 use crate::http::middleware::OwnErrorBody;
@@ -22,7 +21,6 @@ use std::sync::Arc;
 use tauros_app::{Actor, App, AppError};
 use tauros_domain::identity::Interface;
 
-/// What the guard needs.
 #[derive(Clone)]
 pub(super) struct Guard {
     pub(super) app: App,
@@ -92,10 +90,9 @@ fn unauthorized() -> Response {
     .into_response()
 }
 
-/// Leaves successes and JSON-RPC errors alone; turns a plain-text refusal of the transport
-/// into a problem with the same status, keeping its sentence as the detail. (A body declared
-/// as JSON that the transport could not read as a JSON-RPC message is 400 `invalid_json`, as
-/// a REST body that is not JSON is; the transport says 415.)
+/// Turns a plain-text refusal of the transport into a problem with the same status and its
+/// sentence as the detail. A body declared as JSON that is no JSON-RPC message is 400
+/// `invalid_json`, as for REST, not the transport's 415.
 async fn shape(response: Response, declared_json: bool) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -143,7 +140,6 @@ async fn shape(response: Response, declared_json: bool) -> Response {
     answer
 }
 
-/// The problem code of a status the transport answered with.
 fn refusal_code(status: StatusCode) -> &'static str {
     match status {
         StatusCode::NOT_ACCEPTABLE => "not_acceptable",

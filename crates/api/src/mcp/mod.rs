@@ -1,22 +1,11 @@
 //! The MCP tool surface for agents: `/mcp`, streamable HTTP (the official Rust SDK, `rmcp`),
-//! stateless (no MCP session is kept: every POST is authenticated and answered on its own, so
-//! any replica can answer it).
+//! stateless: every POST is authenticated and answered on its own, so any replica can answer.
 //!
-//! A sibling of `http`: each tool is a thin call of the use case its REST route calls (typed
-//! input in, the REST answer out; a function next to the REST handler), with the agent marked
-//! as coming through `mcp` (audit rows and invoice events say so). It shares `http`'s edge
-//! instead of copying it: the request types and their strict JSON parser, the use cases with
-//! their paging, answer types and replay counting, and the one mapping from app errors to
-//! problem details, so REST and MCP cannot disagree. `http` never imports `mcp`. `http::router` mounts it, inside the same layers (request id, limits,
-//! metrics, tracing).
-//!
-//! - `guard`: Origin check, agent-only authentication, refusals as problem details;
-//! - `server`: the rmcp handler (`tools/list`, `tools/call`);
-//! - `tools`: the reviewed list, descriptions, schemas and the calls;
-//! - `answers`: the answers that add to a REST body (a replay flag, an invoice's history);
-//! - `summary`: the short text beside each answer's structured content;
-//! - `args`: REST bodies plus the members REST takes from the path or a header;
-//! - `schema`: input schemas from the REST document's own schemas.
+//! A sibling of `http`: each tool is a thin call of the use case its REST route calls, with the
+//! agent marked as coming through `mcp` (audit rows and invoice events say so). It shares
+//! `http`'s request types, strict JSON parser, use cases (paging, replay counting) and problem
+//! mapping instead of copying them, so REST and MCP cannot disagree; `http` never imports
+//! `mcp`. The crate's `router` mounts it inside the same layers.
 
 mod answers;
 mod args;
@@ -42,8 +31,7 @@ pub const PATH: &str = "/mcp";
 pub struct McpConfig {
     /// Serve `/mcp` (`TAUROS_MCP`, on by default); off, the path answers 404.
     pub enabled: bool,
-    /// Browser origins allowed to call `/mcp` (`TAUROS_MCP_ORIGINS`, else
-    /// `TAUROS_CORS_ORIGINS`); a request with any other `Origin` is refused.
+    /// Browser origins allowed to call `/mcp`; a request with any other `Origin` is refused.
     pub origins: Vec<String>,
 }
 

@@ -5,8 +5,7 @@
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
-/// Every named schema a tool schema may refer to: the REST document's, and the MCP-only
-/// argument types'.
+/// Every named schema a tool schema may refer to: the REST document's and MCP-only ones.
 pub(super) struct Pool(Map<String, Value>);
 
 /// Deeper than any of our schemas nest; a reference cycle stops here instead of looping.
@@ -40,8 +39,7 @@ impl Pool {
         T::name().into_owned()
     }
 
-    /// The object schema `name`, inlined, with `extra` members added in front: each a name,
-    /// its schema and whether it is required.
+    /// The object schema `name`, inlined, with `extra` (name, schema, required) in front.
     pub(super) fn object(&self, name: &str, extra: &[(&str, Value, bool)]) -> Map<String, Value> {
         let mut schema = self.inline(&json!({ "$ref": reference(name) }), 0);
         if let Value::Object(object) = &mut schema {

@@ -1,9 +1,7 @@
 //! The MCP server behind `/mcp`: `tools/list` answers the reviewed list, `tools/call` runs
-//! one tool as the agent the request authenticated ([`super::guard`]). A tool's answer is its
-//! REST answer once, as structured content, and a short text summary ([`super::summary`]). A
-//! tool that runs and refuses answers a tool result with `isError: true` whose structured
-//! content is the REST problem (`code`, `detail`, `errors[]`, …) and whose text lists every
-//! error; only a tool that does not exist is a JSON-RPC error.
+//! one tool as the agent the request authenticated ([`super::guard`]). A refusal is a tool
+//! result with `isError: true` whose structured content is the REST problem and whose text
+//! lists every error; only a tool that does not exist is a JSON-RPC error.
 
 use super::schema::Pool;
 use super::summary::refusal;
@@ -128,7 +126,6 @@ impl ServerHandler for TaurosMcp {
     }
 }
 
-/// The REST problem of `error`, with the HTTP request's id as `request_id`.
 fn problem(error: &ApiError, request_id: Option<String>) -> Problem {
     let mut problem = error.problem();
     problem.request_id = request_id;

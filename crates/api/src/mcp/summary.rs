@@ -1,9 +1,5 @@
 //! The short text a tool answers beside its structured content: what happened, the ids the next
-//! step needs, and what to do next, in a few lines (docs/MCP.md, "Answers and errors").
-//!
-//! The structured content is the REST answer, once; the text never repeats it as JSON. A client
-//! that shows its model only the text still has every id and amount a next call takes: each
-//! item of a list is one line with its id, and a refusal lists every field error.
+//! step needs, and what to do next (docs/MCP.md, "Answers and errors").
 
 use super::answers::{DestinationCommand, InvoiceAnswer};
 use crate::http::customers::CustomerList;
@@ -21,7 +17,6 @@ pub(super) trait Summary {
     fn summary(&self) -> String;
 }
 
-/// "More: pass cursor "…" for the next page." when there is a next page.
 fn more(next_cursor: Option<&str>, argument: &str) -> String {
     next_cursor.map_or_else(String::new, |c| {
         format!("\nMore: pass {argument} \"{c}\" for the next page.")
@@ -36,8 +31,7 @@ fn replayed(replayed: bool) -> &'static str {
     }
 }
 
-/// One line naming an invoice: its id, state, number, total, customer and due date, and a
-/// decision an agent must act on.
+/// One line naming an invoice and its figures.
 fn invoice_line(invoice: &InvoiceView) -> String {
     let revision = &invoice.current_revision;
     let mut line = format!("invoice {} {}", invoice.id, invoice.state.as_str());
@@ -289,10 +283,9 @@ impl Summary for SettlementEventRecorded {
     }
 }
 
-/// A refusal: status and code, then every field error one per line (their details say what
-/// to send instead, so the problem's `detail`, which opens with the first of them, is not
-/// repeated), or the detail when there are none; then its extra members that name something
-/// (`invoice_id`, `id_kind`, `from`, `action`).
+/// A refusal: status and code, then every field error one per line (their details say what to
+/// send instead, so the problem's `detail` is not repeated) or else the detail; then the extra
+/// members that name something (`invoice_id`, `id_kind`, `from`, `action`).
 pub(super) fn refusal(problem: &Problem) -> String {
     let mut text = format!("Refused: {} {}", problem.status, problem.code);
     if problem.errors.is_empty() {

@@ -1,11 +1,9 @@
-//! The reviewed tool list, what each tool tells a model, and what each one calls.
+//! The reviewed tool list, what each tool tells a model, and what each one calls (the use case
+//! its REST route calls: a function next to the handler, or `http::invoices::use_cases`).
 //!
-//! Every tool is a thin call of the use case its REST route calls (a function next to the REST
-//! handler, or `http::invoices::use_cases`): the arguments parsed into the REST route's typed
-//! input, the REST route's answer serialized. Paging, the mapping to wire types and replay
-//! counting happen there, once. The list is closed on purpose: no tool approves, rejects, requests
-//! changes, cancels, manages agents or keys, or changes organisation settings. Adding a tool is
-//! a deliberate act: `Tool::ALL` is pinned by a unit test here and by `tests/api/resources/mcp.rs`.
+//! The list is closed on purpose: no tool approves, rejects, requests changes, cancels, manages
+//! agents or keys, or changes organisation settings. `Tool::ALL` is pinned by a unit test here
+//! and by `tests/api/resources/mcp.rs`, so adding a tool is a deliberate act.
 
 use super::answers::{DestinationCommand, History, InvoiceAnswer};
 use super::args::{Id, Key, WithExtras};
@@ -453,16 +451,12 @@ fn answer(value: impl Serialize + Summary) -> Result<Answer, ApiError> {
     Ok(Answer { value, summary })
 }
 
-/// The REST answer as a tool answers it: every fact once (docs/MCP.md, "Answers and errors").
-/// A member whose value is null is left out, and so is `agent_id` (every record a tool answers
-/// is the calling agent's own); an amount's `_minor` twin is left out where its
-/// exact decimal string is there (`total` without `total_minor`); an invoice's current revision
-/// leaves out `canonical_payload`, whose `payload_hash` stays (the bytes are in get_invoice's
-/// history and REST). A tool answers tens of these per page; an agent pays for each in context.
+/// The REST answer as a tool answers it, every fact once: no nulls, no `agent_id`, no `_minor`
+/// twin beside its decimal string, no `canonical_payload` in a current revision (docs/MCP.md,
+/// "Answers and errors"). A tool answers tens of these per page; an agent pays for each.
 pub(super) fn compact(value: &mut Value) {
     match value {
         Value::Object(members) => {
-            // Every record a tool answers is the calling agent's own: its id is whoami's.
             members.retain(|k, v| !v.is_null() && k != "agent_id");
             let twins: Vec<String> = members
                 .keys()
@@ -485,9 +479,7 @@ pub(super) fn compact(value: &mut Value) {
     }
 }
 
-/// Runs `tool` for `actor`: the arguments are parsed like a REST body into the REST route's
-/// typed input, the use case its REST route calls is called, and its answer (or problem) comes
-/// back.
+/// Runs `tool` for `actor` through its REST route's use case, its arguments read as a REST body.
 pub(super) async fn call(
     app: &App,
     actor: &Actor,
@@ -605,8 +597,7 @@ crate::body_rules!(
 mod tests {
     use super::*;
 
-    /// The reviewed list. Adding a tool means adding it here too, on purpose: no tool may
-    /// approve, reject, request changes, cancel, manage agents or keys, or change settings.
+    /// The reviewed list (see the module documentation): a new tool must be added here too.
     #[test]
     fn the_tool_list_is_the_reviewed_one() {
         let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
@@ -716,10 +707,8 @@ mod tests {
         }
     }
 
-    /// The ids share a long prefix and there are two kinds of `number`: every tool that takes
-    /// an invoice's `id` says which id it is and which it is not; the tools where an agent
-    /// reads or names numbers say which number is which; the tools an agent waits with say how
-    /// long a human may take; the tools that take a body say a refusal lists every mistake.
+    /// The ids share a long prefix and `number` has two meanings, so descriptions say which is
+    /// which; they also say how long a human may take and that a refusal lists every mistake.
     #[test]
     fn descriptions_say_which_id_which_number_how_long_and_that_errors_list_everything() {
         let mut pool = Pool::new();
@@ -803,8 +792,7 @@ mod tests {
             assert!(text.len() > 80, "{}", tool.name());
             let reads = tool.annotations().read_only_hint == Some(true);
             let promises = next_step_or_limit(tool);
-            // A tool that writes names what comes next or what it will not do, not
-            // "Reads only"; a tool that reads says so first.
+            // Only a tool that reads promises "Reads only", and first.
             assert_eq!(
                 promises.first() == Some(&"Reads only"),
                 reads,

@@ -1,6 +1,4 @@
-//! Writing and re-walking an invoice's hash-chained event trail (docs/contract/domain.md §2 and
-//! §8), and what an event sets off: its webhook deliveries, enqueued in the event's own
-//! transaction.
+//! An invoice's hash-chained event trail (docs/contract/domain.md §2, §8) and its deliveries.
 
 use crate::audit::AuditActor;
 use crate::error::AppResult;
@@ -22,8 +20,7 @@ pub(super) struct EventInput<'a> {
     pub settings: Option<OrgSettings>,
 }
 
-/// The next link of the invoice's event chain, at the invoice's new state and `updated_at`;
-/// moves the invoice's chain head (`event_count`, `last_event_hash`) to it.
+/// The chain's next link at the invoice's new state; moves the invoice's chain head to it.
 pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> EventRow {
     let mut event = EventRow {
         id: Uuid::now_v7(),
@@ -52,8 +49,7 @@ pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> Ev
     event
 }
 
-/// Writes an event and, in the same transaction, one delivery job per webhook endpoint of the
-/// organisation that subscribes to it: every invoice event goes through here.
+/// Writes an event with one delivery job per subscribed endpoint, in the same transaction.
 pub(super) async fn record_event(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     tx.insert_event(event).await?;
     failpoint!(event.org_id, EventInserted);

@@ -1,10 +1,6 @@
-//! The commands: create_draft (per-agent idempotency), revise, submit, withdraw, the three
-//! decisions and cancel.
-//!
-//! Every command on an existing invoice locks the invoice row first and decides on the
-//! database's current state, then (where it needs one) locks the destination: always invoice →
-//! destination, so concurrent commands cannot deadlock. A command whose goal already holds
-//! commits nothing, writes no event and answers a replay.
+//! The invoice commands. Each one on an existing invoice locks the invoice row first and
+//! decides on its current state, then any destination: always invoice → destination, so
+//! commands cannot deadlock. A command whose goal already holds writes nothing: a replay.
 
 use super::chain::{EventInput, next_event, record_event};
 use super::content::{
@@ -39,15 +35,7 @@ use tauros_store::{
 use uuid::Uuid;
 
 impl App {
-    /// An agent proposes an invoice. The same key with the same payload (compared with
-    /// revision 1) answers the invoice as it is now, replayed, in one indexed read and without
-    /// a lock; the same key with another payload is `IdempotencyConflict`.
-    ///
-    /// A presented API key is checked in the same statement that looks its idempotency key up,
-    /// so a replay costs one round trip in all; the answers are those of [`authenticate`] and
-    /// then the create, in that order.
-    ///
-    /// [`authenticate`]: App::authenticate
+    /// An agent proposes an invoice; a repeat with its key replays, another payload conflicts.
     pub async fn create_draft(
         &self,
         caller: impl Into<Caller<'_>>,
@@ -85,8 +73,7 @@ impl App {
         self.created(&create).await
     }
 
-    /// A create under the agent's lock, once the fast path found no key: written, or the
-    /// replay of a concurrent create with the same key that won.
+    /// A create under the agent's lock: written, or a concurrent winner's replay.
     async fn created(&self, create: &NewDraft<'_>) -> AppResult<Replayed<InvoiceView>> {
         let created = idempotency::create(&self.store, create).await?;
         if !created.replayed {
@@ -95,12 +82,7 @@ impl App {
         Ok(created)
     }
 
-    /// [`create_draft`] for a presented credential: a well-formed request with an API key looks
-    /// its key up in the same statement that checks the credential. Anything else (a human, a
-    /// request refused anyway) takes the two steps, [`authenticate`] then the create.
-    ///
-    /// [`create_draft`]: App::create_draft
-    /// [`authenticate`]: App::authenticate
+    /// [`App::create_draft`] checking an API key and its idempotency key in one statement.
     async fn create_draft_presented(
         &self,
         bearer: &str,
@@ -151,9 +133,7 @@ impl App {
         }
     }
 
-    /// Every field problem of a create, found without touching the database and without
-    /// writing anything: for a request that lacks its idempotency key, so that the key and every
-    /// other missing field are reported at once. Humans get 403 first, as on a full create.
+    /// Every field problem of a keyless create at once, without the database (humans get 403).
     pub fn draft_field_errors(
         &self,
         actor: &Actor,
@@ -166,8 +146,7 @@ impl App {
             .unwrap_or_default())
     }
 
-    /// The proposing agent replaces the financial content: a new revision (the invoice returns
-    /// to `draft`), or nothing at all when the result equals the current revision's payload.
+    /// The agent writes a new revision (the invoice back to `draft`); unchanged content replays.
     pub async fn revise(
         &self,
         actor: &Actor,
@@ -193,14 +172,13 @@ impl App {
                     return Err(AppError::Validation(errors));
                 }
             };
-            // A revise whose content is already the current revision's is a replay, recognised
-            // before the parties are checked again (docs/contract/domain.md §7): its destination may
-            // have been retired or its due date passed since the revise that made it.
+            // Content equal to the current revision's is a replay, recognised before the
+            // parties are checked again (docs/contract/domain.md §7): its destination may
+            // have been retired or its due date passed since.
             if seals_as(&content, &current)? {
                 return unchanged(&mut *tx, &invoice).await;
             }
-            // At most 100 revisions (bounds per record): counted by the invoice's own revision
-            // count, read under its lock, never by counting its history.
+            // At most 100 revisions, by the invoice's revision count read under its lock.
             let number = tauros_domain::bounds::next_revision(invoice.revision_count)?;
             let parties = locked_parties(&mut *tx, actor, &content).await?;
             let now = now();
@@ -255,7 +233,7 @@ impl App {
                 destination_active: destination
                     .is_some_and(|d| d.state == DestinationState::Active),
             };
-            // An illegal state keeps its `from` and `action` members, as every other command's does.
+            // An illegal state keeps its `from` and `action` members, as in every other command.
             match rules::submit_transition(facts).map_err(|e| match e {
                 rules::SubmitError::InvalidTransition(t) => invalid(t),
                 other => conflict(&other),
@@ -306,8 +284,7 @@ impl App {
         let mut tx = self.store.begin().await?;
         let answer = async {
             let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
-            // Who may act is answered before what they sent: an agent calling cancel hears 403,
-            // not that a reason is missing.
+            // Who may act comes first: an agent calling cancel hears 403, not a missing reason.
             let note = rules::validate_reason(action, reason)
                 .map_err(|e| AppError::Validation(vec![e]))?;
             match rules::transition(action, invoice.state, invoice.cancelled_by).map_err(invalid)? {
@@ -360,8 +337,7 @@ impl App {
         let answer = async {
             let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
             let approver_id = actor.id();
-            // After the access check: an agent or operator hears 403 (a stranger 404), never that a
-            // reason is missing. Then every field rule at once.
+            // After the access check (403, or a stranger's 404), every field rule at once.
             let mut errors = Vec::new();
             let revision_id = required("revision_id", revision_id, &mut errors);
             let payload_hash = required("payload_hash", payload_hash, &mut errors);
@@ -432,7 +408,7 @@ impl App {
                     };
                     invoice.last_decision_id = Some(decision.id);
                     match tx.insert_decision(&decision).await {
-                        // The invoice lock already serializes deciders; the unique index is the backstop.
+                        // The invoice lock serializes deciders; the unique index is the backstop.
                         Err(StoreError::Conflict(Constraint::DecisionPerRevision)) => {
                             return Err(AppError::Conflict {
                                 code: "already_decided",
@@ -468,8 +444,7 @@ impl App {
     }
 }
 
-/// The agent proposing an invoice, if `actor` may: the capability, the rule, and only agents
-/// (a human gets 403). One place for every entry to a create.
+/// The agent proposing an invoice, if `actor` may (a human gets 403); every create's entry.
 pub(super) fn proposer(actor: &Actor) -> AppResult<&Agent> {
     actor.require(Capability::Invoicing)?;
     rules::authorize_create_draft(caller(actor)).map_err(access_error)?;
@@ -479,11 +454,8 @@ pub(super) fn proposer(actor: &Actor) -> AppResult<&Agent> {
     }
 }
 
-/// A create's body checked as a create checks it, before anything is locked: the content
-/// rules and, when the body is refused anyway, the party rules on what could be read of it, so
-/// that one answer lists every rule the body breaks (`key_ok`: the idempotency key, if any, is
-/// well-formed). Create and preview both call this, so they refuse a body alike; the party
-/// rules of a well-formed body are judged again by [`drafted`] on the rows the unit reads.
+/// A create's body checked before any lock, by create and preview alike, so one answer lists
+/// every broken rule (`key_ok`: the key is well-formed); [`drafted`] rejudges the parties.
 pub(super) async fn checked_draft(
     conn: &mut dyn Reader,
     actor: &Actor,
@@ -507,10 +479,7 @@ pub(super) async fn checked_draft(
     }
 }
 
-/// Whether the invoice's current revision is still its first. A create's replay is then
-/// compared by canonical bytes, not by their hashes: the same answer (revision 1's hash is the
-/// SHA-256 of its canonical bytes, and revisions are append-only), without hashing the request,
-/// a large share of a replay's cost.
+/// Whether revision 1 is current: a replay then compares bytes, sparing the request's hash.
 fn revision_one_is_current(existing: &InvoiceJoined) -> bool {
     existing.revision.number == 1
 }
@@ -522,8 +491,7 @@ struct NewDraft<'a> {
     content: DraftContent,
 }
 
-/// A create whose key exists: the same payload (compared with revision 1's hash) is a replay of
-/// the invoice as it is now; any other payload is a conflict.
+/// A create whose key exists: the same payload (revision 1's) replays, another conflicts.
 #[async_trait]
 impl Keyed for NewDraft<'_> {
     type Stored = InvoiceJoined;
@@ -536,8 +504,7 @@ impl Keyed for NewDraft<'_> {
             .await?)
     }
 
-    /// Revision 1's canonical bytes while it is the current revision (they are in the read
-    /// row), its hash once the invoice was revised.
+    /// Revision 1's canonical bytes while it is current (in the read row), else its hash.
     fn stored_fingerprint<'s>(&self, existing: &'s InvoiceJoined) -> Option<&'s str> {
         Some(if revision_one_is_current(existing) {
             &existing.revision.canonical_payload
@@ -591,10 +558,9 @@ impl Keyed for NewDraft<'_> {
 
 #[async_trait]
 impl KeyedCreate for NewDraft<'_> {
-    /// Holds the agent with the draft's parties (one read, `create_parties`), then inserts the
-    /// invoice, its revision 1 and its first event. The unique key (org, agent, key) serializes
-    /// concurrent creates: the loser inserts nothing and its unit stays readable (the store may
-    /// already find the key taken with the first read).
+    /// Holds the agent with the draft's parties (one read), then inserts the invoice, revision 1
+    /// and its first event. The unique key (org, agent, key) serializes concurrent creates: the
+    /// loser inserts nothing and its unit stays readable.
     async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<InvoiceView>> {
         let (agent, key, content) = (self.agent, self.key, &self.content);
         let actor = Actor::Agent(agent.clone());
@@ -651,8 +617,7 @@ impl KeyedCreate for NewDraft<'_> {
     }
 }
 
-/// Locks the invoice and checks that `actor` may run `action` on it; answers the invoice and
-/// the org settings the check was made under.
+/// Locks the invoice and checks `actor` may run `action`; with the settings checked under.
 pub(super) async fn locked(
     tx: &mut dyn Tx,
     actor: &Actor,
@@ -721,8 +686,7 @@ async fn apply(
     written(tx, invoice).await
 }
 
-/// What a command wrote: the invoice as it is now, read back inside the transaction (with its
-/// latest decision).
+/// The invoice as a command left it, read back inside the transaction (with latest decision).
 pub(super) async fn written(
     tx: &mut dyn Tx,
     invoice: &InvoiceRow,
@@ -735,8 +699,7 @@ pub(super) async fn written(
     Ok(Replayed::fresh(joined_view(joined)?))
 }
 
-/// Ends an invoice command's unit with its answer ([`finish`]); a change's commit is followed
-/// by the `CommandCommitted` failpoint, before the answer.
+/// Ends a command's unit ([`finish`]), passing `CommandCommitted` after a change's commit.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub(super) async fn committed(
     tx: Box<dyn Tx>,

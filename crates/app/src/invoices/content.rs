@@ -1,6 +1,4 @@
-//! A draft's content between the domain's rules and the rows: loading the party facts the
-//! rules need, sealing, and building the revision row. Why a draft is refused is decided in
-//! `domain::invoice::draft`; this file only reads and writes what those rules ask for.
+//! A draft's content between `domain::invoice::draft` and the rows: party facts, seal, revision.
 
 use crate::actor::{Actor, Agent};
 use crate::clock::now;
@@ -35,11 +33,8 @@ pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
 /// The customer and destination rows a draft names, for [`drafted`].
 pub(super) type Parties = (Option<CustomerRow>, Option<DestinationRow>);
 
-/// Loads the parties a revise's draft names (inside the transaction, after the invoice lock),
-/// for [`drafted`]. The customer and the destination are share-locked: a concurrent delete or
-/// deactivation cannot slip between this check and the commit, yet drafts naming the same
-/// parties do not queue behind each other. One read: one call to the database where the
-/// backend sends selects together (SQLite).
+/// Loads a revise's parties (after the invoice lock) share-locked: nothing deletes or retires
+/// them before the commit, yet drafts naming them do not queue behind each other. One read.
 pub(super) async fn locked_parties(
     tx: &mut dyn Tx,
     actor: &Actor,
@@ -49,10 +44,9 @@ pub(super) async fn locked_parties(
     Ok((rows.customer, rows.destination))
 }
 
-/// A create's first read: [`locked_parties`] with its proposing agent held ([`Agent::hold`])
-/// and possibly the agent's invoice under `key` looked up, all in one read. `None` when the
-/// key is found taken: a concurrent create with it won before this unit began, and it answers
-/// as that create's replay (a store that does not look leaves it to the invoice's insert).
+/// A create's first read: [`locked_parties`] with the agent held ([`Agent::hold`]) and, maybe,
+/// its invoice under `key`. `None` when the key is taken: a concurrent create won before this
+/// unit began, and this answers as its replay.
 pub(super) async fn create_parties(
     tx: &mut dyn Tx,
     agent: &Agent,
@@ -63,9 +57,7 @@ pub(super) async fn create_parties(
     Ok((!rows.key_taken).then_some((rows.customer, rows.destination)))
 }
 
-/// The one read of [`locked_parties`] and [`create_parties`] (a create's agent, held, and the
-/// key it looks up); the agent's fault point, then the parties', follow it, in the order of
-/// the rows.
+/// The one read of [`locked_parties`] and [`create_parties`]; then the failpoints, in row order.
 async fn read_parties(
     tx: &mut dyn Tx,
     org_id: Uuid,
@@ -89,10 +81,7 @@ async fn read_parties(
     Ok(rows)
 }
 
-/// The one computation a create, a revise and a preview share once a body's content is
-/// well-formed: the party rules judged on the customer and destination rows (share-locked by
-/// a create or a revise, plainly read by a preview), then the seal and the revision row
-/// `number` of `invoice` (org, id) would be. Nothing is written here.
+/// What create, revise and preview share for a well-formed body: party rules, seal, revision row.
 pub(super) fn drafted(
     actor: &Actor,
     content: &DraftContent,
@@ -122,8 +111,7 @@ pub(super) fn drafted(
     ))
 }
 
-/// The party rules of a draft that is refused anyway, judged on what could be read of it, so
-/// that one answer lists every rule the body breaks. Plain reads: nothing will be written.
+/// The party rules of a draft refused anyway, on what could be read, to list every problem.
 pub(super) async fn refused_parties(
     conn: &mut dyn Reader,
     actor: &Actor,
@@ -166,8 +154,7 @@ fn facts<'a>(
     }
 }
 
-/// A named party as the rules see it: not named, not the agent's own (unknown or foreign), or
-/// the agent's own with the facts `seen` reads from its row.
+/// A named party as the rules see it: absent, not the agent's own, or its facts from `seen`.
 fn party<'a, R, T>(
     actor: &Actor,
     named: Option<Uuid>,
@@ -182,8 +169,7 @@ fn party<'a, R, T>(
     }
 }
 
-/// Invoices are created and revised by agents only, each with its own customers and
-/// destinations.
+/// Agents alone create and revise invoices, each with its own customers and destinations.
 fn is_agents_own(actor: &Actor, agent_id: Uuid) -> bool {
     matches!(actor, Actor::Agent(a) if a.id == agent_id)
 }
@@ -208,8 +194,7 @@ pub(super) fn canonical_to(
     canonical(&payload_to(content, destination_id, network, address)?).map_err(|e| unsealable(&e))
 }
 
-/// `content` as the payload it is when paid into a destination with this stored network and
-/// address.
+/// `content` as the payload it is when paid into this stored network and address.
 fn payload_to(
     content: &DraftContent,
     destination_id: Uuid,

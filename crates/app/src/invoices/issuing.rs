@@ -1,7 +1,4 @@
-//! Issuing an approved invoice through the claim protocol (docs/contract/effects.md §3): admitting
-//! the claim in its own committed transaction before any peer call, and finalising it in the same
-//! transaction as the invoice's move to `issued`. The peer calls themselves are `effects`';
-//! the rules are `domain::effect`'s.
+//! Issuing by the claim protocol (docs/contract/effects.md §3): admit, call the peer, finalise.
 
 use super::chain::{EventInput, next_event, record_event};
 use super::commands::{current_revision, locked, unchanged, written};
@@ -29,8 +26,7 @@ pub const ISSUE_JOB: &str = "invoice.issue.v1";
 /// The claim kind and version behind the operation key of an issue.
 pub(crate) const CLAIM_KIND: &str = "invoice.issue";
 
-/// What the peer receives: the approved revision exactly as sealed (its canonical bytes as a
-/// string, so nothing is re-encoded), and the number it is issued under.
+/// What the peer receives: the sealed revision's canonical bytes (never re-encoded), its number.
 #[derive(Clone, Debug, Serialize)]
 pub struct IssueRequest {
     pub invoice_id: Uuid,
@@ -50,8 +46,7 @@ pub struct IssueClaim {
     /// The request as sent: the bytes the fingerprint covers.
     pub body: serde_json::Value,
     pub admission: Admission,
-    /// The claim is older than the issuer remembers keys, or was re-admitted after a reap:
-    /// an `Absent` then stops at needs review instead of executing.
+    /// Older than the issuer's key memory, or re-admitted after a reap: `Absent` stops at review.
     pub stale: bool,
 }
 
@@ -62,11 +57,9 @@ pub enum IssueStart {
     Admitted(IssueClaim),
     /// Nothing to do: the invoice is already issued (or further), or no longer approved.
     Settled(InvoiceState),
-    /// The destination is no longer active: `issue_blocked` was recorded (once), the invoice
-    /// stays approved for a human to cancel.
+    /// The destination is no longer active: `issue_blocked` recorded once; a human cancels.
     Blocked,
-    /// Issuing stopped for a human (rejected, conflict, needs review): nothing runs until an
-    /// approver issues it again or cancels it.
+    /// Stopped for a human (rejected, conflict, needs review) until issued again or cancelled.
     Stopped(IssuingStatus),
     /// The job belongs to an earlier operation version: the current version's job issues.
     Superseded,
@@ -92,7 +85,6 @@ pub enum IssueAnswer {
     Enqueued(Box<Replayed<JobView>>),
 }
 
-/// What admission inside a transaction found.
 /// Where an approver's issue left its unit of work.
 enum Issuing {
     Answered(IssueAnswer),
@@ -102,16 +94,14 @@ enum Issuing {
     Local(IssueClaim),
 }
 
+/// What admission inside a transaction found.
 enum Admitted {
     Claim(IssueClaim),
     /// Blocked: `issue_blocked` recorded when first reached (a repeat writes nothing).
     Blocked,
 }
 
-/// The job that issues one approved invoice under its operation version: its submission id
-/// is the issue's business key (the invoice id, or `{invoice_id}/v{n}` from version 2), so
-/// every enqueue of it (at approval, by the redrive sweep) names the same job, and a repeat is
-/// a replay that writes nothing.
+/// The issue job of an operation version, named by [`issue_business_key`] on every enqueue.
 pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> crate::queue::NewJob {
     crate::queue::NewJob {
         org_id,
@@ -123,8 +113,7 @@ pub(crate) fn issue_job(org_id: Uuid, invoice_id: Uuid, version: i32) -> crate::
     }
 }
 
-/// The claim's business key and the job's submission id for operation version `version`:
-/// the invoice id for version 1, `{invoice_id}/v{n}` after each issue-again.
+/// A version's claim business key and job submission id: the invoice id, then `{id}/v{n}`.
 pub fn issue_business_key(invoice_id: Uuid, version: i32) -> String {
     if version <= 1 {
         invoice_id.to_string()
@@ -147,12 +136,8 @@ fn destination_inactive() -> AppError {
 }
 
 impl App {
-    /// An approver issues an approved invoice. Without an issuer, within the request (issuing
-    /// is then local: numbered and `issued`, one event); repeating it on an issued invoice is a
-    /// replay. With an issuer, the claim is admitted (the invoice numbered) within the request
-    /// and the issue job enqueued or re-driven (202 with the job); on an invoice whose issuing
-    /// stopped for a human (rejected, conflict, needs review) this is "issue again": the same
-    /// number under a new operation version. docs/EFFECTS.md, "Issue again".
+    /// An approver issues an approved invoice: within the request without an issuer, else through
+    /// the issue job (202); on a stopped issue, "issue again" (docs/EFFECTS.md, "Issue again").
     pub async fn issue(&self, actor: &Actor, id: Uuid) -> AppResult<IssueAnswer> {
         actor.require(Capability::Invoicing)?;
         let audit = AuditActor::of(actor);
@@ -160,9 +145,7 @@ impl App {
         let step = self.issue_in(&mut *tx, actor, id).await;
         match finish(tx, step).await? {
             Issuing::Answered(answer) => Ok(answer),
-            // Recorded once, and refused.
             Issuing::Blocked => Err(destination_inactive()),
-            // Without an issuer, the admitted claim is finalised at once.
             Issuing::Local(claim) => {
                 let response = effect::local_issue_response(claim.op_key);
                 self.finalise_issue(&claim, &response, audit)
@@ -239,8 +222,7 @@ impl App {
         }
         invoice.updated_at = now();
         tx.update_invoice(&invoice).await?;
-        // Who asked, in the organisation's audit trail (the invoice's own chain records what
-        // issuing then does: `issue`, or where it stopped).
+        // Who asked goes to the org's trail; the invoice's chain records what issuing then does.
         crate::audit::audit(
             &mut *tx,
             invoice.org_id,
@@ -269,10 +251,7 @@ impl App {
         self.config.issuer_configured
     }
 
-    /// The job's admission of the issue of an approved invoice, in its own transaction,
-    /// committed before any peer call.
-    /// `submission`: the job's submission id; a job of an earlier operation version (an
-    /// approver issued again since) has nothing to do.
+    /// The job's admission, committed before any peer call; a superseded `submission` does nothing.
     pub(crate) async fn admit_issue(
         &self,
         org_id: Uuid,
@@ -303,18 +282,14 @@ impl App {
                 .await?
             {
                 Admitted::Claim(claim) => Ok(IssueStart::Admitted(claim)),
-                // `issue_blocked` is recorded when first reached.
                 Admitted::Blocked => Ok(IssueStart::Blocked),
             }
         }
         .await;
         finish(tx, start).await
     }
-    /// Admits the issue of the locked approved `invoice` inside `tx`: re-checks the
-    /// destination (before the number only), gives the invoice its number (once; a rollback
-    /// gives it back), and inserts the claim of its operation version or finds the existing
-    /// one. `again`: an approver's issue-again just opened this version (the number exists,
-    /// the claim is new, and that is not a reap). The caller commits.
+    /// Admits the issue of the locked approved `invoice` in `tx` (the caller commits): destination
+    /// re-checked before numbering only, numbered once, claim inserted or found; `again`: no reap.
     async fn admit_in(
         &self,
         tx: &mut dyn Tx,
@@ -329,7 +304,6 @@ impl App {
         // its number, a claim was committed and the peer may hold the invoice: blocking then
         // would strand it, so every later attempt goes on recovering and finalising.
         if invoice.number.is_none() && !destination_active(&mut *tx, org_id, revision).await? {
-            // Written once, when the state is first reached; a repeat writes nothing.
             if invoice.issuing_status == Some(IssuingStatus::Blocked) {
                 return Ok(Admitted::Blocked);
             }
@@ -439,11 +413,8 @@ impl App {
         }))
     }
 
-    /// Stops issuing for a human, in one transaction: only while the invoice is approved and
-    /// its claim processing. A refusal closes the claim as `rejected`; a conflict or a needs
-    /// review leaves it processing (the peer may hold something: it stays a recovery point).
-    /// The event (`issue_rejected`, `issue_conflict`, `issue_needs_review`) is written once,
-    /// when the state is first reached.
+    /// Stops issuing for a human, only while approved with a processing claim: a refusal closes the
+    /// claim, a conflict or needs review keeps it processing (the peer may hold something).
     pub(crate) async fn stop_issue(
         &self,
         claim: &IssueClaim,
@@ -529,9 +500,8 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Finalises an issue with the peer's `response`, in one transaction: the invoice moves to
-    /// `issued` with its event, and the claim completes, only while it is `processing`. A
-    /// claim already complete (another attempt won) answers the invoice as it is, a replay.
+    /// Finalises an issue with the peer's `response` in one transaction, only while the claim is
+    /// `processing`; one already complete (another attempt won) answers as a replay.
     pub(crate) async fn finalise_issue(
         &self,
         claim: &IssueClaim,
@@ -609,9 +579,7 @@ impl App {
         }
     }
 
-    /// Deletes processing claims abandoned longer than `horizon` (never below the one-day
-    /// floor) and past their retention, by the database's clock, skipping any a finaliser
-    /// holds.
+    /// Deletes processing claims abandoned past `horizon` (at least a day), skipping held ones.
     pub async fn reap_claims(&self, horizon: chrono::Duration, batch: i64) -> AppResult<u64> {
         let horizon = horizon.max(chrono::Duration::days(effect::ABANDON_FLOOR_DAYS));
         let horizon = horizon.to_std().unwrap_or(std::time::Duration::MAX);
@@ -633,9 +601,7 @@ impl App {
     }
 }
 
-/// Re-drives the issue job `id` when it ended without issuing (discarded, cancelled, or
-/// completed while the invoice still waits): available again, a new cycle of attempts. A job
-/// still pending is left as it is. Answers whether it wrote.
+/// Re-drives issue job `id` if it ended without issuing; answers whether it wrote.
 async fn redrive(tx: &mut dyn Tx, org_id: Uuid, id: Uuid) -> AppResult<bool> {
     let Some(job) = tx.lock_job(org_id, id).await? else {
         return Ok(false);
@@ -660,8 +626,7 @@ async fn redrive(tx: &mut dyn Tx, org_id: Uuid, id: Uuid) -> AppResult<bool> {
     Ok(true)
 }
 
-/// Whether the revision's payment destination is still active (share-locked, so it cannot be
-/// deactivated before this transaction ends).
+/// Whether the revision's destination is active, share-locked until this transaction ends.
 async fn destination_active(
     tx: &mut dyn Tx,
     org_id: Uuid,

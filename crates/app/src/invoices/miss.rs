@@ -1,11 +1,4 @@
-//! The miss path of every use case that takes an invoice id: when the organisation has no
-//! invoice with that id, the id may still be one the caller can see as another kind of record
-//! (an agent passing its invoice's revision id, which shares a long prefix with the invoice's).
-//! The 404 then says what the id is. An id the caller may not see (another organisation's,
-//! another agent's) stays the plain `NotFound`, exactly as an unknown one.
-//!
-//! The lookups run only here, after the invoice read missed; a found invoice never pays for
-//! them.
+//! The miss path of an invoice id: another record the caller may see is named in the 404.
 
 use super::check_readable;
 use crate::actor::Actor;
@@ -14,9 +7,8 @@ use crate::error::{AppError, AppResult, OtherKind};
 use tauros_store::Reader;
 use uuid::Uuid;
 
-/// The error for an invoice id the organisation does not have: [`AppError::NotAnInvoice`]
-/// when `actor` may see the id as a revision or audit event of an invoice it may read, or as
-/// a customer or payment destination it may see; otherwise the plain [`AppError::NotFound`].
+/// The error for an invoice id the org does not have: [`AppError::NotAnInvoice`] when `actor`
+/// may see the id as another record, else the plain [`AppError::NotFound`].
 pub(crate) async fn unknown_invoice(
     conn: &mut dyn Reader,
     actor: &Actor,

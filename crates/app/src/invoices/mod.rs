@@ -1,7 +1,4 @@
-//! Invoices: the commands (`commands.rs`), the reads (`queries.rs`), a draft's content between
-//! the domain's rules and the rows (`content.rs`), the event chain (`chain.rs`) and what callers
-//! see (`views.rs`). The rules themselves live in `domain::invoice`; this module loads the facts
-//! they need under the right locks, asks them, and writes what they decide.
+//! Invoices: facts for `domain::invoice`'s rules, loaded under the right locks; decisions written.
 
 mod chain;
 mod commands;
@@ -43,9 +40,8 @@ pub(crate) fn caller(actor: &Actor) -> Caller {
     }
 }
 
-/// The visibility facts that came with a joined read, for `actor`. A key's own reads do not
-/// read the org: no agent's read depends on its settings (`reads_depend_on_settings`), so
-/// they are decided without them; a read that does depend on them and lacks them is a bug.
+/// The visibility facts of a joined read. A key's own reads skip the org (no agent's read
+/// depends on its settings); a read that depends on them and lacks them is a bug.
 fn joined_access(actor: &Actor, j: &InvoiceJoined) -> AppResult<(InvoiceAccess, OrgSettings)> {
     let settings = match j.settings {
         Some(settings) => settings,

@@ -1,8 +1,6 @@
-//! A dry run of a create (`POST /v1/invoices/preview`, MCP `preview_invoice`): the same checks
-//! and the same computation as a create ([`checked_draft`], then [`drafted`]), in a plain read
-//! unit: no transaction, no lock, nothing written, no audit event, no idempotency record, no
-//! job. A body a create would refuse is refused with the same problem; a valid one is answered
-//! with what a create would seal and the warnings an approver would notice.
+//! A dry run of a create (`POST /v1/invoices/preview`, MCP `preview_invoice`): the create's
+//! checks and computation ([`checked_draft`], then [`drafted`]) in a plain read unit that
+//! writes nothing; it refuses what a create would, or answers what it would seal and warnings.
 
 use super::commands::{checked_draft, proposer};
 use super::content::drafted;
@@ -24,8 +22,7 @@ use tauros_store::{InvoiceFilter, Page, Reader};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// How many of the caller's open invoices of one state (newest first) are compared for
-/// `possible_duplicate`.
+/// Open invoices per state (newest first) compared for `possible_duplicate`.
 const DUPLICATES_SCANNED: i64 = 100;
 
 /// What a create of the same body would seal, and what an approver would notice.
@@ -76,9 +73,7 @@ pub struct WarningView {
 }
 
 impl App {
-    /// A create's dry run: `key` is the idempotency key if one was sent (checked as a create
-    /// checks it, otherwise ignored). The credential is checked and takes one request from its
-    /// rate limit, as every request does.
+    /// A create's dry run; `key`, if sent, is checked as a create checks it.
     pub async fn preview_draft(
         &self,
         caller: impl Into<Caller<'_>>,
@@ -135,10 +130,8 @@ impl App {
     }
 }
 
-/// The caller's open invoices for the customer of `sealed` whose current revision bills the
-/// same total in the same currency, newest first: up to [`DUPLICATES_SCANNED`] of each open state are
-/// compared. Only the agent's own invoices (a customer belongs to one agent), so every id named
-/// is one the caller may read.
+/// The caller's open invoices billing `sealed`'s customer the same total, newest first, up to
+/// [`DUPLICATES_SCANNED`] per state; only the agent's own, so the caller may read each.
 async fn open_duplicates(
     conn: &mut dyn Reader,
     actor: &Actor,

@@ -1,5 +1,4 @@
-//! The reads: one invoice, lists, revisions, decisions, events, and verify. Each is one unit of
-//! work that cannot write, and answers unknown and invisible invoices alike.
+//! The reads: each one unit that cannot write, answering unknown and invisible alike.
 
 use super::chain::event_fields;
 use super::content::stored;
@@ -33,26 +32,18 @@ pub struct InvoiceQuery {
     pub customer_id: Option<Uuid>,
     /// Only this agent's invoices.
     pub agent_id: Option<Uuid>,
-    /// Only invoices whose latest decision is this one and is about the current revision:
-    /// `changes_requested` lists the drafts waiting for their agent to revise (none once
-    /// revised); `approved` and `rejected` are always about the current revision.
+    /// Only invoices whose latest decision, on the current revision, is this one.
     pub decision: Option<String>,
     /// Only the invoice the caller created with this key.
     pub idempotency_key: Option<String>,
-    /// `true`: only overdue invoices (issued or partially paid, due before today, a balance
-    /// open); `false`: only the others.
+    /// `true`: only overdue invoices (issued or partially paid, past due, open); `false`: others.
     pub overdue: Option<String>,
-    /// Only approved invoices whose issuing stands here (`pending`, `blocked`, `rejected`,
-    /// `conflict`, `needs_review`).
+    /// Only approved invoices whose issuing stands here (`pending`, `blocked`, …).
     pub issuing: Option<String>,
 }
 
 impl App {
-    /// One invoice the caller may see. A presented credential is checked in the same statement
-    /// that reads the invoice: one round trip in all, answering as [`authenticate`] and then
-    /// the read would, in that order.
-    ///
-    /// [`authenticate`]: App::authenticate
+    /// One invoice the caller may see; a presented key is checked in the same statement.
     pub async fn get_invoice(
         &self,
         caller: impl Into<Caller<'_>>,
@@ -82,12 +73,8 @@ impl App {
         joined_view(check_readable(&actor, joined)?)
     }
 
-    /// The invoices the caller may see. `state=pending_approval` lists oldest first.
-    ///
-    /// An agent presenting its key has its page read in the same statement that checks the key
-    /// (an agent's scope is its own invoices, whatever the org's settings); a human's scope
-    /// depends on their role and the org's `shared_review`, so a human, and a request refused
-    /// anyway, are authenticated first.
+    /// The invoices the caller may see (`state=pending_approval`: oldest first). An agent's key is
+    /// checked in its page's statement; a human's scope needs the org: humans authenticate first.
     pub async fn list_invoices(
         &self,
         caller: impl Into<Caller<'_>>,
@@ -126,9 +113,7 @@ impl App {
         rows.into_iter().map(joined_view).collect()
     }
 
-    /// [`list_invoices`] for a presented credential: one round trip for an agent's key.
-    ///
-    /// [`list_invoices`]: App::list_invoices
+    /// [`App::list_invoices`] for a presented credential: one round trip for an agent's key.
     async fn list_own_invoices_presented(
         &self,
         bearer: &str,
@@ -158,8 +143,7 @@ impl App {
         rows.into_iter().map(joined_view).collect()
     }
 
-    /// A page of the revisions, oldest first (`page.after`: the last revision's id of the page
-    /// before).
+    /// A page of the revisions, oldest first.
     pub async fn list_revisions(
         &self,
         actor: &Actor,
@@ -182,8 +166,7 @@ impl App {
         Ok(rows.into_iter().map(DecisionView::from).collect())
     }
 
-    /// A page of the audit trail, in order (`page.after`: the last event's id of the page
-    /// before).
+    /// A page of the audit trail, in order.
     pub async fn list_events(
         &self,
         actor: &Actor,
@@ -197,8 +180,7 @@ impl App {
         rows.into_iter().map(EventView::try_from).collect()
     }
 
-    /// Re-seals every revision from its stored fields and re-walks the event chain (humans),
-    /// page by page: at most [`VERIFY_PAGE`] rows are held at a time, whatever the history.
+    /// Re-seals the revisions and re-walks the chain (humans), [`VERIFY_PAGE`] rows at a time.
     pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
         actor.require(Capability::Invoicing)?;
         let mut conn = self.store.reader().await?;
@@ -255,8 +237,7 @@ impl App {
     }
 }
 
-/// The list filter a query asks for, every malformed parameter reported at once. Its scope
-/// is the whole org until the caller's is set.
+/// The list filter a query asks for, every malformed parameter reported at once.
 fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
     let mut errors = Vec::new();
     let state = list_filter(
@@ -317,8 +298,7 @@ fn invoice_filter(query: InvoiceQuery) -> AppResult<InvoiceFilter> {
     })
 }
 
-/// The invoice with its current revision, if the caller may read it; an id of another kind
-/// the caller may see is named ([`unknown_invoice`]).
+/// The invoice, if the caller may read it; else what the id is ([`unknown_invoice`]).
 async fn readable(conn: &mut dyn Reader, actor: &Actor, id: Uuid) -> AppResult<InvoiceJoined> {
     let Some(joined) = conn.invoice_joined(actor.org_id(), id).await? else {
         return Err(unknown_invoice(conn, actor, id).await?);

@@ -1,7 +1,4 @@
-//! What settlement does to an invoice (docs/contract/effects.md §4), always under the invoice's row
-//! lock: its payments allocated, its amount paid and state moved, one event per move. The
-//! settlement event's transaction calls it, and so does the issue's, for payments that arrived
-//! before the invoice was issued. The rules are `domain::settlement`'s.
+//! What settlement does to an invoice (docs/contract/effects.md §4), under its row lock.
 
 use super::chain::{EventInput, next_event, record_event};
 use super::commands::current_revision;
@@ -17,9 +14,7 @@ use tauros_domain::money::MinorAmount;
 use tauros_domain::settlement::{self as rules, Candidate, InvoiceFacts, PaymentSummary};
 use tauros_store::{InvoiceRow, PaymentRow, RevisionRow, Tx};
 
-/// Allocates the locked invoice's payments and records the move their sum makes, if any:
-/// `payment_applied` or `payment_reversed`, by `actor`, with a note saying what is paid now and
-/// `cause`. Payments whose standing changed are written too.
+/// Allocates the locked invoice's payments and records the move of their sum, if any.
 pub(crate) async fn reconcile_invoice(
     tx: &mut dyn Tx,
     invoice: &mut InvoiceRow,
@@ -53,8 +48,7 @@ pub(crate) async fn reconcile_invoice(
             tx.update_payment(payment).await?;
         }
     }
-    // The running figures, from the payments just read (docs/SETTLEMENT.md, "What one event
-    // costs").
+    // The running figures (docs/SETTLEMENT.md, "What one event costs").
     let counted: Vec<&PaymentSummary> = summaries.iter().collect();
     invoice.payment_count = i32::try_from(payments.len()).unwrap_or(i32::MAX);
     invoice.counted_minor = rules::counted_sum(&facts, &counted).map(|c| c.to_string());
@@ -71,11 +65,8 @@ pub(crate) async fn reconcile_invoice(
     .await
 }
 
-/// One payment changed (`before`: what it was for this invoice, `None` if it was not matched
-/// to it; `payment`: the payment now, if it is matched to it): reconciled from the invoice's
-/// running figures in a constant number of statements whatever its history
-/// (`rules::reconcile_one`), or by [`reconcile_invoice`] when the whole allocation is needed
-/// (the figures are not known yet, or payments are or become overpaid).
+/// One payment changed (`before` and `payment`: it for this invoice, then and now): reconciled
+/// from the running figures, or by [`reconcile_invoice`] when the whole allocation is needed.
 pub(crate) async fn reconcile_payment(
     tx: &mut dyn Tx,
     invoice: &mut InvoiceRow,
@@ -121,8 +112,7 @@ pub(crate) async fn reconcile_payment(
     .await
 }
 
-/// Records the move of the invoice's amount paid to `after`, if it moves: `payment_applied` or
-/// `payment_reversed`, and `paid` when it reaches its total.
+/// Records the move of the amount paid to `after`, if any, and `paid` on reaching the total.
 async fn move_amount(
     tx: &mut dyn Tx,
     invoice: &mut InvoiceRow,
@@ -205,9 +195,8 @@ fn facts_of_revision(invoice: &InvoiceRow, revision: &RevisionRow) -> AppResult<
     })
 }
 
-/// In the issue's transaction, right after the invoice became `issued`: payments that named it
-/// by the number it was just issued under are matched to it, and every payment that arrived
-/// before the issue is allocated (a confirmed one moves it on at once, in its own event).
+/// In the issue's transaction: payments naming the new number are matched, and every payment
+/// that arrived before the issue is allocated (a confirmed one moves it on, in its own event).
 pub(super) async fn match_at_issue(
     tx: &mut dyn Tx,
     invoice: &mut InvoiceRow,

@@ -126,8 +126,6 @@ pub struct IssuingView {
     pub attempts: Option<i32>,
 }
 
-// The latest decision on an invoice, as every read of the invoice carries it and the wire
-// shows it (`LatestDecisionResponse` in the OpenAPI document).
 /// The latest decision on an invoice.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = LatestDecisionResponse)]
@@ -146,8 +144,6 @@ pub struct LatestDecision {
     pub current: bool,
 }
 
-// A human's decision on one revision, as the wire shows it (`DecisionResponse` in the OpenAPI
-// document).
 /// An approver's answer to one exact revision.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = DecisionResponse)]
@@ -170,8 +166,6 @@ pub struct DecisionView {
     pub decided_at: DateTime<Utc>,
 }
 
-// One link of an invoice's hash-chained audit trail, exactly as the wire shows it (REST and
-// MCP answer with it; `EventResponse` in the OpenAPI document).
 /// One audit event.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = EventResponse)]
@@ -307,10 +301,8 @@ pub(super) fn invoice_view(invoice: &InvoiceRow, revision: RevisionRow) -> AppRe
     })
 }
 
-/// Why a `pending` issue will not go on by itself: its job stopped (discarded when its attempts
-/// ran out, or cancelled), so nothing runs until an approver re-drives it with
-/// `POST /v1/invoices/{id}/issue` (docs/EFFECTS.md, "Pending, but the job stopped"). `None` while
-/// the job will run.
+/// Why a `pending` issue will not go on by itself: its job was discarded or cancelled, so
+/// nothing runs until an approver issues again (docs/EFFECTS.md, "Pending, but the job stopped").
 fn stopped_job(
     status: IssuingStatus,
     job: Option<JobState>,
@@ -420,11 +412,8 @@ impl TryFrom<EventRow> for EventView {
     }
 }
 
-/// Writes a timestamp as chrono's `Serialize` does (RFC 3339, UTC as `Z`, the fraction's
-/// digits as needed: `SecondsFormat::AutoSi`), but as one string: chrono hands serde_json the
-/// text piece by piece, and serde_json escapes each piece in its own call (four times the
-/// cost). The string is written into a buffer on the stack, not allocated by chrono's
-/// `to_rfc3339_opts`, except for a year outside 0–9999, which chrono writes with a sign. The same bytes: `timestamps_are_written_as_chrono_writes_them`.
+/// Writes a timestamp as chrono's `Serialize` does, but as one string: serde_json escapes each
+/// of chrono's pieces in its own call. Same bytes: `timestamps_are_written_as_chrono_writes_them`.
 fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
     let mut out = *b"0000-00-00T00:00:00.000000000Z";
     match write_rfc3339(at, &mut out) {
@@ -434,8 +423,7 @@ fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S:
     }
 }
 
-/// `at` written over `out`'s template (`YYYY-MM-DDTHH:MM:SS`, the fraction's digits as needed,
-/// `Z`): the length written, or `None` for a year outside 0–9999.
+/// `at` written over `out`'s template: the length written, or `None` outside years 0–9999.
 fn write_rfc3339(at: &DateTime<Utc>, out: &mut [u8; 30]) -> Option<usize> {
     let (date, time) = (at.date_naive(), at.time());
     let year = u32::try_from(date.year()).ok().filter(|y| *y <= 9999)?;
@@ -486,9 +474,7 @@ mod tests {
     struct Written(#[serde(serialize_with = "rfc3339")] DateTime<Utc>);
 
     proptest! {
-        /// Any instant from year 1 to 9999, to the nanosecond (leap seconds included: chrono
-        /// keeps them as nanoseconds past 1e9), and any in the years chrono writes with a sign
-        /// (before year 0, after 9999), is written as chrono's `Serialize` writes it.
+        /// Every instant of years 1–9999 (leap seconds too), and signed years, as chrono writes it.
         #[test]
         fn timestamps_are_written_as_chrono_writes_them(
             seconds in prop_oneof![

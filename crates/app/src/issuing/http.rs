@@ -1,10 +1,6 @@
-//! The `http` issuer adapter (docs/EFFECTS.md, the wire format of docs/PEER.md): `POST {url}`
-//! with the operation key in the [`OP_KEY_HEADER`]; recovery is `GET {url}/{op key}`: 200 → the
-//! stored answer, 404 `{"error": "absent"}` → absent, anything else → unknown. A 4xx from
-//! `POST` other than 408, 409, 425 and 429 is a refusal (`Executed::Rejected` with the peer's
-//! reason), which the attempt confirms with one recovery before it counts. An answer longer than
-//! [`MAX_ANSWER_BYTES`] (1 MiB + 64 KiB) is no answer: the outcome is unknown (recovered like a
-//! timeout), and no more of it is read.
+//! The `http` issuer adapter (docs/EFFECTS.md; wire format docs/PEER.md): `POST {url}` with the
+//! operation key in [`OP_KEY_HEADER`]; recovery `GET {url}/{op key}` (200 answer, 404 absent).
+//! A `POST` 4xx other than 408, 409, 425 and 429 is a refusal, confirmed by one recovery.
 
 use super::IssuerAdapter;
 use async_trait::async_trait;
@@ -37,16 +33,11 @@ impl HttpIssuer {
     }
 }
 
-/// The most of a peer's answer that is read (docs/PEER.md): the wire format's largest request
-/// (1 MiB), which the answer echoes as `request`, plus 64 KiB for the peer's own members. An
-/// invoice Tauros sends is far smaller (100 lines of 500 characters: about 200 KB at worst), so
-/// a well-behaved peer always fits; a longer answer is not one Tauros keeps: an unknown outcome
-/// (recovered later), never a success.
+/// The most of a peer's answer that is read (docs/PEER.md): the largest request, which it
+/// echoes (1 MiB), plus 64 KiB; a longer answer is an unknown outcome, never a success.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024 + 64 * 1024;
 
-/// A peer's answer is a JSON object of at most [`MAX_ANSWER_BYTES`]; anything else is not an
-/// answer. The body is read chunk by chunk and dropped as soon as it is too long, whatever
-/// `Content-Length` said.
+/// A JSON object of at most [`MAX_ANSWER_BYTES`], read in chunks whatever `Content-Length` said.
 async fn object(mut response: reqwest::Response) -> Option<Value> {
     if response
         .content_length()
@@ -127,8 +118,7 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A peer that answers every request `status` with a JSON object of exactly `size` bytes (a
-    /// well-formed answer, only too long).
+    /// A peer answering every request `status` with a JSON object of exactly `size` bytes.
     async fn peer(status: u16, size: usize) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -1,8 +1,4 @@
-//! Effects on other systems, made effectively once by the claim protocol (docs/contract/effects.md
-//! §3, docs/EFFECTS.md): the issuer adapters (`none`, `http`), the attempt that drives one
-//! admitted claim through execute and recover, and the `invoice.issue.v1` job handler. The
-//! rules of what each answer permits are `domain::effect`'s; admission and finalisation are the
-//! app's.
+//! Issuing by the claim protocol (docs/contract/effects.md §3, docs/EFFECTS.md).
 
 mod http;
 
@@ -22,9 +18,8 @@ use std::time::Duration;
 use tauros_domain::effect::{self, Admission, Attempt, EffectFailure, Executed, Recovered, Step};
 use uuid::Uuid;
 
-/// A system approved invoices are issued to. Both operations receive the operation key
-/// unchanged. `Absent` must come from a real query of the peer; anything that is not a clear
-/// answer is `Unknown`.
+/// A system approved invoices are issued to, given the operation key unchanged. `Absent` must
+/// come from a real query of the peer; anything unclear is `Unknown`.
 #[async_trait]
 pub trait IssuerAdapter: Send + Sync + 'static {
     /// Issues the invoice under `op_key` (the peer deduplicates by it).
@@ -96,8 +91,7 @@ impl Issuer {
         }
     }
 
-    /// A test's pause point: say so on stdout (a test waits for the line), then wait forever
-    /// (the test kills the process).
+    /// A test's pause point: announced on stdout, then waits for the test to kill the process.
     async fn pause_at(&self, point: PausePoint, op_key: Uuid) {
         if self.pause == Some(point) {
             println!("paused at {} {op_key}", point.as_str());
@@ -105,9 +99,8 @@ impl Issuer {
         }
     }
 
-    /// `execute`, where a panic, a timeout or an error is `Unknown`. The call runs inside the
-    /// attempt (no task of its own): when the worker stops the attempt (its lease lost), the
-    /// call is dropped with it and nothing of it outlives the attempt.
+    /// `execute`, where a panic, a timeout or an error is `Unknown`. Runs inside the attempt (no
+    /// task), so a stopped attempt (lease lost) drops the call with it.
     async fn execute(&self, op_key: Uuid, invoice: &Value) -> Executed<Value> {
         let call = AssertUnwindSafe(self.adapter.execute(op_key, invoice)).catch_unwind();
         match tokio::time::timeout(self.timeout, call).await {
@@ -116,8 +109,7 @@ impl Issuer {
         }
     }
 
-    /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`); inside
-    /// the attempt, like `execute`.
+    /// `recover`, where a panic, a timeout or an error is `Unknown` (never `Absent`).
     async fn recover(&self, op_key: Uuid) -> Recovered<Value> {
         let call = AssertUnwindSafe(self.adapter.recover(op_key)).catch_unwind();
         match tokio::time::timeout(self.timeout, call).await {
@@ -126,9 +118,8 @@ impl Issuer {
         }
     }
 
-    /// One attempt on an admitted claim: at most one execute, `Unknown` authorising nothing.
-    /// Answers the peer's response to finalise with (after comparing the record the peer
-    /// holds with the request), or why issuing stops for a human.
+    /// One attempt on an admitted claim: at most one execute, `Unknown` authorising nothing; the
+    /// peer's response to finalise with (checked against the request), or why issuing stops.
     pub async fn attempt(&self, claim: &IssueClaim) -> Result<Outcome, EffectFailure> {
         let mut attempt = Attempt::on_claim(claim.stale);
         let mut step = Attempt::start(claim.admission);
@@ -157,14 +148,12 @@ impl Issuer {
         }
     }
 
-    /// Issues one approved invoice: admit, call the peer, finalise. `Ok` when there is nothing
-    /// left to do (issued, blocked, or no longer approved).
+    /// Issues one approved invoice: admit, call the peer, finalise; `Ok` when nothing is left.
     pub async fn issue(&self, app: &App, org_id: Uuid, invoice_id: Uuid) -> Result<(), IssueError> {
         self.issue_version(app, org_id, invoice_id, None).await
     }
 
-    /// [`Issuer::issue`] as the job of one operation version (`submission` is the job's
-    /// submission id): a job whose version an issue-again superseded does nothing.
+    /// [`Issuer::issue`] as the job of one version (`submission`); a superseded job does nothing.
     pub async fn issue_version(
         &self,
         app: &App,
@@ -241,9 +230,8 @@ impl From<IssueError> for JobError {
     }
 }
 
-/// Where the backoff of `invoice.issue.v1` stops doubling: ten minutes rather than the
-/// queue's default minute, so the default 25 attempts span about three hours of a peer outage
-/// instead of about twenty minutes (docs/EFFECTS.md, "The peer is down for a day").
+/// Where the issue job's backoff stops doubling: ten minutes, so 25 attempts span about three
+/// hours of a peer outage, not twenty minutes (docs/EFFECTS.md, "The peer is down for a day").
 pub const ISSUE_BACKOFF_CAP: Duration = Duration::from_secs(600);
 
 /// Registers `invoice.issue.v1` (args `{"invoice_id": …}`) with `issuer`.
@@ -285,8 +273,7 @@ mod tests {
     use crate::runtime::Defaults;
     use tauros_domain::job::{DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS, backoff};
 
-    /// The backoff waited (without jitter) between the default attempts, before the last one
-    /// fails and the job is discarded.
+    /// The backoff waited (no jitter) across the default attempts before the job is discarded.
     fn waited(cap: Duration) -> Duration {
         (1..DEFAULT_MAX_ATTEMPTS)
             .map(|attempt| backoff(attempt, cap))

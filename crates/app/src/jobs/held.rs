@@ -1,8 +1,5 @@
-//! Jobs whose business work can outlive them (docs/JOBS.md, "Jobs that hold work"): an
-//! `invoice.issue.v1` job stands for issuing an approved invoice. While its claim is
-//! `processing` (a peer call may have happened), cancelling the job would strand the effect,
-//! so it is refused (409 `issue_in_progress`); while its invoice is still `approved`, the job
-//! is the way out (retry), so retention keeps it whatever its state and age.
+//! Jobs whose work can outlive them (docs/JOBS.md, "Jobs that hold work"): an issue job is not
+//! cancelled while its claim is `processing`, nor pruned while its invoice is `approved`.
 
 use crate::app::App;
 use crate::error::{AppError, AppResult};
@@ -24,8 +21,7 @@ pub struct Redriven {
     pub failed: u64,
 }
 
-/// The kinds retention does not prune blind: each of their finished jobs past retention is
-/// looked at, and kept while [`work_unfinished`] says so.
+/// Kinds whose finished jobs retention checks one by one ([`work_unfinished`]).
 pub(crate) const HOLDING_KINDS: &[&str] = &[ISSUE_JOB];
 
 /// The invoice an issue job issues (its args' `invoice_id`); `None` for other kinds.
@@ -37,8 +33,7 @@ fn issued_invoice(row: &JobRow) -> Option<Uuid> {
     args.get("invoice_id")?.as_str()?.parse().ok()
 }
 
-/// Whether the job's business work is unfinished: an issue job whose invoice is still
-/// `approved` (not yet issued, nor cancelled).
+/// Whether the job's work is unfinished: an issue job whose invoice is still `approved`.
 pub(crate) async fn work_unfinished(conn: &mut dyn Reader, row: &JobRow) -> AppResult<bool> {
     let Some(invoice_id) = issued_invoice(row) else {
         return Ok(false);
@@ -52,8 +47,7 @@ pub(crate) async fn guard_cancel(conn: &mut dyn Reader, row: &JobRow) -> AppResu
     let Some(invoice_id) = issued_invoice(row) else {
         return Ok(());
     };
-    // The claim's business key is the invoice id, or `{invoice_id}/v{n}` for a later
-    // operation version.
+    // The claim's business key: the invoice id, or `{invoice_id}/v{n}` for a later version.
     let key = invoice_id.to_string();
     let prefix = format!("{key}/v");
     if conn
@@ -77,13 +71,9 @@ pub(crate) async fn guard_cancel(conn: &mut dyn Reader, row: &JobRow) -> AppResu
 }
 
 impl App {
-    /// The issuing redrive (docs/JOBS.md, "A stranded approved invoice"): with an issuer
-    /// configured, enqueues the issue job of every approved invoice that has none (approved
-    /// while no issuer was configured, say), walking the approved invoices by id in pages of
-    /// `batch`. An invoice whose job exists (or existed: the submission record outlives a
-    /// pruned job) is passed over with a read; the enqueue itself is the approval's, under
-    /// the same submission id, so a race with an approval or another sweep makes one job.
-    /// Without an issuer it does nothing.
+    /// The issuing redrive (docs/EFFECTS.md, "A stranded approved invoice"): with an issuer,
+    /// enqueues each approved invoice's missing issue job, by id in pages of `batch`, under the
+    /// approval's submission id, so a race with an approval or another sweep makes one job.
     pub async fn redrive_issuing(&self, batch: i64) -> AppResult<Redriven> {
         let mut done = Redriven::default();
         if !self.issuing_is_automatic() {
@@ -136,9 +126,7 @@ impl App {
         Ok(done)
     }
 
-    /// Enqueues the issue job of one invoice if it is still approved, with the invoice's
-    /// issuing shown pending under that job, as an approval does; the job's id when this
-    /// enqueue made it.
+    /// Enqueues one still-approved invoice's issue job as an approval does; its id if made now.
     async fn redrive_one(&self, org_id: Uuid, invoice_id: Uuid) -> AppResult<Option<Uuid>> {
         let mut tx = self.store.begin().await?;
         let answer = async {
@@ -163,8 +151,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Runs [`App::redrive_issuing`] now and then every `every` (never again when `None`), on
-    /// a task of its own; does nothing without an issuer.
+    /// Runs [`App::redrive_issuing`] now and every `every`, on its own task (needs an issuer).
     pub fn spawn_issuing_redrive(&self, every: Option<std::time::Duration>, batch: i64) {
         if !self.issuing_is_automatic() {
             return;

@@ -1,5 +1,4 @@
-//! What approvers see of the queue and do with a job: list, get, retry, cancel. Jobs belong to
-//! the organisation; only its approvers reach them.
+//! What approvers see of the organisation's queue and do with a job.
 
 use crate::actor::Actor;
 use crate::app::App;
@@ -80,9 +79,7 @@ impl App {
         view(row.ok_or(AppError::NotFound)?)
     }
 
-    /// Makes a discarded, cancelled, retryable or scheduled job available now (approvers).
-    /// Discarded and cancelled jobs start a new cycle at attempt 1; an available job is left
-    /// as it is.
+    /// Makes a job available now (approvers); a discarded or cancelled one starts at attempt 1.
     pub async fn retry_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
@@ -123,9 +120,8 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Stops a job that has not started: it will not run (approvers). Already cancelled is
-    /// left as it is; a running or finished job cannot be cancelled, nor an issue job whose
-    /// claim is processing (409 `issue_in_progress`).
+    /// Stops a job that has not started (approvers); not a running or finished one, nor an issue
+    /// job whose claim is processing (409 `issue_in_progress`).
     pub async fn cancel_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;

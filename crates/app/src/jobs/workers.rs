@@ -1,6 +1,4 @@
-//! The workers' side of the queue: claim a due job under a fresh lease, heartbeat, settle its
-//! outcome (fenced by the lease token: a stale worker's late result changes nothing), rescue
-//! executions whose lease expired, prune finished jobs, and the figures of the gauges.
+//! The workers' side of the queue: claim, heartbeat, settle fenced by the lease, rescue, prune.
 
 use crate::app::App;
 use crate::clock::now;
@@ -96,9 +94,7 @@ pub struct JobStats {
     pub oldest_due_age: Option<Duration>,
 }
 
-/// Applies a completion inside the caller's transaction (a handler that finishes its work in
-/// one transaction completes its job in the same one); false when the lease no longer holds,
-/// and then the caller must roll back.
+/// Completes the job inside the caller's transaction; false when the lease is lost (roll back).
 pub async fn complete_in(tx: &mut dyn Tx, job: &ClaimedJob) -> AppResult<bool> {
     let now = now();
     let update = JobUpdate {
@@ -120,8 +116,7 @@ pub struct Pool<'a> {
     pub name: &'a str,
     /// The kinds it runs.
     pub kinds: &'a [&'a str],
-    /// At most this many running jobs per lane (a webhook endpoint's deliveries); `None`:
-    /// uncapped.
+    /// Running jobs per lane at most (a webhook endpoint's deliveries); `None`: uncapped.
     pub lane_limit: Option<i64>,
 }
 
@@ -129,8 +124,7 @@ pub struct Pool<'a> {
 pub const MAIN_POOL: &str = "main";
 
 impl App {
-    /// Claims the next due job of one of `kinds` for the main pool under a fresh lease of
-    /// `lease` (from the database's now); the claim has committed when this returns.
+    /// Claims a due job of `kinds` for the main pool, leased from the database's now; committed.
     pub async fn claim_job(
         &self,
         kinds: &[&str],
@@ -145,9 +139,8 @@ impl App {
         self.claim_job_for(pool, lease, worker).await
     }
 
-    /// Claims the next due job for `pool`: the organisation whose turn in the pool is oldest
-    /// among those with a due job goes first (docs/JOBS.md, "Fairness"), and a job whose lane
-    /// is at the pool's cap is left waiting, unchanged (no attempt used).
+    /// Claims the next due job for `pool`, the organisation with the oldest turn first
+    /// (docs/JOBS.md, "Fairness"); a job whose lane is at the cap waits (no attempt used).
     pub async fn claim_job_for(
         &self,
         pool: Pool<'_>,
@@ -190,9 +183,7 @@ impl App {
         }))
     }
 
-    /// Extends the lease to `lease` from the database's now; false when it was lost (the job
-    /// was rescued after it expired, and maybe claimed again): the worker must stop and report
-    /// nothing.
+    /// Extends the lease from the database's now; false when lost: stop and report nothing.
     pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
         let mut tx = self.store.begin().await?;
         let answer = async {
@@ -214,8 +205,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Records a failure: a retry after the backoff (capped at `cap`, jittered) while attempts
-    /// remain, else `discarded`. `None` (nothing written) for a stale worker's late result.
+    /// Records a failure (retry with capped jittered backoff, or `discarded`); `None` when stale.
     pub async fn fail_job(
         &self,
         job: &ClaimedJob,
@@ -241,10 +231,8 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Settles up to `limit` executions whose lease expired by the database's clock: each becomes
-    /// `retryable` at the same attempt after its backoff (`cap_of` its kind), or `discarded`
-    /// once it was interrupted `max_interruptions` times. A lease extended meanwhile, or an
-    /// execution another process settled first, is left alone.
+    /// Settles up to `limit` executions whose lease expired by the database's clock: `retryable`
+    /// at the same attempt, or `discarded` after `max_interruptions`; extended ones are left alone.
     pub async fn rescue_expired_leases(
         &self,
         max_interruptions: i32,
@@ -295,10 +283,8 @@ impl App {
         Ok(rescued)
     }
 
-    /// Deletes finished jobs older than their retention, at most `batch` per state (and as
-    /// many again of the kinds that hold work); their submission records stay, so a submission
-    /// id keeps naming its job. A job whose business work is unfinished (an issue job whose
-    /// invoice is still approved) is kept, whatever its age: it is the way out.
+    /// Deletes finished jobs past retention, `batch` per state; submission records stay, and a job
+    /// whose business work is unfinished (see `held`) is kept whatever its age: it is the way out.
     pub async fn prune_jobs(&self, retention: &Retention, batch: i64) -> AppResult<u64> {
         let now = now();
         let mut pruned = 0;
@@ -321,10 +307,7 @@ impl App {
         Ok(pruned)
     }
 
-    /// The finished jobs of the kinds that hold work, past retention in `state`: each is
-    /// deleted once its work is done (up to `batch`), kept while it is not. The walk goes by
-    /// (org_id, id), the primary key, through every such job, a page of `batch` at a time
-    /// (the kept ones are few: the stuck invoices a human has yet to move).
+    /// Prunes the holding kinds' finished jobs in `state` one by one, walking them by primary key.
     async fn prune_holding(
         &self,
         state: JobState,

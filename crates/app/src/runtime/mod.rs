@@ -1,11 +1,4 @@
-//! The job runtime: which kinds this process can run (the [`Registry`] of handlers) and the
-//! [`Workers`] that claim, run and settle them. A handler is an async function given its job's
-//! args and a [`JobContext`] (the app and the claimed job); it answers done, a retryable error
-//! or a permanent one. Webhook deliveries and the issuer register their kinds here; the rules
-//! (backoff, budgets, fencing) are `domain::job`'s and the statements `store`'s.
-//!
-//! `webhooks` delivers webhook events; `testing` holds the built-in test kinds (feature `testing`),
-//! registered only when `TAUROS_TEST_JOBS` is on.
+//! The job runtime: the [`Registry`] of handlers and the [`Workers`] that claim and run them.
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -35,19 +28,16 @@ pub struct JobContext {
 /// Why a handler did not finish its job.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum JobError {
-    /// Another attempt may succeed (a peer down, a timeout, a lock that will clear): retried
-    /// after the backoff while attempts remain.
+    /// Another attempt may succeed (a peer down, a timeout): retried after the backoff.
     #[error("{code}: {message}")]
     Retryable { code: String, message: String },
-    /// No attempt can succeed (malformed args, a request the peer refuses for good):
-    /// discarded at once.
+    /// No attempt can succeed (malformed args, a definitive refusal): discarded at once.
     #[error("{code}: {message}")]
     Permanent { code: String, message: String },
 }
 
 impl JobError {
-    /// A failure worth retrying; `code` is a short snake_case name, `message` a sentence for
-    /// operators (never a payload or a secret).
+    /// A failure worth retrying; `message` is for operators, never a payload or secret.
     pub fn retryable(code: &str, message: impl Into<String>) -> JobError {
         JobError::Retryable {
             code: code.to_owned(),
@@ -117,8 +107,7 @@ impl Registry {
         }
     }
 
-    /// Registers `handler` for `kind` (a versioned name such as `invoice.issue.v1`). Called at
-    /// start-up; a malformed or repeated kind is a programming error and panics.
+    /// Registers `handler` for the versioned `kind` at start-up; a bad or repeated kind panics.
     pub fn register<F, Fut>(&mut self, kind: &'static str, policy: KindPolicy, handler: F)
     where
         F: Fn(JobContext, Value) -> Fut + Send + Sync + 'static,
@@ -158,8 +147,7 @@ impl Registry {
 /// Whether this build has the built-in test job kinds (feature `testing`: the tests' builds).
 pub const TEST_KINDS_BUILT: bool = cfg!(feature = "testing");
 
-/// The kinds of this build: webhook deliveries (retried as `webhooks` says), and the test
-/// kinds when `test_kinds` is on and [`TEST_KINDS_BUILT`]. (The issuer adds its kind here.)
+/// This build's kinds: webhook deliveries, and the test kinds when on and built.
 pub fn registry(
     defaults: Defaults,
     webhooks: webhooks::DeliveryPolicy,

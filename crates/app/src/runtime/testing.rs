@@ -1,8 +1,4 @@
-//! Built-in job kinds for tests, registered only when `TAUROS_TEST_JOBS` is on (never in a
-//! production configuration): they let integration tests enqueue work through the library and
-//! watch real worker processes run it. Each execution records itself (job, lease token,
-//! worker, start and end) in `test_job_executions`, the evidence that no job ran in two places
-//! at once.
+//! Test job kinds (`TAUROS_TEST_JOBS`), each run recorded: evidence no job ran twice at once.
 
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use serde::Deserialize;
@@ -19,13 +15,11 @@ pub const ECHO: &str = "test.echo.v1";
 struct EchoArgs {
     /// `retryable` or `permanent`: fail that way.
     fail: Option<String>,
-    /// Fail only while the attempt is at most this (then succeed); with `fail` unset, a
-    /// retryable failure.
+    /// Fail while the attempt is at most this, then succeed (retryable unless `fail` says).
     fail_attempts: Option<i32>,
     /// Work this long first (at most 10 s).
     sleep_ms: Option<u64>,
-    /// Print `tauros: test job <id> running` on stdout as the handler starts: the handshake a
-    /// test waits for before it acts on a process whose handler is under way.
+    /// Print `tauros: test job <id> running` as the handler starts: a test's handshake.
     #[serde(default)]
     announce: bool,
     /// Anything; ignored (tells otherwise equal jobs apart).

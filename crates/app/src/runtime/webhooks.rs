@@ -1,15 +1,7 @@
-//! Webhook delivery (`webhook.deliver.v1`): one invoice event to one endpoint, following the
-//! Standard Webhooks convention. Each attempt reads the endpoint as it is now (URL, timeout,
-//! current secret), checks the URL against this process's outbound policy, resolves the host
-//! itself and vets every address, then connects only to those addresses (a resolver that can
-//! answer nothing else: DNS rebinding cannot reach an internal address), without a proxy and
-//! without following redirects. It POSTs the event's body with `webhook-id` (the event id, the
-//! same on every attempt), `webhook-timestamp` (this attempt's) and `webhook-signature`. A 2xx
-//! answer is delivered; anything else, a timeout or a network error is a retryable failure
-//! (the queue's backoff). Every attempt is recorded for the endpoint's deliveries list with
-//! its kind (`domain::webhook::Outcome`) and a fixed sentence: never the resolver's or the
-//! socket's words, which can tell what an internal name resolves to. Those details are logged
-//! at debug level only, as the error's kind, without addresses or names.
+//! Webhook delivery (`webhook.deliver.v1`; docs/WEBHOOKS.md, "Where deliveries may go"). Each
+//! attempt vets the URL and every resolved address and connects only to those (`Pinned`: DNS
+//! rebinding cannot reach an internal address), without proxy or redirects. Recorded errors
+//! are fixed sentences, never the resolver's or socket's words, which could reveal internals.
 
 use super::{JobContext, JobError, JobResult, KindPolicy, Registry};
 use crate::webhooks::{AttemptRecorded, Delivery, DeliveryArgs, DeliveryRefused};
@@ -94,8 +86,7 @@ async fn deliver(ctx: JobContext, args: Value) -> JobResult {
         AttemptRecorded::Recorded => {}
     }
     let message = error.unwrap_or_else(|| "the attempt failed".to_owned());
-    // A cycle ends at the operator's budget (`TAUROS_WEBHOOK_MAX_ATTEMPTS`) even when its job
-    // was enqueued with more: the delivery is then `failed`, for an approver to resend.
+    // A cycle ends at the operator's budget even if enqueued with more; then `failed`.
     let budget = ctx.app.webhook_max_attempts();
     if ctx.job.attempt >= budget && ctx.job.attempt < ctx.job.max_attempts {
         return Err(JobError::permanent(
@@ -179,10 +170,8 @@ async fn send(delivery: &Delivery) -> Outcome {
     }
 }
 
-/// The kind of a failed request. reqwest has no predicate for a TLS failure: a cause that is
-/// an I/O error of kind `InvalidData` (how rustls fails a handshake) or whose words mention TLS,
-/// a certificate or a handshake makes it `tls`. The words are read here and dropped: only the
-/// kind is kept, and logged at debug level with the I/O error's kind.
+/// The kind of a failed request. reqwest has no TLS predicate: an `InvalidData` I/O cause (how
+/// rustls fails a handshake) or words naming TLS make it `tls`; the words are dropped here.
 fn failed(e: &reqwest::Error) -> Outcome {
     if e.is_timeout() {
         return Outcome::Timeout;
@@ -214,9 +203,7 @@ fn failed(e: &reqwest::Error) -> Outcome {
     outcome
 }
 
-/// A resolver that answers the vetted addresses for any name: the client it is given to talks
-/// to one URL and follows no redirect, so it never needs another answer, and never looks one
-/// up.
+/// A resolver answering the vetted addresses for any name (its client asks about one URL).
 struct Pinned(Vec<SocketAddr>);
 
 impl reqwest::dns::Resolve for Pinned {

@@ -1,18 +1,7 @@
-//! Workers: two pools of claim loops and one upkeep loop per process. The main pool
-//! (`workers` loops) runs every registered kind but webhook deliveries; the webhooks pool
-//! (`webhook_workers` loops) runs only deliveries, at most
-//! `domain::webhook::MAX_IN_FLIGHT_PER_ENDPOINT` of one endpoint at once (capped in the claim),
-//! so endpoints that never answer hold delivery workers only, never issuing or other jobs. A claim loop claims a due
-//! job (the claim commits first), runs its handler on a task of its own while a heartbeat
-//! extends the lease every third of it, and settles the outcome fenced by the lease token.
-//! Fencing (docs/JOBS.md, "Fencing"): a heartbeat that finds the lease gone, or no successful
-//! heartbeat by half a beat before the lease could end, stops the handler (aborted, with any
-//! peer call it awaits) and reports nothing; the handler also checks the lease each time it
-//! is polled, so a worker thawed after a freeze stops before it takes another step.
-//! Idle loops wait for a wake-up (`LISTEN`/in-process notify) or the poll interval, whichever
-//! comes first: polling alone is correct, wake-ups only shorten the wait. The upkeep loop
-//! rescues executions whose lease expired (a crashed or frozen worker elsewhere) and prunes
-//! finished jobs past their retention.
+//! Workers (docs/JOBS.md, "Workers"): two pools of claim loops and an upkeep loop. The webhooks
+//! pool runs only deliveries, capped per endpoint in the claim, so endpoints that never answer
+//! hold delivery workers only. Handlers run fenced by the lease (`LeaseWatch`, `Fenced`); idle
+//! loops wait for a wake-up or the poll: polling alone is correct, wake-ups shorten the wait.
 
 use super::{JobContext, JobError, Registry};
 use crate::app::App;
@@ -45,8 +34,7 @@ pub struct WorkerConfig {
     pub retention: Retention,
     /// Finished jobs deleted per state and upkeep round.
     pub prune_batch: i64,
-    /// Test seam (`TAUROS_TEST_PAUSE_AFTER_CLAIM`): after each claim, print a line and wait
-    /// forever instead of running the handler, so a test can kill the process there.
+    /// Test seam (`TAUROS_TEST_PAUSE_AFTER_CLAIM`): pause forever after each claim, to be killed.
     pub pause_after_claim: bool,
     /// This process in the jobs' `worker` column (`host:pid`).
     pub name: String,
@@ -102,10 +90,8 @@ impl Workers {
         Workers { stop, tasks }
     }
 
-    /// Stops claiming. Running jobs get `grace` to finish and settle; after that their
-    /// handlers are dropped and their jobs left `running` until the lease expires and another
-    /// worker's upkeep makes them retryable (no attempt used). True when everything finished
-    /// in time.
+    /// Stops claiming; running jobs get `grace` to settle, then are dropped and stay `running`
+    /// until another worker's upkeep rescues them (no attempt used). True if all finished in time.
     pub async fn shutdown(mut self, grace: Duration) -> bool {
         let _ = self.stop.send(true);
         let drained = tokio::time::timeout(grace, async {
@@ -206,11 +192,9 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The lease as this worker knows it, on the monotonic clock (which keeps counting while the
-/// process is frozen): the lease holds at least until `held_until`, measured from the moment
-/// the claim or the last successful heartbeat was *sent*, so it never ends later than the
-/// database's deadline (computed from the database's now, which is no earlier). The handler
-/// stops `margin` before it.
+/// The lease as this worker knows it, on the monotonic clock (which counts while frozen): it
+/// holds at least until `held_until`, measured from when the claim or last good heartbeat was
+/// *sent*, so never past the database's deadline. The handler stops `margin` before it.
 struct LeaseWatch {
     held_until: std::sync::Mutex<Instant>,
     margin: Duration,
@@ -240,10 +224,9 @@ impl LeaseWatch {
     }
 }
 
-/// A handler raced against its lease: every time it is polled, the lease is checked first, so
-/// a worker resumed after a freeze (SIGSTOP, a VM pause) longer than its lease does not take
-/// one more step of the handler before it notices (`None`: stopped). The claim loop aborts it
-/// too when the lease ends while the handler waits.
+/// A handler raced against its lease, checked at every poll, so a worker thawed after a freeze
+/// longer than its lease takes no further step (`None`: stopped). The claim loop aborts it too
+/// when the lease ends while the handler waits.
 struct Fenced<F> {
     handler: Pin<Box<F>>,
     lease: Arc<LeaseWatch>,
@@ -265,8 +248,7 @@ impl<F: Future> Future for Fenced<F> {
 enum Stop {
     /// A heartbeat found the lease gone: the job was rescued (and maybe claimed elsewhere).
     LeaseLost,
-    /// No heartbeat succeeded in time (errors, or the database did not answer): the lease
-    /// may run out any moment, so the handler stops first.
+    /// No heartbeat succeeded in time: the lease may end any moment, so the handler stops.
     HeartbeatFailed,
 }
 
@@ -338,8 +320,7 @@ async fn run(
             () = &mut deadline => break Outcome::TimedOut,
         }
     };
-    // Stop the handler (and any peer call it has in flight) before anything is reported, and
-    // wait until it has: nothing of this attempt runs on once the worker moves on.
+    // Stop the handler (and its peer call) before reporting: nothing of this attempt runs on.
     if !matches!(outcome, Outcome::Finished(_) | Outcome::Panicked) {
         handler.0.abort();
         let _ = (&mut handler.0).await;
@@ -347,8 +328,7 @@ async fn run(
     settle(app, registry, &job, outcome).await;
 }
 
-/// The heartbeat interval (a third of the lease) and how long before the lease would end a
-/// handler without a successful heartbeat is stopped (half a beat).
+/// The heartbeat interval (a third of the lease) and the stop margin (half a beat).
 fn beat_and_margin(lease: Duration) -> (Duration, Duration) {
     let beat = (lease / 3).max(Duration::from_millis(100));
     (beat, beat / 2)

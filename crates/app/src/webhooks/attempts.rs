@@ -1,5 +1,4 @@
-//! Delivery attempts: recording one (and the endpoint's health it changes, which may disable
-//! the endpoint) and listing an endpoint's.
+//! Delivery attempts: recording one (which may disable its endpoint) and listing them.
 
 use super::deliveries::{Delivery, ensure_delivery};
 use super::views::WebhookAttemptView;
@@ -44,8 +43,7 @@ impl App {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    /// Records one attempt of `job`, its delivery's outcome and the endpoint's health, which
-    /// may disable the endpoint (its waiting deliveries then held, with an audit event).
+    /// Records one attempt of `job`, its delivery's outcome and the endpoint's health.
     pub async fn record_webhook_attempt(
         &self,
         job: &ClaimedJob,

@@ -1,5 +1,4 @@
-//! Deliveries: one per event an endpoint subscribes to, fanned out in the event's transaction;
-//! what a delivery's job sends, the hold while its endpoint is disabled, and resends.
+//! Deliveries: fanned out in the event's transaction, sent, held while disabled, resent.
 
 use super::seal_context;
 use super::views::{WebhookDeliveryView, delivery_view};
@@ -59,11 +58,8 @@ pub struct DeliveryArgs {
     pub event_id: Uuid,
 }
 
-/// Enqueues one delivery per endpoint of the event's organisation that subscribes to it,
-/// inside the event's transaction: a command that rolls back leaves no delivery. The submission
-/// id (endpoint, event) makes each delivery one job however often this runs. A disabled
-/// endpoint's delivery is recorded held, without a job: it goes out when the endpoint is
-/// re-enabled.
+/// Enqueues one delivery per subscribing endpoint in the event's transaction, one job per
+/// (endpoint, event) however often this runs; a disabled endpoint's is recorded held.
 pub(crate) async fn enqueue_deliveries(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     let endpoints = tx.all_webhook_endpoints(event.org_id).await?;
     failpoint!(event.org_id, EndpointsRead);
@@ -127,9 +123,7 @@ async fn enqueue_cycle(
     Ok(enqueued.id)
 }
 
-/// Starts a delivery's next job cycle (a fresh attempt budget, the same `webhook-id`) and
-/// records it as the delivery's current one: a resend, or a held delivery released by a
-/// re-enable. Answers the cycle and its job.
+/// Starts a delivery's next job cycle (fresh budget, same `webhook-id`) as its current one.
 pub(super) async fn next_cycle(
     tx: &mut dyn Tx,
     delivery: &WebhookDeliveryRow,
@@ -151,8 +145,7 @@ pub(super) async fn next_cycle(
     Ok((cycle, job_id))
 }
 
-/// Records the delivery `job` carries when it has no record yet (a job enqueued before
-/// deliveries had one, or submitted by hand), with `job` as its current cycle.
+/// Records the delivery `job` carries if it has none yet (an older or hand-submitted job).
 pub(super) async fn ensure_delivery(
     tx: &mut dyn Tx,
     job: &ClaimedJob,
@@ -183,10 +176,8 @@ impl App {
         self.config.webhooks.max_attempts
     }
 
-    /// What the delivery of `args` sends now, by `job`: the endpoint as it is (its current
-    /// secret, URL and timeout, and this process's outbound policy) and the event's body. A
-    /// disabled endpoint's delivery is held instead (kept for its re-enable), and a job that is
-    /// no longer its delivery's current cycle sends nothing.
+    /// What the delivery of `args` sends now: the endpoint as it is and the event's body; held if
+    /// the endpoint is disabled, nothing if `job` is no longer the delivery's current cycle.
     pub async fn webhook_delivery(
         &self,
         job: &ClaimedJob,
@@ -245,9 +236,8 @@ impl App {
         }))
     }
 
-    /// Holds the delivery `job` carries while its endpoint is disabled (under the endpoint's
-    /// lock: a re-enable is before or after, never between); false when the endpoint was
-    /// re-enabled meanwhile (the delivery goes ahead).
+    /// Holds `job`'s delivery while its endpoint is disabled, under the endpoint's lock (a
+    /// re-enable is before or after, never between); false when re-enabled meanwhile.
     async fn hold_delivery(&self, job: &ClaimedJob, args: &DeliveryArgs) -> AppResult<bool> {
         let mut tx = self.store.begin().await?;
         let answer = async {
@@ -273,11 +263,8 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Sends a delivery again (approvers): one that is not going to be attempted (its attempts
-    /// used up, its job cancelled or pruned), or a delivered one whose receiver lost it. A new
-    /// job cycle with a fresh attempt budget and the same `webhook-id`; a delivered one reads
-    /// `pending` until the new cycle delivers it. A delivery that is pending already is
-    /// answered as it is (replayed, nothing written); one to a disabled endpoint is refused.
+    /// Sends a delivery again in a new job cycle (approvers): one not going to be attempted, or a
+    /// delivered one the receiver lost; a pending one replays, a disabled endpoint refuses.
     pub async fn resend_webhook_delivery(
         &self,
         actor: &Actor,

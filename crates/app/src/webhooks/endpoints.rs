@@ -1,5 +1,4 @@
-//! Endpoints: registration (with an idempotency key), listing, reading, deletion, secret
-//! rotation and re-enabling.
+//! Endpoints: registration (keyed), listing, reading, deletion, secret rotation, re-enabling.
 
 use super::deliveries::next_cycle;
 use super::views::{NewWebhookEndpoint, WebhookEndpointView, WithSecret};
@@ -24,9 +23,8 @@ fn nonce() -> [u8; 12] {
     nonce
 }
 
-/// A registration with its key: the endpoint an approver's `Idempotency-Key` already names
-/// answers a repeat of the same body (its secret shown again only within a day of the creation
-/// and while it was not rotated), another body is a conflict.
+/// A keyed registration: the same body replays its endpoint (the secret shown again only
+/// within a day of creation and before any rotation); another body conflicts.
 struct KeyedEndpoint<'a> {
     org_id: Uuid,
     created_by: Uuid,
@@ -106,10 +104,7 @@ async fn with_held(
 }
 
 impl App {
-    /// An approver registers an endpoint for the organisation; the answer carries its signing
-    /// secret, shown this once. With an idempotency key (scoped to the approver), a repeat of
-    /// the same body answers the same endpoint (`replayed`), writing nothing; another body is a
-    /// conflict.
+    /// An approver registers an endpoint; its signing secret is shown this once.
     pub async fn create_webhook_endpoint(
         &self,
         actor: &Actor,
@@ -153,8 +148,7 @@ impl App {
         }
         let mut tx = self.store.begin().await?;
         let answer = async {
-            // The organisation's row lock makes concurrent registrations count one after another,
-            // and a concurrent one with the same key that won is visible under it.
+            // The org's lock serializes registrations; a same-key winner is visible under it.
             tx.lock_org(human.org_id, Lock::Update)
                 .await?
                 .ok_or(AppError::Unauthorized)?;
@@ -254,9 +248,8 @@ impl App {
         with_held(&mut *conn, row).await
     }
 
-    /// Deletes an endpoint and its attempts (approvers). Its deliveries that wait to run are
-    /// cancelled in the same transaction; one already running finishes its attempt, which is
-    /// then not recorded.
+    /// Deletes an endpoint and its attempts (approvers), cancelling its waiting deliveries; one
+    /// already running finishes, unrecorded.
     pub async fn delete_webhook_endpoint(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
@@ -289,8 +282,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// A new signing secret for an endpoint (approvers), shown this once; every attempt from
-    /// now on is signed with it, retries of earlier events included.
+    /// A new signing secret (approvers), shown once; signs every later attempt, retries included.
     pub async fn rotate_webhook_secret(&self, actor: &Actor, id: Uuid) -> AppResult<WithSecret> {
         let human = actor.human()?.approver()?;
         let mut tx = self.store.begin().await?;
@@ -330,9 +322,7 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Re-enables a disabled endpoint (approvers): a fresh failure window, and each held
-    /// delivery goes out in a new job cycle. An endpoint that is enabled already is answered as
-    /// it is (replayed, nothing written).
+    /// Re-enables a disabled endpoint (approvers), releasing its held deliveries; else a replay.
     pub async fn enable_webhook_endpoint(
         &self,
         actor: &Actor,

@@ -1,8 +1,4 @@
-//! Webhooks (docs/contract/effects.md §2): approvers register endpoints for their organisation (the
-//! signing secret is shown once, at creation and at each rotation), every audited invoice event an
-//! endpoint subscribes to becomes one delivery job in the event's own transaction, and the
-//! delivery handler (`jobs::webhooks`) reads what to send here and records each attempt. The
-//! rules are `domain::webhook`'s; secrets are sealed with the operator's key when there is one.
+//! Webhooks (docs/contract/effects.md §2); secrets sealed with the operator's key, if any.
 
 mod attempts;
 mod deliveries;

@@ -6,8 +6,7 @@ use crate::error::AppResult;
 use tauros_domain::webhook as rules;
 
 impl App {
-    /// Deletes delivery attempts older than their retention (30 days), `batch` at a time, until
-    /// none is left, then the deliveries (not held) unchanged for as long; how many attempts.
+    /// Deletes attempts past retention (30 days) in batches, then unheld deliveries as old.
     pub async fn prune_webhook_attempts(&self, batch: i64) -> AppResult<u64> {
         let before = now()
             - chrono::Duration::from_std(rules::ATTEMPT_RETENTION)

@@ -1,5 +1,4 @@
-//! The views approvers see of endpoints, attempts and deliveries, as the wire shows them, and
-//! what a registration carries.
+//! What approvers see of endpoints, attempts and deliveries, and what a registration carries.
 
 use crate::schema::WebhookEventType;
 use chrono::{DateTime, Utc};
@@ -10,9 +9,7 @@ use tauros_store::{WebhookAttemptListed, WebhookDeliveryRow, WebhookEndpointRow}
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// A registration whose field rules the caller checked (the wire's `validator` rules on
-/// `CreateWebhookEndpointRequest`); the URL's policy and the event types are the domain's
-/// (`check_endpoint`).
+/// A registration the caller checked (`CreateWebhookEndpointRequest`); the domain the rest.
 #[derive(Clone, Debug)]
 pub struct NewWebhookEndpoint {
     pub url: String,
@@ -23,8 +20,6 @@ pub struct NewWebhookEndpoint {
     pub timeout_seconds: Option<i32>,
 }
 
-// An endpoint as approvers see it, as the wire shows it (`WebhookEndpointResponse` in the
-// OpenAPI document).
 /// A webhook endpoint (never its secret).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = WebhookEndpointResponse)]
@@ -87,17 +82,14 @@ impl From<WebhookEndpointRow> for WebhookEndpointView {
     }
 }
 
-/// An endpoint with its signing secret: the answer of a creation or a rotation, the only two
-/// times the secret is shown (and of a replayed keyed creation within a day, while the secret
-/// was not rotated: `None` otherwise).
+/// An endpoint with its signing secret: answered at creation and rotation, and by a keyed
+/// replay within a day before any rotation (else `None`).
 #[derive(Clone, Debug)]
 pub struct WithSecret {
     pub endpoint: WebhookEndpointView,
     pub secret: Option<SigningSecret>,
 }
 
-// One delivery attempt, with what its job will do next, as the wire shows it
-// (`WebhookAttemptResponse` in the OpenAPI document).
 /// One delivery attempt.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = WebhookAttemptResponse)]
@@ -192,7 +184,6 @@ impl From<WebhookAttemptListed> for WebhookAttemptView {
     }
 }
 
-// One delivery as the wire shows it (`WebhookDeliveryResponse` in the OpenAPI document).
 /// One delivery: one event to one endpoint, across its job cycles.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 #[schema(as = WebhookDeliveryResponse)]

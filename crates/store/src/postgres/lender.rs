@@ -1,21 +1,10 @@
-//! PostgreSQL's connections as the store lends them to units of work: sqlx's pool opens,
-//! checks and closes them; the lender hands them out and takes them back.
-//!
-//! Why not sqlx's pool alone: it pings every connection as it is released, on a task of its
-//! own, to flush what a dropped transaction or statement left behind. That is a round trip to
-//! the server and two task wake-ups for every request, whose own work is often one statement.
-//! The lender takes a connection back as it is when its last statement finished and no
-//! transaction is open on it: nothing is left to flush. Only a connection that may still hold
-//! something goes back through sqlx's release, as before: one whose statement was cancelled or
-//! failed (the ping drains it or finds it dead and closes it), and one with a transaction open
-//! (rolled back first, on a task, as sqlx does with a dropped transaction)
-//! (docs/DECISIONS.md, "PostgreSQL's connections are lent, not pinged on release").
-//!
-//! What sqlx's pool still does: opening a connection (with the store's check that the host
-//! accepts writes), its limit, its acquire timeout, pinging one idle for
-//! [`PING_AFTER_IDLE`](super::PING_AFTER_IDLE) before handing it out, and closing connections
-//! past their lifetime. To keep those, a connection idle that long in the lender goes back to
-//! sqlx's pool, and so does one lent for [`LEND_FOR`] as it is given back.
+//! PostgreSQL's connections as the store lends them to units of work (docs/DECISIONS.md,
+//! "PostgreSQL's connections are lent, not pinged on release"): sqlx's pool opens, checks,
+//! limits and closes them; the lender takes one back as it is when its last statement finished
+//! and no transaction is open on it, sparing sqlx's ping on every release. One that may still
+//! hold something (a cancelled or failed statement, an open transaction) goes back through
+//! sqlx's release. To keep sqlx's idle ping and lifetime, a connection idle for
+//! [`PING_AFTER_IDLE`](super::PING_AFTER_IDLE) or lent for [`LEND_FOR`] returns to sqlx's pool.
 
 use super::PING_AFTER_IDLE;
 use sqlx::pool::PoolConnection;
@@ -163,8 +152,7 @@ impl Lender {
         drop(stale);
     }
 
-    /// The pool moved to another host: free connections close, lent ones close as they come
-    /// back, and this waits until all have.
+    /// The pool moved host: free connections close, lent ones as they return; waits for all.
     pub(super) async fn close(&self) {
         let free = {
             let mut free = self.free();

@@ -1,7 +1,4 @@
-//! The claim protocol's claims and the invoice number sequence: `ClaimRead` and `ClaimWrite`
-//! for every backend's unit of work. The selects of cleanup and reaping append the backend's
-//! [`Backend::SKIP_LOCKED`]; a reap runs between [`Backend::SANCTION_REAP`] and
-//! [`Backend::UNSANCTION_REAP`] (the delete guard reads it).
+//! `ClaimRead` and `ClaimWrite` for every backend's unit (reaps run sanctioned).
 
 use super::{Backend, for_share, for_update, query, query_as, query_scalar};
 use crate::claims::*;

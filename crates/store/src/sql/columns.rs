@@ -1,21 +1,9 @@
-//! The widest rows, read by position: an invoice as its readers see it ([`InvoiceJoined`],
-//! 39 columns) and the credential joined to it ([`PresentedKey`], [`PresentedSession`]).
-//!
-//! sqlx's derived `FromRow` finds each column by name: it hashes the name, looks it up in the
-//! statement's column map and checks the column's type against the field's, for every column of
-//! every row (a twentieth of a GET's cost, docs/PERFORMANCE.md "Design choices"). These rows
-//! are read in the order their statements list the columns instead, and each column's name is
-//! still compared with the one expected there, so a statement and its reader that disagree fail
-//! with an error on the first row rather than decode one column as another. Types are checked
-//! as `try_get` checks them in debug builds (every test, on both backends); a release build
-//! decodes without the check: the columns' types are those of the migrations compiled into
-//! the same binary, which it applies at start-up (readiness fails until each is applied,
-//! `migrations_current`). A later migration that adds columns changes nothing here: these
-//! statements name theirs.
-//!
-//! The statements write their columns out in this order ([`super::invoices::READ_COLUMNS`],
-//! [`super::invoices::JOINED_INVOICE`], `presented.rs`'s `KEY` and `SESSION`); each reader is
-//! written once and expanded per backend's row type ([`in_order!`]).
+//! The widest rows, read by position: [`InvoiceJoined`] (39 columns), [`PresentedKey`] and
+//! [`PresentedSession`]. sqlx's derived `FromRow` looks every column up by name, a twentieth
+//! of a GET's cost (docs/PERFORMANCE.md "Design choices"); these are read in statement order,
+//! each name still compared, so a statement and reader that disagree fail on the first row.
+//! Types are checked in debug builds only: a release decodes the migrations compiled into it,
+//! which readiness requires applied (`migrations_current`).
 
 use super::{Stored, StoredOpt};
 use crate::invoices::{InvoiceJoined, RevisionRow};
@@ -91,9 +79,7 @@ pub(crate) trait InOrder<'r, R>: Sized {
     fn read(c: &mut Columns<'r, R>) -> Result<Self, sqlx::Error>;
 }
 
-/// [`InOrder`] for `$ty` on both backends' rows, by `$read` (an expression over the columns
-/// `$c`, each taken in turn): written once, expanded per row type, so the reader is plain code
-/// for that row (no bounds to restate, docs/DECISIONS.md "Storage: SQL as named functions").
+/// [`InOrder`] for `$ty` on both backends' rows by `$read`, expanded per row type (no bounds).
 macro_rules! in_order {
     ($ty:ty, |$c:ident| $read:expr) => {
         in_order!(@rows $ty, $c, $read, PgRow, SqliteRow);
@@ -221,8 +207,7 @@ mod tests {
     use sqlx::Connection;
     use sqlx::sqlite::SqliteConnection;
 
-    /// A key's columns as `KEY` lists them, with `swap` exchanging two of them and `extra`
-    /// appended.
+    /// A key's columns as `KEY` lists them, `swap` exchanging two and `extra` appended.
     fn key_statement(swap: Option<(usize, usize)>, extra: &str) -> String {
         let mut columns = vec![
             "x'00000000000000000000000000000001' as c_agent_id",
@@ -263,8 +248,7 @@ mod tests {
         assert_eq!(key.c_key_revoked_at, None);
     }
 
-    /// Two columns of one type exchanged would decode as each other by position alone: the
-    /// names are compared, so the statement is refused, naming the column.
+    /// Two same-typed columns exchanged are refused by name, not decoded as each other.
     #[tokio::test]
     async fn a_column_out_of_order_is_an_error_naming_it() {
         let err = read(&key_statement(Some((1, 2)), "")).await.unwrap_err();

@@ -1,5 +1,4 @@
-//! Proposals that need a second approver: `GovernanceRead` and `GovernanceWrite` for every
-//! backend's unit of work.
+//! `GovernanceRead` and `GovernanceWrite` for every backend's unit.
 
 use super::{Backend, locked, query, query_as};
 use crate::error::StoreResult;

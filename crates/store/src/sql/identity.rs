@@ -1,6 +1,4 @@
-//! Identities: organisations, humans, sessions, invitations, agents, keys, the org audit trail:
-//! `IdentityRead` and `IdentityWrite` for every backend's unit of work. Reads that lock the row
-//! they return append the backend's lock ([`locked`]).
+//! `IdentityRead` and `IdentityWrite` for every backend's unit.
 
 use super::{Backend, locked, query, query_as};
 use crate::error::StoreResult;

@@ -1,9 +1,4 @@
-//! Invoices, revisions, decisions and events: `InvoiceRead` and `InvoiceWrite` for every
-//! backend's unit of work.
-//!
-//! The joined reads return an invoice with its current revision, its agent's owner and the
-//! org's settings (everything a read needs to decide visibility) in one statement; they list
-//! the invoice's own columns under names that cannot collide with the revision's.
+//! `InvoiceRead` and `InvoiceWrite` for every backend's unit.
 
 use super::{Backend, FreeKey, Query, QueryAs, Stored, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
@@ -370,10 +365,9 @@ impl<U: Backend> InvoiceWrite for U {
     }
 }
 
-/// An invoice with its current revision, its agent's owner and its org's settings, in
-/// [`READ_COLUMNS`]'s order and names (its rows are read by position, `columns.rs`). Lists read
-/// it (their filters and orders use the tables' indexes); one invoice is read from its read
-/// model ([`READ_INVOICE`]), which the schema test holds equal to this join.
+/// An invoice with its current revision, agent's owner and org's settings, in
+/// [`READ_COLUMNS`]'s order; lists read it, one invoice its read model ([`READ_INVOICE`]),
+/// which the schema test holds equal to this join.
 pub(crate) const JOINED_INVOICE: &str =
     "select r.id, r.org_id, r.invoice_id, r.number, r.customer_id, r.payment_destination_id,
      r.destination_network, r.destination_address, r.currency, r.due_date, r.lines,
@@ -430,11 +424,9 @@ fn invoice_values<'a>(q: Query<'a>, i: &'a InvoiceRow) -> Query<'a> {
         .bind(i.issue_version)
 }
 
-/// The same columns as [`JOINED_INVOICE`] for one invoice, from its read model
-/// (`invoice_reads`, migration 0019: the invoice, its current revision, its agent's owner and
-/// its latest decision, kept by the writes' own transactions), with the two facts that change
-/// outside them joined live: the org's settings and the issue job's progress. Filter on
-/// `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
+/// [`JOINED_INVOICE`]'s columns for one invoice, from its read model (`invoice_reads`, kept by
+/// the writes' own transactions), with the org's settings and the issue job joined live. Filter
+/// on `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
 static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "select {READ_COLUMNS}, {ORG_SETTINGS} from invoice_reads v \
@@ -442,9 +434,8 @@ static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// [`READ_INVOICE`]'s columns but the org's: the read model's (`v`) and the issue job's (`ij`),
-/// each named, in the order [`InvoiceJoined`] is read (`columns.rs`), which
-/// [`ORG_SETTINGS`] (or a key's nulls) completes.
+/// [`READ_INVOICE`]'s columns but the org's, in [`InvoiceJoined`]'s order (`columns.rs`);
+/// [`ORG_SETTINGS`] (or a key's nulls) completes them.
 pub(crate) const READ_COLUMNS: &str =
     "v.id, v.org_id, v.invoice_id, v.number, v.customer_id, v.payment_destination_id,
      v.destination_network, v.destination_address, v.currency, v.due_date, v.lines,
@@ -495,15 +486,10 @@ static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The filters of an invoice list: the organisation (`org`) and scope (`agent` one agent,
-/// `owner` one owner's agents; each an expression, usually a bind), state, customer, agent,
-/// latest decision while it is about the current revision (`$9`), idempotency key (`$10`), overdue (`$11`, as of the date `$12`) and
-/// issuing status (`$13`);
-/// `$7` and `$8` are the page's.
-///
-/// Overdue is `domain::settlement::is_overdue` read in SQL: issued or partially paid and due
-/// before today. Its third condition, an open balance, holds in those two states by
-/// construction (a covered total makes the invoice `paid`), so no money is compared here.
+/// The filters of an invoice list: org (`org`), scope (`agent`, `owner`: expressions, usually
+/// binds), state, customer, agent, current decision (`$9`), key (`$10`), overdue (`$11` as of
+/// `$12`), issuing (`$13`); `$7`, `$8` are the page's. Overdue is `is_overdue` in SQL: an open
+/// balance holds by construction in issued and partially paid, so no money is compared.
 pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> String {
     format!(
         " where i.org_id = {org}
@@ -520,8 +506,7 @@ pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> Strin
     )
 }
 
-/// Binds the filters of an invoice list ([`invoice_list_filters`]) and its page as `$4` to
-/// `$12`.
+/// Binds an invoice list's filters ([`invoice_list_filters`]) and page as `$4` to `$12`.
 pub(crate) fn bind_list_filter<'a, O>(
     q: QueryAs<'a, O>,
     f: &'a InvoiceFilter,

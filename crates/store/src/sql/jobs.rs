@@ -1,12 +1,6 @@
-//! Jobs, submission records and the test kinds' executions: `JobRead` and `JobWrite` for every
-//! backend's unit of work. The claim is not here: it is backend-only (each adapter has its
-//! own). An inserted job wakes idle workers once it commits
-//! ([`Backend::wake_workers`]: `NOTIFY` on PostgreSQL, an in-process notify after commit on
-//! SQLite).
-//!
-//! The claimable states (`available`, `scheduled`, `retryable`) are `JobState::is_claimable`;
-//! the outcome statements are fenced by (org, id, lease token, `running`), so a stale worker's
-//! late result matches no row.
+//! `JobRead` and `JobWrite` for every backend's unit (the claim is backend-only). An inserted
+//! job wakes idle workers once it commits ([`Backend::wake_workers`]); outcome statements are
+//! fenced by (org, id, lease token, `running`), so a stale worker's late result matches no row.
 
 use super::{Backend, Query, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
@@ -363,9 +357,7 @@ impl<U: Backend> JobWrite for U {
     }
 }
 
-/// Binds a job's outcome (`JobUpdate`) as the next eight arguments: state, attempt,
-/// interruptions, run_at, finished_at, the last error's code and message (each kept when
-/// null), updated_at.
+/// Binds a `JobUpdate` as the next eight arguments (the last error kept when null).
 fn bind_update<'a>(q: Query<'a>, u: &'a JobUpdate) -> Query<'a> {
     let (code, message) = u
         .last_error

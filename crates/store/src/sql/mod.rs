@@ -1,20 +1,7 @@
-//! The SQL both adapters share. One file per area (identities, governance, parties, invoices,
-//! settlement, claims, jobs, webhooks, presented reads) implements that area's port traits
-//! once, for every backend's unit of work: `impl<U: Backend> InvoiceRead for U`. Each statement
-//! is a named function (the trait method) or a named `const`/`static` text it uses, written
-//! once in a dialect both PostgreSQL and SQLite accept (`$n` placeholders, `returning`,
-//! `on conflict`).
-//!
-//! - [`stmt`]: how a statement is written (`query_as(SQL).bind(a).fetch_optional(self)`, the
-//!   shape of sqlx's builders, its arguments as plain values) and [`Backend`], the sealed trait
-//!   the two units of work implement: it runs a statement (binding the arguments, classifying
-//!   the errors with the backend's `map_err`) and holds what differs between the backends as
-//!   associated consts and functions: the row-lock suffixes ([`locked`], [`for_update`],
-//!   [`for_share`]: empty on SQLite, whose single writer already serializes write transactions),
-//!   `SKIP LOCKED`, the sanctioned reap, the job wake-up. Why not sqlx's builders generic over
-//!   the database: `docs/DECISIONS.md`, "Storage: SQL as named functions".
-//! - Backend-only statements (the job claim, `LISTEN/NOTIFY`) are in the adapters, not here.
-//! - [`Stored`] / [`StoredOpt`]: text-stored domain enums, as rows decode them.
+//! The SQL both adapters share, one file per area, each implementing its port traits once for
+//! every backend's unit (`impl<U: Backend> InvoiceRead for U`) in a dialect both accept. What
+//! differs lives in [`Backend`] ([`stmt`]); why not sqlx's generic builders: docs/DECISIONS.md,
+//! "Storage: SQL as named functions". Backend-only statements are in the adapters.
 
 mod claims;
 mod columns;
@@ -44,8 +31,7 @@ use tauros_domain::job::JobState;
 use tauros_domain::resolution::ResolveAction;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
 
-/// A duration as the signed milliseconds [`Backend::now_plus_ms`] adds to the database's now
-/// (saturating: a duration of centuries is still far in the future).
+/// A duration as signed milliseconds for [`Backend::now_plus_ms`], saturating.
 pub(crate) fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
 }
@@ -69,10 +55,8 @@ pub(crate) fn migrations_current(migrator: &sqlx::migrate::Migrator, applied: &[
         .all(|m| applied.iter().any(|(version,)| *version == m.version))
 }
 
-/// A domain enum read from its text column: rows name it in `#[sqlx(try_from = "Stored<T>")]`
-/// (or `StoredOpt<T>` for a nullable column), so an unknown name is a decode error here and the
-/// app only ever handles the enum; binds write `as_str()`. The domain crate knows nothing of
-/// sqlx, so the decoding lives here, in these two wrappers.
+/// A domain enum read from its text column (`#[sqlx(try_from = "Stored<T>")]`): an unknown name
+/// is a decode error here, so the app only handles the enum (the domain knows nothing of sqlx).
 pub struct Stored<T>(T);
 
 /// [`Stored`] for a nullable column.
@@ -146,9 +130,7 @@ where
     }
 }
 
-/// The conversions `#[sqlx(try_from = …)]` calls, one set per stored enum (the orphan rule
-/// wants them per concrete type: `impl<T> From<Stored<T>> for T` is refused). No SQL, like
-/// `stmt.rs`'s `arg_from!` (docs/DECISIONS.md, "Storage: SQL as named functions").
+/// The conversions `try_from` calls, per stored enum (the orphan rule refuses a generic one).
 macro_rules! stored_as_text {
     ($($ty:ty),* $(,)?) => {$(
         impl StoredText for $ty {

@@ -1,9 +1,4 @@
-//! Customers and payment destinations: `PartyRead` and `PartyWrite` for every backend's unit
-//! of work.
-//!
-//! Scoped reads bind `$2` (one agent) and `$3` (the agents of one owner); `None` widens the
-//! scope, and `org_id` always narrows it to one organisation. Reads that lock the row they
-//! return append the backend's lock ([`locked`]).
+//! `PartyRead` and `PartyWrite` for every backend's unit; `None` scopes widen within `org_id`.
 
 use super::identity::AGENT_BY_ID;
 use super::{Backend, FreeKey, Together, locked, query, query_as};

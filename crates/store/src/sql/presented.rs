@@ -1,8 +1,6 @@
 //! Authenticated reads in one statement: the credential left joined to the record, so a
-//! credential without a record still comes back, and a record without a credential never does.
-//! One record is a flat join on the credential's org ([`CredentialSql::and_read`]); a list page is
-//! a derived table (its own order and limit) joined to the credential as a one-row derived
-//! table `c`. `PresentedRead` for every backend's unit of work.
+//! credential without a record still comes back and a record without one never does. One
+//! record is a flat join ([`CredentialSql::and_read`]); a list page a derived table joined.
 
 use super::columns::{Columns, InOrder};
 use super::invoices::{
@@ -19,9 +17,8 @@ use sqlx::{ColumnIndex, FromRow, Row};
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-/// How a statement reads one kind of credential: its columns under `c_` names, its tables,
-/// its org (a column of those tables), the condition that finds it by the bind `$1`, and the
-/// org's settings a record read with it comes with (and the join they need).
+/// How a statement reads one kind of credential: its `c_` columns, tables, org column, the
+/// condition on `$1`, and the org settings (and join) a record read with it needs.
 struct CredentialSql {
     columns: &'static str,
     tables: &'static str,
@@ -76,12 +73,9 @@ impl CredentialSql {
         format!("select {columns} from {tables} where {found_by}")
     }
 
-    /// The credential and one row of its org's read model, in one flat join: the read
-    /// model's row that `record` picks (a condition on `v`, left joined, so a credential
-    /// without a record still comes back and a record without a credential never does), and
-    /// the org's settings where the credential's reads depend on them (a human's). The record is looked up by the credential's own org column,
-    /// not a subquery that would read the credential a second time, in a spelling both
-    /// backends accept (SQLite has no `lateral`).
+    /// The credential and the row of its org's read model that `record` picks, in one flat join
+    /// (left, by the credential's own org column: SQLite has no `lateral`), with the org's
+    /// settings where the credential's reads depend on them (a human's).
     fn and_read(&self, record: &str) -> String {
         let CredentialSql {
             columns,
@@ -109,8 +103,7 @@ fn key_agent(p: &str) -> String {
     format!("(select agent_id from api_keys where id = {p})")
 }
 
-/// An API key (`$1`) and the invoice `$2` of its org (looked up by org and id: the read
-/// model's key is (org_id, id), docs/SCALING.md).
+/// An API key (`$1`) and the invoice `$2` of its org (the read model's key is (org_id, id)).
 static INVOICE_BY_KEY: LazyLock<String> = LazyLock::new(|| KEY.and_read("v.invoice_id = $2"));
 
 /// A session (`$1`) and the invoice `$2` of its org.
@@ -121,10 +114,9 @@ static INVOICE_BY_SESSION: LazyLock<String> =
 static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> =
     LazyLock::new(|| KEY.and_read("v.agent_id = k.agent_id and v.idempotency_key = $2"));
 
-/// An API key (`$1`) and a page of its agent's invoices (`$2` the same key, for the filters'
-/// scope), oldest first (`"asc"`, `">"`) or newest first (`"desc"`, `"<"`). The page is a
-/// derived table (its own order and limit) left joined to the key, so an empty page still
-/// returns the key; the outer order restores the page's, which a join does not promise to keep.
+/// An API key (`$1`) and a page of its agent's invoices (`$2`: the key again, for the filters'
+/// scope), a derived table left joined to the key so an empty page still returns it; the outer
+/// order restores the page's, which a join does not promise to keep.
 fn own_invoices(order: &str, after: &str) -> String {
     format!(
         "select c.*, j.* from ({}) c left join ({JOINED_INVOICE}{} \
@@ -191,8 +183,7 @@ impl<U: Backend> PresentedRead for U {
         } else {
             OWN_INVOICES_NEWEST_FIRST.as_str()
         };
-        // `$1` is the key (the credential's statement), `$2` the same key for the filters'
-        // scope, `$3` (an owner) null: the scope is the key's agent.
+        // `$1` the key, `$2` the key again for the filters' scope, `$3` (an owner) null.
         let rows: Vec<Joined<PresentedKey>> = query_as(sql)
             .bind(key_id)
             .bind(key_id)
@@ -212,9 +203,7 @@ impl<U: Backend> PresentedRead for U {
     }
 }
 
-/// A joined row: the credential's columns (`C`), then the record's if the left join found a
-/// record (its first column, the revision's `id`, is never null in a record), read by position
-/// (`columns.rs`).
+/// A joined row: the credential's columns, then the record's if the left join found one.
 struct Joined<C>(C, Option<InvoiceJoined>);
 
 impl<'r, R, C> FromRow<'r, R> for Joined<C>
@@ -243,9 +232,7 @@ where
 mod tests {
     use super::*;
 
-    /// The first statement of a `bench/pg` file: its lines that are neither comments nor psql
-    /// commands, up to the first `;`, with the psql variables as they are, whitespace
-    /// collapsed.
+    /// A `bench/pg` file's first statement, without comments or psql commands, spaces collapsed.
     fn bench_statement(file: &str) -> String {
         let path = format!("{}/../../bench/pg/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -262,10 +249,8 @@ mod tests {
         words.join(" ").trim_end_matches(';').to_owned()
     }
 
-    /// The bench's exact-statement bound measures what Tauros sends: `bench/pg/get.sql` and
-    /// `replay.sql` are this module's statements with the ids as psql variables, and
-    /// `create.sql` opens with the replay's look-up. A statement changed here without its
-    /// bench file would make the bound measure another read.
+    /// `bench/pg/get.sql`, `replay.sql` and `create.sql` open with this module's statements (ids
+    /// as psql variables), so the bench's exact-statement bound measures what Tauros sends.
     #[test]
     fn the_benchs_exact_statements_are_the_ones_sent() {
         let cases: [(&str, &str, [&str; 2]); 3] = [

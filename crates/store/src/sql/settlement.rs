@@ -1,5 +1,4 @@
-//! Payments and settlement events: `SettlementRead` and `SettlementWrite` for every backend's
-//! unit of work. Reads that lock the rows they return append the backend's `for update`.
+//! `SettlementRead` and `SettlementWrite` for every backend's unit.
 
 use super::{Backend, Query, for_update, query, query_as};
 use crate::error::StoreResult;
@@ -356,10 +355,7 @@ impl<U: Backend> SettlementWrite for U {
     }
 }
 
-/// Binds a payment's mutable columns as the next seventeen arguments, in the order of
-/// `payments`: amount_minor, currency, invoice_ref_id, invoice_ref_number, first_at,
-/// first_event_id, state, conflict, confirmed_at, invoice_id, agent_id, status,
-/// unmatched_reason, allocated_minor, event_count, resolution, resolved_amount_minor.
+/// Binds a payment's mutable columns as the next seventeen arguments, in `payments`' order.
 fn bind_payment_state<'a>(q: Query<'a>, p: &'a PaymentRow) -> Query<'a> {
     q.bind(&p.amount_minor)
         .bind(&p.currency)

@@ -1,14 +1,6 @@
-//! A statement as the shared SQL writes it: its text and its arguments, with the return type
-//! it decodes to. The area files build one per query (`query_as(SQL).bind(a).bind(b)`) and run
-//! it on a [`Backend`], whose adapter binds the arguments and classifies the errors.
-//!
-//! Why not sqlx's own builders, generic over the database: Rust does not carry a trait's
-//! `where` clauses to its users, so "`Uuid` encodes on `B`" (and every other bound type, and
-//! every row type decoding from `B::Row`) would have to be restated on every generic impl. A
-//! statement whose arguments are plain values ([`Arg`]) needs none of that: the generic code
-//! only ever talks to [`Backend`], and the one place that meets sqlx's bounds ([`bind_all`],
-//! [`fetch_optional`], …) is generic with its bounds written once, used by two concrete
-//! adapters.
+//! A statement as the shared SQL writes it: text, plain arguments ([`Arg`]) and the type it
+//! decodes to, run on a [`Backend`]. Rust does not carry a trait's `where` clauses to its
+//! users, so sqlx's bounds are written once here ([`bind_all`], [`fetch_optional`], …).
 
 use crate::error::{StoreError, StoreResult};
 use crate::query::Lock;
@@ -38,14 +30,12 @@ pub struct FreeKey {
     pub key: String,
 }
 
-/// A backend's unit of work, as the shared SQL sees it: where its statements run, how its
-/// errors are classified, and the few texts that differ between backends. Implemented by the
-/// PostgreSQL and SQLite units only; every port trait (`InvoiceRead`, `JobWrite`, …) is
-/// implemented once, for any `U: Backend`, in this module's area files.
+/// A backend's unit of work as the shared SQL sees it: where statements run, how errors are
+/// classified, the few texts that differ. Implemented by the two adapters' units only; every
+/// port trait is implemented once, for any `U: Backend`, in this module's area files.
 #[async_trait]
 pub trait Backend: Send + sealed::Sealed {
-    /// Appended to a select that locks the rows it returns for an update (empty on SQLite,
-    /// whose single writer already serializes write transactions).
+    /// Appended to a select that locks its rows for update (empty on SQLite: one writer).
     const FOR_UPDATE: &'static str;
     /// Appended to a select that locks the rows it returns against updates.
     const FOR_SHARE: &'static str;
@@ -55,13 +45,11 @@ pub trait Backend: Send + sealed::Sealed {
     const SANCTION_REAP: &'static str;
     /// Closes a sanctioned reap.
     const UNSANCTION_REAP: &'static str;
-    /// The database's clock, now, in the type and (on SQLite) the exact text format a bound
-    /// `DateTime<Utc>` is stored in: lease deadlines and the reaper's horizons are read from
-    /// it, never from the application's clock (docs/JOBS.md, "Whose clock").
+    /// The database's now, in the stored type and (SQLite) text format: leases and reaper horizons
+    /// use it, never the application's clock (docs/JOBS.md, "Whose clock").
     const NOW: &'static str;
 
-    /// [`Backend::NOW`] plus the signed number of milliseconds bound at `param` (`$4`): the
-    /// app passes a duration, the database adds it to its own now.
+    /// [`Backend::NOW`] plus the signed milliseconds bound at `param`.
     fn now_plus_ms(param: &str) -> String;
 
     /// A subquery of the strings of the JSON array (text) bound at `param`, for `in (…)`.
@@ -79,19 +67,15 @@ pub trait Backend: Send + sealed::Sealed {
     /// Runs a statement, returning how many rows it affected.
     async fn execute_stmt(&mut self, stmt: Stmt<'_>) -> StoreResult<u64>;
 
-    /// Runs a statement for its effect alone: nobody reads its count, and it returns no rows.
-    /// A backend may hold it back and send it with the unit's next statement or its commit
-    /// (SQLite's writer does: one hand-off to the connection's thread instead of two). Its
-    /// error is then reported by that later call, and the unit fails for good (every later
-    /// call and the commit fail too); so a statement whose error its caller answers (a
-    /// conflict it tells apart) never runs here.
+    /// Runs a statement for its effect alone. A backend may send it with the unit's next call or
+    /// commit (SQLite's writer), its error then failing that call and the unit for good, so a
+    /// statement whose error its caller answers (a conflict it tells apart) never runs here.
     async fn execute_later(&mut self, stmt: Stmt<'_>) -> StoreResult<()> {
         self.execute_stmt(stmt).await.map(drop)
     }
 
-    /// Whether this unit is the only one writing until it ends (SQLite's single writer): then a
-    /// create's idempotency key is looked up with its first reads, and a key found free stays
-    /// free, so its insert needs no conflict check and may run later.
+    /// Whether this unit writes alone until it ends (SQLite): a create's key found free with its
+    /// first reads stays free, so its insert needs no conflict check and may run later.
     const WRITES_ALONE: bool = false;
 
     /// Notes that this unit found the agent's idempotency key free ([`Backend::WRITES_ALONE`]).
@@ -108,9 +92,7 @@ pub trait Backend: Send + sealed::Sealed {
     /// Decodes a row of [`Backend::fetch_first_rows`] as `O`.
     fn decode<O: Decoded>(row: &Self::Row) -> StoreResult<O>;
 
-    /// Runs selects in order, answering each one's first row, if any ([`Together`] decodes
-    /// them). A backend may send them in one call: SQLite's does, one hand-off to the
-    /// connection's thread instead of one per statement (PostgreSQL's runs them one by one).
+    /// Runs selects in order, each one's first row ([`Together`]); SQLite in one hand-off.
     async fn fetch_first_rows(
         &mut self,
         stmts: Vec<Stmt<'_>>,
@@ -131,8 +113,7 @@ impl<T> Decoded for T where
 {
 }
 
-/// One bound argument. Each Rust type binds as itself (an `Option` of it, which sqlx encodes
-/// exactly as the value, or as a typed null).
+/// One bound argument; an `Option` binds as the value or a typed null.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg<'a> {
     Uuid(Option<Uuid>),
@@ -314,9 +295,7 @@ impl<'a, O> QueryAs<'a, O> {
         bind(self)
     }
 
-    /// Binds a scoped read's organisation and scope as the next three arguments: the org, the
-    /// one agent (`Scope::Agent`) and the one owner whose agents (`Scope::Owner`) it is
-    /// narrowed to; `None` widens the scope (`Scope::Org`: both null).
+    /// Binds the org, the one agent and the one owner of `scope` as the next three (null widens).
     pub fn bind_scope(self, org_id: Uuid, scope: Scope) -> Self {
         let (agent, owner) = match scope {
             Scope::Agent(id) => (Some(id), None),
@@ -400,9 +379,7 @@ impl<'a> Query<'a> {
     }
 }
 
-/// Selects whose first rows are read together ([`Backend::fetch_first_rows`]): each added with
-/// [`QueryAs::along`], then read with [`Together::fetch`] and decoded in the same order, each as
-/// its statement's row type.
+/// Selects whose first rows are read together ([`Backend::fetch_first_rows`]), in order.
 #[derive(Default)]
 pub struct Together<'a> {
     stmts: Vec<Stmt<'a>>,
@@ -450,8 +427,7 @@ pub trait Binds<'q>: Database {
         stmt: Stmt<'q>,
     ) -> Result<sqlx::query::Query<'q, Self, Self::Arguments>, sqlx::Error>;
 
-    /// Appends `args` to `to`, in order (SQLite's writer appends several statements' to one
-    /// list).
+    /// Appends `args` to `to`, in order (SQLite's writer puts several statements' in one list).
     fn add_all(to: &mut Self::Arguments, args: Vec<Arg<'q>>) -> Result<(), BoxDynError>;
 }
 
@@ -548,8 +524,7 @@ where
     Ok(done.rows_affected())
 }
 
-/// A statement result's affected row count (sqlx names it per backend; each adapter
-/// implements it for its own result type).
+/// A result's affected row count (each adapter implements it for its own result type).
 pub trait RowsAffected {
     fn rows_affected(&self) -> u64;
 }

@@ -1,5 +1,4 @@
-//! Webhook endpoints and their delivery attempts: `WebhookRead` and `WebhookWrite` for every
-//! backend's unit of work.
+//! `WebhookRead` and `WebhookWrite` for every backend's unit.
 
 use super::{Backend, for_update, query, query_as, query_scalar};
 use crate::error::StoreResult;
@@ -68,8 +67,7 @@ impl<U: Backend> WebhookRead for U {
         endpoint_id: Uuid,
         page: Page,
     ) -> StoreResult<Vec<WebhookAttemptListed>> {
-        // The job is joined within the organisation (its id and org_id).
-        // The delivery (by its endpoint and event) and its current job, within the organisation.
+        // The delivery (by endpoint and event) and its current job, within the organisation.
         query_as(
             "select a.*, j.state as job_state, j.attempt as job_attempt,
                  j.run_at as job_run_at, d.id as delivery_id, d.held as delivery_held,

@@ -1,12 +1,10 @@
-//! What SQLite says its own way: the database's clock as stored text, and its errors as the
-//! store's.
+//! What SQLite says its own way: its clock as stored text, its errors as the store's.
 
 use crate::error::{Constraint, StoreError};
 use crate::sql::classify_other;
 
-/// The database's clock in the text a bound `DateTime<Utc>` is stored as (sqlx writes RFC 3339
-/// with `+00:00` and as many fraction digits as needed: none, 3, 6 or 9). SQLite's clock has
-/// milliseconds, so its time is `YYYY-MM-DDTHH:MM:SS.sss+00:00`, without `.000`: the same text
+/// The database's clock in the text a bound `DateTime<Utc>` is stored as (sqlx: RFC 3339,
+/// `+00:00`, fraction digits as needed). SQLite's has milliseconds, `.000` dropped: the text
 /// sqlx writes for that instant, so text comparisons with stored times order correctly.
 pub(super) const NOW: &str = "replace(strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), '.000+', '+')";
 
@@ -26,8 +24,7 @@ fn constraint_from_message(message: &str) -> Option<Constraint> {
         .find(|c| c.sqlite_columns() == columns)
 }
 
-/// A SQLite error as the store's: a unique key by its constraint, a busy or failing disk as
-/// unavailable (retryable).
+/// A SQLite error as the store's: unique keys by constraint, busy or failing disks unavailable.
 pub(super) fn map_err(err: sqlx::Error) -> StoreError {
     if let Some(db) = err.as_database_error() {
         if let Some(constraint) = constraint_from_message(db.message()) {
@@ -37,9 +34,8 @@ pub(super) fn map_err(err: sqlx::Error) -> StoreError {
         if db.code().as_deref() == Some("787") {
             return StoreError::ReferenceGone(err);
         }
-        // Retryable, by primary result code (the low byte of the extended code): SQLITE_BUSY
-        // (5) and SQLITE_LOCKED (6) after the busy timeout, SQLITE_IOERR (10) and SQLITE_FULL
-        // (13, a full disk). Nothing was committed; the client may try again later.
+        // Retryable by primary result code (the extended code's low byte): SQLITE_BUSY (5), LOCKED
+        // (6), IOERR (10), FULL (13). Nothing was committed; the client may try again.
         let primary = db
             .code()
             .and_then(|c| c.parse::<i32>().ok())
@@ -47,9 +43,7 @@ pub(super) fn map_err(err: sqlx::Error) -> StoreError {
         if matches!(primary, Some(5 | 6 | 10 | 13)) {
             return StoreError::Unavailable(err);
         }
-        // SQLITE_FULL (13) and the SQLITE_IOERR family (10, extended codes 10 + 256·n): the
-        // disk is full or failing; nothing was written, the same request may be retried
-        // once it has space again (503, not 500).
+        // By the full code too (IOERR: 10 + 256·n): a full or failing disk is 503, not 500.
         if let Some(code) = db.code().and_then(|c| c.parse::<i64>().ok())
             && (code == 13 || code & 0xff == 10)
         {

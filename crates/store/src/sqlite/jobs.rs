@@ -5,19 +5,13 @@ use super::writer::WriteUnit;
 use crate::error::{StoreError, StoreResult};
 use crate::jobs::{Claim, JobRow};
 
-// Backend-only statements. What SQLite does its own way (the job queue claims inside the single
-// writer here, an in-process notify for wake-ups in `unit.rs`) is written behind the port's
-// `Store` methods the PostgreSQL adapter implements too.
+// Backend-only: the claim inside the single writer (wake-ups are `unit.rs`'s notify).
 
-/// Claims as a write unit on the single writer: claimers are serialized, so no two get the
-/// same job (also across processes, which meet at SQLite's write lock), and the running jobs a
-/// claim counts in a lane cannot change under it.
-///
-/// Fair across organisations (docs/JOBS.md, "Fairness"): the organisations with waiting jobs
-/// are found by a skip scan over `jobs_fair_idx` (one probe per organisation, whatever its
-/// backlog), then each one's earliest due job of each kind; the job of the organisation whose
-/// turn in this pool is oldest is taken, and its turn moved to now. The skip scan names its
-/// index: left to itself, SQLite walks `jobs_org_state_idx`, which also holds finished jobs.
+/// Claims as a write unit on the single writer: claimers (across processes too, at SQLite's
+/// write lock) are serialized, so no two get the same job and a lane's count holds still.
+/// Fair across organisations (docs/JOBS.md, "Fairness"): a skip scan over `jobs_fair_idx`
+/// finds those with waiting jobs; the oldest turn's earliest due job is taken. The scan names
+/// its index: left alone, SQLite walks `jobs_org_state_idx`, which also holds finished jobs.
 pub(super) async fn claim_job(
     mut unit: WriteUnit,
     claim: &Claim<'_>,

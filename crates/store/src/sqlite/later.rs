@@ -10,14 +10,11 @@ use sqlx::{AssertSqlSafe, Either, Executor, Sqlite};
 /// read: the held text stays short, and so does the writer's statement cache.
 pub(super) const MAX_LATER: usize = 4;
 
-/// Statements of a write unit run for their effect alone ([`Backend::execute_later`]), held
-/// back to go at the start of the unit's next call to the connection's thread, or with its
-/// commit: one hand-off (two thread wake-ups) instead of one per statement. sqlx's SQLite
-/// driver runs a text of several statements as one call, binding each statement's numbered
-/// parameters from one shared list; so each held statement's `$n` is renumbered past the
-/// arguments of the statements before it. (sqlx documents this as its SQLite driver's own and
-/// deprecated for `query`; it is pinned by the lockfile and by the tests in `tests.rs`, which
-/// fail should an upgrade drop it: docs/DECISIONS.md, "SQLite group commit".)
+/// Statements run for their effect alone ([`Backend::execute_later`]), held back to go with
+/// the unit's next call to the connection's thread or its commit: one hand-off instead of one
+/// per statement. sqlx's SQLite driver runs a multi-statement text as one call, binding from
+/// one shared list, so each held `$n` is renumbered past those before it (a driver feature
+/// pinned by the lockfile and `tests.rs`: docs/DECISIONS.md, "SQLite group commit").
 ///
 /// [`Backend::execute_later`]: crate::sql::Backend::execute_later
 #[derive(Default)]
@@ -34,9 +31,7 @@ pub(super) struct Later {
 pub(super) enum Want {
     /// Its first row only (the call stops reading there).
     First,
-    /// All its rows.
     All,
-    /// The rows it changed.
     Count,
     /// The first row of each statement after the held ones (selects read together).
     Each,
@@ -73,9 +68,8 @@ impl Later {
         Ok(())
     }
 
-    /// Runs the statements in one call; what `want` asks of the last one after the first
-    /// `held`. A held statement that returns a row is a misuse, reported as an error. An error
-    /// comes with how many statements had finished before it.
+    /// Runs the statements in one call, answering `want` of those after the first `held` (a held
+    /// one returning a row is a misuse); an error comes with how many statements finished first.
     pub(super) async fn run(
         self,
         conn: &mut SqliteConnection,

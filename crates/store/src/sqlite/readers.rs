@@ -1,14 +1,7 @@
-//! SQLite's read connections: opened as reads need them, up to a bound, one per reader unit
-//! while it lives.
-//!
-//! Why not sqlx's pool: it pings every connection as it is released, on a task of its own, to
-//! flush what a dropped transaction left behind. A ping is one more hand-off to the
-//! connection's thread (two thread wake-ups) for every read, and these connections never open
-//! a transaction: a reader unit runs plain statements, and a statement whose future is dropped
-//! finishes (or is reset) on the connection's thread before the next one sent to it runs.
-//! What the ping would find, a connection whose thread is gone, is seen by the statement that
-//! fails on it instead: [`ReadConn::failed`] has it replaced before its next use
-//! (docs/DECISIONS.md, "SQLite group commit", *Read connections*).
+//! SQLite's read connections, opened as reads need them up to a bound, one per reader unit.
+//! Not sqlx's pool, which pings each connection on release: these never open a transaction,
+//! and a connection whose thread is gone is seen by the statement that fails on it instead
+//! ([`ReadConn::failed`]; docs/DECISIONS.md, "SQLite group commit", *Read connections*).
 
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
@@ -22,8 +15,7 @@ pub(super) struct Readers {
     options: SqliteConnectOptions,
     /// One permit per connection that may be open: a holder finds one free or opens one.
     permits: Arc<Semaphore>,
-    /// The connections opened so far (at most as many as permits: one is opened only by a
-    /// holder of a permit that found all of them held by other holders).
+    /// The connections opened so far (at most one per permit: opened only when all are held).
     connections: std::sync::Mutex<Vec<Arc<Mutex<Reader>>>>,
     /// How long a read waits for a connection before it answers 503.
     acquire_timeout: Duration,
@@ -43,8 +35,7 @@ pub(crate) struct ReadConn {
 }
 
 impl Readers {
-    /// Up to `max` connections (at least one); the first is opened now, so a bad file fails
-    /// at start-up.
+    /// Up to `max` connections (at least one); the first opens now, so a bad file fails early.
     pub(super) async fn open(
         options: SqliteConnectOptions,
         max: u32,
@@ -61,8 +52,7 @@ impl Readers {
         })
     }
 
-    /// A free connection; waits for one at most the acquire timeout (then `PoolTimedOut`,
-    /// which the store answers as 503).
+    /// A free connection, waiting at most the acquire timeout (then `PoolTimedOut`: 503).
     pub(super) async fn acquire(&self) -> Result<ReadConn, sqlx::Error> {
         let permits = Arc::clone(&self.permits);
         let permit = tokio::time::timeout(self.acquire_timeout, permits.acquire_owned())
@@ -103,8 +93,7 @@ impl Readers {
 }
 
 impl ReadConn {
-    /// Has the connection opened again before its next use if `err` says it is gone (its
-    /// thread or its file).
+    /// Has the connection reopened before its next use if `err` says its thread or file is gone.
     pub(super) fn failed(&mut self, err: &sqlx::Error) {
         if matches!(err, sqlx::Error::WorkerCrashed | sqlx::Error::Io(_)) {
             self.reader.gone = true;

@@ -1,5 +1,4 @@
-//! The SQLite adapter's units on a real database file: statements and savepoints held back
-//! for a unit's next call, and the fixtures the writer's tests share.
+//! The SQLite adapter's units on a real database file, and the writer tests' fixtures.
 
 use super::SqliteStore;
 use super::later::Later;
@@ -59,9 +58,8 @@ pub(super) async fn queued(store: &SqliteStore, n: usize) {
     }
 }
 
-/// A first unit that wrote 1 and finished while `second`, a unit on a task of its own,
-/// was queued behind it: so it is released into the shared transaction, not committed.
-/// The first unit's commit, and the second's task.
+/// A first unit that wrote 1 and finished with `second` (its own task) queued behind it, so
+/// released, not committed; answers its commit and the second's task.
 pub(super) async fn released_before<T, F, Fut>(
     db: &Db,
     second: F,
@@ -154,8 +152,7 @@ async fn commits_3_queued(writer: &Writer) -> tokio::task::JoinHandle<StoreResul
     unit
 }
 
-/// The released first unit's write (1) and the last unit's (3) are committed, and nothing
-/// else.
+/// Only the released first unit's write (1) and the last unit's (3) are committed.
 async fn first_and_3_stand(db: &Db, first_done: tokio::task::JoinHandle<StoreResult<bool>>) {
     first_done
         .await
@@ -178,9 +175,8 @@ async fn a_savepoint_sent_with_the_first_call_rolls_back_only_its_unit() {
     then_third_commits(&db, first_done).await;
 }
 
-/// Units that end without a call, each while the next is queued (so all share one
-/// transaction): one dropped, one committed with nothing written. The writer stands as
-/// the unit before them left it, and the next unit releases the right savepoint.
+/// Units that end without a call while the next is queued (one shared transaction): one
+/// dropped, one committed empty; the next unit releases the right savepoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn units_that_never_call_leave_the_writer_as_they_found_it() {
     let db = db().await;
@@ -240,11 +236,9 @@ async fn a_first_call_cancelled_after_it_opened_the_savepoint_rolls_back_only_it
     then_third_commits(&db, first_done).await;
 }
 
-/// The same, when the cancelled call never opened the savepoint (simulated: the unit is
-/// left as a call sent and dropped before the connection's thread ran anything of it),
-/// twice in a row in one group. The shared transaction is not failed for it, and the
-/// second rollback does not reach the first unit's savepoint (the two names alternate):
-/// the released unit's write is committed.
+/// The same when the cancelled call never opened the savepoint (simulated), twice in one
+/// group: the shared transaction is not failed, and the second rollback does not reach the
+/// first unit's savepoint (the names alternate), so the released write is committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_call_cancelled_before_it_opened_the_savepoint_fails_nothing() {
     let db = db().await;
@@ -281,8 +275,7 @@ fn cancelled_unopened(unit: &mut WriteUnit) {
     unit.savepoint = Savepoint::Sent;
 }
 
-/// A held statement that fails fails its unit for good, even if its caller handles the
-/// error of the call that reported it: the commit says the work is lost.
+/// A failed held statement fails its unit for good, even if its caller handles the error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unit_whose_held_statement_failed_cannot_commit() {
     let db = db().await;
@@ -366,8 +359,7 @@ async fn statements_held_back_run_before_the_next_one_each_with_its_own_argument
     );
 }
 
-/// Three selects read together: the one row of `x`, nothing for `missing`, and the first
-/// of the rows from `from` up, each decoded as its own type.
+/// Three selects read together (a row, nothing, the first of several), each as its own type.
 async fn read_together<U: Backend>(
     unit: &mut U,
     x: i64,

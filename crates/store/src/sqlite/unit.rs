@@ -19,8 +19,7 @@ pub(super) enum UnitConn {
 }
 
 impl UnitConn {
-    /// Classifies a statement's error; a read connection it shows gone is replaced before
-    /// its next use.
+    /// Classifies a statement's error; a read connection shown gone is replaced before reuse.
     fn failed(&mut self, err: sqlx::Error) -> StoreError {
         if let UnitConn::Read(conn) = self {
             conn.failed(&err);
@@ -44,17 +43,15 @@ impl UnitConn {
     }
 }
 
-/// One unit of work: a transaction on the writer (as [`Tx`]) or a read-pool connection (as
-/// [`Reader`]), whether to wake idle workers once it commits, and the idempotency key it found
-/// free (the writer runs one unit at a time, so the key stays free until the unit ends).
+/// One unit of work: a writer transaction ([`Tx`]) or a read connection ([`Reader`]), whether
+/// to wake workers on commit, and the key it found free (free until it ends: one writer).
 pub(super) struct SqliteUnit(
     pub(super) UnitConn,
     pub(super) Wake,
     pub(super) Option<FreeKey>,
 );
 
-/// An in-process wake-up, fired only after the transaction that made work available commits
-/// (a worker woken earlier would find nothing, or not yet see the row).
+/// An in-process wake-up, fired only after the enqueuing transaction commits.
 pub(super) struct Wake {
     pub(super) notify: Option<Arc<Notify>>,
     pub(super) pending: bool,
@@ -65,9 +62,8 @@ async fn wake_after_commit(unit: &mut SqliteUnit) -> StoreResult<()> {
     Ok(())
 }
 
-// No row locks: the single writer connection already serializes every write transaction. A
-// sanctioned reap is a row of `effect_claim_reaps` that exists only inside the reaping
-// transaction (the single writer keeps everyone else out meanwhile).
+// No row locks: the single writer serializes every write transaction, and a sanctioned reap's
+// `effect_claim_reaps` row exists only inside the reaping transaction.
 impl crate::sql::stmt::sealed::Sealed for SqliteUnit {}
 
 impl crate::sql::stmt::RowsAffected for sqlx::sqlite::SqliteQueryResult {
@@ -147,8 +143,7 @@ impl Backend for SqliteUnit {
         O::from_row(row).map_err(map_err)
     }
 
-    // One call to the connection's thread for all of them (and for any held statements
-    // before them): sqlx runs a text of several statements as one.
+    // One call to the connection's thread for all of them (and any held statements before).
     async fn fetch_first_rows(
         &mut self,
         stmts: Vec<Stmt<'_>>,

@@ -343,11 +343,9 @@ impl Slot {
 }
 
 /// The name of the shared transaction's `n`th savepoint: two names, alternating. At most two
-/// savepoints are open at once (the last unit's, finished well, until the next unit's opening
-/// releases it), and two names tell them apart. A unit's opening goes in one text with its
-/// first statement, which sqlx prepares and caches by its text: numbered names (`u1` … `u64`)
-/// made one text per place in the group, more than the writer's statement cache holds (it
-/// re-prepared them, and the cached ones took memory).
+/// are open at once (the last unit's, until the next unit's opening releases it). A unit's
+/// opening shares one text with its first statement, which sqlx prepares and caches by text:
+/// fixed names keep those texts few enough for the writer's statement cache.
 fn savepoint_name(n: u64) -> &'static str {
     if n % 2 == 1 { "odd" } else { "even" }
 }
@@ -689,6 +687,51 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(committed(&db.store).await, vec![3]);
+    }
+
+    /// The other side of [`an_answer_read_from_released_writes_waits_for_their_commit`]: when
+    /// the shared commit of the writes an abandoned unit read is lost, its abandon says so, so
+    /// the answer decided on them is never given.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abandoned_unit_hears_that_the_writes_it_read_were_lost() {
+        let db = db().await;
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 7).await.unwrap();
+        let (read_tx, read_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let reader_writer = writer.clone();
+        let replay = tokio::spawn(async move {
+            let mut unit = reader_writer.begin().await.unwrap();
+            let seen: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
+                .fetch_one(unit.conn())
+                .await
+                .unwrap();
+            read_tx.send(seen).unwrap();
+            go_rx.await.unwrap();
+            unit.abandon().await
+        });
+        queued(&db.store, 1).await;
+        let first_done = tokio::spawn(first.commit(false));
+        assert_eq!(read_rx.await.unwrap(), 1, "the replay saw the released row");
+        // The next holder finds the shared transaction rolled back behind its back (a full
+        // disk), so the group is lost.
+        let failing_writer = writer.clone();
+        let failing = tokio::spawn(async move {
+            let mut unit = failing_writer.begin().await.unwrap();
+            sqlx::query("ROLLBACK").execute(unit.conn()).await.unwrap();
+            drop(unit);
+        });
+        queued(&db.store, 1).await;
+        go_tx.send(()).unwrap();
+        let abandoned = replay.await.unwrap();
+        failing.await.unwrap();
+        assert!(
+            matches!(abandoned, Err(StoreError::Unavailable(_))),
+            "the abandoned unit hears that what it read is lost: {abandoned:?}"
+        );
+        assert!(first_done.await.unwrap().is_err());
+        assert!(committed(&db.store).await.is_empty());
     }
 
     /// What a full disk does to a statement or a COMMIT (scripts/chaos, diskfull): SQLite

@@ -136,8 +136,7 @@ fn object(members: &'static [Member]) -> BoxedStrategy<String> {
         .boxed()
 }
 
-/// The members' values in their order, as an array: what serde's derive would read as the
-/// struct, were it not refused for not being an object.
+/// The members' values in order, as an array: what serde's derive would read as the struct.
 fn in_order(members: &'static [Member]) -> BoxedStrategy<String> {
     members
         .iter()
@@ -147,8 +146,7 @@ fn in_order(members: &'static [Member]) -> BoxedStrategy<String> {
         .boxed()
 }
 
-/// A body of `members`: mostly the object, sometimes with whitespace before or after it, or
-/// an array or a scalar instead.
+/// A body of `members`: mostly the object, sometimes padded, an array or a scalar.
 fn body(members: &'static [Member]) -> impl Strategy<Value = String> {
     prop_oneof![
         8 => object(members),

@@ -1,5 +1,4 @@
-//! The `/v1/invoices` handlers: extract, call the use case (`use_cases`, shared with MCP) or
-//! `app`, add status and headers.
+//! The `/v1/invoices` handlers.
 
 use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList,
@@ -394,8 +393,7 @@ pub(super) async fn issue(
     }
 }
 
-/// The invoice list's filters (`?state=`, `?customer_id=`, …) beyond paging; a malformed id is
-/// a 422 naming it.
+/// The invoice list's filters beyond paging; a malformed id is a 422 naming it.
 pub(super) struct InvoiceFilter(InvoiceQuery);
 
 impl<S: Send + Sync> FromRequestParts<S> for InvoiceFilter {

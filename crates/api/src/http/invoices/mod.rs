@@ -1,9 +1,8 @@
 //! `/v1/invoices`: proposals by agents, decisions by humans. Every command answers
 //! `{invoice, replayed}` with the `Idempotent-Replayed` header.
 //!
-//! `use_cases` are the calls REST and MCP share (typed input in, wire answer out); `handlers`
-//! extract, call them and add status and headers; `types` holds the request and response
-//! bodies (the OpenAPI schemas) and their conversions from and to the app's types.
+//! `use_cases` are the calls REST and MCP share; `handlers` extract, call them (or `app`) and
+//! add status and headers; `types` holds the bodies (the OpenAPI schemas) and conversions.
 
 #[cfg(test)]
 mod body_tests;

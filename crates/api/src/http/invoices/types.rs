@@ -13,10 +13,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// One line of a request: exactly one of `unit_amount` and `unit_amount_minor`.
-// The body is parsed into this type, so its schema follows what is accepted. The members are
-// optional in Rust only so that a missing one is reported with every other problem of the
-// request (422); the schema states the contract: `description` and `quantity` are required.
-// The amount and quantity types are the domain's strict inputs, which refuse JSON floats.
+// Members are optional in Rust only so that a missing one is reported with every other
+// problem (422); the schema states the contract. The amount and quantity types are the
+// domain's strict inputs, which refuse JSON floats.
 #[derive(Debug, Deserialize, ToSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 pub struct LineRequest {
@@ -62,8 +61,7 @@ fn line_inputs(lines: Option<&Vec<Object<LineRequest>>>) -> Option<Vec<LineInput
     lines.map(|lines| lines.iter().map(|Object(line)| line.into()).collect())
 }
 
-/// The content of a create or a revise as the domain reads it (the use cases take it, and the
-/// wire's completing rules check it): one conversion for both request types.
+/// A create's or a revise's content as the domain reads it: one conversion for both.
 macro_rules! draft_input_from {
     ($($request:ty),*) => {$(
         impl From<&$request> for DraftInput {
@@ -82,9 +80,8 @@ macro_rules! draft_input_from {
 }
 draft_input_from!(CreateInvoiceRequest, ReviseRequest);
 
-/// An invoice's content rules are the domain's ([`check_content`]): the use case checks them
-/// with the rules that need state, so at the wire they only complete an answer refused for its
-/// shape (docs/DECISIONS.md, "Every mistake in one answer").
+/// An invoice's content rules are the domain's ([`check_content`]), so here they only complete
+/// a refused answer (docs/DECISIONS.md, "Every mistake in one answer").
 impl BodyRules for CreateInvoiceRequest {
     const READ_IN_ONE_PASS: bool = true;
 

@@ -1,7 +1,5 @@
-//! The invoice use cases as both surfaces call them: typed input in, the wire answer out.
-//! The REST handler extracts, calls one of these and adds status and headers; the MCP tool
-//! parses its arguments, calls the same one and serializes the answer. Replays are counted
-//! here, once.
+//! The invoice use cases as both surfaces call them: typed input in, the wire answer out. REST
+//! adds status and headers, MCP serializes the answer; replays are counted here, once.
 
 use super::types::{
     CancelRequest, CommandResponse, CreateInvoiceRequest, DecideRequest, DecisionList, EventList,
@@ -38,8 +36,7 @@ pub(crate) fn command(
 /// Without any key, nothing is written: the key is reported missing (`missing_key` says how to
 /// send it on this surface) with every other missing field (a complete body without a key must
 /// not create an invoice behind a 422), and a human gets the 403 a keyed request would get.
-/// A credential is checked first, then the keys (`create_draft` checks a presented API key in
-/// the statement that looks the idempotency key up).
+/// The credential is checked before the keys.
 pub(crate) async fn create(
     app: &App,
     caller: Caller<'_>,
@@ -81,10 +78,9 @@ async fn sent_key(
     }
 }
 
-/// A create's dry run, as both surfaces take it: the body of a create, its key optional. A key
-/// that is sent is checked as a create checks it (a mismatch, a malformed key) and otherwise
-/// ignored: nothing is written, so there is nothing to make safe to retry. Everything else is
-/// a create's path up to the seal (`App::preview_draft`).
+/// A create's dry run, as both surfaces take it: a key sent is checked as a create checks it,
+/// then ignored (nothing is written, so nothing needs making safe to retry). The rest is a
+/// create's path up to the seal (`App::preview_draft`).
 pub(crate) async fn preview(
     app: &App,
     caller: Caller<'_>,

@@ -384,13 +384,16 @@ pub(crate) async fn check_effects(
     );
 }
 
-/// Waits (bounded) until every approved invoice of the run is issued and the webhook count
-/// stops moving.
+/// Waits (bounded) until every approved invoice of the run is issued, each webhook of
+/// `events` the database says happened has arrived (a delivery may wait out a killed replica's
+/// lease), and the webhook count stops moving. Only the bound ends a wait with webhooks missing:
+/// the checker then counts them lost.
 pub(crate) async fn settle(
     client: &reqwest::Client,
     url: &str,
     pre: &str,
     hooks: &str,
+    events: &[&str],
     within: Duration,
 ) {
     let end = Instant::now() + within;
@@ -402,8 +405,26 @@ pub(crate) async fn settle(
             .iter()
             .filter(|i| i.state == "approved" || (i.approved > 0 && i.issued == 0))
             .count();
-        let n = receiver_deliveries(client, hooks).await.len();
-        if pending == 0 && n == last {
+        let expected: usize = db
+            .iter()
+            .map(|i| {
+                [
+                    ("invoice.created", i.created > 0),
+                    ("invoice.approved", i.approved > 0),
+                    ("invoice.issued", i.issued > 0),
+                ]
+                .iter()
+                .filter(|(ty, happened)| *happened && events.contains(ty))
+                .count()
+            })
+            .sum();
+        let deliveries = receiver_deliveries(client, hooks).await;
+        let arrived: HashSet<&str> = deliveries
+            .iter()
+            .filter_map(|d| d["webhook_id"].as_str())
+            .collect();
+        let n = deliveries.len();
+        if pending == 0 && arrived.len() >= expected && n == last {
             stable += 1;
             if stable >= 3 {
                 return;

@@ -96,6 +96,7 @@ pub(crate) async fn replicas(ctx: &Ctx, http: &reqwest::Client, v: &mut Verdict)
         &args.db_url,
         &pre,
         &hooks,
+        &["invoice.created", "invoice.approved", "invoice.issued"],
         Duration::from_secs(if q { 40 } else { 90 }),
     )
     .await;
@@ -230,6 +231,7 @@ pub(crate) async fn paused(
         &args.db_url,
         &pre,
         &hooks,
+        &["invoice.issued"],
         Duration::from_secs(if q { 30 } else { 90 }),
     )
     .await;

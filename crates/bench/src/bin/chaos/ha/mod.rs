@@ -329,6 +329,7 @@ pub(crate) async fn ha(
         &check_url,
         &pre,
         &hooks,
+        &ALL_EVENTS,
         // The control lost approvals whose issue jobs went with them: no point waiting long.
         // The full run leaves a backlog of deliveries to its one endpoint (about 5,500 events,
         // delivered at roughly 25 a second here): up to 4 minutes, the quick run's 2,000 up to
