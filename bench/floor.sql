@@ -11,7 +11,7 @@ create table floor.invoices as
 select i.id, i.org_id, i.agent_id, i.idempotency_key, i.state, i.number, i.revision_count,
        i.amount_paid_minor, i.created_at, i.updated_at,
        r.id as revision_id, r.number as revision_number, r.customer_id, r.payment_destination_id,
-       r.destination_network, r.destination_address, r.currency, r.due_date, r.lines,
+       r.destination_network, r.destination_address, r.currency, r.due_date,
        r.total_minor, r.reasoning, r.canonical_payload, r.payload_hash,
        r.created_at as revision_created_at
 from invoices i join invoice_revisions r on r.org_id = i.org_id and r.id = i.current_revision_id;

@@ -64,6 +64,12 @@ class Api:
         return self.ok("POST", "/v1/sessions", body={"email": email, "password": password})["token"]
 
 
+# The due date inside a revision's canonical payload (what the server reads), set to `?`; the
+# hash is left as it was (verify would report the edit, as it should).
+SEALED_DUE_DATE = (
+    "canonical_payload = replace(canonical_payload, '\"due_date\":\"' || due_date || '\"', "
+    "'\"due_date\":\"' || ? || '\"')"
+)
 # The read model's row of one invoice (`?`), derived again from its definition after a journey
 # edited the tables behind the server's back (migration 0019; tests/api's rederive_read_model).
 REDERIVE_READ_MODEL = (
@@ -135,10 +141,12 @@ class World:
         """Moves an invoice's due date into the past behind the server's back, as the API
         suite does (tests/api/resources/settlement.rs): nothing can be drafted with a past due date.
         Revisions are append-only; their guard is lifted for this one statement and put back.
+        The sealed content (its canonical payload) says the same date, so the invoice reads it.
         No write of the server changed the revision, so no trigger refreshed the invoice's read
         model (migration 0019): its row is derived again from its definition, the view."""
         update = (
-            f"update invoice_revisions set due_date = '{due_date}' where invoice_id = '{invoice_id}'; "
+            f"update invoice_revisions set due_date = '{due_date}', {SEALED_DUE_DATE.replace('?', repr(due_date))} "
+            f"where invoice_id = '{invoice_id}'; "
             f"{REDERIVE_READ_MODEL.replace('?', repr(invoice_id))}"
         )
         if self.database_url.startswith("sqlite:"):
@@ -152,8 +160,8 @@ class World:
                 db.execute("drop trigger invoice_revisions_no_update")
                 invoice = uuid.UUID(invoice_id).bytes
                 db.execute(
-                    "update invoice_revisions set due_date = ? where invoice_id = ?",
-                    (due_date, invoice),
+                    f"update invoice_revisions set due_date = ?, {SEALED_DUE_DATE} where invoice_id = ?",
+                    (due_date, due_date, invoice),
                 )
                 for statement in REDERIVE_READ_MODEL.split("; "):
                     db.execute(statement, (invoice,))

@@ -264,6 +264,26 @@ pub struct Org {
 pub const PASSWORD: &str = "correct horse battery staple";
 
 impl TestApp {
+    /// The same database served by a new process: fresh connections, so no statement prepared
+    /// before a migration (PostgreSQL refuses a cached `select *` whose columns changed).
+    pub async fn restarted(self) -> TestApp {
+        let TestApp {
+            backend,
+            database_url,
+            _cleanup,
+            ..
+        } = self;
+        spawn_app_at(
+            backend,
+            database_url,
+            _cleanup,
+            store::PoolSettings::new(8),
+            AppConfig::default(),
+            HttpConfig::default(),
+        )
+        .await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

@@ -106,6 +106,18 @@ impl From<tauros_domain::bounds::Bound> for AppError {
     }
 }
 
+/// A stored revision that no longer reads back as sealed (altered outside Tauros): 409
+/// `payload_integrity`, nothing written, on every command and read that meets it.
+impl From<tauros_domain::payload::IntegrityError> for AppError {
+    fn from(e: tauros_domain::payload::IntegrityError) -> Self {
+        use tauros_domain::error::Coded;
+        AppError::Conflict {
+            code: e.code(),
+            detail: e.to_string(),
+        }
+    }
+}
+
 /// What an id passed where an invoice's belongs is instead, for a caller who may see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtherKind {

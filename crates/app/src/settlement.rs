@@ -583,7 +583,7 @@ pub(crate) fn standing_of(i: InvoiceView) -> InvoiceStanding {
         id: i.id,
         number: i.number,
         state: i.state,
-        currency: i.current_revision.currency,
+        currency: i.current_revision.sealed.currency,
         amount_paid: i.amount_paid,
         amount_paid_minor: i.amount_paid_minor,
         balance: i.balance,

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use uuid::Uuid;
 
-use super::address::{AddressError, Network};
-use super::currency::{Currency, UnknownCurrency};
+use super::address::Network;
+use super::currency::Currency;
 use super::error::Coded;
 use super::money::{MinorAmount, MoneyError};
 use super::quantity::Quantity;
@@ -130,13 +130,6 @@ fn canonical_and_total(payload: &Payload) -> Result<(String, MinorAmount), SealE
     Ok((out, total_minor))
 }
 
-/// The `lines` array exactly as in the canonical payload; also the stored `lines` column.
-pub fn encode_lines(lines: &[PayloadLine]) -> String {
-    let mut out = String::with_capacity(96 * lines.len() + 2);
-    write_lines(&mut out, lines);
-    out
-}
-
 fn write_lines(out: &mut String, lines: &[PayloadLine]) {
     out.push('[');
     for (index, line) in lines.iter().enumerate() {
@@ -183,7 +176,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
     crate::hex::lower(&Sha256::digest(bytes))
 }
 
-/// A revision's sealed fields as read back from the database, before any parsing.
+/// A revision's query columns: copies of sealed facts, kept so SQL can filter and sum them.
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRevision<'a> {
     pub customer_id: Uuid,
@@ -193,8 +186,6 @@ pub struct StoredRevision<'a> {
     pub address: &'a str,
     pub currency: &'a str,
     pub due_date: NaiveDate,
-    /// `lines` column: the JSON written by [`encode_lines`].
-    pub lines_json: &'a str,
     /// `total_minor` column, as a string of digits (NUMERIC(39,0) read as text).
     pub total_minor: &'a str,
 }
@@ -203,22 +194,19 @@ pub struct StoredRevision<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum IntegrityError {
     #[error(
-        "the stored {field} of this revision cannot be read back ({reason}); it was altered outside Tauros"
+        "the stored canonical payload of this revision cannot be read back ({0}); it was altered outside Tauros"
     )]
-    Unreadable { field: &'static str, reason: String },
+    Unreadable(String),
     #[error(
-        "the stored total of this revision ({stored}) differs from the sum of its lines ({computed}); it was altered outside Tauros"
-    )]
-    TotalMismatch {
-        stored: String,
-        computed: MinorAmount,
-    },
-    #[error(
-        "the stored canonical payload of this revision differs from its stored fields; it was altered outside Tauros"
+        "the stored canonical payload of this revision is not in canonical form; it was altered outside Tauros"
     )]
     CanonicalMismatch,
     #[error(
-        "the stored payload hash of this revision ({stored}) differs from the hash of its stored fields ({computed}); it was altered outside Tauros"
+        "the stored {0} of this revision differs from its canonical payload; it was altered outside Tauros"
+    )]
+    ColumnMismatch(&'static str),
+    #[error(
+        "the stored payload hash of this revision ({stored}) differs from the hash of its canonical payload ({computed}); it was altered outside Tauros"
     )]
     HashMismatch { stored: String, computed: String },
 }
@@ -229,88 +217,130 @@ impl Coded for IntegrityError {
     }
 }
 
+/// A canonical payload read back: what it seals and the total it states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    pub payload: Payload,
+    pub total_minor: MinorAmount,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StoredLine {
+struct CanonicalPayload {
+    currency: String,
+    customer_id: Uuid,
+    destination: CanonicalDestination,
+    due_date: NaiveDate,
+    lines: Vec<CanonicalLine>,
+    schema: String,
+    total_minor: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CanonicalDestination {
+    address: String,
+    id: Uuid,
+    network: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CanonicalLine {
     description: String,
     quantity: String,
     unit_amount_minor: String,
 }
 
-/// Reads the stored `lines` column back into payload lines, strictly.
-pub fn decode_lines(lines_json: &str) -> Result<Vec<PayloadLine>, IntegrityError> {
-    let unreadable = |reason: String| IntegrityError::Unreadable {
-        field: "lines",
-        reason,
-    };
-    let stored: Vec<StoredLine> =
-        serde_json::from_str(lines_json).map_err(|e| unreadable(e.to_string()))?;
-    stored
+/// Reads a stored canonical payload back: the one source of a revision's sealed content. Strict
+/// about its members and values; whether the bytes are exactly canonical is [`verify`]'s check.
+pub fn decode(canonical: &str) -> Result<Decoded, IntegrityError> {
+    fn read<T, E: std::fmt::Display>(what: &str, value: Result<T, E>) -> Result<T, IntegrityError> {
+        value.map_err(|e| IntegrityError::Unreadable(format!("{what}: {e}")))
+    }
+    let stored: CanonicalPayload = read("json", serde_json::from_str(canonical))?;
+    if stored.schema != SCHEMA {
+        return Err(IntegrityError::Unreadable(format!(
+            "schema `{}` is not {SCHEMA}",
+            stored.schema
+        )));
+    }
+    let lines = stored
+        .lines
         .into_iter()
         .map(|line| {
             Ok(PayloadLine {
-                quantity: Quantity::parse(&line.quantity).map_err(|e| unreadable(e.to_string()))?,
-                unit_amount_minor: MinorAmount::parse_minor(&line.unit_amount_minor)
-                    .map_err(|e| unreadable(e.to_string()))?,
+                quantity: read("quantity", Quantity::parse(&line.quantity))?,
+                unit_amount_minor: read(
+                    "unit_amount_minor",
+                    MinorAmount::parse_minor(&line.unit_amount_minor),
+                )?,
                 description: line.description,
             })
         })
-        .collect()
-}
-
-/// Rebuilds the payload from the stored fields and seals it again.
-pub fn reseal(stored: &StoredRevision<'_>) -> Result<Seal, IntegrityError> {
-    let unreadable =
-        |field: &'static str, reason: String| IntegrityError::Unreadable { field, reason };
-    let payload = Payload {
-        customer_id: stored.customer_id,
-        destination: PayloadDestination {
-            id: stored.destination_id,
-            network: stored
-                .network
-                .parse()
-                .map_err(|e: AddressError| unreadable("network", e.to_string()))?,
-            address: stored.address.to_owned(),
+        .collect::<Result<_, IntegrityError>>()?;
+    Ok(Decoded {
+        payload: Payload {
+            customer_id: stored.customer_id,
+            destination: PayloadDestination {
+                id: stored.destination.id,
+                network: read("network", stored.destination.network.parse::<Network>())?,
+                address: stored.destination.address,
+            },
+            currency: read("currency", stored.currency.parse::<Currency>())?,
+            due_date: stored.due_date,
+            lines,
         },
-        currency: stored
-            .currency
-            .parse()
-            .map_err(|e: UnknownCurrency| unreadable("currency", e.to_string()))?,
-        due_date: stored.due_date,
-        lines: decode_lines(stored.lines_json)?,
-    };
-    let sealed = seal(&payload).map_err(|e| match e {
-        SealError::Money(_) => unreadable("lines", e.to_string()),
-        SealError::DueDateOutOfRange(_) => unreadable("due_date", e.to_string()),
-    })?;
-    let total = MinorAmount::parse_minor(stored.total_minor)
-        .map_err(|e| unreadable("total_minor", e.to_string()))?;
-    if total != sealed.total_minor {
-        return Err(IntegrityError::TotalMismatch {
-            stored: stored.total_minor.to_owned(),
-            computed: sealed.total_minor,
-        });
-    }
-    Ok(sealed)
+        total_minor: read("total_minor", MinorAmount::parse_minor(&stored.total_minor))?,
+    })
 }
 
-/// Re-seals the stored fields and checks them against the stored bytes and hash.
+/// Checks a stored revision: its canonical payload reads back, seals to exactly those bytes and
+/// to the stored hash, and every query column is a true copy of what it seals.
 pub fn verify(
-    stored: &StoredRevision<'_>,
+    columns: &StoredRevision<'_>,
     canonical_payload: &str,
     payload_hash: &str,
 ) -> Result<Seal, IntegrityError> {
-    let sealed = reseal(stored)?;
+    let decoded = decode(canonical_payload)?;
+    let sealed = seal(&decoded.payload).map_err(|e| IntegrityError::Unreadable(e.to_string()))?;
+    // The stated total is part of the bytes: equal bytes mean it is the sum of the lines.
+    if sealed.canonical != canonical_payload {
+        return Err(IntegrityError::CanonicalMismatch);
+    }
     if sealed.hash != payload_hash {
         return Err(IntegrityError::HashMismatch {
             stored: payload_hash.to_owned(),
             computed: sealed.hash,
         });
     }
-    if sealed.canonical != canonical_payload {
-        return Err(IntegrityError::CanonicalMismatch);
+    let p = &decoded.payload;
+    let copies = [
+        ("customer_id", columns.customer_id == p.customer_id),
+        (
+            "payment_destination_id",
+            columns.destination_id == p.destination.id,
+        ),
+        (
+            "destination_network",
+            columns.network == p.destination.network.name(),
+        ),
+        // Written NFC-normalised, as every string of the payload.
+        (
+            "destination_address",
+            crate::text::nfc(columns.address) == p.destination.address,
+        ),
+        ("currency", columns.currency == p.currency.code()),
+        ("due_date", columns.due_date == p.due_date),
+        (
+            "total_minor",
+            columns.total_minor == sealed.total_minor.to_string(),
+        ),
+    ];
+    match copies.into_iter().find(|(_, same)| !same) {
+        Some((column, _)) => Err(IntegrityError::ColumnMismatch(column)),
+        None => Ok(sealed),
     }
-    Ok(sealed)
 }
 
 #[cfg(test)]
@@ -355,7 +385,7 @@ mod tests {
         }
     }
 
-    fn stored<'a>(payload: &'a Payload, lines_json: &'a str, total: &'a str) -> StoredRevision<'a> {
+    fn stored<'a>(payload: &'a Payload, total: &'a str) -> StoredRevision<'a> {
         StoredRevision {
             customer_id: payload.customer_id,
             destination_id: payload.destination.id,
@@ -363,7 +393,6 @@ mod tests {
             address: &payload.destination.address,
             currency: payload.currency.code(),
             due_date: payload.due_date,
-            lines_json,
             total_minor: total,
         }
     }
@@ -397,14 +426,12 @@ mod tests {
             networks.insert(destination.network);
             currencies.insert(payload.currency);
 
-            // Storing the fields and reading them back gives the same seal.
-            let lines_json = encode_lines(&payload.lines);
+            // The stored bytes read back to the same content and verify.
             let total = sealed.total_minor.to_string();
-            let back = verify(
-                &stored(&payload, &lines_json, &total),
-                &sealed.canonical,
-                &sealed.hash,
-            );
+            let decoded = decode(&sealed.canonical).unwrap();
+            assert_eq!(seal(&decoded.payload).as_ref(), Ok(&sealed), "{name}");
+            assert_eq!(decoded.total_minor, sealed.total_minor, "{name}");
+            let back = verify(&stored(&payload, &total), &sealed.canonical, &sealed.hash);
             assert_eq!(back, Ok(sealed), "{name}");
         }
         assert_eq!(networks.len(), Network::ALL.len());
@@ -463,20 +490,36 @@ mod tests {
     }
 
     #[test]
-    fn the_stored_lines_column_is_the_canonical_array() {
-        let lines = vec![PayloadLine {
-            description: "Cafe\u{301} \"x\"".into(),
-            quantity: Quantity::parse("1.50").unwrap(),
-            unit_amount_minor: MinorAmount::new(12_050).unwrap(),
-        }];
-        let json = encode_lines(&lines);
-        assert_eq!(
-            json,
-            r#"[{"description":"Café \"x\"","quantity":"1.5","unit_amount_minor":"12050"}]"#
-        );
-        let back = decode_lines(&json).unwrap();
-        assert_eq!(back[0].quantity, lines[0].quantity);
-        assert_eq!(back[0].description, "Caf\u{e9} \"x\"");
+    fn a_stored_payload_reads_back_normalised_and_strictly() {
+        let payload = Payload {
+            lines: vec![PayloadLine {
+                description: "Cafe\u{301} \"x\"".into(),
+                quantity: Quantity::parse("1.50").unwrap(),
+                unit_amount_minor: MinorAmount::new(12_050).unwrap(),
+            }],
+            ..base_payload()
+        };
+        let sealed = seal(&payload).unwrap();
+        let line = r#"[{"description":"Café \"x\"","quantity":"1.5","unit_amount_minor":"12050"}]"#;
+        assert!(sealed.canonical.contains(line), "{}", sealed.canonical);
+        let back = decode(&sealed.canonical).unwrap();
+        assert_eq!(back.payload.lines[0].description, "Caf\u{e9} \"x\"");
+        assert_eq!(back.payload.lines[0].quantity, payload.lines[0].quantity);
+        assert_eq!(back.total_minor, sealed.total_minor);
+        for altered in [
+            sealed.canonical.replace(SCHEMA, "tauros.invoice.v0"),
+            sealed.canonical.replace("\"quantity\"", "\"qty\""),
+            sealed.canonical.replace("\"1.5\"", "\"1,5\""),
+            sealed.canonical.replace("\"EUR\"", "\"EURO\""),
+            sealed.canonical.replacen('{', "{\"extra\":1,", 1),
+            sealed.canonical[1..].to_owned(),
+        ] {
+            let err = decode(&altered).unwrap_err();
+            assert!(
+                matches!(err, IntegrityError::Unreadable(_)),
+                "{altered}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -490,22 +533,11 @@ mod tests {
             ..base_payload()
         };
         let sealed = seal(&payload).unwrap();
-        let lines = encode_lines(&payload.lines);
-        let good = stored(&payload, &lines, "80000");
+        let good = stored(&payload, "80000");
         assert!(verify(&good, &sealed.canonical, &sealed.hash).is_ok());
 
-        let other_lines = lines.replace("40000", "40001");
         let cases = [
-            verify(
-                &stored(&payload, &lines, "80001"),
-                &sealed.canonical,
-                &sealed.hash,
-            ),
-            verify(
-                &stored(&payload, &other_lines, "80002"),
-                &sealed.canonical,
-                &sealed.hash,
-            ),
+            verify(&stored(&payload, "80001"), &sealed.canonical, &sealed.hash),
             verify(
                 &StoredRevision {
                     address: "DE89370400440532013000",
@@ -524,15 +556,7 @@ mod tests {
             ),
             verify(
                 &StoredRevision {
-                    currency: "chf",
-                    ..good
-                },
-                &sealed.canonical,
-                &sealed.hash,
-            ),
-            verify(
-                &StoredRevision {
-                    lines_json: "[{\"description\":1}]",
+                    due_date: "2099-12-31".parse().unwrap(),
                     ..good
                 },
                 &sealed.canonical,
@@ -543,6 +567,13 @@ mod tests {
                 &sealed.canonical.replace("Build", "Bui1d"),
                 &sealed.hash,
             ),
+            // A total other than the lines' sum, and spaces: neither is the canonical text.
+            verify(
+                &good,
+                &sealed.canonical.replace("\"80000\"", "\"80001\""),
+                &sealed.hash,
+            ),
+            verify(&good, &sealed.canonical.replace(',', ", "), &sealed.hash),
             verify(&good, &sealed.canonical, &sealed.hash.replace('a', "b")),
         ];
         for result in cases {
@@ -713,9 +744,8 @@ mod tests {
         #[test]
         fn stored_fields_reseal_to_the_same_seal(payload in arb_payload()) {
             let sealed = seal(&payload).unwrap();
-            let lines = encode_lines(&payload.lines);
             let total = sealed.total_minor.to_string();
-            let revision = stored(&payload, &lines, &total);
+            let revision = stored(&payload, &total);
             prop_assert_eq!(verify(&revision, &sealed.canonical, &sealed.hash), Ok(sealed));
         }
     }

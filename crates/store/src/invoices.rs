@@ -64,11 +64,11 @@ pub struct RevisionRow {
     pub destination_address: String,
     pub currency: String,
     pub due_date: NaiveDate,
-    /// The canonical lines array (JSON), exactly as sealed.
-    pub lines: String,
     /// Digits of the total in minor units.
     pub total_minor: String,
     pub reasoning: String,
+    /// The sealed content, stored once (`domain::payload::decode` reads it back); the columns
+    /// above are copies SQL filters and sums, and `verify` checks.
     pub canonical_payload: String,
     pub payload_hash: String,
     pub created_at: DateTime<Utc>,

@@ -715,7 +715,7 @@ impl Case<'_> {
         prop_assert_eq!(revisions.len(), m.revisions.len());
         r.revisions = revisions
             .iter()
-            .map(|rv| (rv.id, rv.payload_hash.clone()))
+            .map(|rv| (rv.id, rv.sealed.payload_hash.clone()))
             .collect();
         // The seal is a function of the payload: equal variants, equal hashes, and only then.
         for (i, a) in m.revisions.iter().enumerate() {

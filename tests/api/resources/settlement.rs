@@ -1101,7 +1101,9 @@ async fn overdue_is_computed_and_listed(app: TestApp) {
     let id = sql_uuid(&app.database_url, id_of(&late));
     assert!(
         app.sql_exec(&format!(
-            "update invoice_revisions set due_date = '2020-01-31' where invoice_id = {id}"
+            "update invoice_revisions set due_date = '2020-01-31', canonical_payload = \
+             replace(canonical_payload, '\"due_date\":\"' || due_date || '\"', \
+             '\"due_date\":\"2020-01-31\"') where invoice_id = {id}"
         ))
         .await
     );

@@ -44,7 +44,11 @@ fn invoice_line(invoice: &InvoiceView) -> String {
     let _ = write!(
         line,
         ", {} {}, customer {}, due {}, revision {}",
-        revision.total, revision.currency, revision.customer_id, revision.due_date, revision.number
+        revision.sealed.total,
+        revision.sealed.currency,
+        revision.sealed.customer_id,
+        revision.sealed.due_date,
+        revision.number
     );
     if matches!(
         invoice.state,
@@ -111,7 +115,7 @@ impl Summary for InvoiceAnswer {
         let invoice = &self.invoice;
         let mut text = format!("{}.", capitalised(&invoice_line(invoice)));
         let revision = &invoice.current_revision;
-        for (i, line) in revision.lines.iter().enumerate() {
+        for (i, line) in revision.sealed.lines.iter().enumerate() {
             let _ = write!(
                 text,
                 "\nLine {}: {} × {} = {} {}",
@@ -119,7 +123,7 @@ impl Summary for InvoiceAnswer {
                 line.quantity,
                 line.description,
                 line.amount,
-                revision.currency
+                revision.sealed.currency
             );
         }
         if let Some(d) = &invoice.decision {
@@ -178,10 +182,10 @@ impl Summary for PreviewView {
     fn summary(&self) -> String {
         let mut text = format!(
             "Valid; nothing was written. A create now seals {} {} over {} line(s), due {}.",
-            self.total,
-            self.currency,
-            self.lines.len(),
-            self.due_date,
+            self.sealed.total,
+            self.sealed.currency,
+            self.sealed.lines.len(),
+            self.sealed.due_date,
         );
         for w in &self.warnings {
             let _ = write!(text, "\nWarning {}: {}", w.code, w.message);

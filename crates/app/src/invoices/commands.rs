@@ -164,7 +164,7 @@ impl App {
                 return Err(AppError::Internal("revise never replays by state".into()));
             };
             let current = current_revision(&mut *tx, &invoice).await?;
-            let content = match check_content(&input, Some(current_content(&current))) {
+            let content = match check_content(&input, Some(&current_content(&current)?)) {
                 Ok(content) => content,
                 Err(refused) => {
                     let mut errors = refused.errors;

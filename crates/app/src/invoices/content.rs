@@ -9,25 +9,19 @@ use std::str::FromStr;
 use tauros_domain::address::Network;
 use tauros_domain::destination::DestinationState;
 use tauros_domain::invoice::{
-    CurrentContent, DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
+    DraftContent, KnownMembers, NamedDestination, Party, PartyFacts, check_parties,
 };
 use tauros_domain::payload::{
-    Payload, PayloadDestination, Seal, SealError, StoredRevision, canonical, encode_lines, seal,
+    Payload, PayloadDestination, Seal, SealError, StoredRevision, canonical, decode, seal,
 };
 use tauros_store::{
     CustomerRow, DestinationRow, DraftParties, DraftReads, Lock, Proposer, Reader, RevisionRow, Tx,
 };
 use uuid::Uuid;
 
-/// The current revision's values, which a revise keeps where the request omits them.
-pub(super) fn current_content(r: &RevisionRow) -> CurrentContent<'_> {
-    CurrentContent {
-        customer_id: r.customer_id,
-        destination_id: r.payment_destination_id,
-        currency: &r.currency,
-        due_date: r.due_date,
-        lines_json: &r.lines,
-    }
+/// The current revision's sealed content, which a revise keeps where the request omits it.
+pub(super) fn current_content(r: &RevisionRow) -> AppResult<Payload> {
+    Ok(decode(&r.canonical_payload)?.payload)
 }
 
 /// The customer and destination rows a draft names, for [`drafted`].
@@ -259,7 +253,6 @@ fn revision_row(
         destination_address: destination.address.clone(),
         currency: content.currency.code().to_owned(),
         due_date: content.due_date,
-        lines: encode_lines(&content.lines),
         total_minor: sealed.total_minor.to_string(),
         reasoning: content.reasoning.clone(),
         canonical_payload: sealed.canonical.clone(),
@@ -277,7 +270,6 @@ pub(super) fn stored(r: &RevisionRow) -> StoredRevision<'_> {
         address: &r.destination_address,
         currency: &r.currency,
         due_date: r.due_date,
-        lines_json: &r.lines,
         total_minor: &r.total_minor,
     }
 }

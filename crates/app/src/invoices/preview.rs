@@ -4,19 +4,16 @@
 
 use super::commands::{checked_draft, proposer};
 use super::content::drafted;
-use super::views::{RevisionView, revision_view};
+use super::views::SealedView;
 use crate::actor::Actor;
 use crate::app::App;
 use crate::auth::Caller;
 use crate::clock::now;
 use crate::error::AppResult;
-use crate::schema::LineSchema;
 use chrono::NaiveDate;
 use serde::Serialize;
 use tauros_domain::fingerprint::key_is_valid;
 use tauros_domain::invoice::{DraftInput, OPEN_STATES, PreviewFacts, preview_warnings};
-use tauros_domain::lines::LineView;
-use tauros_domain::money::MinorAmount;
 use tauros_domain::visibility::Scope;
 use tauros_store::{InvoiceFilter, Page, Reader};
 use utoipa::ToSchema;
@@ -29,26 +26,9 @@ const DUPLICATES_SCANNED: i64 = 100;
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = InvoicePreviewResponse)]
 pub struct PreviewView {
-    /// Customer billed.
-    pub customer_id: Uuid,
-    /// Destination paid.
-    pub payment_destination_id: Uuid,
-    /// Currency code of every amount.
-    pub currency: String,
-    /// When payment is due.
-    pub due_date: NaiveDate,
-    /// The lines with their computed amounts, in the order sent.
-    #[schema(value_type = Vec<LineSchema>)]
-    pub lines: Vec<LineView>,
-    /// Sum of the line amounts as a decimal string with exactly the currency's decimals.
-    pub total: String,
-    /// `total` in minor units: an exact JSON integer at any size (read `total` in JavaScript).
-    #[schema(value_type = u128)]
-    pub total_minor: MinorAmount,
-    /// The exact canonical bytes a create would seal as revision 1 (a JSON string).
-    pub canonical_payload: String,
-    /// Lowercase hex SHA-256 of `canonical_payload`: a create of this body, now, seals this.
-    pub payload_hash: String,
+    /// What a create of this body, now, would seal as revision 1 (the same bytes and hash).
+    #[serde(flatten)]
+    pub sealed: SealedView,
     /// What an approver would notice; never blocks a create. Empty when nothing stands out.
     pub warnings: Vec<WarningView>,
 }
@@ -99,7 +79,7 @@ impl App {
             1,
             now,
         )?;
-        let sealed = revision_view(revision)?;
+        let sealed = SealedView::of(revision.canonical_payload, revision.payload_hash)?;
         let today = now.date_naive();
         let duplicates = open_duplicates(&mut *conn, &actor, &sealed, today).await?;
         let warnings = preview_warnings(&PreviewFacts {
@@ -115,18 +95,7 @@ impl App {
             invoice_id: w.invoice_id,
         })
         .collect();
-        Ok(PreviewView {
-            customer_id: sealed.customer_id,
-            payment_destination_id: sealed.payment_destination_id,
-            currency: sealed.currency,
-            due_date: sealed.due_date,
-            lines: sealed.lines,
-            total: sealed.total,
-            total_minor: sealed.total_minor,
-            canonical_payload: sealed.canonical_payload,
-            payload_hash: sealed.payload_hash,
-            warnings,
-        })
+        Ok(PreviewView { sealed, warnings })
     }
 }
 
@@ -135,7 +104,7 @@ impl App {
 async fn open_duplicates(
     conn: &mut dyn Reader,
     actor: &Actor,
-    sealed: &RevisionView,
+    sealed: &SealedView,
     today: NaiveDate,
 ) -> AppResult<Vec<Uuid>> {
     let Actor::Agent(agent) = actor else {

@@ -15,7 +15,7 @@ use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
 use tauros_domain::lines::LineView;
 use tauros_domain::money::MinorAmount;
-use tauros_domain::payload::decode_lines;
+use tauros_domain::payload::{Decoded, decode};
 use tauros_domain::settlement;
 use tauros_store::{DecisionRow, EventRow, InvoiceJoined, InvoiceRow, RevisionRow};
 use utoipa::ToSchema;
@@ -29,6 +29,20 @@ pub struct RevisionView {
     pub id: Uuid,
     /// 1, 2, …
     pub number: i32,
+    #[serde(flatten)]
+    pub sealed: SealedView,
+    /// Why the agent proposed this revision (not part of the seal).
+    pub reasoning: String,
+    /// When this revision was written (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a revision seals (or a preview would), read back from its canonical payload: the one
+/// place sealed content is stored. Amounts are as sealed, never recomputed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = SealedContent)]
+pub struct SealedView {
     /// Customer billed.
     pub customer_id: Uuid,
     /// Destination paid.
@@ -47,15 +61,10 @@ pub struct RevisionView {
     /// rounds integers above 2^53 (9007199254740992): read `total` there.
     #[schema(value_type = u128)]
     pub total_minor: MinorAmount,
-    /// Why the agent proposed this revision (not part of the seal).
-    pub reasoning: String,
     /// The exact canonical bytes that were hashed (a JSON string).
     pub canonical_payload: String,
     /// Lowercase hex SHA-256 of `canonical_payload`.
     pub payload_hash: String,
-    /// When this revision was written (RFC 3339, UTC).
-    #[serde(serialize_with = "rfc3339")]
-    pub created_at: DateTime<Utc>,
 }
 
 /// An invoice with its current revision.
@@ -218,36 +227,47 @@ pub struct EventView {
 pub struct VerifyReport {
     /// Every revision re-sealed to its stored bytes and the event chain is intact.
     pub ok: bool,
-    /// Per revision number: whether re-sealing its stored fields reproduces its bytes and hash.
+    /// Per revision number: whether its canonical payload re-seals to its bytes and hash and its
+    /// columns are true copies of it.
     pub revisions: Vec<(i32, bool)>,
     pub events_ok: bool,
     /// The `seq` of the first broken link.
     pub broken_at: Option<i32>,
 }
 
+impl SealedView {
+    /// The content `canonical_payload` seals, as callers read it.
+    pub(super) fn of(canonical_payload: String, payload_hash: String) -> AppResult<SealedView> {
+        let Decoded {
+            payload,
+            total_minor,
+        } = decode(&canonical_payload)?;
+        let currency = payload.currency;
+        let lines = payload
+            .lines
+            .iter()
+            .map(|l| LineView::new(currency, l).map_err(|e| AppError::Internal(e.to_string())))
+            .collect::<AppResult<Vec<_>>>()?;
+        Ok(SealedView {
+            customer_id: payload.customer_id,
+            payment_destination_id: payload.destination.id,
+            currency: currency.code().to_owned(),
+            due_date: payload.due_date,
+            lines,
+            total: total_minor.to_major_string(currency),
+            total_minor,
+            canonical_payload,
+            payload_hash,
+        })
+    }
+}
+
 pub(super) fn revision_view(r: RevisionRow) -> AppResult<RevisionView> {
-    let currency = Currency::from_str(&r.currency)
-        .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
-    let lines = decode_lines(&r.lines).map_err(|e| AppError::Internal(e.to_string()))?;
-    let lines = lines
-        .iter()
-        .map(|l| LineView::new(currency, l).map_err(|e| AppError::Internal(e.to_string())))
-        .collect::<AppResult<Vec<_>>>()?;
-    let total_minor =
-        MinorAmount::parse_minor(&r.total_minor).map_err(|e| AppError::Internal(e.to_string()))?;
     Ok(RevisionView {
         id: r.id,
         number: r.number,
-        customer_id: r.customer_id,
-        payment_destination_id: r.payment_destination_id,
-        currency: r.currency,
-        due_date: r.due_date,
-        lines,
-        total: total_minor.to_major_string(currency),
-        total_minor,
+        sealed: SealedView::of(r.canonical_payload, r.payload_hash)?,
         reasoning: r.reasoning,
-        canonical_payload: r.canonical_payload,
-        payload_hash: r.payload_hash,
         created_at: r.created_at,
     })
 }
@@ -262,17 +282,17 @@ struct Settled {
 }
 
 fn settled(state: InvoiceState, revision: &RevisionView, paid: &str) -> AppResult<Settled> {
-    let currency = Currency::from_str(&revision.currency)
+    let currency = Currency::from_str(&revision.sealed.currency)
         .map_err(|_| AppError::Internal("stored currency unreadable".into()))?;
     let paid = MinorAmount::parse_minor(paid).map_err(|e| AppError::Internal(e.to_string()))?;
-    let balance = settlement::balance(revision.total_minor, paid);
+    let balance = settlement::balance(revision.sealed.total_minor, paid);
     let today = crate::clock::now().date_naive();
     Ok(Settled {
         amount_paid: paid.to_major_string(currency),
         amount_paid_minor: paid,
         balance: balance.to_major_string(currency),
         balance_minor: balance,
-        overdue: settlement::is_overdue(state, revision.due_date, today, balance),
+        overdue: settlement::is_overdue(state, revision.sealed.due_date, today, balance),
     })
 }
 

@@ -49,7 +49,7 @@ const TOKEN: &[u8] = b"tauros-bench-floor";
 const SELECT: &str = "select id, org_id, agent_id, idempotency_key, state, number, revision_count, \
     amount_paid_minor, created_at, updated_at, revision_id, revision_number, customer_id, \
     payment_destination_id, destination_network, destination_address, currency, due_date, \
-    lines, total_minor, reasoning, canonical_payload, payload_hash, revision_created_at \
+    total_minor, reasoning, canonical_payload, payload_hash, revision_created_at \
     from floor.invoices where id = $1";
 
 #[derive(sqlx::FromRow, serde::Serialize)]
@@ -72,7 +72,6 @@ struct Invoice {
     destination_address: String,
     currency: String,
     due_date: NaiveDate,
-    lines: String,
     total_minor: String,
     reasoning: String,
     canonical_payload: String,

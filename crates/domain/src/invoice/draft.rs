@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::currency::Currency;
 use crate::error::{FieldError, missing};
 use crate::lines::{LineInput, validate_lines};
-use crate::payload::{Payload, PayloadDestination, PayloadLine, decode_lines};
+use crate::payload::{Payload, PayloadDestination, PayloadLine};
 use crate::text::checked_multiline_text;
 
 /// The most characters of an agent's `reasoning`.
@@ -33,17 +33,6 @@ pub struct DraftInput {
     pub lines: Option<Vec<LineInput>>,
     /// Why the agent proposes this (not sealed), 1–4000 characters.
     pub reasoning: Option<String>,
-}
-
-/// The current revision as stored, for a revise: an omitted field keeps its value here.
-#[derive(Debug, Clone, Copy)]
-pub struct CurrentContent<'a> {
-    pub customer_id: Uuid,
-    pub destination_id: Uuid,
-    pub currency: &'a str,
-    pub due_date: NaiveDate,
-    /// The stored canonical lines array, in minor units of `currency`.
-    pub lines_json: &'a str,
 }
 
 /// A draft's content once every field rule holds; the parties are not checked yet.
@@ -97,10 +86,11 @@ pub struct RefusedContent {
     pub known: KnownMembers,
 }
 
-/// Step 1: every field rule of a create (`current` is `None`) or a revise.
+/// Step 1: every field rule of a create (`current` is `None`) or a revise, which keeps what it
+/// omits from the current revision's sealed content.
 pub fn check_content(
     input: &DraftInput,
-    current: Option<CurrentContent<'_>>,
+    current: Option<&Payload>,
 ) -> Result<DraftContent, RefusedContent> {
     let mut errors = Vec::new();
     let customer_id = input.customer_id.or(current.map(|c| c.customer_id));
@@ -109,7 +99,7 @@ pub fn check_content(
     }
     let destination_id = input
         .payment_destination_id
-        .or(current.map(|c| c.destination_id));
+        .or(current.map(|c| c.destination.id));
     if destination_id.is_none() {
         errors.push(missing("payment_destination_id"));
     }
@@ -119,7 +109,7 @@ pub fn check_content(
             .parse::<Currency>()
             .map_err(|e| errors.push(FieldError::new("currency", &e)))
             .ok(),
-        (None, Some(c)) => c.currency.parse::<Currency>().ok(),
+        (None, Some(c)) => Some(c.currency),
         (None, None) => {
             errors.push(missing("currency"));
             None
@@ -155,7 +145,7 @@ pub fn check_content(
         },
         // The currency's own error is already listed; lines cannot be read without it.
         (Some(_), None, _) => None,
-        (None, Some(currency), Some(c)) if currency.code() != c.currency => {
+        (None, Some(currency), Some(c)) if currency != c.currency => {
             // Stored lines are minor units of the old currency: they would mean other money.
             errors.push(FieldError::plain(
                 "lines",
@@ -164,9 +154,7 @@ pub fn check_content(
             ));
             None
         }
-        (None, Some(_), Some(c)) => decode_lines(c.lines_json)
-            .map_err(|e| errors.push(FieldError::new("lines", &e)))
-            .ok(),
+        (None, Some(_), Some(c)) => Some(c.lines.clone()),
         (None, _, current) => {
             if current.is_none() {
                 errors.push(missing("lines"));
@@ -290,7 +278,7 @@ fn parse_due_date(text: &str) -> Result<NaiveDate, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::encode_lines;
+    use crate::address::Network;
 
     fn line(amount: &str) -> LineInput {
         serde_json::from_value(serde_json::json!({
@@ -343,19 +331,16 @@ mod tests {
     #[test]
     fn a_revise_keeps_omitted_fields_but_needs_lines_for_a_new_currency() {
         let stored = check_content(&full(), None).unwrap();
-        let lines_json = encode_lines(&stored.lines);
-        let current = CurrentContent {
-            customer_id: stored.customer_id,
-            destination_id: stored.destination_id,
-            currency: "EUR",
-            due_date: stored.due_date,
-            lines_json: &lines_json,
-        };
+        let current = stored.payload(PayloadDestination {
+            id: stored.destination_id,
+            network: Network::Iban,
+            address: "CH9300762011623852957".into(),
+        });
         let only_reasoning = DraftInput {
             reasoning: Some("again".into()),
             ..DraftInput::default()
         };
-        let kept = check_content(&only_reasoning, Some(current)).unwrap();
+        let kept = check_content(&only_reasoning, Some(&current)).unwrap();
         assert_eq!(kept.lines, stored.lines);
         assert_eq!(kept.due_date, stored.due_date);
 
@@ -363,7 +348,7 @@ mod tests {
             currency: Some("USD".into()),
             ..only_reasoning
         };
-        let errors = check_content(&new_currency, Some(current))
+        let errors = check_content(&new_currency, Some(&current))
             .unwrap_err()
             .errors;
         assert_eq!(fields(&errors), [("lines", "required")]);

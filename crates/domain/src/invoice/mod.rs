@@ -25,8 +25,8 @@ pub use decide::{
     SubmitFacts, check_payload_hash, decide, submit_transition, validate_reason,
 };
 pub use draft::{
-    CurrentContent, DraftContent, DraftInput, KnownMembers, MAX_REASONING_CHARS, NamedDestination,
-    Party, PartyFacts, RefusedContent, check_content, check_parties,
+    DraftContent, DraftInput, KnownMembers, MAX_REASONING_CHARS, NamedDestination, Party,
+    PartyFacts, RefusedContent, check_content, check_parties,
 };
 pub use preview::{
     DUE_FAR_DAYS, DUE_SOON_DAYS, OPEN_STATES, PreviewFacts, Warning, preview_warnings,

@@ -1,4 +1,4 @@
-//! The widest rows, read by position: [`InvoiceJoined`] (39 columns), [`PresentedKey`] and
+//! The widest rows, read by position: [`InvoiceJoined`] (38 columns), [`PresentedKey`] and
 //! [`PresentedSession`]. sqlx's derived `FromRow` looks every column up by name, a twentieth
 //! of a GET's cost (docs/PERFORMANCE.md "Design choices"); these are read in statement order,
 //! each name still compared, so a statement and reader that disagree fail on the first row.
@@ -106,7 +106,6 @@ in_order!(InvoiceJoined, |c| InvoiceJoined {
         destination_address: c.next("destination_address")?,
         currency: c.next("currency")?,
         due_date: c.next("due_date")?,
-        lines: c.next("lines")?,
         total_minor: c.next("total_minor")?,
         reasoning: c.next("reasoning")?,
         canonical_payload: c.next("canonical_payload")?,

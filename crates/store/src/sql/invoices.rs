@@ -287,9 +287,8 @@ impl<U: Backend> InvoiceWrite for U {
         query(
             "insert into invoice_revisions (id, org_id, invoice_id, number, customer_id,
                  payment_destination_id, destination_network, destination_address, currency,
-                 due_date, lines, total_minor, reasoning, canonical_payload, payload_hash,
-                 created_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                 due_date, total_minor, reasoning, canonical_payload, payload_hash, created_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .bind(r.id)
         .bind(r.org_id)
@@ -301,7 +300,6 @@ impl<U: Backend> InvoiceWrite for U {
         .bind(&r.destination_address)
         .bind(&r.currency)
         .bind(r.due_date)
-        .bind(&r.lines)
         .bind(&r.total_minor)
         .bind(&r.reasoning)
         .bind(&r.canonical_payload)
@@ -370,7 +368,7 @@ impl<U: Backend> InvoiceWrite for U {
 /// which the schema test holds equal to this join.
 pub(crate) const JOINED_INVOICE: &str =
     "select r.id, r.org_id, r.invoice_id, r.number, r.customer_id, r.payment_destination_id,
-     r.destination_network, r.destination_address, r.currency, r.due_date, r.lines,
+     r.destination_network, r.destination_address, r.currency, r.due_date,
      r.total_minor, r.reasoning, r.canonical_payload, r.payload_hash, r.created_at,
      i.agent_id, i.idempotency_key, i.state, i.cancelled_by, i.number as invoice_number,
      i.revision_count, i.first_payload_hash, i.created_at as invoice_created_at,
@@ -438,7 +436,7 @@ static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
 /// [`ORG_SETTINGS`] (or a key's nulls) completes them.
 pub(crate) const READ_COLUMNS: &str =
     "v.id, v.org_id, v.invoice_id, v.number, v.customer_id, v.payment_destination_id,
-     v.destination_network, v.destination_address, v.currency, v.due_date, v.lines,
+     v.destination_network, v.destination_address, v.currency, v.due_date,
      v.total_minor, v.reasoning, v.canonical_payload, v.payload_hash, v.created_at, v.agent_id,
      v.idempotency_key, v.state, v.cancelled_by, v.invoice_number, v.revision_count,
      v.first_payload_hash, v.invoice_created_at, v.invoice_updated_at, v.amount_paid_minor,

@@ -48,7 +48,7 @@ pub(crate) async fn db_invoices(url: &str, prefix: &str) -> anyhow::Result<Vec<D
            (select count(*) from invoice_revisions r where r.org_id = i.org_id and r.invoice_id = i.id),
            {}, {}, {}, {},
            (select count(*) from decisions d where d.org_id = i.org_id and d.invoice_id = i.id),
-           coalesce((select r.lines from invoice_revisions r
+           coalesce((select r.canonical_payload from invoice_revisions r
                      where r.org_id = i.org_id and r.invoice_id = i.id and r.number = 1), '')
          from invoices i where i.idempotency_key like '{prefix}-%'",
         hex("i.id"),
