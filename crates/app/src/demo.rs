@@ -212,6 +212,10 @@ impl App {
             ),
         ];
         for (key, customer_id, destination_id, currency, lines, reasoning) in proposals {
+            #[allow(
+                clippy::needless_update,
+                reason = "every field it does not name stays unset, those added later too"
+            )]
             let input = DraftInput {
                 customer_id: Some(customer_id),
                 payment_destination_id: Some(destination_id),
@@ -219,6 +223,7 @@ impl App {
                 due_date: Some(due.clone()),
                 lines: Some(lines),
                 reasoning: Some(reasoning.into()),
+                ..DraftInput::default()
             };
             let invoice = self.create_draft(&agent, key, input).await?.value;
             self.submit(&agent, invoice.id).await?;
