@@ -525,6 +525,10 @@ async fn run(
     let id = |slot: usize| real[slot].as_ref().map_or_else(Uuid::now_v7, |r| r.id);
     let result = match cmd {
         Cmd::Create { slot, variant, who } => {
+            #[allow(
+                clippy::needless_update,
+                reason = "every field it does not name stays unset, those added later too"
+            )]
             let input = DraftInput {
                 customer_id: Some(f.customer_id),
                 payment_destination_id: Some(f.destination_id),
@@ -532,6 +536,7 @@ async fn run(
                 due_date: Some(f.due_date.clone()),
                 lines: Some(lines(variant)),
                 reasoning: Some(format!("Statement of work, attempt {step}.")),
+                ..DraftInput::default()
             };
             app.app
                 .create_draft(f.actor(who), &format!("key-{slot}"), input)

@@ -177,12 +177,7 @@ both_backends!(due_dates_are_checked_but_never_block_a_replay);
 /// forgery lifts that for its one update). A replay compares canonical bytes while revision 1
 /// is current, its hash once revised: both are forged.
 async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
-    use std::str::FromStr;
-    use tauros_domain::address::Network;
-    use tauros_domain::currency::Currency;
-    use tauros_domain::money::MinorAmount;
-    use tauros_domain::payload::{Payload, PayloadDestination, PayloadLine, seal};
-    use tauros_domain::quantity::Quantity;
+    use tauros_domain::payload::{decode, seal};
 
     let b = app.billing().await;
     let yesterday = (chrono::Utc::now() - chrono::Duration::days(1)).date_naive();
@@ -199,26 +194,12 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
 
     let invoice = app.draft(&b, "made-in-time").await;
-    let line = |d: &str, q: &str, minor: i128| PayloadLine {
-        description: d.into(),
-        quantity: Quantity::parse(q).unwrap(),
-        unit_amount_minor: MinorAmount::new(minor).unwrap(),
-    };
-    let sealed_yesterday = seal(&Payload {
-        customer_id: b.customer_id,
-        destination: PayloadDestination {
-            id: b.destination_id,
-            network: Network::from_str("iban").unwrap(),
-            address: IBAN.into(),
-        },
-        currency: Currency::from_str("EUR").unwrap(),
-        due_date: yesterday,
-        lines: vec![
-            line("Discovery workshop", "1", 40000),
-            line("Implementation days", "2", 40000),
-        ],
-    })
-    .unwrap();
+    let stored = invoice["current_revision"]["canonical_payload"]
+        .as_str()
+        .unwrap();
+    let mut payload = decode(stored).unwrap().payload;
+    payload.due_date = yesterday;
+    let sealed_yesterday = seal(&payload).unwrap();
     let invoice_id = sql_uuid(&app.database_url, id_of(&invoice));
     let sqlite = app.database_url.starts_with("sqlite");
     let (lift, restore) = if sqlite {
