@@ -193,7 +193,6 @@ async fn get_agent(
     responses(
         (status = 200, description = "Renamed", body = AgentResponse),
         (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn rename_agent(
     State(state): State<AppState>,
@@ -216,7 +215,6 @@ async fn rename_agent(
     responses(
         (status = 200, description = "The new key", body = AgentWithKeyResponse),
         (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn rotate_key(
     State(state): State<AppState>,
@@ -236,7 +234,6 @@ async fn rotate_key(
     responses(
         (status = 204, description = "Deleted"),
         (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`has_dependents`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_agent(

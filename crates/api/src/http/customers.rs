@@ -129,7 +129,6 @@ pub(crate) async fn list(
     params(("id" = Uuid, Path, description = "Customer id")),
     responses(
         (status = 200, description = "The customer", body = CustomerView),
-        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_customer(
     State(state): State<AppState>,
@@ -146,7 +145,6 @@ async fn get_customer(
     responses(
         (status = 200, description = "Updated", body = CustomerView),
         (status = 403, description = "`forbidden`: agents may not change customers", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn update_customer(
     State(state): State<AppState>,
@@ -167,7 +165,6 @@ async fn update_customer(
     responses(
         (status = 204, description = "Deleted"),
         (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`has_dependents`: a revision references it", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_customer(

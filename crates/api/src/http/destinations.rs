@@ -245,7 +245,6 @@ async fn list_destinations(
     params(("id" = Uuid, Path, description = "Destination id")),
     responses(
         (status = 200, description = "The destination", body = DestinationResponse),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_destination(
     State(state): State<AppState>,
@@ -262,7 +261,6 @@ async fn get_destination(
     params(("id" = Uuid, Path, description = "Destination id")),
     responses(
         (status = 200, description = "Deactivated (or already inactive)", body = DestinationResponse),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn deactivate_destination(
     State(state): State<AppState>,

@@ -162,7 +162,6 @@ async fn get_job(
     responses(
         (status = 200, description = "The job, available now (or already available)", body = JobResponse),
         (status = 403, description = "`forbidden`: only approvers act on jobs", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`job_running`: a worker holds it; `job_finished`: it completed and will not run again", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn retry_job(
@@ -181,7 +180,6 @@ async fn retry_job(
     responses(
         (status = 200, description = "The job, cancelled (or already cancelled)", body = JobResponse),
         (status = 403, description = "`forbidden`: only approvers act on jobs", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`job_running`: a worker holds it (its effect may be under way); `job_finished`: it already completed or was discarded; `issue_in_progress`: an issue job whose claim is processing (retry it instead)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel_job(

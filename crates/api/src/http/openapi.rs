@@ -86,6 +86,11 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         }
     }
     if let Some(components) = doc.components.as_mut() {
+        for shared in Shared::ALL {
+            components
+                .responses
+                .insert(shared.name().to_owned(), RefOr::T(shared.response()));
+        }
         exactly_one_amount(&mut components.schemas);
         exactly_one_invoice_and_amount(&mut components.schemas);
         problem_members(&mut components.schemas);
@@ -100,6 +105,110 @@ fn problem(description: &str) -> ResponseBuilder {
             .schema(Some(Ref::from_schema_name("Problem")))
             .build(),
     )
+}
+
+/// A refusal many operations share: written once under `components/responses`, referenced by
+/// each (`complete`); its name is what a generated client calls it.
+#[derive(Clone, Copy)]
+enum Shared {
+    InvalidBody,
+    InvalidPathParameter,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+    InvalidPage,
+    Unauthorized,
+    RateLimited,
+    NotFound,
+    Unavailable,
+    UnavailableOrHashing,
+}
+
+impl Shared {
+    const ALL: [Shared; 11] = [
+        Shared::InvalidBody,
+        Shared::InvalidPathParameter,
+        Shared::PayloadTooLarge,
+        Shared::UnsupportedMediaType,
+        Shared::ValidationFailed,
+        Shared::InvalidPage,
+        Shared::Unauthorized,
+        Shared::RateLimited,
+        Shared::NotFound,
+        Shared::Unavailable,
+        Shared::UnavailableOrHashing,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Shared::InvalidBody => "InvalidBody",
+            Shared::InvalidPathParameter => "InvalidPathParameter",
+            Shared::PayloadTooLarge => "PayloadTooLarge",
+            Shared::UnsupportedMediaType => "UnsupportedMediaType",
+            Shared::ValidationFailed => "ValidationFailed",
+            Shared::InvalidPage => "InvalidPage",
+            Shared::Unauthorized => "Unauthorized",
+            Shared::RateLimited => "RateLimited",
+            Shared::NotFound => "NotFound",
+            Shared::Unavailable => "Unavailable",
+            Shared::UnavailableOrHashing => "UnavailableOrHashing",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Shared::InvalidBody => {
+                "`invalid_json`, `unknown_field`, `invalid_type` or `float_not_allowed`"
+            }
+            Shared::InvalidPathParameter => "`invalid_type`: a path parameter is not a UUID",
+            Shared::PayloadTooLarge => "`payload_too_large`: the body is over 1 MiB",
+            Shared::UnsupportedMediaType => {
+                "`unsupported_media_type`: send `Content-Type: application/json`"
+            }
+            Shared::ValidationFailed => {
+                "`validation_failed`: every offending field is in `errors[]`"
+            }
+            Shared::InvalidPage => "`validation_failed`: `limit` or `cursor` is invalid",
+            Shared::Unauthorized => {
+                "`unauthorized`: missing, malformed, expired or revoked credential"
+            }
+            Shared::RateLimited => {
+                "`rate_limited`: this credential sent too many requests; retry after \
+                 `Retry-After` seconds"
+            }
+            Shared::NotFound => {
+                "`not_found`: unknown, or not visible to you (the two answer alike)"
+            }
+            Shared::Unavailable => {
+                "`unavailable`: the database is unreachable; retry the same request"
+            }
+            Shared::UnavailableOrHashing => {
+                "`unavailable`: too many sign-ins wait for password hashing (retry after \
+                 `Retry-After` seconds), or the database is unreachable; retry the same request"
+            }
+        }
+    }
+
+    fn response(self) -> utoipa::openapi::Response {
+        let mut response = problem(self.description()).build();
+        match self {
+            Shared::Unauthorized => insert_header(
+                &mut response.headers,
+                "WWW-Authenticate",
+                HeaderBuilder::new()
+                    .schema(string_enum(["Bearer"]))
+                    .description(Some(
+                        "Always `Bearer`: send `Authorization: Bearer <credential>`",
+                    ))
+                    .build(),
+            ),
+            Shared::RateLimited | Shared::UnavailableOrHashing => {
+                insert_header(&mut response.headers, "Retry-After", retry_after());
+            }
+            _ => {}
+        }
+        response
+    }
 }
 
 /// The operations that hash a password: 503 with `Retry-After` when the hashing queue is full.
@@ -124,54 +233,39 @@ fn complete(path: &str, op: &mut Operation, hashes_passwords: bool) {
     let command = idempotent
         || answers_with(op, "CommandResponse")
         || answers_with(op, "SettlementEventRecorded");
-    let mut add = |status: &str, description: &str| {
+    // A status the route documents itself keeps its own answer.
+    let mut add = |status: &str, shared: Shared| {
         op.responses
             .responses
             .entry(status.to_owned())
-            .or_insert_with(|| problem(description).build().into());
+            .or_insert_with(|| {
+                RefOr::Ref(Ref::new(format!(
+                    "#/components/responses/{}",
+                    shared.name()
+                )))
+            });
     };
     if has_body {
-        add(
-            "400",
-            "`invalid_json`, `unknown_field`, `invalid_type` or `float_not_allowed`",
-        );
-        add("413", "`payload_too_large`: the body is over 1 MiB");
-        add(
-            "415",
-            "`unsupported_media_type`: send `Content-Type: application/json`",
-        );
-        add(
-            "422",
-            "`validation_failed`: every offending field is in `errors[]`",
-        );
+        add("400", Shared::InvalidBody);
+        add("413", Shared::PayloadTooLarge);
+        add("415", Shared::UnsupportedMediaType);
+        add("422", Shared::ValidationFailed);
     }
     if path.contains('{') {
-        add("400", "`invalid_type`: a path parameter is not a UUID");
+        add("400", Shared::InvalidPathParameter);
+        add("404", Shared::NotFound);
     }
     if has_list_params {
-        add("422", "`validation_failed`: `limit` or `cursor` is invalid");
+        add("422", Shared::InvalidPage);
     }
     if secured {
-        add(
-            "401",
-            "`unauthorized`: missing, malformed, expired or revoked credential",
-        );
-        add(
-            "429",
-            "`rate_limited`: this credential sent too many requests; retry after `Retry-After` seconds",
-        );
+        add("401", Shared::Unauthorized);
+        add("429", Shared::RateLimited);
     }
     if v1 && hashes_passwords {
-        add(
-            "503",
-            "`unavailable`: too many sign-ins wait for password hashing (retry after \
-             `Retry-After` seconds), or the database is unreachable; retry the same request",
-        );
+        add("503", Shared::UnavailableOrHashing);
     } else if v1 {
-        add(
-            "503",
-            "`unavailable`: the database is unreachable; retry the same request",
-        );
+        add("503", Shared::Unavailable);
     }
     let invoicing = ["/v1/invoices", "/v1/customers", "/v1/payment-destinations"]
         .iter()
@@ -203,21 +297,17 @@ fn complete(path: &str, op: &mut Operation, hashes_passwords: bool) {
         let RefOr::T(response) = response else {
             continue;
         };
+        // A route's own 401, 429 or 503 carries the headers its shared one does.
         match status.as_str() {
-            "401" => insert_header(
-                &mut response.headers,
-                "WWW-Authenticate",
-                HeaderBuilder::new()
-                    .schema(string_enum(["Bearer"]))
-                    .description(Some(
-                        "Always `Bearer`: send `Authorization: Bearer <credential>`",
-                    ))
-                    .build(),
-            ),
-            "429" => insert_header(&mut response.headers, "Retry-After", retry_after()),
-            "503" if hashes_passwords => {
-                insert_header(&mut response.headers, "Retry-After", retry_after());
-            }
+            "401" => response
+                .headers
+                .extend(Shared::Unauthorized.response().headers),
+            "429" => response
+                .headers
+                .extend(Shared::RateLimited.response().headers),
+            "503" if hashes_passwords => response
+                .headers
+                .extend(Shared::UnavailableOrHashing.response().headers),
             s if command && s.starts_with('2') => insert_header(
                 &mut response.headers,
                 REPLAYED,
@@ -609,6 +699,17 @@ mod tests {
         }
     }
 
+    /// A response as a client reads it: a shared one from `components/responses`.
+    fn resolved<'a>(doc: &'a Value, response: &'a Value) -> &'a Value {
+        match response["$ref"].as_str() {
+            Some(target) => {
+                let name = target.trim_start_matches("#/components/responses/");
+                &doc["components"]["responses"][name]
+            }
+            None => response,
+        }
+    }
+
     #[test]
     fn every_operation_documents_its_error_statuses() {
         let doc = serde_json::to_value(crate::http::document()).unwrap();
@@ -629,7 +730,8 @@ mod tests {
                 if op.get("security").is_some() {
                     assert!(has("401"), "{method} {path} lacks 401");
                     assert!(has("429"), "{method} {path} lacks 429");
-                    let retry_after = &op["responses"]["429"]["headers"]["Retry-After"];
+                    let retry_after =
+                        &resolved(&doc, &op["responses"]["429"])["headers"]["Retry-After"];
                     assert!(
                         retry_after.is_object(),
                         "{method} {path}: 429 lacks Retry-After"
@@ -642,7 +744,7 @@ mod tests {
                     .contains(&path.as_str())
                     && method == "post";
                 assert_eq!(
-                    op["responses"]["503"]["headers"]["Retry-After"].is_object(),
+                    resolved(&doc, &op["responses"]["503"])["headers"]["Retry-After"].is_object(),
                     hashing,
                     "{method} {path}: Retry-After on 503 only where the password queue can be full"
                 );
@@ -679,11 +781,16 @@ mod tests {
     #[test]
     fn every_reference_resolves() {
         let doc = serde_json::to_value(crate::http::document()).unwrap();
-        let schemas = doc["components"]["schemas"].as_object().unwrap();
         walk(&doc, &mut |value| {
             if let Some(target) = value.get("$ref").and_then(Value::as_str) {
-                let name = target.trim_start_matches("#/components/schemas/");
-                assert!(schemas.contains_key(name), "{target} does not resolve");
+                let (kind, name) = target
+                    .trim_start_matches("#/components/")
+                    .split_once('/')
+                    .unwrap_or_else(|| panic!("{target} is not a component"));
+                assert!(
+                    doc["components"][kind].get(name).is_some(),
+                    "{target} does not resolve"
+                );
             }
         });
     }

@@ -173,7 +173,6 @@ async fn list_changes(
     responses(
         (status = 200, description = "The proposal", body = ChangeResponse),
         (status = 403, description = "`forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_change(
     State(state): State<AppState>,
@@ -194,7 +193,6 @@ async fn get_change(
     responses(
         (status = 200, description = "Confirmed and applied", body = ChangeDecisionResponse),
         (status = 403, description = "`four_eyes_required`: you proposed it, or it deactivates you; `forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`change_decided`: already confirmed or rejected by someone else; `change_expired`: lapsed", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`email_taken` (on `email`): an invited email was taken meanwhile", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -213,7 +211,6 @@ async fn confirm_change(
     responses(
         (status = 200, description = "Rejected; nothing was applied", body = ChangeDecisionResponse),
         (status = 403, description = "`four_eyes_required`: it deactivates you; `forbidden`: not an approver", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`change_decided`: already confirmed, or rejected by someone else", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn reject_change(

@@ -394,7 +394,6 @@ async fn list_payments(
         (status = 200, description = "The payment and a page of its events", body = PaymentDetail),
         (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not an `events_next_cursor`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`forbidden`: agents report payments, humans read them", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_payment(
     State(state): State<AppState>,
@@ -432,7 +431,6 @@ async fn get_payment(
         (status = 200, description = "Applied (or a replay of an applied resolution)", body = PaymentResolved),
         (status = 202, description = "Four eyes is on: proposed; another approver confirms `change`", body = PaymentResolved),
         (status = 403, description = "`forbidden`: only approvers resolve payments", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`payment_not_resolvable` (`field`: `action`): the action does not fit the payment's status; `idempotency_conflict`: the key was used with another body; `limit_reached`: `allocate` to an invoice that has its 1,000 payments", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: a member is missing or broken (`action`, `invoice_id`, `amount`, `reason`, the key); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]

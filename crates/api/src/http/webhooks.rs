@@ -251,7 +251,6 @@ async fn get_webhook_endpoint(
     responses(
         (status = 204, description = "Deleted"),
         (status = 403, description = "`forbidden`: only approvers manage webhook endpoints", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_webhook_endpoint(
     State(state): State<AppState>,
@@ -269,7 +268,6 @@ async fn delete_webhook_endpoint(
     responses(
         (status = 200, description = "The endpoint with its new secret, shown this once", body = WebhookEndpointWithSecret),
         (status = 403, description = "`forbidden`: only approvers manage webhook endpoints", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn rotate_webhook_secret(
     State(state): State<AppState>,
@@ -288,7 +286,6 @@ async fn rotate_webhook_secret(
     responses(
         (status = 200, description = "A page of attempts", body = WebhookAttemptList),
         (status = 403, description = "`forbidden`: only approvers see webhook deliveries", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_webhook_deliveries(
     State(state): State<AppState>,
@@ -312,7 +309,6 @@ async fn list_webhook_deliveries(
     responses(
         (status = 200, description = "The endpoint, active (`held_deliveries` 0: they are pending again)", body = WebhookEndpointView),
         (status = 403, description = "`forbidden`: only approvers manage webhook endpoints", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn enable_webhook_endpoint(
     State(state): State<AppState>,

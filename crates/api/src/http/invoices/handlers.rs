@@ -127,7 +127,6 @@ pub(super) async fn list_invoices(
     params(("id" = Uuid, Path, description = "Invoice id")),
     responses(
         (status = 200, description = "The invoice", body = InvoiceView),
-        (status = 404, description = "`not_found`: unknown or not visible", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_invoice(
     State(state): State<AppState>,
@@ -143,7 +142,6 @@ pub(super) async fn get_invoice(
     params(("id" = Uuid, Path, description = "Invoice id"), crate::http::schema::Page),
     responses(
         (status = 200, description = "A page of revisions", body = RevisionList),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not a `next_cursor`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_revisions(
@@ -162,7 +160,6 @@ pub(super) async fn list_revisions(
     params(("id" = Uuid, Path, description = "Invoice id")),
     responses(
         (status = 200, description = "The decisions", body = DecisionList),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_decisions(
     State(state): State<AppState>,
@@ -177,7 +174,6 @@ pub(super) async fn list_decisions(
     params(("id" = Uuid, Path, description = "Invoice id"), crate::http::schema::Page),
     responses(
         (status = 200, description = "A page of events", body = EventList),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: `limit` outside 1–100 or a `cursor` that is not a `next_cursor`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_events(
@@ -197,7 +193,6 @@ pub(super) async fn list_events(
     responses(
         (status = 200, description = "The report", body = VerifyResponse),
         (status = 403, description = "`forbidden`: agents may not verify", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn verify_invoice(
     State(state): State<AppState>,
@@ -215,7 +210,6 @@ pub(super) async fn verify_invoice(
     responses(
         (status = 200, description = "Revised, or unchanged (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden`: only the proposing agent revises", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`; `revision_limit`: the invoice has its 100 revisions (submit it as it is, or cancel it and create a new invoice); nothing written", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn revise(
@@ -237,7 +231,6 @@ pub(super) async fn revise(
     responses(
         (status = 200, description = "Submitted, or already pending (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`, `revision_already_decided` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn submit(
@@ -258,7 +251,6 @@ pub(super) async fn submit(
     request_body(content = Option<EmptyRequest>, description = "`{}` or no body"),
     responses(
         (status = 200, description = "Withdrawn, or already withdrawn (`replayed`)", body = CommandResponse),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn withdraw(
@@ -291,7 +283,6 @@ async fn decide(
     responses(
         (status = 200, description = "Approved, or the same approval again (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` (agents, operators) or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch`, `payload_integrity` or `destination_inactive`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn approve(
@@ -310,7 +301,6 @@ pub(super) async fn approve(
     responses(
         (status = 200, description = "Rejected, or the same rejection again (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn reject(
@@ -329,7 +319,6 @@ pub(super) async fn reject(
     responses(
         (status = 200, description = "Back to draft, or the same request again (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`already_decided`, `invalid_transition`, `stale_revision`, `payload_mismatch` or `payload_integrity`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn request_changes(
@@ -348,7 +337,6 @@ pub(super) async fn request_changes(
     responses(
         (status = 200, description = "Cancelled, or already cancelled by cancel (`replayed`)", body = CommandResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition`, or `issue_in_progress` (issuing has started: the invoice has its number and its issuing has not stopped for a human; wait for the issue job, `issuing.job_id`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn cancel(
@@ -375,7 +363,6 @@ pub(super) async fn cancel(
         (status = 200, description = "Issued, or already issued (`replayed`)", body = CommandResponse),
         (status = 202, description = "With an issuer: the issue job, enqueued or re-driven (`Idempotent-Replayed: true` when it was already pending)", body = JobResponse),
         (status = 403, description = "`forbidden` or `four_eyes_required`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`invalid_transition` (not approved, e.g. cancelled), or `destination_inactive` (an `issue_blocked` event was recorded once)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn issue(
