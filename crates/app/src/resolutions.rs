@@ -4,11 +4,11 @@
 //! invoices by id, then the payment. Every request is kept, the record that holds its key.
 
 use crate::actor::{Actor, Human};
-use crate::app::{App, LOCK_ATTEMPTS, finish};
+use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::error::{AppError, AppResult, KeyHolder};
-use crate::idempotency::{self, Keyed, Replayed, Written};
+use crate::idempotency::{self, Keyed, KeyedCreate, Replayed, Written};
 use crate::invoices::{caller, invoice_facts, joined_view, reconcile_invoice, stored_amount};
 use crate::payments::{currency, effective_summary, set_standing};
 use crate::proposals::{ChangeView, pending};
@@ -116,138 +116,18 @@ impl App {
                 return Err(AppError::Validation(errors));
             }
         };
-        drop(conn);
         let request = Request {
+            actor,
             approver,
+            payment_id,
             key,
             valid: &valid,
         };
-        {
-            let mut conn = self.store.reader().await?;
-            if let Some(replayed) = idempotency::lookup(&request, &mut *conn).await? {
-                return Ok(replayed);
-            }
+        if let Some(replayed) = idempotency::lookup(&request, &mut *conn).await? {
+            return Ok(replayed);
         }
-        for _ in 0..LOCK_ATTEMPTS {
-            let mut tx = self.store.begin().await?;
-            let step = async {
-                // The org first, shared: four eyes cannot change until this commits.
-                let org = tx
-                    .lock_org(approver.org_id, Lock::Share)
-                    .await?
-                    .ok_or(AppError::NotFound)?;
-                let Some(mut locked) = lock(&mut *tx, approver.org_id, payment_id, &valid).await?
-                else {
-                    return Ok(Written::Retry);
-                };
-                // A parallel request with this key that won is visible under the locks.
-                if request.find(&mut *tx).await?.is_some() {
-                    return Ok(Written::KeyTaken);
-                }
-                if let Some(target) = valid.invoice_id {
-                    let visible = match locked.invoice(target) {
-                        Some(invoice) => sees_invoice(&mut *tx, actor, invoice).await?,
-                        None => false,
-                    };
-                    if !visible {
-                        return Err(AppError::field(
-                            "invoice_id",
-                            "unknown_invoice",
-                            "no invoice you can see has that id; send the id of an issued invoice \
-                             of your organisation",
-                        ));
-                    }
-                }
-                let amount = check(&mut *tx, &mut locked, &valid).await?;
-                let at = now();
-                let mut row = PaymentResolutionRow {
-                    id: Uuid::now_v7(),
-                    org_id: approver.org_id,
-                    payment_id,
-                    action: valid.action,
-                    invoice_id: valid.invoice_id,
-                    amount_minor: amount.map(|a| a.to_string()),
-                    reason: valid.reason.clone(),
-                    requested_by: approver.id,
-                    idempotency_key: key.to_owned(),
-                    fingerprint: valid.fingerprint.clone(),
-                    state: APPLIED.to_owned(),
-                    change_id: None,
-                    decided_by: None,
-                    created_at: at,
-                    decided_at: None,
-                };
-                let mut change = None;
-                if org.four_eyes {
-                    let proposal = tauros_store::OrgChangeRow {
-                        payment_resolution_id: Some(row.id),
-                        payment_id: Some(payment_id),
-                        ..pending(approver, ChangeKind::PaymentResolution, at)
-                    };
-                    row.state = PROPOSED.to_owned();
-                    row.change_id = Some(proposal.id);
-                    change = Some(proposal);
-                }
-                if !tx.insert_payment_resolution(&row).await? {
-                    // A parallel request with this key won: answer as its replay, read afresh.
-                    return Ok(Written::KeyTakenUnitEnded);
-                }
-                let actor_audit = AuditActor::human(approver);
-                match &change {
-                    Some(proposal) => {
-                        tx.insert_change(proposal).await?;
-                        audit(
-                            &mut *tx,
-                            approver.org_id,
-                            actor_audit,
-                            "org.change_proposed",
-                            ("org_change", proposal.id),
-                            serde_json::json!({
-                                "kind": proposal.kind.as_str(),
-                                "payment_id": payment_id,
-                                "payment_resolution_id": row.id,
-                            }),
-                        )
-                        .await?;
-                    }
-                    None => apply(&mut *tx, &mut locked, &row, amount, actor_audit).await?,
-                }
-                audit(
-                    &mut *tx,
-                    approver.org_id,
-                    actor_audit,
-                    if change.is_some() {
-                        "payment.resolution_proposed"
-                    } else {
-                        "payment.resolved"
-                    },
-                    ("payment", payment_id),
-                    resolution_detail(&row),
-                )
-                .await?;
-                let outcome = outcome(&mut *tx, row, change.map(|c| ChangeView::of(c, at))).await?;
-                Ok(Written::Fresh(outcome))
-            }
-            .await;
-            let answer = match step {
-                Ok(Written::Fresh(outcome)) => Ok(Replayed::fresh(outcome)),
-                Ok(Written::KeyTaken) => idempotency::winner(&request, &mut *tx).await,
-                Err(refused) => Err(refused),
-                Ok(Written::KeyTakenUnitEnded) => {
-                    tx.abandon().await?;
-                    let mut conn = self.store.reader().await?;
-                    return idempotency::winner(&request, &mut *conn).await;
-                }
-                Ok(Written::Retry) => {
-                    tx.abandon().await?;
-                    continue;
-                }
-            };
-            return finish(tx, answer).await;
-        }
-        Err(AppError::Internal(
-            "the invoices of a payment kept changing".into(),
-        ))
+        drop(conn);
+        idempotency::create(&self.store, &request).await
     }
 
     /// Every resolution asked for on a payment the human may see, oldest first.
@@ -610,7 +490,9 @@ fn view(
 
 /// One resolution request, keyed by its approver's idempotency key.
 struct Request<'a> {
+    actor: &'a Actor,
     approver: &'a Human,
+    payment_id: Uuid,
     key: &'a str,
     valid: &'a ValidResolve,
 }
@@ -659,5 +541,113 @@ impl Keyed for Request<'_> {
 
     fn vanished(&self) -> AppError {
         AppError::Internal("resolution vanished after a key conflict".into())
+    }
+}
+
+/// The resolution under the org's and the payment's locks: applied, or proposed under four eyes.
+#[async_trait]
+impl KeyedCreate for Request<'_> {
+    async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<ResolveOutcome>> {
+        // The org first, shared: four eyes cannot change until this commits.
+        let org = tx
+            .lock_org(self.approver.org_id, Lock::Share)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let Some(mut locked) =
+            lock(&mut *tx, self.approver.org_id, self.payment_id, self.valid).await?
+        else {
+            return Ok(Written::Retry);
+        };
+        // A parallel request with this key that won is visible under the locks.
+        if self.find(&mut *tx).await?.is_some() {
+            return Ok(Written::KeyTaken);
+        }
+        if let Some(target) = self.valid.invoice_id {
+            let visible = match locked.invoice(target) {
+                Some(invoice) => sees_invoice(&mut *tx, self.actor, invoice).await?,
+                None => false,
+            };
+            if !visible {
+                return Err(AppError::field(
+                    "invoice_id",
+                    "unknown_invoice",
+                    "no invoice you can see has that id; send the id of an issued invoice \
+                     of your organisation",
+                ));
+            }
+        }
+        let amount = check(&mut *tx, &mut locked, self.valid).await?;
+        let at = now();
+        let mut row = PaymentResolutionRow {
+            id: Uuid::now_v7(),
+            org_id: self.approver.org_id,
+            payment_id: self.payment_id,
+            action: self.valid.action,
+            invoice_id: self.valid.invoice_id,
+            amount_minor: amount.map(|a| a.to_string()),
+            reason: self.valid.reason.clone(),
+            requested_by: self.approver.id,
+            idempotency_key: self.key.to_owned(),
+            fingerprint: self.valid.fingerprint.clone(),
+            state: APPLIED.to_owned(),
+            change_id: None,
+            decided_by: None,
+            created_at: at,
+            decided_at: None,
+        };
+        let mut change = None;
+        if org.four_eyes {
+            let proposal = tauros_store::OrgChangeRow {
+                payment_resolution_id: Some(row.id),
+                payment_id: Some(self.payment_id),
+                ..pending(self.approver, ChangeKind::PaymentResolution, at)
+            };
+            row.state = PROPOSED.to_owned();
+            row.change_id = Some(proposal.id);
+            change = Some(proposal);
+        }
+        if !tx.insert_payment_resolution(&row).await? {
+            // A parallel request with this self.key won: answer as its replay, read afresh.
+            return Ok(Written::KeyTakenUnitEnded);
+        }
+        let actor_audit = AuditActor::human(self.approver);
+        match &change {
+            Some(proposal) => {
+                tx.insert_change(proposal).await?;
+                audit(
+                    &mut *tx,
+                    self.approver.org_id,
+                    actor_audit,
+                    "org.change_proposed",
+                    ("org_change", proposal.id),
+                    serde_json::json!({
+                        "kind": proposal.kind.as_str(),
+                        "self.payment_id": self.payment_id,
+                        "payment_resolution_id": row.id,
+                    }),
+                )
+                .await?;
+            }
+            None => apply(&mut *tx, &mut locked, &row, amount, actor_audit).await?,
+        }
+        audit(
+            &mut *tx,
+            self.approver.org_id,
+            actor_audit,
+            if change.is_some() {
+                "payment.resolution_proposed"
+            } else {
+                "payment.resolved"
+            },
+            ("payment", self.payment_id),
+            resolution_detail(&row),
+        )
+        .await?;
+        let outcome = outcome(&mut *tx, row, change.map(|c| ChangeView::of(c, at))).await?;
+        Ok(Written::Fresh(outcome))
+    }
+
+    fn gave_up(&self) -> AppError {
+        AppError::Internal("the invoices of a payment kept changing".into())
     }
 }
