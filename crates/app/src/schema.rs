@@ -13,7 +13,7 @@ use tauros_domain::identity::{ActorKind, Capability, Interface, Role, UserState}
 use tauros_domain::invoice::{Action, DecisionKind, InvoiceState};
 use tauros_domain::job::JobState;
 use tauros_domain::settlement::{PaymentState, PaymentStatus, Unmatched};
-use tauros_domain::webhook::event_type;
+use tauros_domain::webhook::EventType;
 
 /// A string enum whose description says what each value means.
 pub fn string_enum<T: Copy>(
@@ -380,44 +380,51 @@ domain_schema!(
     )
 );
 
-/// An invoice event a webhook endpoint may receive (`domain::webhook::event_type`).
+/// An event a webhook endpoint may receive (`domain::webhook::EventType`).
 pub struct WebhookEventType;
 
 schema_enum!(
     WebhookEventType,
     "WebhookEventType",
     string_enum(
-        "An invoice event a webhook endpoint may receive.",
-        &Action::ALL,
-        event_type,
-        |a| match a {
-            Action::CreateDraft => "an agent proposed an invoice (revision 1, a draft)",
-            Action::Revise => "its agent wrote a new revision (the invoice is a draft again)",
-            Action::Submit => "its agent asked for a decision",
-            Action::Withdraw => "its agent, or a human who sees it, withdrew it",
-            Action::Approve => "an approver approved the current revision",
-            Action::Reject => "an approver rejected it for good",
-            Action::RequestChanges => "an approver sent it back to its agent",
-            Action::Cancel => "an approver cancelled the approved invoice",
-            Action::Issue => "it was numbered and issued (by the issuer, or an approver)",
-            Action::IssueBlocked => {
-                "issuing found its destination no longer active; it stays approved for a human"
-            }
-            Action::IssueRejected => "the issuer refused it definitively; it waits for a human",
-            Action::IssueConflict => {
-                "the issuer holds another request under its operation key; it waits for a human"
-            }
-            Action::IssueNeedsReview => {
-                "its claim outlived the issuer's memory of keys; it waits for a human"
-            }
-            Action::PaymentApplied => "confirmed payments added to what it has been paid",
-            Action::PaymentReversed => {
-                "a payment stopped counting (failed after confirmation, or contested)"
-            }
-            Action::Paid => "it is paid in full",
+        "An event a webhook endpoint may receive.",
+        &EventType::all(),
+        EventType::name,
+        |t| match t {
+            EventType::Invoice(action) => invoice_event(action),
         },
     )
 );
+
+/// What an invoice event means to a receiver.
+fn invoice_event(action: Action) -> &'static str {
+    match action {
+        Action::CreateDraft => "an agent proposed an invoice (revision 1, a draft)",
+        Action::Revise => "its agent wrote a new revision (the invoice is a draft again)",
+        Action::Submit => "its agent asked for a decision",
+        Action::Withdraw => "its agent, or a human who sees it, withdrew it",
+        Action::Approve => "an approver approved the current revision",
+        Action::Reject => "an approver rejected it for good",
+        Action::RequestChanges => "an approver sent it back to its agent",
+        Action::Cancel => "an approver cancelled the approved invoice",
+        Action::Issue => "it was numbered and issued (by the issuer, or an approver)",
+        Action::IssueBlocked => {
+            "issuing found its destination no longer active; it stays approved for a human"
+        }
+        Action::IssueRejected => "the issuer refused it definitively; it waits for a human",
+        Action::IssueConflict => {
+            "the issuer holds another request under its operation key; it waits for a human"
+        }
+        Action::IssueNeedsReview => {
+            "its claim outlived the issuer's memory of keys; it waits for a human"
+        }
+        Action::PaymentApplied => "confirmed payments added to what it has been paid",
+        Action::PaymentReversed => {
+            "a payment stopped counting (failed after confirmation, or contested)"
+        }
+        Action::Paid => "it is paid in full",
+    }
+}
 
 domain_schema!(
     PaymentState,
@@ -546,7 +553,7 @@ mod tests {
         );
         assert_eq!(
             values::<WebhookEventType>(),
-            names(&Action::ALL, event_type)
+            names(&EventType::all(), EventType::name)
         );
     }
 }

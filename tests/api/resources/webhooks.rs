@@ -219,7 +219,7 @@ fn the_documented_events_are_the_event_types() {
                 .expect("a `type` in the first column")
         })
         .collect();
-    let sent: Vec<&str> = tauros_domain::webhook::event_types().collect();
+    let sent: Vec<&str> = tauros_domain::webhook::EventType::names();
     assert_eq!(documented, sent);
 }
 

@@ -53,7 +53,8 @@ pub(super) fn next_event(invoice: &mut InvoiceRow, input: &EventInput<'_>) -> Ev
 pub(super) async fn record_event(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
     tx.insert_event(event).await?;
     failpoint!(event.org_id, EventInserted);
-    crate::webhooks::enqueue_deliveries(tx, event).await
+    let event_type = tauros_domain::webhook::EventType::Invoice(event.action);
+    crate::webhooks::enqueue_deliveries(tx, event.org_id, event.id, event_type).await
 }
 
 /// The fields an event's hash covers.

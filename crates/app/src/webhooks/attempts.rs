@@ -59,7 +59,7 @@ impl App {
             endpoint_id: delivery.endpoint_id,
             job_id: job.id,
             event_id: delivery.event_id,
-            event_type: delivery.event_type.to_owned(),
+            event_type: delivery.event_type.name().to_owned(),
             attempt: job.attempt,
             status_code: match outcome {
                 Outcome::Answered(status) => Some(i32::from(status)),
@@ -90,9 +90,8 @@ impl App {
                 Err(e) => return Err(e.into()),
             }
             let now = now();
-            if let Some(event) = tx.event_by_id(job.org_id, delivery.event_id).await? {
-                ensure_delivery(&mut *tx, job, endpoint.id, &event, now).await?;
-            }
+            let event = (delivery.event_id, delivery.event_type);
+            ensure_delivery(&mut *tx, job, endpoint.id, event, now).await?;
             if row.delivered {
                 tx.set_webhook_delivered(job.org_id, endpoint.id, delivery.event_id, now)
                     .await?;

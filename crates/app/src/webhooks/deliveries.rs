@@ -13,9 +13,10 @@ use crate::queue::{NewJob, enqueue_in_lane};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::webhook::{
-    self as rules, AllowList, DeliveryStatus, EventFacts, SealError, SigningSecret, Subscription,
+    self as rules, AllowList, DeliveryStatus, Event, EventFacts, EventType, SealError,
+    SigningSecret, Subscription,
 };
-use tauros_store::{EventRow, Tx, WebhookDeliveryRow};
+use tauros_store::{EventRow, Reader, Tx, WebhookDeliveryRow};
 use uuid::Uuid;
 
 /// What one delivery sends, and where.
@@ -28,7 +29,7 @@ pub struct Delivery {
     pub secret: SigningSecret,
     /// The `webhook-id` header.
     pub event_id: Uuid,
-    pub event_type: &'static str,
+    pub event_type: EventType,
     /// The same bytes on every attempt.
     pub body: String,
     /// The outbound policy in force now.
@@ -40,7 +41,7 @@ pub struct Delivery {
 pub enum DeliveryRefused {
     #[error("the endpoint was deleted")]
     EndpointGone,
-    #[error("the invoice event does not exist")]
+    #[error("the event does not exist")]
     EventGone,
     #[error("the endpoint is disabled: the delivery is held until an approver re-enables it")]
     EndpointDisabled,
@@ -58,28 +59,74 @@ pub struct DeliveryArgs {
     pub event_id: Uuid,
 }
 
+/// An event's immutable record, in its subject's table: what a delivery sends.
+enum Recorded {
+    Invoice(EventRow),
+}
+
+impl Recorded {
+    /// The event `id`, of the type its delivery recorded; `None` (a job older than delivery
+    /// rows) reads an invoice's, the only events there were then.
+    async fn read(
+        conn: &mut dyn Reader,
+        org_id: Uuid,
+        id: Uuid,
+        event_type: Option<&str>,
+    ) -> AppResult<Option<Recorded>> {
+        match event_type.map(EventType::parse) {
+            Some(Some(EventType::Invoice(_))) | None => {
+                Ok(conn.event_by_id(org_id, id).await?.map(Recorded::Invoice))
+            }
+            // A type this build does not know: a newer release's event.
+            Some(None) => Ok(None),
+        }
+    }
+
+    fn event(&self) -> Event<'_> {
+        match self {
+            Recorded::Invoice(event) => Event::Invoice(EventFacts {
+                event_id: event.id,
+                invoice_id: event.invoice_id,
+                action: event.action,
+                seq: event.seq,
+                from_state: event.from_state,
+                to_state: event.to_state,
+                revision_id: event.revision_id,
+                payload_hash: event.payload_hash.as_deref(),
+                occurred_at: event.occurred_at,
+            }),
+        }
+    }
+}
+
 /// Enqueues one delivery per subscribing endpoint in the event's transaction, one job per
-/// (endpoint, event) however often this runs; a disabled endpoint's is recorded held.
-pub(crate) async fn enqueue_deliveries(tx: &mut dyn Tx, event: &EventRow) -> AppResult<()> {
-    let endpoints = tx.all_webhook_endpoints(event.org_id).await?;
-    failpoint!(event.org_id, EndpointsRead);
+/// (endpoint, event) however often this runs; a disabled endpoint's is recorded held. Any
+/// subject's event: `event_id` is its `webhook-id`.
+pub(crate) async fn enqueue_deliveries(
+    tx: &mut dyn Tx,
+    org_id: Uuid,
+    event_id: Uuid,
+    event_type: EventType,
+) -> AppResult<()> {
+    let endpoints = tx.all_webhook_endpoints(org_id).await?;
+    failpoint!(org_id, EndpointsRead);
     for endpoint in endpoints {
-        if !Subscription::from_stored(&endpoint.events).includes(event.action) {
+        if !Subscription::from_stored(&endpoint.events).includes(event_type) {
             continue;
         }
         let held = endpoint.disabled_at.is_some();
         let job_id = if held {
             None
         } else {
-            Some(enqueue_cycle(tx, event.org_id, endpoint.id, event.id, 1, None).await?)
+            Some(enqueue_cycle(tx, org_id, endpoint.id, event_id, 1, None).await?)
         };
         let now = now();
         tx.insert_webhook_delivery(&WebhookDeliveryRow {
-            id: rules::delivery_id(event.org_id, endpoint.id, event.id),
-            org_id: event.org_id,
+            id: rules::delivery_id(org_id, endpoint.id, event_id),
+            org_id,
             endpoint_id: endpoint.id,
-            event_id: event.id,
-            event_type: rules::event_type(event.action).to_owned(),
+            event_id,
+            event_type: event_type.name().to_owned(),
             job_id,
             cycle: 1,
             held,
@@ -150,15 +197,15 @@ pub(super) async fn ensure_delivery(
     tx: &mut dyn Tx,
     job: &ClaimedJob,
     endpoint_id: Uuid,
-    event: &EventRow,
+    (event_id, event_type): (Uuid, EventType),
     now: DateTime<Utc>,
 ) -> AppResult<()> {
     tx.insert_webhook_delivery(&WebhookDeliveryRow {
-        id: rules::delivery_id(job.org_id, endpoint_id, event.id),
+        id: rules::delivery_id(job.org_id, endpoint_id, event_id),
         org_id: job.org_id,
         endpoint_id,
-        event_id: event.id,
-        event_type: rules::event_type(event.action).to_owned(),
+        event_id,
+        event_type: event_type.name().to_owned(),
         job_id: Some(job.id),
         cycle: 1,
         held: false,
@@ -188,18 +235,24 @@ impl App {
         let Some(endpoint) = conn.webhook_endpoint(org_id, args.endpoint_id).await? else {
             return Ok(Err(DeliveryRefused::EndpointGone));
         };
-        let Some(event) = conn.event_by_id(org_id, args.event_id).await? else {
-            return Ok(Err(DeliveryRefused::EventGone));
-        };
-        if let Some(delivery) = conn
-            .webhook_delivery_of_event(org_id, endpoint.id, event.id)
-            .await?
+        let delivery = conn
+            .webhook_delivery_of_event(org_id, endpoint.id, args.event_id)
+            .await?;
+        if let Some(delivery) = &delivery
             && delivery.job_id.is_some_and(|current| current != job.id)
         {
             return Ok(Err(DeliveryRefused::Superseded));
         }
+        let event_type = delivery.as_ref().map(|d| d.event_type.as_str());
+        let Some(recorded) = Recorded::read(&mut *conn, org_id, args.event_id, event_type).await?
+        else {
+            return Ok(Err(DeliveryRefused::EventGone));
+        };
         drop(conn);
-        if endpoint.disabled_at.is_some() && self.hold_delivery(job, args).await? {
+        let event = recorded.event();
+        let event_ref = (event.id(), event.event_type());
+        if endpoint.disabled_at.is_some() && self.hold_delivery(job, endpoint.id, event_ref).await?
+        {
             return Ok(Err(DeliveryRefused::EndpointDisabled));
         }
         let secret = match rules::open_secret(
@@ -210,17 +263,6 @@ impl App {
             Ok(secret) => secret,
             Err(e) => return Ok(Err(DeliveryRefused::Secret(e))),
         };
-        let body = rules::payload(&EventFacts {
-            event_id: event.id,
-            invoice_id: event.invoice_id,
-            action: event.action,
-            seq: event.seq,
-            from_state: event.from_state,
-            to_state: event.to_state,
-            revision_id: event.revision_id,
-            payload_hash: event.payload_hash.as_deref(),
-            occurred_at: event.occurred_at,
-        });
         Ok(Ok(Delivery {
             endpoint_id: endpoint.id,
             url: endpoint.url,
@@ -229,33 +271,32 @@ impl App {
                     .unwrap_or(rules::DEFAULT_TIMEOUT_SECONDS.unsigned_abs().into()),
             ),
             secret,
-            event_id: event.id,
-            event_type: rules::event_type(event.action),
-            body,
+            event_id: event.id(),
+            event_type: event.event_type(),
+            body: rules::payload(&event),
             allow_hosts: self.config.webhooks.allow_hosts.clone(),
         }))
     }
 
     /// Holds `job`'s delivery while its endpoint is disabled, under the endpoint's lock (a
     /// re-enable is before or after, never between); false when re-enabled meanwhile.
-    async fn hold_delivery(&self, job: &ClaimedJob, args: &DeliveryArgs) -> AppResult<bool> {
+    async fn hold_delivery(
+        &self,
+        job: &ClaimedJob,
+        endpoint_id: Uuid,
+        event: (Uuid, EventType),
+    ) -> AppResult<bool> {
         let mut tx = self.store.begin().await?;
         let answer = async {
-            let Some(endpoint) = tx
-                .lock_webhook_endpoint(job.org_id, args.endpoint_id)
-                .await?
-            else {
+            let Some(endpoint) = tx.lock_webhook_endpoint(job.org_id, endpoint_id).await? else {
                 return Ok(false);
             };
             if endpoint.disabled_at.is_none() {
                 return Ok(false);
             }
-            let Some(event) = tx.event_by_id(job.org_id, args.event_id).await? else {
-                return Ok(false);
-            };
             let now = now();
-            ensure_delivery(&mut *tx, job, endpoint.id, &event, now).await?;
-            tx.hold_webhook_delivery(job.org_id, endpoint.id, event.id, job.id, now)
+            ensure_delivery(&mut *tx, job, endpoint.id, event, now).await?;
+            tx.hold_webhook_delivery(job.org_id, endpoint.id, event.0, job.id, now)
                 .await?;
             Ok(true)
         }

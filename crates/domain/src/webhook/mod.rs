@@ -3,6 +3,7 @@
 
 mod address;
 mod delivery;
+mod events;
 mod signing;
 
 pub use address::{
@@ -13,14 +14,12 @@ pub use delivery::{
     DEFAULT_DISABLE_AFTER, DeliveryStatus, Health, Resend, ResendRefused, SECRET_REPLAY_WINDOW,
     cycle_submission, delivery_id, next_cycle, resend,
 };
+pub use events::{Event, EventFacts, EventType, Subscription, payload};
 pub use signing::{
     SECRET_PREFIX, SealError, SecretKey, SigningSecret, open_secret, seal_secret, signature,
 };
 
 use crate::error::FieldError;
-use crate::invoice::{Action, InvoiceState};
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Serialize;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -40,74 +39,6 @@ pub const TIMEOUT_SECONDS: std::ops::RangeInclusive<i32> = 1..=30;
 pub const ATTEMPT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The longest error text an attempt keeps.
 pub const MAX_ATTEMPT_ERROR_CHARS: usize = 200;
-
-/// The event type an invoice command is delivered as; a new `Action` fails to compile here.
-pub fn event_type(action: Action) -> &'static str {
-    match action {
-        Action::CreateDraft => "invoice.created",
-        Action::Revise => "invoice.revised",
-        Action::Submit => "invoice.submitted",
-        Action::Withdraw => "invoice.withdrawn",
-        Action::Approve => "invoice.approved",
-        Action::Reject => "invoice.rejected",
-        Action::RequestChanges => "invoice.changes_requested",
-        Action::Cancel => "invoice.cancelled",
-        Action::Issue => "invoice.issued",
-        Action::IssueBlocked => "invoice.issue_blocked",
-        Action::IssueRejected => "invoice.issue_rejected",
-        Action::IssueConflict => "invoice.issue_conflict",
-        Action::IssueNeedsReview => "invoice.issue_needs_review",
-        Action::PaymentApplied => "invoice.payment_applied",
-        Action::PaymentReversed => "invoice.payment_reversed",
-        Action::Paid => "invoice.paid",
-    }
-}
-
-/// Every event type, in the order of `Action::ALL`.
-pub fn event_types() -> impl Iterator<Item = &'static str> {
-    Action::ALL.into_iter().map(event_type)
-}
-
-/// The command an event type names.
-pub fn parse_event_type(name: &str) -> Option<Action> {
-    Action::ALL.into_iter().find(|a| event_type(*a) == name)
-}
-
-/// The event types an endpoint receives, each once, in the order of `Action::ALL`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Subscription(Vec<Action>);
-
-impl Subscription {
-    /// Whether an event of `action` is delivered.
-    pub fn includes(&self, action: Action) -> bool {
-        self.0.contains(&action)
-    }
-
-    /// The event type names.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.0.iter().map(|a| event_type(*a)).collect()
-    }
-
-    /// The stored form: the names, comma-separated.
-    pub fn to_stored(&self) -> String {
-        self.names().join(",")
-    }
-
-    /// Reads the stored form; names this build does not know are skipped.
-    pub fn from_stored(stored: &str) -> Subscription {
-        Subscription::of(stored.split(',').filter_map(parse_event_type))
-    }
-
-    fn of(actions: impl Iterator<Item = Action>) -> Subscription {
-        let chosen: Vec<Action> = actions.collect();
-        Subscription(
-            Action::ALL
-                .into_iter()
-                .filter(|a| chosen.contains(a))
-                .collect(),
-        )
-    }
-}
 
 /// A registration whose field rules the wire's `validator` checked; the domain reads only the
 /// URL (against the outbound policy) and the event types.
@@ -172,7 +103,7 @@ fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscri
             "empty_events",
             format!(
                 "`events` must name at least one event type: {}",
-                event_types().collect::<Vec<_>>().join(", ")
+                EventType::names().join(", ")
             ),
         ));
         return None;
@@ -188,8 +119,8 @@ fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscri
     let mut known = Vec::new();
     let mut ok = true;
     for (i, name) in sent.iter().enumerate() {
-        match parse_event_type(name) {
-            Some(action) => known.push(action),
+        match EventType::parse(name) {
+            Some(event_type) => known.push(event_type),
             None => {
                 ok = false;
                 errors.push(FieldError::plain(
@@ -198,82 +129,13 @@ fn check_events(sent: &[String], errors: &mut Vec<FieldError>) -> Option<Subscri
                     format!(
                         "`{}` is not an event type; send one of {}",
                         crate::error::echo(name),
-                        event_types().collect::<Vec<_>>().join(", ")
+                        EventType::names().join(", ")
                     ),
                 ));
             }
         }
     }
     ok.then(|| Subscription::of(known.into_iter()))
-}
-
-/// What a delivery tells of one event, all from its immutable row: every attempt has one body.
-#[derive(Clone, Copy, Debug)]
-pub struct EventFacts<'a> {
-    pub event_id: Uuid,
-    pub invoice_id: Uuid,
-    pub action: Action,
-    /// 1, 2, … in the invoice's event chain.
-    pub seq: i32,
-    /// `None` for the creating event.
-    pub from_state: Option<InvoiceState>,
-    pub to_state: InvoiceState,
-    pub revision_id: Option<Uuid>,
-    pub payload_hash: Option<&'a str>,
-    pub occurred_at: DateTime<Utc>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    r#type: &'static str,
-    timestamp: String,
-    data: Data<'a>,
-}
-
-#[derive(Serialize)]
-struct Data<'a> {
-    invoice: InvoiceAtEvent<'a>,
-    event: EventRef,
-}
-
-#[derive(Serialize)]
-struct InvoiceAtEvent<'a> {
-    id: Uuid,
-    state: &'static str,
-    previous_state: Option<&'static str>,
-    revision_id: Option<Uuid>,
-    payload_hash: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct EventRef {
-    id: Uuid,
-    seq: i32,
-}
-
-/// The minified, "thin" JSON body of a delivery (docs/WEBHOOKS.md); the rest is in the API.
-pub fn payload(facts: &EventFacts<'_>) -> String {
-    let body = Body {
-        r#type: event_type(facts.action),
-        timestamp: facts
-            .occurred_at
-            .to_rfc3339_opts(SecondsFormat::Micros, true),
-        data: Data {
-            invoice: InvoiceAtEvent {
-                id: facts.invoice_id,
-                state: facts.to_state.as_str(),
-                previous_state: facts.from_state.map(InvoiceState::as_str),
-                revision_id: facts.revision_id,
-                payload_hash: facts.payload_hash,
-            },
-            event: EventRef {
-                id: facts.event_id,
-                seq: facts.seq,
-            },
-        },
-    };
-    // Serializing plain strings, ids and integers cannot fail.
-    serde_json::to_string(&body).unwrap_or_default()
 }
 
 /// The submission id of the delivery of one event to one endpoint: the endpoint first, so its
@@ -390,25 +252,10 @@ pub fn bounded_error(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::invoice::Action;
 
     fn strings(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn every_command_is_one_event_type_and_back() {
-        let names: Vec<&str> = event_types().collect();
-        assert_eq!(names.len(), Action::ALL.len());
-        for action in Action::ALL {
-            let name = event_type(action);
-            assert!(name.starts_with("invoice."), "{name}");
-            assert_eq!(parse_event_type(name), Some(action));
-        }
-        assert_eq!(parse_event_type("invoice.create_draft"), None);
-        assert_eq!(
-            event_type(Action::RequestChanges),
-            "invoice.changes_requested"
-        );
     }
 
     #[test]
@@ -433,8 +280,16 @@ mod tests {
         let stored = checked.subscription.to_stored();
         assert_eq!(stored, "invoice.created,invoice.approved");
         assert_eq!(Subscription::from_stored(&stored), checked.subscription);
-        assert!(checked.subscription.includes(Action::Approve));
-        assert!(!checked.subscription.includes(Action::Reject));
+        assert!(
+            checked
+                .subscription
+                .includes(EventType::Invoice(Action::Approve))
+        );
+        assert!(
+            !checked
+                .subscription
+                .includes(EventType::Invoice(Action::Reject))
+        );
     }
 
     #[test]
@@ -480,35 +335,6 @@ mod tests {
         .unwrap_err();
         assert_eq!(errors[0].code, "internal_address");
         assert_eq!(errors[1].code, "too_many_events");
-    }
-
-    #[test]
-    fn the_body_is_thin_minified_and_stable() {
-        let occurred_at = DateTime::parse_from_rfc3339("2026-03-01T10:00:00.123456Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let event_id = Uuid::from_u128(1);
-        let invoice_id = Uuid::from_u128(2);
-        let revision_id = Uuid::from_u128(3);
-        let facts = EventFacts {
-            event_id,
-            invoice_id,
-            action: Action::Approve,
-            seq: 3,
-            from_state: Some(InvoiceState::PendingApproval),
-            to_state: InvoiceState::Approved,
-            revision_id: Some(revision_id),
-            payload_hash: Some("ab"),
-            occurred_at,
-        };
-        let body = payload(&facts);
-        assert_eq!(
-            body,
-            format!(
-                r#"{{"type":"invoice.approved","timestamp":"2026-03-01T10:00:00.123456Z","data":{{"invoice":{{"id":"{invoice_id}","state":"approved","previous_state":"pending_approval","revision_id":"{revision_id}","payload_hash":"ab"}},"event":{{"id":"{event_id}","seq":3}}}}}}"#
-            )
-        );
-        assert_eq!(payload(&facts), body);
     }
 
     #[test]
