@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tauros_domain::error::FieldError;
 use tauros_domain::fingerprint::key_is_valid;
-use tauros_domain::job::{self as rules, Definition, JobState};
-use tauros_store::{JobRow, Reader, SubmissionRow, Tx};
+use tauros_domain::job::{self as rules, Definition, JobState, Progress};
+use tauros_store::{Fence, JobRow, Reader, SubmissionRow, Tx};
 use uuid::Uuid;
 
 /// A job to enqueue.
@@ -277,4 +277,43 @@ fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::DurationRound;
     t.duration_trunc(chrono::Duration::microseconds(1))
         .unwrap_or(t)
+}
+
+/// A job a worker holds: what its handler needs, and the lease its outcome must still hold.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub kind: String,
+    /// The canonical JSON object it was enqueued with.
+    pub args: String,
+    pub submission_id: Option<String>,
+    /// The counted attempt this execution is (1-based).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub interruptions: i32,
+    /// Every start so far, this one included.
+    pub executions: i32,
+    pub lease_token: Uuid,
+    pub lease_expires_at: DateTime<Utc>,
+    pub worker: String,
+}
+
+impl ClaimedJob {
+    pub(crate) fn fence(&self) -> Fence {
+        Fence {
+            org_id: self.org_id,
+            id: self.id,
+            lease_token: self.lease_token,
+            expired: false,
+        }
+    }
+
+    pub(crate) fn progress(&self) -> Progress {
+        Progress {
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            interruptions: self.interruptions,
+        }
+    }
 }

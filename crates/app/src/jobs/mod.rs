@@ -6,7 +6,6 @@ mod workers;
 
 pub use held::Redriven;
 
+pub use crate::queue::ClaimedJob;
 pub use operators::JobQuery;
-pub use workers::{
-    ClaimedJob, JobFailure, JobStats, MAIN_POOL, Pool, Rescued, Retention, complete_in,
-};
+pub use workers::{JobFailure, JobStats, MAIN_POOL, Pool, Rescued, Retention, complete_in};

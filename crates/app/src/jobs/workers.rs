@@ -4,50 +4,12 @@ use crate::app::App;
 use crate::clock::now;
 
 use crate::error::{AppError, AppResult};
+use crate::queue::ClaimedJob;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::job::{self as rules, FailureKind, JobState, Next, Progress};
 use tauros_store::{Claim, Fence, JobCount, JobUpdate, TestExecutionRow, Tx};
 use uuid::Uuid;
-
-/// A job a worker holds: what its handler needs, and the lease its outcome must still hold.
-#[derive(Clone, Debug)]
-pub struct ClaimedJob {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub kind: String,
-    /// The canonical JSON object it was enqueued with.
-    pub args: String,
-    pub submission_id: Option<String>,
-    /// The counted attempt this execution is (1-based).
-    pub attempt: i32,
-    pub max_attempts: i32,
-    pub interruptions: i32,
-    /// Every start so far, this one included.
-    pub executions: i32,
-    pub lease_token: Uuid,
-    pub lease_expires_at: DateTime<Utc>,
-    pub worker: String,
-}
-
-impl ClaimedJob {
-    fn fence(&self) -> Fence {
-        Fence {
-            org_id: self.org_id,
-            id: self.id,
-            lease_token: self.lease_token,
-            expired: false,
-        }
-    }
-
-    fn progress(&self) -> Progress {
-        Progress {
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            interruptions: self.interruptions,
-        }
-    }
-}
 
 /// Why an execution did not complete, as its handler (or the runtime) says.
 #[derive(Clone, Debug)]

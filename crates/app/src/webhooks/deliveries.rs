@@ -8,8 +8,7 @@ use crate::audit::{AuditActor, audit};
 use crate::clock::now;
 use crate::error::{AppError, AppResult};
 use crate::idempotency::Replayed;
-use crate::jobs::ClaimedJob;
-use crate::queue::{NewJob, enqueue_in_lane};
+use crate::queue::{ClaimedJob, NewJob, enqueue_in_lane};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::webhook::{
