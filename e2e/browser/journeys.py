@@ -498,6 +498,26 @@ def the_agent_revises_while_the_page_is_open_and_approve_shows_the_change(j: Jou
     new_hash = revised["current_revision"]["payload_hash"]
     expect(page.locator("#payload-hash")).to_have_text(new_hash)
     assert new_hash != first_hash
+    # Whatever is sealed the approver sees: a member of the canonical payload that the console
+    # has no place for yet is listed as it is, and its change is in the diff (the page's module).
+    seen = page.evaluate(
+        """async (rev) => {
+            const m = await import('/console/diff.js');
+            const more = JSON.stringify({ ...JSON.parse(rev.canonical_payload), purchase_order: 'PO-7' });
+            const names = { customer: (id) => id, destination: (id) => id };
+            return [
+                m.otherSealedFacts(rev.canonical_payload),
+                m.otherSealedFacts(more),
+                m.diffRevisions(rev, { ...rev, canonical_payload: more }, names),
+            ];
+        }""",
+        revised["current_revision"],
+    )
+    assert seen == [
+        [],
+        [["Purchase order", "PO-7"]],
+        [{"field": "Purchase order", "before": "(none)", "after": "PO-7"}],
+    ], seen
     page.locator("#approve").click()
     expect(page.locator("#flash")).to_have_text("Approved revision 2.")
     decisions = j.world.decisions(invoice["id"])

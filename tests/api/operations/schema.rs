@@ -19,7 +19,31 @@ use uuid::Uuid;
 both_backends!(
     backend: every_unique_index_and_reference_of_an_org_owned_table_includes_org_id,
     data_written_before_0018_keeps_working_after_it,
+    the_read_model_copies_its_definition_column_for_column,
 );
+
+/// The read model's triggers copy `select * from invoice_reads_source` into `invoice_reads`
+/// by position, and the app reads `v.*` by position: a migration that places a column at one
+/// place in the view and another in the table would copy values into the wrong columns, so the
+/// two must list the same names in the same order.
+async fn the_read_model_copies_its_definition_column_for_column(backend: Backend) {
+    let app = crate::helpers::spawn_app(backend).await;
+    let columns = |relation: &str| match backend {
+        Backend::Sqlite => format!("select name from pragma_table_info('{relation}') order by cid"),
+        Backend::Postgres => format!(
+            "select column_name::text from information_schema.columns \
+             where table_schema = current_schema() and table_name = '{relation}' \
+             order by ordinal_position"
+        ),
+    };
+    let table: Vec<(String,)> = app.sql_rows(&columns("invoice_reads")).await;
+    let view: Vec<(String,)> = app.sql_rows(&columns("invoice_reads_source")).await;
+    assert!(
+        table.len() > 30,
+        "the read model has its columns: {table:?}"
+    );
+    assert_eq!(table, view);
+}
 
 /// A unique index: its table, name and columns (an expression column is named `<expr>`).
 struct Unique {
@@ -317,8 +341,8 @@ async fn listed(app: &TestApp, token: &str) -> Vec<String> {
 /// The code under test reads invoices from their read model (migration 0019), which a
 /// database at 0017 does not have. For the writes at 0017 a stand-in is installed: 0019's own
 /// statements without its reference to the invoices' `(org_id, id)` key, which only 0018 makes
-/// unique on SQLite. The code no longer writes a revision's `lines` (0021 drops the column), so
-/// until then it defaults to an empty text.
+/// unique on SQLite, and without `lines`, which the code no longer reads or writes (0021 drops
+/// the column; until then the revisions' defaults to an empty text).
 async fn install_read_model_stand_in(app: &TestApp) {
     app.sql_script(match app.backend {
         Backend::Sqlite => {
@@ -337,6 +361,15 @@ async fn install_read_model_stand_in(app: &TestApp) {
         )
         .replace("references invoices (org_id, id),", "");
     app.sql_script(&script).await;
+    // The read model as 0021 leaves it (the code reads its columns, `v.*`), the revisions' own
+    // `lines` kept for the real 0019 to read.
+    let path = app
+        .backend
+        .migrations_dir()
+        .join("0021_sealed_content_once.sql");
+    let script = std::fs::read_to_string(&path).expect("migration 0021");
+    app.sql_script(&script.replace("alter table invoice_revisions drop column lines;", ""))
+        .await;
 }
 
 /// Removes the stand-in before the real migrations run, so that 0019 fills the read model from

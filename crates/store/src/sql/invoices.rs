@@ -363,27 +363,6 @@ impl<U: Backend> InvoiceWrite for U {
     }
 }
 
-/// An invoice with its current revision, agent's owner and org's settings, in
-/// [`READ_COLUMNS`]'s order; lists read it, one invoice its read model ([`READ_INVOICE`]),
-/// which the schema test holds equal to this join.
-pub(crate) const JOINED_INVOICE: &str =
-    "select r.id, r.org_id, r.invoice_id, r.number, r.customer_id, r.payment_destination_id,
-     r.destination_network, r.destination_address, r.currency, r.due_date,
-     r.total_minor, r.reasoning, r.canonical_payload, r.payload_hash, r.created_at,
-     i.agent_id, i.idempotency_key, i.state, i.cancelled_by, i.number as invoice_number,
-     i.revision_count, i.first_payload_hash, i.created_at as invoice_created_at,
-     i.updated_at as invoice_updated_at, i.amount_paid_minor, i.issuing_status,
-     i.issuing_reason, i.issuing_job_id, a.owner_id as agent_owner_id,
-     d.decision as last_decision, d.reason as last_decision_reason,
-     d.revision_id as last_decision_revision_id, d.decided_at as last_decided_at,
-     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
-     ij.last_error_code as issuing_job_error, o.four_eyes, o.shared_review
- from invoices i join invoice_revisions r on r.org_id = i.org_id and r.id = i.current_revision_id
- join agents a on a.org_id = i.org_id and a.id = i.agent_id
- join orgs o on o.id = i.org_id
- left join decisions d on d.org_id = i.org_id and d.id = i.last_decision_id
- left join jobs ij on ij.org_id = i.org_id and ij.id = i.issuing_job_id";
-
 /// An invoice's insert, every column bound ([`invoice_values`]).
 const INSERT_INVOICE: &str = "insert into invoices (id, org_id, agent_id, idempotency_key, state,
          cancelled_by, number, current_revision_id, revision_count, first_payload_hash,
@@ -422,28 +401,30 @@ fn invoice_values<'a>(q: Query<'a>, i: &'a InvoiceRow) -> Query<'a> {
         .bind(i.issue_version)
 }
 
-/// [`JOINED_INVOICE`]'s columns for one invoice, from its read model (`invoice_reads`, kept by
-/// the writes' own transactions), with the org's settings and the issue job joined live. Filter
-/// on `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are keys.
-static READ_INVOICE: LazyLock<String> = LazyLock::new(|| {
+/// An invoice as [`InvoiceJoined`] reads it, from `source`: the read model's row `v` (its
+/// columns are defined once, by the migrations' view `invoice_reads_source`, which the table
+/// `invoice_reads` copies column for column), then its issue job and its org's settings, joined
+/// live.
+fn joined_from(source: &str) -> String {
     format!(
-        "select {READ_COLUMNS}, {ORG_SETTINGS} from invoice_reads v \
-         join orgs o on o.id = v.org_id {ISSUE_JOB}"
+        "select {READ_COLUMNS}, {ORG_SETTINGS} from {source} v join orgs o on o.id = v.org_id {ISSUE_JOB}"
     )
-});
+}
 
-/// [`READ_INVOICE`]'s columns but the org's, in [`InvoiceJoined`]'s order (`columns.rs`);
+/// One invoice from its read model (`invoice_reads`, kept by the writes' own transactions).
+/// Filter on `v.org_id` and `v.invoice_id`, or `v.agent_id` and `v.idempotency_key`: both are
+/// keys.
+static READ_INVOICE: LazyLock<String> = LazyLock::new(|| joined_from("invoice_reads"));
+
+/// Invoices from the read model's definition, the live join: lists filter and order on the
+/// invoices' own indexes ([`invoice_list_filters`]).
+pub(crate) static JOINED_INVOICE: LazyLock<String> =
+    LazyLock::new(|| joined_from("invoice_reads_source"));
+
+/// [`InvoiceJoined`]'s columns but the org's: the read model's row, then its issue job's;
 /// [`ORG_SETTINGS`] (or a key's nulls) completes them.
-pub(crate) const READ_COLUMNS: &str =
-    "v.id, v.org_id, v.invoice_id, v.number, v.customer_id, v.payment_destination_id,
-     v.destination_network, v.destination_address, v.currency, v.due_date,
-     v.total_minor, v.reasoning, v.canonical_payload, v.payload_hash, v.created_at, v.agent_id,
-     v.idempotency_key, v.state, v.cancelled_by, v.invoice_number, v.revision_count,
-     v.first_payload_hash, v.invoice_created_at, v.invoice_updated_at, v.amount_paid_minor,
-     v.issuing_status, v.issuing_reason, v.issuing_job_id, v.agent_owner_id, v.last_decision,
-     v.last_decision_reason, v.last_decision_revision_id, v.last_decided_at,
-     ij.attempt as issuing_attempts, ij.state as issuing_job_state,
-     ij.last_error_code as issuing_job_error";
+pub(crate) const READ_COLUMNS: &str = "v.*, ij.attempt as issuing_attempts, \
+     ij.state as issuing_job_state, ij.last_error_code as issuing_job_error";
 
 /// The org's settings (`o`), [`InvoiceJoined`]'s last columns.
 pub(crate) const ORG_SETTINGS: &str = "o.four_eyes, o.shared_review";
@@ -471,7 +452,8 @@ static INVOICE_JOINED_BY_KEY: LazyLock<String> = LazyLock::new(|| {
 /// A page of the invoice list, oldest first (the approver's inbox).
 static INVOICES_OLDEST_FIRST: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{JOINED_INVOICE}{} and ($7 is null or i.id > $7) order by i.id asc limit $8",
+        "{}{} and ($7 is null or v.invoice_id > $7) order by v.invoice_id asc limit $8",
+        *JOINED_INVOICE,
         invoice_list_filters("$1", "$2", "$3")
     )
 });
@@ -479,7 +461,8 @@ static INVOICES_OLDEST_FIRST: LazyLock<String> = LazyLock::new(|| {
 /// A page of the invoice list, newest first.
 static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{JOINED_INVOICE}{} and ($7 is null or i.id < $7) order by i.id desc limit $8",
+        "{}{} and ($7 is null or v.invoice_id < $7) order by v.invoice_id desc limit $8",
+        *JOINED_INVOICE,
         invoice_list_filters("$1", "$2", "$3")
     )
 });
@@ -490,17 +473,17 @@ static INVOICES_NEWEST_FIRST: LazyLock<String> = LazyLock::new(|| {
 /// balance holds by construction in issued and partially paid, so no money is compared.
 pub(crate) fn invoice_list_filters(org: &str, agent: &str, owner: &str) -> String {
     format!(
-        " where i.org_id = {org}
-   and ({agent} is null or i.agent_id = {agent})
-   and ({owner} is null or i.agent_id in
+        " where v.org_id = {org}
+   and ({agent} is null or v.agent_id = {agent})
+   and ({owner} is null or v.agent_id in
         (select own.id from agents own where own.org_id = {org} and own.owner_id = {owner}))
-   and ($4 is null or i.state = $4)
-   and ($5 is null or r.customer_id = $5)
-   and ($6 is null or i.agent_id = $6)
-   and ($9 is null or (d.decision = $9 and d.revision_id = i.current_revision_id))
-   and ($10 is null or i.idempotency_key = $10)
-   and ($11 is null or $11 = (i.state in ('issued', 'partially_paid') and r.due_date < $12))
-   and ($13 is null or i.issuing_status = $13)"
+   and ($4 is null or v.state = $4)
+   and ($5 is null or v.customer_id = $5)
+   and ($6 is null or v.agent_id = $6)
+   and ($9 is null or (v.last_decision = $9 and v.last_decision_revision_id = v.id))
+   and ($10 is null or v.idempotency_key = $10)
+   and ($11 is null or $11 = (v.state in ('issued', 'partially_paid') and v.due_date < $12))
+   and ($13 is null or v.issuing_status = $13)"
     )
 }
 

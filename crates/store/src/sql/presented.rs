@@ -119,10 +119,11 @@ static INVOICE_BY_IDEMPOTENCY_KEY: LazyLock<String> =
 /// order restores the page's, which a join does not promise to keep.
 fn own_invoices(order: &str, after: &str) -> String {
     format!(
-        "select c.*, j.* from ({}) c left join ({JOINED_INVOICE}{} \
-         and ($7 is null or i.id {after} $7) order by i.id {order} limit $8) j on 1 = 1 \
-         order by j.invoice_id {order}",
+        "select c.*, j.* from ({}) c left join ({}{} \
+         and ($7 is null or v.invoice_id {after} $7) order by v.invoice_id {order} limit $8) j \
+         on 1 = 1 order by j.invoice_id {order}",
         KEY.select(),
+        *JOINED_INVOICE,
         invoice_list_filters(&key_org("$2"), &key_agent("$2"), "$3"),
     )
 }

@@ -29,6 +29,11 @@ export function diffRevisions(before, after, names) {
       add(`${label} amount`, fmt.money(a.amount, before.currency), fmt.money(b.amount, after.currency));
     }
   }
+  const otherBefore = new Map(otherSealedFacts(before.canonical_payload));
+  const otherAfter = new Map(otherSealedFacts(after.canonical_payload));
+  for (const label of new Set([...otherBefore.keys(), ...otherAfter.keys()])) {
+    add(label, otherBefore.get(label) ?? "(none)", otherAfter.get(label) ?? "(none)");
+  }
   add("Total", fmt.money(before.total, before.currency), fmt.money(after.total, after.currency));
   add("Reasoning", before.reasoning, after.reasoning);
   return changes;
@@ -36,4 +41,26 @@ export function diffRevisions(before, after, names) {
 
 function describeLine(line, currency) {
   return `${line.description}: ${fmt.quantity(line.quantity)} × ${fmt.money(line.unit_amount, currency)} = ${fmt.money(line.amount, currency)}`;
+}
+
+// The canonical payload's members that the review shows in their own places.
+const SHOWN = new Set(["currency", "customer_id", "destination", "due_date", "lines", "schema", "total_minor"]);
+
+/**
+ * [[label, text]] for every other member of a revision's canonical payload: whatever is sealed
+ * the approver sees, so a sealed fact the console has no place for yet is listed as it is.
+ */
+export function otherSealedFacts(canonical) {
+  let sealed;
+  try {
+    sealed = JSON.parse(canonical);
+  } catch {
+    return [];
+  }
+  return Object.entries(sealed ?? {})
+    .filter(([key]) => !SHOWN.has(key))
+    .map(([key, value]) => [
+      key.charAt(0).toUpperCase() + key.slice(1).replaceAll("_", " "),
+      typeof value === "string" ? value : JSON.stringify(value),
+    ]);
 }

@@ -6,7 +6,7 @@
 
 import { api, loadDirectory, getOrNull, ApiError, describe, forgetDirectory } from "./api.js";
 import { h, add, replace, notice, table, copyButton, field, announce } from "./dom.js";
-import { diffRevisions } from "./diff.js";
+import { diffRevisions, otherSealedFacts } from "./diff.js";
 import * as fmt from "./format.js";
 
 const WATCH_INTERVAL_MS = 5000;
@@ -134,6 +134,16 @@ export async function render(main, context) {
           )
         : null,
     );
+
+    const otherFacts = otherSealedFacts(rev.canonical_payload);
+    const alsoSealed = otherFacts.length
+      ? h(
+          "section",
+          { class: "card", "aria-labelledby": "also-h" },
+          h("h2", { id: "also-h" }, "Also sealed"),
+          h("dl", { class: "facts", id: "also-sealed" }, otherFacts.map(([label, text]) => [h("dt", {}, label), h("dd", { class: "pre" }, text)])),
+        )
+      : null;
 
     const lines = table(
       "Lines",
@@ -273,7 +283,7 @@ export async function render(main, context) {
       h(
         "div",
         { class: "review-grid" },
-        h("div", { class: "review-main" }, h("section", { class: "card", "aria-labelledby": "lines-h" }, h("h2", { id: "lines-h" }, "What it asks for"), lines), revisionSection, reasoning, destinationBox),
+        h("div", { class: "review-main" }, h("section", { class: "card", "aria-labelledby": "lines-h" }, h("h2", { id: "lines-h" }, "What it asks for"), lines), alsoSealed, revisionSection, reasoning, destinationBox),
         h("div", { class: "review-side" }, issuingBox, decide, seal),
       ),
       history,
