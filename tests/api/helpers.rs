@@ -13,6 +13,7 @@ pub mod postgres;
 pub mod settlement;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -429,8 +430,66 @@ pub async fn expect_status(res: Response, status: StatusCode) -> Value {
     }
 }
 
-/// Asserts a problem+json answer with `status` and `code`; returns the body.
-pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Value {
+/// A problem+json answer as tests read it: its typed members, and the whole body for the
+/// members one kind of problem adds (`body["…"]`).
+#[derive(Debug)]
+pub struct Problem {
+    pub status: u16,
+    pub code: String,
+    pub detail: String,
+    /// Every offending field; the server leaves `errors` out when there is none.
+    pub errors: Vec<FieldProblem>,
+    pub body: Value,
+}
+
+/// One entry of a problem's `errors[]` (`ProblemField` in crates/api/src/http/problem.rs):
+/// exactly these members, so a test that reads them also checks the entry's shape.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldProblem {
+    pub field: String,
+    pub code: String,
+    pub detail: String,
+}
+
+/// The typed members of a problem body, read strictly (a missing or mistyped member fails).
+#[derive(Deserialize)]
+struct ProblemMembers {
+    status: u16,
+    code: String,
+    detail: String,
+    #[serde(default)]
+    errors: Vec<FieldProblem>,
+}
+
+impl Problem {
+    /// Reads `body` as a problem; panics naming the body when a member is missing or mistyped.
+    pub fn from_body(body: Value) -> Problem {
+        let members: ProblemMembers = serde_json::from_value(body.clone())
+            .unwrap_or_else(|e| panic!("a problem body ({e}): {body}"));
+        Problem {
+            status: members.status,
+            code: members.code,
+            detail: members.detail,
+            errors: members.errors,
+            body,
+        }
+    }
+
+    /// The `field` of every entry of `errors[]`, in order.
+    pub fn fields(&self) -> Vec<&str> {
+        self.errors.iter().map(|e| e.field.as_str()).collect()
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.body.fmt(f)
+    }
+}
+
+/// Asserts a problem+json answer with `status` and `code`; returns it typed.
+pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Problem {
     let content_type = res
         .headers()
         .get("content-type")
@@ -455,7 +514,7 @@ pub async fn expect_problem(res: Response, status: StatusCode, code: &str) -> Va
         request_id.as_deref(),
         "request id in body and header"
     );
-    body
+    Problem::from_body(body)
 }
 
 /// Runs each named test function on both backends: `name::sqlite` and `name::postgres`. The

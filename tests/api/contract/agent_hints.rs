@@ -130,7 +130,7 @@ async fn the_invoice_carries_its_latest_decision_and_lists_filter_on_it(app: Tes
         .get("/v1/invoices?decision=maybe", &b.org.agent_key)
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "decision");
+    assert_eq!(problem.errors[0].field, "decision");
 }
 
 async fn a_key_conflict_names_the_invoice_that_holds_the_key(app: TestApp) {
@@ -143,7 +143,7 @@ async fn a_key_conflict_names_the_invoice_that_holds_the_key(app: TestApp) {
         .create_invoice(&b.org.agent_key, "reused-key", &other)
         .await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "idempotency_conflict").await;
-    assert_eq!(problem["invoice_id"], original["id"]);
+    assert_eq!(problem.body["invoice_id"], original["id"]);
 
     let found = list(&app, &b.org.agent_key, "idempotency_key=reused-key").await;
     assert_eq!(found.len(), 1);
@@ -233,14 +233,14 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
         for (suffix, body) in invoice_routes() {
             let res = send(&app, token, revision, suffix, body.as_ref()).await;
             let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-            let detail = problem["detail"].as_str().unwrap();
+            let detail = problem.detail.as_str();
             assert!(
                 detail.contains(&format!("revision 1 of invoice {id}")),
                 "{suffix}: {problem}"
             );
             assert!(detail.contains("pass the invoice id"), "{problem}");
-            assert_eq!(problem["id_kind"], "revision", "{problem}");
-            assert_eq!(problem["invoice_id"], id, "{problem}");
+            assert_eq!(problem.body["id_kind"], "revision", "{problem}");
+            assert_eq!(problem.body["invoice_id"], id, "{problem}");
         }
     }
     // The approver's verify and commands name it too.
@@ -251,7 +251,7 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
         )
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-    assert_eq!(problem["invoice_id"], id, "verify: {problem}");
+    assert_eq!(problem.body["invoice_id"], id, "verify: {problem}");
     let decision = json!({
         "revision_id": revision,
         "payload_hash": invoice["current_revision"]["payload_hash"],
@@ -268,7 +268,7 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
             .command(&b.org.approver_token, revision, action, body)
             .await;
         let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-        assert_eq!(problem["invoice_id"], id, "{action}: {problem}");
+        assert_eq!(problem.body["invoice_id"], id, "{action}: {problem}");
     }
     // A second revision is named by its number.
     let res = app
@@ -286,9 +286,8 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
     assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
+        problem
+            .detail
             .contains(&format!("revision 2 of invoice {id}")),
         "{problem}"
     );
@@ -303,16 +302,16 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
         .get(&format!("/v1/invoices/{event}"), &b.org.agent_key)
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-    assert_eq!(problem["id_kind"], "event", "{problem}");
-    assert_eq!(problem["invoice_id"], id, "{problem}");
+    assert_eq!(problem.body["id_kind"], "event", "{problem}");
+    assert_eq!(problem.body["invoice_id"], id, "{problem}");
     let customer = b.customer_id.to_string();
     let res = app
         .get(&format!("/v1/invoices/{customer}"), &b.org.agent_key)
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-    assert_eq!(problem["id_kind"], "customer", "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("customer"));
-    assert!(problem.get("invoice_id").is_none(), "{problem}");
+    assert_eq!(problem.body["id_kind"], "customer", "{problem}");
+    assert!(problem.detail.contains("customer"));
+    assert!(problem.body.get("invoice_id").is_none(), "{problem}");
     let destination = b.destination_id.to_string();
     let res = app
         .get(
@@ -321,7 +320,7 @@ async fn an_id_of_another_kind_is_named_where_an_invoice_id_belongs(app: TestApp
         )
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-    assert_eq!(problem["id_kind"], "payment_destination", "{problem}");
+    assert_eq!(problem.body["id_kind"], "payment_destination", "{problem}");
 }
 
 async fn a_foreign_or_hidden_record_id_is_a_plain_not_found(app: TestApp) {
@@ -384,5 +383,5 @@ async fn a_foreign_or_hidden_record_id_is_a_plain_not_found(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
-    assert_eq!(problem["invoice_id"], theirs["id"], "{problem}");
+    assert_eq!(problem.body["invoice_id"], theirs["id"], "{problem}");
 }

@@ -9,8 +9,8 @@ use crate::helpers::settlement::{
     settlement_rows,
 };
 use crate::helpers::{
-    Billing, TestApp, both_backends, error_fields, expect_problem, expect_status, figures, id_of,
-    parallel, tally, uuid_of,
+    Billing, TestApp, both_backends, expect_problem, expect_status, figures, id_of, parallel,
+    tally, uuid_of,
 };
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -52,10 +52,7 @@ async fn an_operator_cannot_grant_settlement(app: TestApp) {
             )
             .await;
         let problem = expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
-        assert!(
-            problem["detail"].as_str().unwrap().contains("approver"),
-            "{problem}"
-        );
+        assert!(problem.detail.contains("approver"), "{problem}");
     }
     assert_eq!(agent_count(&app).await, before, "nothing written");
     // An operator still creates invoicing agents, and an approver grants settlement.
@@ -84,8 +81,8 @@ async fn a_key_never_holds_settlement_with_invoicing(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["capabilities"], "{problem}");
-    let hint = problem["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert_eq!(problem.fields(), ["capabilities"], "{problem}");
+    let hint = problem.errors[0].detail.as_str();
     assert!(
         hint.contains("separate") || hint.contains("two agents"),
         "says what to send instead: {problem}"
@@ -113,10 +110,7 @@ async fn a_key_holding_both_from_before_is_refused_on_settlement_until_split(app
         "forbidden",
     )
     .await;
-    assert!(
-        problem["detail"].as_str().unwrap().contains("invoicing"),
-        "{problem}"
-    );
+    assert!(problem.detail.contains("invoicing"), "{problem}");
     assert_eq!(settlement_rows(&app).await, [0, 0], "nothing written");
     assert_eq!(
         app.invoice(&b.org.agent_key, id_of(&invoice)).await["state"],
@@ -392,10 +386,7 @@ async fn a_source_belongs_to_the_agent_that_first_reported_under_it(app: TestApp
             "source_owned",
         )
         .await;
-        assert!(
-            problem["detail"].as_str().unwrap().contains("source"),
-            "{problem}"
-        );
+        assert!(problem.detail.contains("source"), "{problem}");
     }
     assert_eq!(settlement_rows(&app).await, rows, "nothing written");
     assert!(

@@ -3,7 +3,7 @@
 //! missing member and every broken rule arrives in one 422, on every route; each hint fits its
 //! field. Nothing is written by any of these requests.
 
-use crate::helpers::{Billing, TestApp, both_backends, error_fields, expect_problem};
+use crate::helpers::{Billing, Problem, TestApp, both_backends, expect_problem};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -27,7 +27,7 @@ async fn send(
     body: &Value,
     status: StatusCode,
     code: &str,
-) -> Value {
+) -> Problem {
     let mut req = app.client.request(method, app.url(path)).json(body);
     if let Some(token) = token {
         req = req.bearer_auth(token);
@@ -141,9 +141,9 @@ async fn an_empty_body_names_every_required_member_on_every_route(app: TestApp) 
             "validation_failed",
         )
         .await;
-        assert_eq!(error_fields(&problem), fields, "{method} {path}");
-        for error in problem["errors"].as_array().unwrap() {
-            assert_eq!(error["code"], "required", "{method} {path}: {error}");
+        assert_eq!(problem.fields(), fields, "{method} {path}");
+        for error in &problem.errors {
+            assert_eq!(error.code, "required", "{method} {path}: {error:?}");
         }
     }
     assert_eq!(written(&app).await, before);
@@ -165,10 +165,10 @@ async fn missing_members_and_broken_rules_come_in_one_answer(app: TestApp) {
     // The request type's field rules (in the order of the members' names), then the payee's
     // rules, the domain's.
     assert_eq!(
-        error_fields(&problem),
+        problem.fields(),
         ["address", "label", "network", "currency"]
     );
-    assert_eq!(problem["errors"][3]["code"], "unknown_currency");
+    assert_eq!(problem.errors[3].code, "unknown_currency");
 
     // A draft with an unknown currency and a past due date hears both, with the parties.
     let mut body = crate::helpers::invoice_body(&b);
@@ -185,11 +185,10 @@ async fn missing_members_and_broken_rules_come_in_one_answer(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let codes: Vec<(&str, &str)> = problem["errors"]
-        .as_array()
-        .unwrap()
+    let codes: Vec<(&str, &str)> = problem
+        .errors
         .iter()
-        .map(|e| (e["field"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .map(|e| (e.field.as_str(), e.code.as_str()))
         .collect();
     assert_eq!(
         codes,
@@ -256,7 +255,7 @@ async fn every_shape_error_of_a_body_comes_in_one_answer(app: TestApp) {
         "invalid_type",
     )
     .await;
-    let mut fields = error_fields(&problem);
+    let mut fields = problem.fields();
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -270,7 +269,7 @@ async fn every_shape_error_of_a_body_comes_in_one_answer(app: TestApp) {
             "reasoning",
         ]
     );
-    assert!(problem["field"].is_string());
+    assert!(problem.body["field"].is_string());
 
     let problem = send(
         &app,
@@ -282,7 +281,7 @@ async fn every_shape_error_of_a_body_comes_in_one_answer(app: TestApp) {
         "invalid_type",
     )
     .await;
-    assert_eq!(error_fields(&problem), ["four_eyes", "shared_review"]);
+    assert_eq!(problem.fields(), ["four_eyes", "shared_review"]);
     assert_eq!(written(&app).await, before);
 }
 
@@ -317,8 +316,8 @@ async fn each_float_hint_fits_its_field(app: TestApp) {
             "float_not_allowed",
         )
         .await;
-        assert_eq!(problem["field"], field);
-        let detail = problem["detail"].as_str().unwrap();
+        assert_eq!(problem.body["field"], field);
+        let detail = problem.detail.as_str();
         assert!(detail.contains(hint), "{detail}");
     }
 }
@@ -341,7 +340,7 @@ async fn a_body_with_hundreds_of_errors_gets_one_bounded_answer(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"].as_array().unwrap().len(), 100);
+    assert_eq!(problem.errors.len(), 100);
 
     // Far over the maximum, the lines are not checked one by one at all.
     let mut body = crate::helpers::invoice_body(&b);
@@ -356,8 +355,8 @@ async fn a_body_with_hundreds_of_errors_gets_one_bounded_answer(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(error_fields(&problem), ["lines"]);
-    assert_eq!(problem["errors"][0]["code"], "invalid_line_count");
+    assert_eq!(problem.fields(), ["lines"]);
+    assert_eq!(problem.errors[0].code, "invalid_line_count");
 }
 
 /// Client text is echoed shortened: a problem that repeated a 600 KiB member name or value in
@@ -373,19 +372,19 @@ async fn a_huge_unknown_member_or_wrong_value_keeps_its_code_and_field(app: Test
         .patch("/v1/organisation", token, json!({ huge.clone(): true }))
         .await;
     let problem = expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
-    let field = problem["field"].as_str().expect("field");
+    let field = problem.body["field"].as_str().expect("field");
     assert!(field.starts_with("kkkk") && field.ends_with('…'), "{field}");
     assert!(field.chars().count() < 1_000);
-    assert_eq!(problem["errors"][0]["code"], "unknown_field");
+    assert_eq!(problem.errors[0].code, "unknown_field");
     assert!(problem.to_string().len() < 16 * 1024);
 
     let res = app
         .patch("/v1/organisation", token, json!({"four_eyes": huge}))
         .await;
     let problem = expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
-    assert_eq!(problem["field"], "four_eyes");
-    assert_eq!(error_fields(&problem), ["four_eyes"]);
-    let detail = problem["detail"].as_str().unwrap();
+    assert_eq!(problem.body["field"], "four_eyes");
+    assert_eq!(problem.fields(), ["four_eyes"]);
+    let detail = problem.detail.as_str();
     assert!(detail.contains("expected a boolean"), "{detail}");
     assert!(problem.to_string().len() < 16 * 1024);
 
@@ -412,8 +411,8 @@ async fn a_capability_list_over_its_maximum_is_refused_before_its_entries(app: T
             "validation_failed",
         )
         .await;
-        assert_eq!(error_fields(&problem), ["capabilities"], "{count}");
-        assert_eq!(problem["errors"][0]["code"], "too_many_capabilities");
+        assert_eq!(problem.fields(), ["capabilities"], "{count}");
+        assert_eq!(problem.errors[0].code, "too_many_capabilities");
     }
     assert_eq!(written(&app).await, before);
 
@@ -428,10 +427,7 @@ async fn a_capability_list_over_its_maximum_is_refused_before_its_entries(app: T
         "validation_failed",
     )
     .await;
-    assert_eq!(
-        error_fields(&problem),
-        ["capabilities[1]", "capabilities[3]"]
-    );
+    assert_eq!(problem.fields(), ["capabilities[1]", "capabilities[3]"]);
     let res = app
         .post(
             "/v1/agents",

@@ -61,7 +61,7 @@ async fn a_revise_beyond_100_revisions_is_409_revision_limit_and_writes_nothing(
 
     let res = app.post(&path, &b.org.agent_key, revise_body(101)).await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "revision_limit").await;
-    let detail = problem["detail"].as_str().unwrap();
+    let detail = problem.detail.as_str();
     assert!(detail.contains("100"), "{detail}");
     assert!(detail.contains("new invoice"), "{detail}");
     assert_eq!(app.invoice_rows().await, rows, "nothing written");
@@ -278,7 +278,7 @@ async fn the_101st_event_of_a_payment_is_409_limit_reached_and_kept_nowhere(app:
     let body = event("evt-100", "pay-1", &invoice, "10.00", "confirmed", 100);
     let res = app.post("/v1/settlement-events", &key, body).await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "limit_reached").await;
-    let detail = problem["detail"].as_str().unwrap();
+    let detail = problem.detail.as_str();
     assert!(detail.contains("100 events"), "{detail}");
     assert_eq!(settlement_rows(&app).await, rows, "kept nowhere");
     assert_eq!(app.invoice_rows().await, invoice_rows);
@@ -327,7 +327,7 @@ async fn the_1001st_payment_of_an_invoice_is_409_limit_reached_and_kept_nowhere(
     let body = event("evt-1000", "pay-1000", &invoice, "0.01", "confirmed", 1000);
     let res = app.post("/v1/settlement-events", &key, body).await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "limit_reached").await;
-    let detail = problem["detail"].as_str().unwrap();
+    let detail = problem.detail.as_str();
     assert!(detail.contains("1000 payments"), "{detail}");
     assert_eq!(settlement_rows(&app).await, rows, "kept nowhere");
     assert_eq!(app.invoice_rows().await, invoice_rows);

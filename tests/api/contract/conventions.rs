@@ -32,7 +32,7 @@ async fn sign_in_raw(
 
 async fn strict_json_names_the_offending_field(app: TestApp) {
     let json_ct = Some("application/json");
-    let body = expect_problem(
+    let problem = expect_problem(
         sign_in_raw(
             &app,
             json_ct,
@@ -43,15 +43,15 @@ async fn strict_json_names_the_offending_field(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(body["field"], "state");
-    assert!(body["detail"].as_str().unwrap().contains("state"));
-    let body = expect_problem(
+    assert_eq!(problem.body["field"], "state");
+    assert!(problem.detail.contains("state"));
+    let problem = expect_problem(
         sign_in_raw(&app, json_ct, r#"{"email":42,"password":"p"}"#).await,
         StatusCode::BAD_REQUEST,
         "invalid_type",
     )
     .await;
-    assert_eq!(body["field"], "email");
+    assert_eq!(problem.body["field"], "email");
     expect_problem(
         sign_in_raw(&app, json_ct, "email=a").await,
         StatusCode::BAD_REQUEST,
@@ -76,16 +76,16 @@ async fn strict_json_names_the_offending_field(app: TestApp) {
         "invalid_type",
     )
     .await;
-    let body = expect_problem(
+    let problem = expect_problem(
         sign_in_raw(&app, json_ct, r#"{"email":"a@b.c"}"#).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(
-        body["errors"],
-        json!([{"field": "password", "code": "required", "detail": "`password` is required"}])
-    );
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "password");
+    assert_eq!(problem.errors[0].code, "required");
+    assert_eq!(problem.errors[0].detail, "`password` is required");
     expect_problem(
         sign_in_raw(&app, None, r#"{"email":"a","password":"b"}"#).await,
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -100,7 +100,7 @@ async fn strict_json_names_the_offending_field(app: TestApp) {
     .await;
     // Nested unknown fields are named by their path too.
     let org = app.org().await;
-    let body = expect_problem(
+    let problem = expect_problem(
         app.post(
             "/v1/agents",
             &org.approver_token,
@@ -111,7 +111,7 @@ async fn strict_json_names_the_offending_field(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "capabilities[1]");
+    assert_eq!(problem.errors[0].field, "capabilities[1]");
 }
 
 async fn bodies_over_one_mebibyte_are_413(app: TestApp) {
@@ -169,13 +169,13 @@ async fn routing_errors_are_problems(app: TestApp) {
     )
     .await;
     let org = app.org().await;
-    let body = expect_problem(
+    let problem = expect_problem(
         app.get("/v1/agents/not-a-uuid", &org.approver_token).await,
         StatusCode::BAD_REQUEST,
         "invalid_type",
     )
     .await;
-    assert_eq!(body["field"], "id");
+    assert_eq!(problem.body["field"], "id");
 }
 
 async fn request_ids_are_echoed_or_generated(app: TestApp) {
@@ -195,8 +195,8 @@ async fn request_ids_are_echoed_or_generated(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(res.headers()["x-request-id"], "trace-me-456");
-    let body = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
-    assert_eq!(body["request_id"], "trace-me-456");
+    let problem = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    assert_eq!(problem.body["request_id"], "trace-me-456");
     let a = app.client.get(app.url("/healthz")).send().await.unwrap();
     let b = app.client.get(app.url("/healthz")).send().await.unwrap();
     let a = a.headers()["x-request-id"].to_str().unwrap().to_owned();

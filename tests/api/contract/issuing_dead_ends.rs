@@ -464,7 +464,7 @@ async fn pending_issuing_shows_its_job_and_a_repeated_issue_writes_nothing(backe
         "issue_in_progress",
     )
     .await;
-    assert!(refused["detail"].as_str().unwrap().contains("/v1/jobs"));
+    assert!(refused.detail.contains("/v1/jobs"));
     let workers = workers(&app, &peer);
     let issued = until_state(&app, token, id, "issued").await;
     drop(workers);
@@ -575,7 +575,7 @@ async fn an_unknown_issuing_filter_is_refused_naming_the_field(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(crate::helpers::error_fields(&problem), ["issuing"]);
+    assert_eq!(problem.fields(), ["issuing"]);
     assert!(problem.to_string().contains("needs_review"), "{problem}");
 }
 

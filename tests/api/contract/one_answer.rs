@@ -5,7 +5,9 @@
 //! `errors[]` listing every problem. REST and MCP answer alike. A body that is not JSON, or not
 //! an object, still stops before its shape. Nothing is written by any of these requests.
 
-use crate::helpers::{Billing, TestApp, both_backends, expect_problem, id_of, invoice_body};
+use crate::helpers::{
+    Billing, Problem, TestApp, both_backends, expect_problem, id_of, invoice_body,
+};
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -52,39 +54,34 @@ async fn mcp_problem(client: &Client, args: &Value) -> Value {
 }
 
 /// The problem `POST /v1/invoices` answers `body` with, asserting its status and code.
-async fn rest_problem(app: &TestApp, b: &Billing, body: &Value, code: &str) -> Value {
+/// Its `body` is without the request id.
+async fn rest_problem(app: &TestApp, b: &Billing, body: &Value, code: &str) -> Problem {
     let key = body["idempotency_key"].as_str().unwrap_or("one-answer");
     let res = app.create_invoice(&b.org.agent_key, key, body).await;
     let mut problem = expect_problem(res, StatusCode::BAD_REQUEST, code).await;
-    problem.as_object_mut().unwrap().remove("request_id");
+    problem.body.as_object_mut().unwrap().remove("request_id");
     problem
 }
 
 /// `(field, code)` of every entry of `errors[]`, sorted.
-fn entries(problem: &Value) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = problem["errors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("errors[] in {problem}"))
+fn entries(problem: &Problem) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = problem
+        .errors
         .iter()
-        .map(|e| {
-            (
-                e["field"].as_str().unwrap().to_owned(),
-                e["code"].as_str().unwrap().to_owned(),
-            )
-        })
+        .map(|e| (e.field.clone(), e.code.clone()))
         .collect();
     out.sort();
     out
 }
 
 /// The 422 `validation_failed` problem+json of a refused request.
-async fn refused(res: reqwest::Response) -> Value {
+async fn refused(res: reqwest::Response) -> Problem {
     expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await
 }
 
 /// A 422 `validation_failed` listing exactly `expected` (field, code) pairs, in any order; the
 /// problem, for what a test checks next.
-async fn refused_listing(res: reqwest::Response, expected: &[(&str, &str)]) -> Value {
+async fn refused_listing(res: reqwest::Response, expected: &[(&str, &str)]) -> Problem {
     let problem = refused(res).await;
     assert_eq!(entries(&problem), pairs(expected), "{problem}");
     problem
@@ -111,8 +108,8 @@ async fn the_issues_three_mistakes_come_in_one_answer(app: TestApp) {
     body["idempotency_key"] = json!("three-mistakes");
 
     let problem = rest_problem(&app, &b, &body, "float_not_allowed").await;
-    assert_eq!(problem["status"], 400);
-    assert_eq!(problem["field"], "lines[0].unit_amount");
+    assert_eq!(problem.status, 400);
+    assert_eq!(problem.body["field"], "lines[0].unit_amount");
     assert_eq!(
         entries(&problem),
         pairs(&[
@@ -122,16 +119,16 @@ async fn the_issues_three_mistakes_come_in_one_answer(app: TestApp) {
         ]),
         "{problem}"
     );
-    let detail = problem["detail"].as_str().unwrap();
+    let detail = problem.detail.as_str();
     assert!(detail.contains("3 problems"), "{detail}");
 
     // MCP answers the same arguments with the same problem.
     let client = connect(&app, &b.org.agent_key).await;
-    assert_eq!(mcp_problem(&client, &body).await, problem);
+    assert_eq!(mcp_problem(&client, &body).await, problem.body);
     // Without its key (an argument over MCP), the same answer lists the key too.
     body.as_object_mut().unwrap().remove("idempotency_key");
-    let keyless = mcp_problem(&client, &body).await;
-    assert_eq!(keyless["code"], "float_not_allowed");
+    let keyless = Problem::from_body(mcp_problem(&client, &body).await);
+    assert_eq!(keyless.code, "float_not_allowed");
     assert_eq!(
         entries(&keyless),
         pairs(&[
@@ -201,13 +198,13 @@ async fn every_shape_and_value_mistake_of_a_create_comes_in_one_answer(app: Test
             shape(&mut body);
             let case = format!("{shape_code} at {shape_field} × {value_code} at {value_field}");
             let problem = rest_problem(&app, &b, &body, shape_code).await;
-            assert_eq!(problem["field"], shape_field, "{case}: {problem}");
+            assert_eq!(problem.body["field"], shape_field, "{case}: {problem}");
             assert_eq!(
                 entries(&problem),
                 pairs(&[(shape_field, shape_code), (value_field, value_code)]),
                 "{case}: {problem}"
             );
-            assert_eq!(mcp_problem(&client, &body).await, problem, "{case}");
+            assert_eq!(mcp_problem(&client, &body).await, problem.body, "{case}");
         }
     }
     client.cancel().await.expect("closes");
@@ -237,7 +234,7 @@ async fn a_body_that_is_not_a_json_object_still_stops_before_its_shape(app: Test
             .await
             .unwrap();
         let problem = expect_problem(res, StatusCode::BAD_REQUEST, code).await;
-        assert!(problem.get("errors").is_none(), "{problem}");
+        assert!(problem.body.get("errors").is_none(), "{problem}");
     }
     assert_eq!(app.invoice_rows().await, before);
 }
@@ -254,7 +251,7 @@ async fn a_sign_ins_field_rules_come_with_its_shape_errors(app: TestApp) {
         .await
         .unwrap();
     let problem = expect_problem(res, StatusCode::BAD_REQUEST, "invalid_type").await;
-    assert_eq!(problem["field"], "organisation");
+    assert_eq!(problem.body["field"], "organisation");
     assert_eq!(
         entries(&problem),
         pairs(&[
@@ -287,7 +284,7 @@ async fn a_sign_ins_field_rules_come_with_its_shape_errors(app: TestApp) {
         ]),
         "{problem}"
     );
-    let detail = problem["errors"][0]["detail"].as_str().unwrap();
+    let detail = problem.errors[0].detail.as_str();
     assert!(detail.contains("at most"), "{detail}");
 
     // Accepting an invitation: the same, before any token is looked up.
@@ -427,7 +424,7 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         &[("agent_id", "required"), ("name", "too_long")],
     )
     .await;
-    let detail = problem["errors"][1]["detail"].as_str().unwrap();
+    let detail = problem.errors[1].detail.as_str();
     assert!(detail.contains("`name` must be at most 160"), "{detail}");
     // A change: a hidden character in the name, an email without `@`.
     let problem = refused_listing(
@@ -440,7 +437,7 @@ async fn customers_agents_and_invitations_hear_their_field_rules_with_their_shap
         &[("email", "invalid_email"), ("name", "invalid_characters")],
     )
     .await;
-    let detail = problem["errors"][1]["detail"].as_str().unwrap();
+    let detail = problem.errors[1].detail.as_str();
     assert!(detail.starts_with("`name` holds"), "{detail}");
 
     // An agent: an empty name and an unknown capability, in one answer.
@@ -548,11 +545,7 @@ async fn a_destinations_field_rules_come_with_its_payees_rules(app: TestApp) {
         .await,
     )
     .await;
-    assert_eq!(
-        crate::helpers::error_fields(&problem),
-        ["address"],
-        "{problem}"
-    );
+    assert_eq!(problem.fields(), ["address"], "{problem}");
     assert_eq!(
         app.sql_count("select count(*) from payment_destinations")
             .await,

@@ -122,29 +122,29 @@ async fn a_malformed_key_is_named_as_each_route_takes_it(app: TestApp) {
         .expect("request");
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(
-        problem["detail"],
+        problem.detail,
         "fix these fields and send the request again: Idempotency-Key"
     );
-    assert_eq!(
-        problem["errors"],
-        json!([{"field": "Idempotency-Key", "code": "invalid_idempotency_key", "detail": RULE}])
-    );
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "Idempotency-Key");
+    assert_eq!(problem.errors[0].code, "invalid_idempotency_key");
+    assert_eq!(problem.errors[0].detail, RULE);
 
     let res = app
         .create_invoice(&b.org.agent_key, &long, &invoice_body(&b))
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(
-        problem["errors"],
-        json!([{"field": "idempotency_key", "code": "invalid_idempotency_key", "detail": RULE}])
-    );
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "idempotency_key");
+    assert_eq!(problem.errors[0].code, "invalid_idempotency_key");
+    assert_eq!(problem.errors[0].detail, RULE);
 
     let res = app
         .get("/v1/invoices?idempotency_key=%20padded", &b.org.agent_key)
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(
-        problem["errors"],
-        json!([{"field": "idempotency_key", "code": "invalid_idempotency_key", "detail": RULE}])
-    );
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "idempotency_key");
+    assert_eq!(problem.errors[0].code, "invalid_idempotency_key");
+    assert_eq!(problem.errors[0].detail, RULE);
 }

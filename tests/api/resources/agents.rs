@@ -95,27 +95,27 @@ async fn list_pages_newest_first(app: TestApp) {
     assert_eq!(names(&second), ["Agent A"]);
     assert!(second["next_cursor"].is_null());
     // Bad list parameters are 422 naming the parameter.
-    let body = expect_problem(
+    let problem = expect_problem(
         app.get("/v1/agents?limit=0", &org.approver_token).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "limit");
-    let body = expect_problem(
+    assert_eq!(problem.errors[0].field, "limit");
+    let problem = expect_problem(
         app.get("/v1/agents?limit=101", &org.approver_token).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "limit");
-    let body = expect_problem(
+    assert_eq!(problem.errors[0].field, "limit");
+    let problem = expect_problem(
         app.get("/v1/agents?cursor=zzz", &org.approver_token).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "cursor");
+    assert_eq!(problem.errors[0].field, "cursor");
 }
 
 async fn foreign_and_unknown_agents_are_identical_404s(app: TestApp) {
@@ -138,7 +138,9 @@ async fn foreign_and_unknown_agents_are_identical_404s(app: TestApp) {
                     "POST" => app.post(&path, token, json!({})).await,
                     _ => app.delete(&path, token).await,
                 };
-                let mut body = expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
+                let mut body = expect_problem(res, StatusCode::NOT_FOUND, "not_found")
+                    .await
+                    .body;
                 body.as_object_mut().unwrap().remove("request_id");
                 answers.push(body);
             }
@@ -165,24 +167,24 @@ async fn foreign_and_unknown_agents_are_identical_404s(app: TestApp) {
 async fn rename_validates_and_audits(app: TestApp) {
     let org = app.org().await;
     let path = format!("/v1/agents/{}", org.agent_id);
-    let body = expect_problem(
+    let problem = expect_problem(
         app.patch(&path, &org.approver_token, json!({"name": "   "}))
             .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "name");
+    assert_eq!(problem.errors[0].field, "name");
     let long = "x".repeat(161);
-    let body = expect_problem(
+    let problem = expect_problem(
         app.patch(&path, &org.approver_token, json!({"name": long}))
             .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["code"], "too_long");
-    let body = expect_problem(
+    assert_eq!(problem.errors[0].code, "too_long");
+    let problem = expect_problem(
         app.patch(
             &path,
             &org.approver_token,
@@ -193,7 +195,7 @@ async fn rename_validates_and_audits(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(body["field"], "owner_id");
+    assert_eq!(problem.body["field"], "owner_id");
     let renamed = expect_status(
         app.patch(&path, &org.approver_token, json!({"name": "Renamed"}))
             .await,

@@ -132,13 +132,15 @@ async fn wrong_password_and_unknown_email_are_indistinguishable(app: TestApp) {
         StatusCode::UNAUTHORIZED,
         "invalid_credentials",
     )
-    .await;
+    .await
+    .body;
     let mut b = expect_problem(
         unknown_email,
         StatusCode::UNAUTHORIZED,
         "invalid_credentials",
     )
-    .await;
+    .await
+    .body;
     a.as_object_mut().unwrap().remove("request_id");
     b.as_object_mut().unwrap().remove("request_id");
     assert_eq!(
@@ -219,8 +221,8 @@ async fn invitation_works_once(app: TestApp) {
             json!({"email": "NEW.person@example.com", "role": "operator"}),
         )
         .await;
-    let body = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(body["errors"][0]["field"], "email");
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem.errors[0].field, "email");
 }
 
 async fn invitation_requires_a_long_password_and_an_approver(app: TestApp) {
@@ -242,8 +244,8 @@ async fn invitation_requires_a_long_password_and_an_approver(app: TestApp) {
             json!({"invitation_token": token, "password": "elevenchars"}),
         )
         .await;
-    let body = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(body["errors"][0]["field"], "password");
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem.errors[0].field, "password");
     // The short attempt did not use up the invitation.
     let res = app
         .post_public(
@@ -275,8 +277,8 @@ async fn invitation_requires_a_long_password_and_an_approver(app: TestApp) {
             json!({"email": "y@example.com", "role": "admin"}),
         )
         .await;
-    let body = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(body["errors"][0]["field"], "role");
+    let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+    assert_eq!(problem.errors[0].field, "role");
 }
 
 async fn key_use_is_tracked(app: TestApp) {

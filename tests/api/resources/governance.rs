@@ -95,12 +95,7 @@ async fn one_approver_cannot_switch_four_eyes_off_to_approve_their_own_invoice(a
         "four_eyes_required",
     )
     .await;
-    assert!(
-        refused["detail"]
-            .as_str()
-            .unwrap()
-            .contains("different approver")
-    );
+    assert!(refused.detail.contains("different approver"));
     assert_eq!(org_settings(&app, a1).await, (true, false));
 
     // A second approver confirms: now it applies, and the trail says who did what.
@@ -466,7 +461,7 @@ async fn turning_four_eyes_on_is_immediate_and_proposals_can_be_withdrawn_or_lap
         "validation_failed",
     )
     .await;
-    assert_eq!(bad["errors"][0]["field"], "state");
+    assert_eq!(bad.errors[0].field, "state");
     // A lapsed proposal no longer answers a repeated request: a fresh one is made.
     let res = app
         .patch("/v1/organisation", a1, json!({"four_eyes": false}))

@@ -183,14 +183,14 @@ async fn due_dates_are_checked_but_never_block_a_replay(app: TestApp) {
     let yesterday = (chrono::Utc::now() - chrono::Duration::days(1)).date_naive();
     let mut past = invoice_body(&b);
     past["due_date"] = json!(yesterday.to_string());
-    let body = expect_problem(
+    let problem = expect_problem(
         app.create_invoice(&b.org.agent_key, "late", &past).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(body["errors"][0]["field"], "due_date");
-    assert_eq!(body["errors"][0]["code"], "due_date_in_past");
+    assert_eq!(problem.errors[0].field, "due_date");
+    assert_eq!(problem.errors[0].code, "due_date_in_past");
     assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
 
     let invoice = app.draft(&b, "made-in-time").await;

@@ -115,7 +115,7 @@ async fn an_issue_job_whose_claim_is_processing_cannot_be_cancelled_and_a_retry_
         "issue_in_progress",
     )
     .await;
-    let detail = refused["detail"].as_str().unwrap();
+    let detail = refused.detail.as_str();
     assert!(detail.contains("retry"), "{detail}");
     assert!(detail.contains(&invoice_id.to_string()), "{detail}");
     let job = app

@@ -1073,7 +1073,7 @@ async fn approvers_see_retry_and_cancel_jobs(app: TestApp) {
     assert_eq!(seen, expected);
     let res = app.get("/v1/jobs?state=done&kind=Nope", token).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(crate::helpers::error_fields(&problem), ["state", "kind"]);
+    assert_eq!(problem.fields(), ["state", "kind"]);
 
     // Cancel: a waiting job stops; again is a no-op; the audit trail has one entry.
     let cancel = |id: Uuid| format!("/v1/jobs/{id}/cancel");

@@ -898,7 +898,7 @@ async fn a_human_session_is_refused(app: TestApp) {
     let org = app.org().await;
     let res = raw(&app, &org.approver_token, &[]).await;
     let problem = expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
-    assert!(problem["detail"].as_str().unwrap().contains("agents"));
+    assert!(problem.detail.contains("agents"));
     assert!(try_connect(&app, &org.approver_token).await.is_err());
     // No credential, or a bad one: 401 as on REST.
     let res = raw(&app, "tauros_not_a_key", &[]).await;
@@ -1007,7 +1007,7 @@ async fn a_browser_origin_must_be_configured(backend: Backend) {
     let org = app.org().await;
     let res = raw(&app, &org.agent_key, &[("origin", "https://evil.example")]).await;
     let problem = expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;
-    assert!(problem["detail"].as_str().unwrap().contains("origin"));
+    assert!(problem.detail.contains("origin"));
     // Refused before the credential is looked at: no key, same answer.
     let res = raw(&app, "", &[("origin", "http://127.0.0.1")]).await;
     expect_problem(res, StatusCode::FORBIDDEN, "forbidden").await;

@@ -53,7 +53,7 @@ async fn approvers_change_settings_and_changes_are_audited(app: TestApp) {
             .all(|e| e.action == "org.settings_changed" && e.actor_id == Some(org.approver_id))
     );
     // Floats, strings and unknown settings are refused.
-    let body = expect_problem(
+    let problem = expect_problem(
         app.patch(
             "/v1/organisation",
             &org.approver_token,
@@ -64,8 +64,8 @@ async fn approvers_change_settings_and_changes_are_audited(app: TestApp) {
         "invalid_type",
     )
     .await;
-    assert_eq!(body["field"], "four_eyes");
-    let body = expect_problem(
+    assert_eq!(problem.body["field"], "four_eyes");
+    let problem = expect_problem(
         app.patch(
             "/v1/organisation",
             &org.approver_token,
@@ -76,7 +76,7 @@ async fn approvers_change_settings_and_changes_are_audited(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(body["field"], "name");
+    assert_eq!(problem.body["field"], "name");
 }
 
 async fn operators_and_agents_may_not_change_settings(app: TestApp) {

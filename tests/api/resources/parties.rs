@@ -2,8 +2,8 @@
 //! idempotency key, lists (filter and pages), and the org audit trail.
 
 use crate::helpers::{
-    IBAN, TestApp, both_backends, error_fields, expect_problem, expect_status, id_of,
-    invoice_body_for, uuid_of, without_request_id,
+    IBAN, TestApp, both_backends, expect_problem, expect_status, id_of, invoice_body_for, uuid_of,
+    without_request_id,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -89,7 +89,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
     )
     .await;
     // The request type's field rules answer in the order of the members' names.
-    let fields = error_fields(&problem);
+    let fields = problem.fields();
     assert_eq!(fields, ["email", "name"]);
     let problem = expect_problem(
         app.patch(
@@ -102,7 +102,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
         "unknown_field",
     )
     .await;
-    assert_eq!(problem["field"], "agent_id");
+    assert_eq!(problem.body["field"], "agent_id");
     let problem = expect_problem(
         app.post(
             "/v1/customers",
@@ -114,7 +114,7 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"].as_array().unwrap().len(), 2, "{problem}");
+    assert_eq!(problem.errors.len(), 2, "{problem}");
 
     // A change: audited. The same values again: 200, nothing written.
     let changed = expect_status(
@@ -376,7 +376,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields = error_fields(&problem);
+    let fields = problem.fields();
     assert_eq!(fields, ["label", "address"], "{problem}");
     let problem = expect_problem(
         app.post(
@@ -390,10 +390,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(
-        problem["errors"][0]["field"], "address",
-        "SegWit v0 is refused"
-    );
+    assert_eq!(problem.errors[0].field, "address", "SegWit v0 is refused");
     let mut smuggled = good.clone();
     smuggled["state"] = json!("active");
     let problem = expect_problem(
@@ -403,7 +400,7 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(problem["field"], "state");
+    assert_eq!(problem.body["field"], "state");
     let mut smuggled = good.clone();
     smuggled["agent_id"] = json!(org.agent_id);
     expect_problem(
@@ -599,14 +596,14 @@ async fn destination_lists_filter_by_state_and_page(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "state");
+    assert_eq!(problem.errors[0].field, "state");
     let problem = expect_problem(
         app.get("/v1/payment-destinations?limit=0", key).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "limit");
+    assert_eq!(problem.errors[0].field, "limit");
     // Nobody else sees them: a sibling agent, another approver, another org.
     let (_, sibling_key) = app.agent(&b.org.approver_token, "Sibling").await;
     let (_, other_approver) = app.human(&b.org.approver_token, "approver").await;
@@ -672,5 +669,5 @@ async fn customer_lists_page_newest_first(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "cursor");
+    assert_eq!(problem.errors[0].field, "cursor");
 }

@@ -9,8 +9,8 @@
 
 use crate::helpers::settlement::{billing_with_settlement_key, event, issued, issued_from};
 use crate::helpers::{
-    TestApp, both_backends, error_fields, expect_problem, expect_status, figures, id_of,
-    invoice_body, parallel, tally, uuid_of,
+    TestApp, both_backends, expect_problem, expect_status, figures, id_of, invoice_body, parallel,
+    tally, uuid_of,
 };
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
@@ -201,12 +201,7 @@ async fn a_contradicted_payment_is_accepted_at_a_stated_amount(app: TestApp) {
     )
     .await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "payment_not_resolvable").await;
-    assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
-            .contains("`action` accept")
-    );
+    assert!(problem.detail.contains("`action` accept"));
     assert_eq!(footprint(&app).await, before);
 }
 
@@ -334,8 +329,8 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     // 1000.00 against an open balance of 800.00: never an overpayment by hand.
     let res = resolve(&app, token, &stray, "k1", allocate(json!({}))).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["invoice_id"]);
-    assert_eq!(problem["errors"][0]["code"], "over_allocation");
+    assert_eq!(problem.fields(), ["invoice_id"]);
+    assert_eq!(problem.errors[0].code, "over_allocation");
     let res = resolve(
         &app,
         token,
@@ -345,7 +340,7 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     )
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "exceeds_payment");
+    assert_eq!(problem.errors[0].code, "exceeds_payment");
     let res = resolve(
         &app,
         token,
@@ -355,7 +350,7 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     )
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "unknown_invoice");
+    assert_eq!(problem.errors[0].code, "unknown_invoice");
     let draft = app.draft(&b, "a-draft").await;
     let res = resolve(
         &app,
@@ -366,7 +361,7 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     )
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "invoice_not_payable");
+    assert_eq!(problem.errors[0].code, "invoice_not_payable");
     let mut francs = stray.clone();
     francs["id"] = report(&app, &key, {
         let mut e = event("e-2", "pay-2", &invoice, "10.00", "confirmed", 3);
@@ -378,7 +373,7 @@ async fn allocation_refuses_another_currency_a_settled_invoice_and_too_much(app:
     let before_chf = footprint(&app).await;
     let res = resolve(&app, token, &francs, "k5", allocate(json!({}))).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "wrong_currency");
+    assert_eq!(problem.errors[0].code, "wrong_currency");
     assert_eq!(footprint(&app).await, before_chf);
     assert_eq!(before[..2], before_chf[..2]);
     // The stated balance fits: the invoice is paid.
@@ -674,7 +669,10 @@ async fn a_replayed_resolution_writes_nothing(app: TestApp) {
     )
     .await;
     let problem = expect_problem(res, StatusCode::CONFLICT, "idempotency_conflict").await;
-    assert_eq!(problem["payment_resolution_id"], first["resolution"]["id"]);
+    assert_eq!(
+        problem.body["payment_resolution_id"],
+        first["resolution"]["id"]
+    );
     assert_eq!(footprint(&app).await, before);
     // Keys are per approver: another approver's same key is theirs (and refused on state).
     let (_, a2) = app.human(token, "approver").await;
@@ -806,7 +804,7 @@ async fn refused_resolutions_name_the_field_and_write_nothing(app: TestApp) {
         .post(&path, token, json!({"action": "void", "reason": "r"}))
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["Idempotency-Key"]);
+    assert_eq!(problem.fields(), ["Idempotency-Key"]);
     // Every broken member at once.
     let res = resolve(
         &app,
@@ -817,7 +815,7 @@ async fn refused_resolutions_name_the_field_and_write_nothing(app: TestApp) {
     )
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["reason", "amount"]);
+    assert_eq!(problem.fields(), ["reason", "amount"]);
     let res = resolve(
         &app,
         token,
@@ -827,7 +825,7 @@ async fn refused_resolutions_name_the_field_and_write_nothing(app: TestApp) {
     )
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["action"]);
+    assert_eq!(problem.fields(), ["action"]);
     let res = resolve(
         &app,
         token,

@@ -229,7 +229,7 @@ async fn warnings_name_a_close_or_far_due_date_and_an_open_duplicate(app: TestAp
     // In the past: not a warning, the create's refusal.
     let res = preview(&app, key, &dated(-1)).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "due_date_in_past");
+    assert_eq!(problem.errors[0].code, "due_date_in_past");
 
     // An open invoice of the same customer and total: named, and a create is not blocked.
     let first = app.draft(&b, "first").await;

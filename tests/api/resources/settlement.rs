@@ -9,8 +9,8 @@ use crate::helpers::settlement::{
     billing_with_settlement_key, event, issued, send_event, settlement_key,
 };
 use crate::helpers::{
-    Billing, TestApp, both_backends, error_fields, expect_problem, expect_status, id_of, parallel,
-    sql_uuid, tally,
+    Billing, TestApp, both_backends, expect_problem, expect_status, id_of, parallel, sql_uuid,
+    tally,
 };
 use chrono::Datelike;
 use reqwest::StatusCode;
@@ -233,7 +233,7 @@ async fn a_redelivery_replays_and_another_body_conflicts(app: TestApp) {
         "idempotency_conflict",
     )
     .await;
-    assert_eq!(problem["settlement_event_id"], first["event"]["id"]);
+    assert_eq!(problem.body["settlement_event_id"], first["event"]["id"]);
     assert_eq!(
         app.sql_count("select count(*) from settlement_events")
             .await,
@@ -563,7 +563,7 @@ async fn wrong_currency_and_unknown_invoices_are_listed_and_never_applied(app: T
         .get("/v1/payments?status=lost", &b.org.approver_token)
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["status"]);
+    assert_eq!(problem.fields(), ["status"]);
 }
 
 async fn a_contradicting_event_is_listed_as_a_conflict(app: TestApp) {
@@ -767,7 +767,7 @@ async fn only_a_settlement_key_may_report(app: TestApp) {
         "missing_capability",
     )
     .await;
-    assert!(problem["detail"].as_str().unwrap().contains("settlement"));
+    assert!(problem.detail.contains("settlement"));
     let (_, operator) = app.human(&b.org.approver_token, "operator").await;
     for human in [&b.org.approver_token, &operator] {
         expect_problem(
@@ -810,7 +810,7 @@ async fn bad_input_names_the_field_and_floats_are_refused(app: TestApp) {
     let res = send_event(&app, &key, &json!({})).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
     assert_eq!(
-        error_fields(&problem),
+        problem.fields(),
         [
             "source",
             "event_id",
@@ -846,13 +846,8 @@ async fn bad_input_names_the_field_and_floats_are_refused(app: TestApp) {
             "float_not_allowed",
         )
         .await;
-        assert_eq!(problem["field"], field);
-        assert!(
-            problem["detail"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("send {field} as"))
-        );
+        assert_eq!(problem.body["field"], field);
+        assert!(problem.detail.contains(&format!("send {field} as")));
     }
     let problem = expect_problem(
         send_event(&app, &key, &with("state", json!("paid"))).await,
@@ -860,7 +855,7 @@ async fn bad_input_names_the_field_and_floats_are_refused(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(problem["field"], "state");
+    assert_eq!(problem.body["field"], "state");
     for (body, field, code) in [
         (
             with("amount", json!("10.005")),
@@ -906,8 +901,8 @@ async fn bad_input_names_the_field_and_floats_are_refused(app: TestApp) {
             "validation_failed",
         )
         .await;
-        assert_eq!(problem["errors"][0]["field"], field, "{body}");
-        assert_eq!(problem["errors"][0]["code"], code, "{body}");
+        assert_eq!(problem.errors[0].field, field, "{body}");
+        assert_eq!(problem.errors[0].code, code, "{body}");
     }
     assert_eq!(
         app.sql_count("select count(*) from settlement_events")
@@ -1168,5 +1163,5 @@ async fn overdue_is_computed_and_listed(app: TestApp) {
         .get("/v1/invoices?overdue=yes", &b.org.approver_token)
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["overdue"]);
+    assert_eq!(problem.fields(), ["overdue"]);
 }

@@ -10,8 +10,8 @@
 
 use crate::helpers::settlement::{event, settlement_key};
 use crate::helpers::{
-    Backend, TestApp, both_backends, error_fields, expect_problem, expect_status, figures, id_of,
-    parallel, spawn_app, spawn_app_with, uuid_of,
+    Backend, TestApp, both_backends, expect_problem, expect_status, figures, id_of, parallel,
+    spawn_app, spawn_app_with, uuid_of,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -705,8 +705,8 @@ async fn registrations_are_validated(backend: Backend) {
             .await;
         let problem =
             expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-        assert_eq!(problem["errors"][0]["field"], "url", "{url}");
-        assert_eq!(problem["errors"][0]["code"], code, "{url}");
+        assert_eq!(problem.errors[0].field, "url", "{url}");
+        assert_eq!(problem.errors[0].code, code, "{url}");
     }
     // A public name is accepted without resolving it (every address is vetted at delivery).
     register(
@@ -726,7 +726,7 @@ async fn registrations_are_validated(backend: Backend) {
     let res =
         post(json!({"url": "https://hooks.example.com/", "events": ["invoice.approved"]})).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "host_not_allowed");
+    assert_eq!(problem.errors[0].code, "host_not_allowed");
     let res = post(json!({
         "url": "http://192.168.1.10/",
         "events": ["invoice.approved", "invoice.settled", "invoice.created", "approve"],
@@ -735,11 +735,10 @@ async fn registrations_are_validated(backend: Backend) {
     }))
     .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    let fields: Vec<(&str, &str)> = problem["errors"]
-        .as_array()
-        .unwrap()
+    let fields: Vec<(&str, &str)> = problem
+        .errors
         .iter()
-        .map(|e| (e["field"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .map(|e| (e.field.as_str(), e.code.as_str()))
         .collect();
     // The body's own mistakes in one answer: the request type's field rules (in the order of
     // the members' names), then the domain's event types. The allow-list is the operator's,
@@ -753,21 +752,21 @@ async fn registrations_are_validated(backend: Backend) {
             ("events[3]", "unknown_event"),
         ]
     );
-    let detail = problem["errors"][2]["detail"].as_str().unwrap();
+    let detail = problem.errors[2].detail.as_str();
     for valid in ALL_EVENTS {
         assert!(detail.contains(valid), "{detail} lists {valid}");
     }
     let res = post(json!({"url": "http://192.168.1.10/", "events": ["invoice.approved"]})).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["url"]);
-    assert_eq!(problem["errors"][0]["code"], "host_not_allowed");
+    assert_eq!(problem.fields(), ["url"]);
+    assert_eq!(problem.errors[0].code, "host_not_allowed");
     let res = post(json!({"url": "http://127.0.0.1:9/", "events": []})).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "events");
-    assert_eq!(problem["errors"][0]["code"], "empty_events");
+    assert_eq!(problem.errors[0].field, "events");
+    assert_eq!(problem.errors[0].code, "empty_events");
     let res = post(json!({})).await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(error_fields(&problem), ["events", "url"]);
+    assert_eq!(problem.fields(), ["events", "url"]);
     let res = post(
         json!({"url": "http://127.0.0.1:9/", "events": ["invoice.approved"], "secret": "mine"}),
     )
@@ -1917,7 +1916,7 @@ async fn a_delivery_past_its_retry_budget_is_resent_once_with_the_same_webhook_i
         "invalid_type",
     )
     .await;
-    assert!(problem["detail"].as_str().unwrap().contains("delivery_id"));
+    assert!(problem.detail.contains("delivery_id"));
     // Agents may not resend.
     expect_problem(
         app.post(&resend, &b.org.agent_key, json!({})).await,
@@ -2183,11 +2182,11 @@ async fn a_keyed_registration_retried_in_parallel_makes_one_endpoint(backend: Ba
     let other = json!({"url": "http://127.0.0.1:9/other", "events": ["invoice.approved"]});
     let res = keyed("register-once", &other).send().await.unwrap();
     let problem = expect_problem(res, StatusCode::CONFLICT, "idempotency_conflict").await;
-    assert_eq!(problem["webhook_endpoint_id"], id.to_string());
+    assert_eq!(problem.body["webhook_endpoint_id"], id.to_string());
     // A malformed key (over 200 characters) names the header.
     let res = keyed(&"k".repeat(201), &body).send().await.unwrap();
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "Idempotency-Key");
+    assert_eq!(problem.errors[0].field, "Idempotency-Key");
     assert_eq!(
         app.sql_count("select count(*) from webhook_endpoints")
             .await,

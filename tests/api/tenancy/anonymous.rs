@@ -9,11 +9,11 @@
 //! (127.0.0.2, 127.0.0.3, …; Linux routes all of 127/8 to the loopback interface).
 
 use crate::helpers::{
-    Backend, PASSWORD, TestApp, both_backends, client_from, email_of, expect_problem,
+    Backend, PASSWORD, Problem, TestApp, both_backends, client_from, email_of, expect_problem,
     expect_status, figures, parallel, spawn_app_with,
 };
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use tauros_api::{ConnectionLimits, HttpConfig};
 use tauros_app::AppConfig;
 
@@ -43,16 +43,14 @@ async fn sign_in_from(
         .expect("request")
 }
 
-fn only_field(problem: &Value) -> &str {
-    let errors = problem["errors"].as_array().expect("errors[]");
-    assert_eq!(errors.len(), 1, "{problem}");
+fn only_field(problem: &Problem) -> &str {
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    let detail = &problem.errors[0].detail;
     assert!(
-        errors[0]["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("254") || d.contains("1024") || d.contains("1,024")),
+        detail.contains("254") || detail.contains("1024") || detail.contains("1,024"),
         "says what to send: {problem}"
     );
-    errors[0]["field"].as_str().expect("field")
+    &problem.errors[0].field
 }
 
 /// An email over 254 characters or a password over 1,024 is a 422 naming the field, on every

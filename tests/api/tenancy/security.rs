@@ -51,8 +51,8 @@ async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
         let res = app.create_invoice(&b.org.agent_key, "hidden", &body).await;
         let problem =
             expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
-        assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+        assert_eq!(problem.errors[0].field, field, "{problem}");
+        assert_eq!(problem.errors[0].code, "invalid_characters");
     }
     // Line breaks and tabs are fine where a text spans lines.
     let mut body = invoice_body(&b);
@@ -71,7 +71,7 @@ async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "name");
+    assert_eq!(problem.errors[0].field, "name");
     let res = app
         .post(
             "/v1/agents",
@@ -80,7 +80,7 @@ async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+    assert_eq!(problem.errors[0].code, "invalid_characters");
 
     let pending = app.pending(&b, "reasoned").await;
     let id = pending["id"].as_str().unwrap();
@@ -92,7 +92,7 @@ async fn hidden_characters_are_refused_on_every_text_field(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "reason");
+    assert_eq!(problem.errors[0].field, "reason");
 
     assert_eq!(
         app.sql_count("select count(*) from customers").await,
@@ -114,8 +114,8 @@ async fn a_nul_never_reaches_the_database(app: TestApp) {
         )
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "label");
-    assert_eq!(problem["errors"][0]["code"], "invalid_characters");
+    assert_eq!(problem.errors[0].field, "label");
+    assert_eq!(problem.errors[0].code, "invalid_characters");
 
     // Sign-in with a NUL in the email is an unknown email, not a database error.
     let res = app
@@ -131,7 +131,7 @@ async fn a_nul_never_reaches_the_database(app: TestApp) {
         .get("/v1/invoices?idempotency_key=a%00b", &b.org.agent_key)
         .await;
     let problem = expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
-    assert_eq!(problem["errors"][0]["field"], "idempotency_key");
+    assert_eq!(problem.errors[0].field, "idempotency_key");
 }
 
 async fn made_up_methods_and_paths_cannot_grow_the_metrics(app: TestApp) {
@@ -213,8 +213,8 @@ async fn responses_are_not_sniffed_or_cached_and_request_ids_stay_small(app: Tes
         let id = header(&res);
         assert_ne!(id, bad);
         assert!((1..=128).contains(&id.len()), "{id}");
-        let body = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
-        assert_eq!(body["request_id"], id.as_str());
+        let problem = expect_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
+        assert_eq!(problem.body["request_id"], id.as_str());
     }
 }
 

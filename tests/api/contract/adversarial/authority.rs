@@ -25,7 +25,7 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
         ("reject", Some("no")),
         ("request-changes", Some("redo")),
     ] {
-        let body = expect_problem(
+        let problem = expect_problem(
             app.command(
                 &b.org.agent_key,
                 id,
@@ -38,8 +38,8 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
         )
         .await;
         assert!(
-            body["detail"].as_str().unwrap().contains("human approver"),
-            "the refusal says who may: {body}"
+            problem.detail.contains("human approver"),
+            "the refusal says who may: {problem}"
         );
     }
     // Who may act is answered before what was sent: without a reason, still 403 (and 404 for
@@ -74,8 +74,8 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
             "validation_failed",
         )
         .await;
-        assert_eq!(problem["errors"][0]["field"], "reason");
-        assert_eq!(problem["errors"][0]["code"], "required");
+        assert_eq!(problem.errors[0].field, "reason");
+        assert_eq!(problem.errors[0].code, "required");
     }
     // Decisions, events and revisions cannot be written directly, by anyone: there is no
     // route, and the invoice itself has no generic update.
@@ -143,7 +143,7 @@ async fn agents_never_decide_or_cancel(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "reason");
+    assert_eq!(problem.errors[0].field, "reason");
     // Nor withdraw or revise an approved invoice (state rules, after authority).
     expect_problem(
         app.command(&b.org.agent_key, id, "withdraw", json!({}))
@@ -211,8 +211,8 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
             "unknown_field",
         )
         .await;
-        assert_eq!(problem["field"], *field, "{problem}");
-        assert!(problem["detail"].as_str().unwrap().contains(field));
+        assert_eq!(problem.body["field"], *field, "{problem}");
+        assert!(problem.detail.contains(field));
 
         let problem = expect_problem(
             app.command(&b.org.agent_key, id, "revise", {
@@ -225,7 +225,7 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
             "unknown_field",
         )
         .await;
-        assert_eq!(problem["field"], *field, "{problem}");
+        assert_eq!(problem.body["field"], *field, "{problem}");
     }
     // Inside a line, the path names the line.
     let mut body = invoice_body(&b);
@@ -237,13 +237,13 @@ async fn smuggled_fields_are_refused_and_nothing_is_written(app: TestApp) {
         "unknown_field",
     )
     .await;
-    assert_eq!(problem["field"], "lines[1].amount_minor");
+    assert_eq!(problem.body["field"], "lines[1].amount_minor");
     // Commands take no state either.
     for (action, smuggled) in [("submit", "approved"), ("withdraw", "draft")] {
         let body = json!({ "state": smuggled });
         let res = app.command(&b.org.agent_key, id, action, body).await;
         let problem = expect_problem(res, StatusCode::BAD_REQUEST, "unknown_field").await;
-        assert_eq!(problem["field"], "state", "{action}");
+        assert_eq!(problem.body["field"], "state", "{action}");
     }
     assert_eq!(app.invoice_rows().await, before, "nothing was written");
     let now = app.invoice(&b.org.agent_key, id).await;

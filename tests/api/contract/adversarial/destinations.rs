@@ -28,8 +28,8 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
-    assert_eq!(problem["errors"][0]["code"], "destination_inactive");
+    assert_eq!(problem.errors[0].field, "payment_destination_id");
+    assert_eq!(problem.errors[0].code, "destination_inactive");
     let draft = app.draft(&b, "draft").await;
     let before_revise = app.invoice_rows().await;
     let problem = expect_problem(
@@ -44,7 +44,7 @@ async fn inactive_destinations_receive_nothing(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
+    assert_eq!(problem.errors[0].field, "payment_destination_id");
     assert_eq!(app.invoice_rows().await, before_revise);
     assert_eq!(
         before[0] + 1,
@@ -193,7 +193,7 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "supersedes_id");
+    assert_eq!(problem.errors[0].field, "supersedes_id");
     // So is superseding a deactivated one, a random id, or another agent's.
     let other = app.org().await;
     let theirs = app.destination(&other.agent_key, "EUR", "iban", IBAN).await;
@@ -210,7 +210,7 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
             "validation_failed",
         )
         .await;
-        assert_eq!(problem["errors"][0]["field"], "supersedes_id");
+        assert_eq!(problem.errors[0].field, "supersedes_id");
     }
     assert_eq!(
         app.sql_count("select count(*) from payment_destinations")
@@ -230,7 +230,7 @@ async fn supersede_and_deactivate_rules(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "payment_destination_id");
+    assert_eq!(problem.errors[0].field, "payment_destination_id");
 
     // Deactivate is idempotent: 200 twice, one audit event.
     let id = uuid_of(&replacement["id"]);

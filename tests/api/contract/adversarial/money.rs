@@ -2,7 +2,7 @@
 //! a create's fields, its idempotency key and who may propose or verify.
 
 use crate::helpers::{
-    IBAN, TestApp, both_backends, error_fields, expect_problem, expect_status, id_of, invoice_body,
+    IBAN, TestApp, both_backends, expect_problem, expect_status, id_of, invoice_body,
     invoice_body_for,
 };
 use reqwest::StatusCode;
@@ -48,11 +48,10 @@ async fn money_is_exact_over_http(app: TestApp) {
             "float_not_allowed",
         )
         .await;
-        assert_eq!(problem["field"], field, "{problem}");
+        assert_eq!(problem.body["field"], field, "{problem}");
         assert!(
-            problem["detail"]
-                .as_str()
-                .unwrap()
+            problem
+                .detail
                 .contains("floating-point numbers are never accepted"),
             "{problem}"
         );
@@ -66,10 +65,9 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(
-        problem["errors"],
-        json!([{"field": "lines[0].unit_amount", "code": "too_many_decimals", "detail": problem["errors"][0]["detail"]}])
-    );
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "lines[0].unit_amount");
+    assert_eq!(problem.errors[0].code, "too_many_decimals");
     // 1.5 × 0.05 EUR is not a whole number of cents.
     let mut body = invoice_body(&b);
     body["lines"][0] = json!({"description": "a", "quantity": "1.5", "unit_amount": "0.05"});
@@ -79,13 +77,7 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert!(
-        problem["errors"][0]["field"]
-            .as_str()
-            .unwrap()
-            .starts_with("lines[0]"),
-        "{problem}"
-    );
+    assert!(problem.errors[0].field.starts_with("lines[0]"), "{problem}");
     // Both forms, or neither.
     let mut body = invoice_body(&b);
     body["lines"][0]["unit_amount_minor"] = json!(40000);
@@ -96,7 +88,7 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let fields = error_fields(&problem);
+    let fields = problem.fields();
     assert_eq!(fields, ["lines[0]", "lines[1].unit_amount"], "{problem}");
     assert_eq!(
         app.invoice_rows().await,
@@ -126,7 +118,7 @@ async fn money_is_exact_over_http(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["code"], "too_many_decimals");
+    assert_eq!(problem.errors[0].code, "too_many_decimals");
 
     // 18-decimal ETH far beyond 2^53, sent as a digit string: exact, and a JSON integer back.
     let eth = app
@@ -199,7 +191,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
             "validation_failed",
         )
         .await;
-        assert_eq!(problem["errors"][0]["field"], "network", "{problem}");
+        assert_eq!(problem.errors[0].field, "network", "{problem}");
     }
     assert_eq!(
         app.sql_count("select count(*) from payment_destinations")
@@ -218,7 +210,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
             "validation_failed",
         )
         .await;
-        assert_eq!(problem["errors"][0]["field"], "currency", "{problem}");
+        assert_eq!(problem.errors[0].field, "currency", "{problem}");
     }
     // An unknown currency is an error on `currency` too.
     let mut body = invoice_body(&b);
@@ -229,7 +221,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "currency");
+    assert_eq!(problem.errors[0].field, "currency");
     // Revising only the currency, without new lines, is refused (the amounts would change
     // meaning), and so is a currency the destination does not receive.
     let draft = app.draft(&b, "eur").await;
@@ -246,7 +238,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "lines");
+    assert_eq!(problem.errors[0].field, "lines");
     let problem = expect_problem(
         app.command(
             key,
@@ -260,7 +252,7 @@ async fn currency_must_be_the_destinations(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"][0]["field"], "currency");
+    assert_eq!(problem.errors[0].field, "currency");
     assert_eq!(app.invoice_rows().await, before_revise);
     assert_eq!(before[0] + 1, before_revise[0]);
 }
@@ -273,7 +265,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields = error_fields(&problem);
+    let mut fields = problem.fields();
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -289,7 +281,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "{problem}"
     );
     for field in &fields {
-        assert!(problem["detail"].as_str().unwrap().contains(field));
+        assert!(problem.detail.contains(field));
     }
     // Every missing field of a line too, with the key present.
     let problem = expect_problem(
@@ -303,7 +295,7 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    let mut fields = error_fields(&problem);
+    let mut fields = problem.fields();
     fields.sort_unstable();
     assert_eq!(
         fields,
@@ -331,9 +323,9 @@ async fn a_create_reports_every_missing_field_at_once(app: TestApp) {
         "validation_failed",
     )
     .await;
-    assert_eq!(problem["errors"].as_array().unwrap().len(), 1, "{problem}");
-    assert_eq!(problem["errors"][0]["field"], "idempotency_key");
-    assert_eq!(problem["errors"][0]["code"], "required");
+    assert_eq!(problem.errors.len(), 1, "{problem}");
+    assert_eq!(problem.errors[0].field, "idempotency_key");
+    assert_eq!(problem.errors[0].code, "required");
     assert_eq!(
         app.invoice_rows().await,
         [0, 0, 0, 0],
@@ -352,7 +344,7 @@ async fn idempotency_key_in_header_and_body_must_agree(app: TestApp) {
         "idempotency_key_mismatch",
     )
     .await;
-    assert_eq!(problem["field"], "idempotency_key");
+    assert_eq!(problem.body["field"], "idempotency_key");
     assert_eq!(app.sql_count("select count(*) from invoices").await, 0);
     // The body alone, or the same key in both, is the same key.
     let created = expect_status(
@@ -417,5 +409,5 @@ async fn humans_never_propose_and_agents_never_verify(app: TestApp) {
         "forbidden",
     )
     .await;
-    assert!(problem["detail"].as_str().unwrap().contains("humans"));
+    assert!(problem.detail.contains("humans"));
 }

@@ -49,7 +49,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
     )
     .await;
     assert_eq!(
-        (&problem["from"], &problem["action"]),
+        (&problem.body["from"], &problem.body["action"]),
         (&json!("cancelled"), &json!("cancel"))
     );
     assert_eq!(app.invoice_rows().await, before);
@@ -73,7 +73,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
         "already_decided",
     )
     .await;
-    assert!(problem["detail"].as_str().unwrap().contains("approved"));
+    assert!(problem.detail.contains("approved"));
     // The same approver with another decision on the same revision: already decided too.
     expect_problem(
         app.command(
@@ -121,7 +121,7 @@ async fn replays_count_only_for_the_same_command(app: TestApp) {
         )
         .await;
         assert_eq!(
-            (&problem["from"], &problem["action"]),
+            (&problem.body["from"], &problem.body["action"]),
             (&json!("cancelled"), &json!("withdraw"))
         );
     }

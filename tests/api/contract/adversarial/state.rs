@@ -1,7 +1,7 @@
 //! State manipulation: illegal moves are `invalid_transition`; a decision names one exact
 //! revision and its hash.
 
-use crate::helpers::{TestApp, both_backends, error_fields, expect_problem, expect_status, id_of};
+use crate::helpers::{TestApp, both_backends, expect_problem, expect_status, id_of};
 use reqwest::StatusCode;
 use serde_json::json;
 use uuid::Uuid;
@@ -25,12 +25,11 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         "invalid_transition",
     )
     .await;
-    assert_eq!(problem["from"], "draft");
-    assert_eq!(problem["action"], "approve");
+    assert_eq!(problem.body["from"], "draft");
+    assert_eq!(problem.body["action"], "approve");
     assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
+        problem
+            .detail
             .contains("`approve` is not allowed while the invoice is `draft`"),
         "{problem}"
     );
@@ -54,7 +53,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
     )
     .await;
     assert_eq!(
-        (&problem["from"], &problem["action"]),
+        (&problem.body["from"], &problem.body["action"]),
         (&json!("approved"), &json!("revise"))
     );
     for action in ["submit", "withdraw"] {
@@ -64,8 +63,8 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
             "invalid_transition",
         )
         .await;
-        assert_eq!(problem["from"], "approved");
-        assert_eq!(problem["action"], action);
+        assert_eq!(problem.body["from"], "approved");
+        assert_eq!(problem.body["action"], action);
     }
     assert_eq!(app.invoice_rows().await, before);
 
@@ -99,7 +98,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
         "invalid_transition",
     )
     .await;
-    assert_eq!(problem["from"], "rejected");
+    assert_eq!(problem.body["from"], "rejected");
 
     // Approving, submitting or revising a withdrawn invoice (a stale copy after withdraw).
     let pending = app.pending(&b, "withdrawn").await;
@@ -117,7 +116,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
     )
     .await;
     assert_eq!(
-        (&problem["from"], &problem["action"]),
+        (&problem.body["from"], &problem.body["action"]),
         (&json!("cancelled"), &json!("approve"))
     );
     let problem = expect_problem(
@@ -127,7 +126,7 @@ async fn illegal_moves_are_invalid_transitions(app: TestApp) {
     )
     .await;
     assert_eq!(
-        (&problem["from"], &problem["action"]),
+        (&problem.body["from"], &problem.body["action"]),
         (&json!("cancelled"), &json!("submit"))
     );
     expect_problem(
@@ -178,9 +177,8 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
     )
     .await;
     assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
+        problem
+            .detail
             .contains(r2["current_revision"]["id"].as_str().unwrap()),
         "the detail names the current revision: {problem}"
     );
@@ -221,7 +219,7 @@ async fn a_decision_names_one_exact_revision_and_hash(app: TestApp) {
             "validation_failed",
         )
         .await;
-        let fields = error_fields(&problem);
+        let fields = problem.fields();
         assert_eq!(fields, ["payload_hash", "reason"], "all at once: {problem}");
     }
     // A revision (and its hash) of another invoice.
