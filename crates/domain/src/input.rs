@@ -1,14 +1,16 @@
 //! Money and quantity fields as they arrive in JSON: only the shape, so the money rules
 //! (`lines::validate_lines`) report every offending field at once. A float is refused with a
-//! message starting [`FLOAT_NOT_ALLOWED`] and `": "` (the HTTP layer's cue for a 400), as are
-//! integers ≥ 2^64, which serde_json (without `arbitrary_precision`) hands to `visit_f64`.
+//! message starting [`FLOAT_NOT_ALLOWED`] and `": "` (the HTTP layer's cue for a 400). An integer
+//! is an integer whatever its size: beyond [`MAX_JSON_INTEGER`] it is `amount_out_of_range`; the
+//! wire reads a literal beyond 64 bits, which serde_json would hand to `visit_f64`, as the
+//! largest 64-bit integer of its sign (`http::json::saturate_wide_integers` in the api crate).
 
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
 use super::currency::Currency;
-use super::money::{MinorAmount, MoneyError};
+use super::money::{MAX_JSON_INTEGER, MinorAmount, MoneyError};
 use super::quantity::{Quantity, QuantityError};
 
 /// Marker that starts the serde error message of a float in a money or quantity field.
@@ -60,6 +62,9 @@ impl MinorAmountInput {
     /// Applies the minor-unit rules (digits only, not negative, in range).
     pub fn to_minor(&self) -> Result<MinorAmount, MoneyError> {
         match self {
+            MinorAmountInput::Integer(value) if *value > MAX_JSON_INTEGER => {
+                Err(MoneyError::BeyondJsonInteger)
+            }
             MinorAmountInput::Integer(value) => MinorAmount::new(*value),
             MinorAmountInput::Text(text) => MinorAmount::parse_minor(text),
         }
@@ -301,21 +306,39 @@ mod tests {
     }
 
     #[test]
-    fn integers_beyond_u64_are_refused_as_floats_with_a_hint() {
-        // serde_json reads 2^64 and above as f64; the message tells the client what to do.
-        let message = error::<MinorAmountInput>("18446744073709551616");
+    fn a_whole_float_beyond_2_53_is_told_to_come_as_digits() {
+        let message = error::<MinorAmountInput>("1e20");
         assert!(message.starts_with(FLOAT_PREFIX), "{message}");
         assert!(message.contains("integers beyond 2^53 must be sent as strings of digits"));
+    }
+
+    #[test]
+    fn a_json_integer_is_an_amount_up_to_2_53_and_out_of_range_beyond() {
+        let minor = |json: &str| {
+            serde_json::from_str::<MinorAmountInput>(json)
+                .unwrap()
+                .to_minor()
+        };
+        assert_eq!(minor("9007199254740992").unwrap().get(), 1 << 53);
+        for beyond in ["9007199254740993", "18446744073709551615"] {
+            assert_eq!(
+                minor(beyond),
+                Err(MoneyError::BeyondJsonInteger),
+                "{beyond}"
+            );
+        }
+        assert_eq!(minor("-9223372036854775808"), Err(MoneyError::Negative));
+        // The same amounts as digits are exact.
+        assert_eq!(
+            minor("\"18446744073709551615\"").unwrap().get(),
+            i128::from(u64::MAX)
+        );
     }
 
     #[test]
     fn minor_amounts_accept_integers_and_digit_strings() {
         let parse = |json| serde_json::from_str::<MinorAmountInput>(json).unwrap();
         assert_eq!(parse("40000"), MinorAmountInput::Integer(40_000));
-        assert_eq!(
-            parse("18446744073709551615"),
-            MinorAmountInput::Integer(i128::from(u64::MAX))
-        );
         assert_eq!(parse("\"40000\""), MinorAmountInput::Text("40000".into()));
         assert_eq!(parse("40000").to_minor().unwrap().get(), 40_000);
         assert_eq!(

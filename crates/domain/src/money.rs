@@ -12,6 +12,11 @@ use super::error::{Coded, echo};
 /// Most digits accepted before the decimal point of a major-unit string.
 pub const MAX_INTEGER_DIGITS: usize = 30;
 
+/// The largest amount in minor units accepted as a JSON integer (2^53, docs/MONEY.md): every
+/// JSON parser reads integers up to it exactly, and many round larger ones to a double without
+/// a word, so a larger amount comes as a string of digits.
+pub const MAX_JSON_INTEGER: i128 = 1 << 53;
+
 /// An exact, non-negative amount in minor units; the currency is its invoice revision's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MinorAmount(i128);
@@ -51,6 +56,13 @@ pub enum MoneyError {
         i128::MAX
     )]
     OutOfRange,
+    /// A JSON integer beyond [`MAX_JSON_INTEGER`]: the sender's JSON parser may have rounded it.
+    #[error(
+        "a JSON integer amount is accepted up to {MAX_JSON_INTEGER} (2^53) only: beyond it, JSON \
+         parsers round numbers silently; send a larger amount as a string of digits, such as \
+         \"12345678901234567890\""
+    )]
+    BeyondJsonInteger,
     #[error(
         "quantity {quantity} × unit amount {unit_amount} {currency} is not a whole number of \
          minor units ({}); Tauros never rounds money, so change the quantity or the unit amount \
@@ -73,7 +85,7 @@ impl Coded for MoneyError {
             MoneyError::InvalidDecimal { .. } | MoneyError::InvalidMinor { .. } => "invalid_format",
             MoneyError::Negative => "negative_amount",
             MoneyError::TooManyDecimals { .. } => "too_many_decimals",
-            MoneyError::OutOfRange => "amount_out_of_range",
+            MoneyError::OutOfRange | MoneyError::BeyondJsonInteger => "amount_out_of_range",
             MoneyError::NotExact { .. } => "amount_not_exact",
             MoneyError::TotalNotPositive => "total_not_positive",
         }

@@ -51,7 +51,7 @@ impl<T: DeserializeOwned + Default + BodyRules, S: Send + Sync> FromRequest<S> f
 }
 
 /// The whole body, within the 1 MiB limit (413 beyond it).
-async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             too_large()

@@ -20,6 +20,7 @@ use super::problem::{ApiError, MAX_ERRORS};
 use super::rules::{BodyRules, field_errors};
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt;
 use tauros_app::FieldError;
 use tauros_domain::error::{echo, missing};
@@ -38,18 +39,25 @@ const MAX_DETAIL_CHARS: usize = 1000;
 /// Parses a JSON object body into `T`, reporting every shape and value error at once; a
 /// [`BodyRules::READ_IN_ONE_PASS`] type is first tried in one pass.
 pub fn parse_json<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes = &*saturate_wide_integers(bytes);
     if T::READ_IN_ONE_PASS
         && let Some(body) = read_in_one_pass::<T>(bytes)
     {
         return Ok(body);
     }
-    parse_in_three_steps(bytes)
+    three_steps(bytes)
 }
 
-/// The three steps of the module documentation, every mistake of the body in one answer.
+/// The three steps alone on a body as sent: what a one-pass read must agree with.
+#[cfg(test)]
 pub(crate) fn parse_in_three_steps<T: DeserializeOwned + BodyRules>(
     bytes: &[u8],
 ) -> Result<T, ApiError> {
+    three_steps(&saturate_wide_integers(bytes))
+}
+
+/// The three steps of the module documentation, every mistake of the body in one answer.
+fn three_steps<T: DeserializeOwned + BodyRules>(bytes: &[u8]) -> Result<T, ApiError> {
     parse_value(parse_syntax(bytes)?, bytes.len())
 }
 
@@ -64,6 +72,75 @@ pub(crate) fn read_in_one_pass<T: DeserializeOwned + BodyRules>(bytes: &[u8]) ->
     }
     let body: T = serde_json::from_slice(bytes).ok()?;
     body.field_rules().is_ok().then_some(body)
+}
+
+/// The largest integers serde_json reads as integers; it reads a literal beyond them as a float,
+/// which it is not. Such a literal becomes the nearest of them, which every integer rule here
+/// refuses as out of its range (an amount beyond 2^53, a negative amount, a count), so that an
+/// integer too large is answered as an integer out of range, never as a float (docs/MONEY.md).
+/// The body's own bytes are kept when it has none.
+pub fn saturate_wide_integers(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let mut run = 0;
+    let long_run = bytes.iter().any(|b| {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        run >= 19
+    });
+    if !long_run {
+        return Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(bytes.len());
+                out.extend_from_slice(&bytes[start..i]);
+            }
+            b'-' | b'0'..=b'9' => {
+                while i < bytes.len()
+                    && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let token = &bytes[start..i];
+                let nearest = saturated(token);
+                changed |= nearest.is_some();
+                out.extend_from_slice(nearest.unwrap_or(token));
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(bytes)
+    }
+}
+
+/// The 64-bit integer nearest to a JSON integer literal that no 64-bit integer holds.
+fn saturated(token: &[u8]) -> Option<&'static [u8]> {
+    let text = std::str::from_utf8(token).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let integer = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !(digits.len() > 1 && digits.starts_with('0'));
+    if !integer || text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
+        return None;
+    }
+    Some(if text.starts_with('-') {
+        b"-9223372036854775808"
+    } else {
+        b"18446744073709551615"
+    })
 }
 
 /// Steps 2 and 3 alone, for JSON parsed already (an MCP tool call's arguments, `size` bytes).
@@ -903,5 +980,62 @@ mod tests {
         let items: Vec<String> = (0..300).map(|_| "1".to_owned()).collect();
         let p = problem(&format!(r#"{{"items": [{}]}}"#, items.join(",")));
         assert_eq!(p["errors"].as_array().unwrap().len(), MAX_ERRORS);
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_becomes_the_nearest_64_bit_one_and_nothing_else_changes() {
+        let saturated = |text: &str| {
+            String::from_utf8(saturate_wide_integers(text.as_bytes()).into_owned()).unwrap()
+        };
+        assert!(matches!(
+            saturate_wide_integers(br#"{"a": 18446744073709551615}"#),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            saturated(r#"{"a":100000000000000000000,"b":[-100000000000000000000, 1]}"#),
+            r#"{"a":18446744073709551615,"b":[-9223372036854775808, 1]}"#
+        );
+        for kept in [
+            r#"{"a":"100000000000000000000"}"#,
+            r#"{"a":"\"100000000000000000000"}"#,
+            r#"{"100000000000000000000":1}"#,
+            r#"{"a":100000000000000000000.0,"b":1e20,"c":18446744073709551615}"#,
+            r#"{"a":-9223372036854775808,"b":00000000000000000000001}"#,
+        ] {
+            assert_eq!(saturated(kept), kept);
+        }
+    }
+
+    #[derive(Debug, Deserialize, validator::Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Priced {
+        amount_minor: Option<tauros_domain::input::MinorAmountInput>,
+    }
+
+    crate::body_rules!(Priced);
+
+    proptest::proptest! {
+        /// An amount of any size, as a JSON integer or as digits: exact up to its bound (2^53 for
+        /// an integer, 2^127 - 1 for digits), `amount_out_of_range` beyond it, never a float.
+        #[test]
+        fn an_amount_is_exact_up_to_its_bound_and_out_of_range_beyond(
+            digits in "[1-9][0-9]{15,40}",
+            as_text: bool,
+        ) {
+            use tauros_domain::money::{MAX_JSON_INTEGER, MoneyError};
+            let body = if as_text {
+                format!(r#"{{"amount_minor": "{digits}"}}"#)
+            } else {
+                format!(r#"{{"amount_minor": {digits}}}"#)
+            };
+            let read = parse_json::<Priced>(body.as_bytes()).map_err(|e| e.problem().detail);
+            let minor = read.unwrap().amount_minor.unwrap().to_minor();
+            match (digits.parse::<i128>(), as_text) {
+                (Ok(n), false) if n <= MAX_JSON_INTEGER => proptest::prop_assert_eq!(minor.unwrap().get(), n),
+                (_, false) => proptest::prop_assert_eq!(minor, Err(MoneyError::BeyondJsonInteger)),
+                (Ok(n), true) => proptest::prop_assert_eq!(minor.unwrap().get(), n),
+                (Err(_), true) => proptest::prop_assert_eq!(minor, Err(MoneyError::OutOfRange)),
+            }
+        }
     }
 }

@@ -613,7 +613,10 @@ mod tests {
                 "LineWithUnitAmountMinor.description.maxLength",
                 n(lines::MAX_DESCRIPTION_CHARS),
             ),
-            ("MinorUnitsInput.maximum", u64::MAX),
+            (
+                "MinorUnitsInput.maximum",
+                u64::try_from(tauros_domain::money::MAX_JSON_INTEGER).unwrap(),
+            ),
             ("RenameAgentRequest.name.maxLength", name),
             ("ReviseRequest.lines.maxItems", n(lines::MAX_LINES)),
             (

@@ -5,6 +5,7 @@ use utoipa::IntoParams;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
 
 use tauros_domain::identity::ActorKind;
+use tauros_domain::money::MAX_JSON_INTEGER;
 
 pub use tauros_app::schema::*;
 use tauros_app::schema_enum;
@@ -37,11 +38,11 @@ schema_enum!(
             ObjectBuilder::new()
                 .schema_type(Type::Integer)
                 .minimum(Some(0))
-                // JSON integers beyond 2^64 - 1 reach the parser only as floats (refused).
-                .maximum(Some(u64::MAX))
+                .maximum(Some(MAX_JSON_INTEGER as u64))
                 .description(Some(
-                    "A JSON integer up to 2^64 - 1 (JSON numbers with a fraction or an \
-                     exponent are refused)",
+                    "A JSON integer up to 2^53 (9007199254740992), which every JSON parser reads \
+                     exactly; a larger one is 422 `amount_out_of_range`, and a number with a \
+                     fraction or an exponent 400 `float_not_allowed`",
                 )),
         )
         .item(
@@ -49,13 +50,13 @@ schema_enum!(
                 .schema_type(Type::String)
                 .pattern(Some("^[0-9]+$"))
                 .description(Some(
-                    "A string of digits: exact at any size; use it beyond 2^53 from JavaScript",
+                    "A string of digits: exact up to 2^127 - 1, the form for amounts beyond 2^53",
                 )),
         )
         .description(Some(
-            "Minor units (cents for EUR): a non-negative JSON integer, or the same number as a \
-             string of digits. JavaScript numbers are exact only up to 2^53 (9007199254740992); \
-             send larger amounts as strings (beyond 2^64 - 1 a string is the only way).",
+            "Minor units (cents for EUR): a non-negative JSON integer up to 2^53, or the same \
+             number as a string of digits at any size up to 2^127 - 1. Beyond 2^53 JSON \
+             parsers round numbers silently, so a larger amount is sent as a string.",
         ))
         .into()
 );

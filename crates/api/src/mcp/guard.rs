@@ -9,14 +9,16 @@
 //! error; its JSON-RPC answers are left as they are, whatever their status: MCP clients read
 //! them.
 
-use crate::http::extract::bearer;
+use crate::http::extract::{bearer, read_body};
+use crate::http::json::saturate_wide_integers;
 use crate::http::middleware::OwnErrorBody;
 use crate::http::problem::ApiError;
-use axum::body::to_bytes;
+use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
 use std::sync::Arc;
 use tauros_app::{Actor, App, AppError};
 use tauros_domain::identity::Interface;
@@ -69,6 +71,10 @@ pub(super) async fn check_origin_and_agent(
         Err(e) => return ApiError::from(e).into_response(),
     };
     request.extensions_mut().insert(actor);
+    let request = match with_integers_read_as_rest_reads_them(request).await {
+        Ok(request) => request,
+        Err(refused) => return refused.into_response(),
+    };
     let declared_json = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -79,6 +85,27 @@ pub(super) async fn check_origin_and_agent(
                 .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
         });
     shape(next.run(request).await, declared_json).await
+}
+
+/// A JSON-RPC message's integer literals beyond 64 bits saturated, as REST's body reader does
+/// ([`saturate_wide_integers`]): the transport parses the message before a tool sees its
+/// arguments, and would read such an integer as a float.
+async fn with_integers_read_as_rest_reads_them(request: Request) -> Result<Request, ApiError> {
+    if request.method() != Method::POST {
+        return Ok(request);
+    }
+    let (mut parts, body) = request.into_parts();
+    let bytes = read_body(Request::from_parts(parts.clone(), body), &()).await?;
+    let bytes = match saturate_wide_integers(&bytes) {
+        Cow::Borrowed(_) => bytes,
+        Cow::Owned(saturated) => {
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(saturated.len()));
+            Bytes::from(saturated)
+        }
+    };
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 fn unauthorized() -> Response {

@@ -2,7 +2,7 @@
 //! a create's fields, its idempotency key and who may propose or verify.
 
 use crate::helpers::{
-    IBAN, TestApp, both_backends, expect_problem, expect_status, id_of, invoice_body,
+    Billing, IBAN, TestApp, both_backends, expect_problem, expect_status, id_of, invoice_body,
     invoice_body_for,
 };
 use reqwest::StatusCode;
@@ -10,11 +10,114 @@ use serde_json::json;
 
 both_backends!(
     money_is_exact_over_http,
+    an_integer_is_never_a_float,
     currency_must_be_the_destinations,
     a_create_reports_every_missing_field_at_once,
     idempotency_key_in_header_and_body_must_agree,
     humans_never_propose_and_agents_never_verify,
 );
+
+/// A create whose one line costs `literal` minor units, sent as this exact JSON text (a JSON
+/// integer beyond 64 bits has no `Value`).
+fn priced_at(b: &Billing, literal: &str) -> String {
+    let mut body = invoice_body(b);
+    body["lines"] = json!([{"description": "a", "quantity": "1", "unit_amount_minor": "PRICE"}]);
+    body.to_string().replace("\"PRICE\"", literal)
+}
+
+/// JSON integers are integers: exact up to 2^53, beyond it 422 `amount_out_of_range` on the field
+/// whatever its size (2^64 and more included, which a JSON parser would read as a float), a sign
+/// `negative_amount`; a float, even a whole one, 400 `float_not_allowed`. REST and MCP alike.
+async fn an_integer_is_never_a_float(app: TestApp) {
+    let b = app.billing().await;
+    let key = &b.org.agent_key;
+    let send = |idempotency_key: &str, body: String| {
+        app.client
+            .post(app.url("/v1/invoices"))
+            .bearer_auth(key)
+            .header("idempotency-key", idempotency_key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let before = app.invoice_rows().await;
+    let ten_to_the_40 = format!("1{}", "0".repeat(40));
+    for (literal, code) in [
+        ("9007199254740993", "amount_out_of_range"),
+        ("18446744073709551615", "amount_out_of_range"),
+        ("100000000000000000000", "amount_out_of_range"),
+        (ten_to_the_40.as_str(), "amount_out_of_range"),
+        ("-100000000000000000000", "negative_amount"),
+    ] {
+        let res = send("wide", priced_at(&b, literal)).await.expect("request");
+        let problem =
+            expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
+        assert_eq!(
+            problem.fields(),
+            ["lines[0].unit_amount_minor"],
+            "{literal}: {problem}"
+        );
+        assert_eq!(problem.errors[0].code, code, "{literal}: {problem}");
+        if code == "amount_out_of_range" {
+            assert!(
+                problem.errors[0].detail.contains("string of digits"),
+                "{problem}"
+            );
+        }
+    }
+    for literal in ["1e20", "100000000000000000000.0", "9007199254740993.0"] {
+        let res = send("float", priced_at(&b, literal))
+            .await
+            .expect("request");
+        let problem = expect_problem(res, StatusCode::BAD_REQUEST, "float_not_allowed").await;
+        assert_eq!(
+            problem.body["field"], "lines[0].unit_amount_minor",
+            "{literal}"
+        );
+    }
+    assert_eq!(
+        app.invoice_rows().await,
+        before,
+        "nothing refused is written"
+    );
+
+    // Over MCP, the transport reads the message first: the same answer.
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"create_invoice_draft","arguments":{}}}}}"#,
+        priced_at(&b, "100000000000000000000").replacen(
+            '{',
+            r#"{"idempotency_key":"wide-mcp","#,
+            1
+        )
+    );
+    let res = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(call)
+        .send()
+        .await
+        .expect("request");
+    let answer = expect_status(res, StatusCode::OK).await;
+    let problem = &answer["result"]["structuredContent"];
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(problem["code"], "validation_failed", "{answer}");
+    assert_eq!(problem["errors"][0]["field"], "lines[0].unit_amount_minor");
+    assert_eq!(problem["errors"][0]["code"], "amount_out_of_range");
+    assert_eq!(app.invoice_rows().await, before);
+
+    // Up to 2^53 a JSON integer is the amount, exactly.
+    let res = send("exact", priced_at(&b, "9007199254740992"))
+        .await
+        .expect("request");
+    let invoice = expect_status(res, StatusCode::CREATED).await;
+    assert_eq!(
+        invoice["invoice"]["current_revision"]["lines"][0]["unit_amount_minor"],
+        json!(9_007_199_254_740_992_u64)
+    );
+}
 
 async fn money_is_exact_over_http(app: TestApp) {
     let b = app.billing().await;
