@@ -779,6 +779,25 @@ impl TestApp {
             .expect("request")
     }
 
+    /// `POST /v1/invoices` with `Idempotency-Key: key` and this exact text as its JSON body
+    /// (malformed JSON, or numbers a `Value` cannot hold).
+    pub async fn create_invoice_text(&self, agent_key: &str, key: &str, text: &str) -> Response {
+        self.post_text("/v1/invoices", agent_key, text)
+            .header("idempotency-key", key)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// `POST path` with a bearer token and this exact text declared as JSON, not sent yet.
+    pub fn post_text(&self, path: &str, token: &str, text: &str) -> RequestBuilder {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(text.to_owned())
+    }
+
     /// `POST /v1/invoices/{id}/{action}` (`submit`, `approve`, …), not sent yet.
     pub fn command_request(
         &self,

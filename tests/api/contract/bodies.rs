@@ -215,15 +215,8 @@ async fn a_body_that_is_not_json_is_invalid_json_whatever_its_members(app: TestA
         r#"{"currency": "EUR", "currency": "USD"}"#,
     ] {
         let res = app
-            .client
-            .post(app.url("/v1/invoices"))
-            .bearer_auth(&b.org.agent_key)
-            .header("content-type", "application/json")
-            .header("idempotency-key", "not-json")
-            .body(text)
-            .send()
-            .await
-            .unwrap();
+            .create_invoice_text(&b.org.agent_key, "not-json", text)
+            .await;
         expect_problem(res, StatusCode::BAD_REQUEST, "invalid_json").await;
     }
     assert_eq!(written(&app).await, before);

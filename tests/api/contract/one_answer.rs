@@ -224,15 +224,8 @@ async fn a_body_that_is_not_a_json_object_still_stops_before_its_shape(app: Test
         (r#"[{"customer_id": 5}, 1.5]"#, "invalid_type"),
     ] {
         let res = app
-            .client
-            .post(app.url("/v1/invoices"))
-            .bearer_auth(&b.org.agent_key)
-            .header("content-type", "application/json")
-            .header("idempotency-key", "not-an-object")
-            .body(text)
-            .send()
-            .await
-            .unwrap();
+            .create_invoice_text(&b.org.agent_key, "not-an-object", text)
+            .await;
         let problem = expect_problem(res, StatusCode::BAD_REQUEST, code).await;
         assert!(problem.body.get("errors").is_none(), "{problem}");
     }

@@ -206,16 +206,7 @@ async fn the_credentials_refusal_comes_before_a_malformed_request(app: TestApp) 
             StatusCode::UNPROCESSABLE_ENTITY
         };
         assert_eq!(res.status(), expected, "malformed limit");
-        let res = app
-            .client
-            .post(app.url("/v1/invoices"))
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .header("idempotency-key", "k-1")
-            .body("{not json")
-            .send()
-            .await
-            .unwrap();
+        let res = app.create_invoice_text(token, "k-1", "{not json").await;
         assert_eq!(res.status(), status, "malformed body");
     }
     // … and a create without a key is refused after the credential too.

@@ -93,7 +93,8 @@ macro_rules! in_order {
     )*};
 }
 
-// In `READ_COLUMNS`'s order: the read model's (migrations: `invoice_reads_source`), then the issue job's and the org's.
+// In `READ_COLUMNS`'s order: the read model's (migrations: `invoice_reads_source`), then the
+// issue job's and the org's.
 in_order!(InvoiceJoined, |c| InvoiceJoined {
     revision: RevisionRow {
         id: c.next("id")?,

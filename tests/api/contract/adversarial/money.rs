@@ -31,15 +31,6 @@ fn priced_at(b: &Billing, literal: &str) -> String {
 async fn an_integer_is_never_a_float(app: TestApp) {
     let b = app.billing().await;
     let key = &b.org.agent_key;
-    let send = |idempotency_key: &str, body: String| {
-        app.client
-            .post(app.url("/v1/invoices"))
-            .bearer_auth(key)
-            .header("idempotency-key", idempotency_key)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
     let before = app.invoice_rows().await;
     let ten_to_the_40 = format!("1{}", "0".repeat(40));
     for (literal, code) in [
@@ -49,7 +40,9 @@ async fn an_integer_is_never_a_float(app: TestApp) {
         (ten_to_the_40.as_str(), "amount_out_of_range"),
         ("-100000000000000000000", "negative_amount"),
     ] {
-        let res = send("wide", priced_at(&b, literal)).await.expect("request");
+        let res = app
+            .create_invoice_text(key, "wide", &priced_at(&b, literal))
+            .await;
         let problem =
             expect_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").await;
         assert_eq!(
@@ -66,9 +59,9 @@ async fn an_integer_is_never_a_float(app: TestApp) {
         }
     }
     for literal in ["1e20", "100000000000000000000.0", "9007199254740993.0"] {
-        let res = send("float", priced_at(&b, literal))
-            .await
-            .expect("request");
+        let res = app
+            .create_invoice_text(key, "float", &priced_at(&b, literal))
+            .await;
         let problem = expect_problem(res, StatusCode::BAD_REQUEST, "float_not_allowed").await;
         assert_eq!(
             problem.body["field"], "lines[0].unit_amount_minor",
@@ -91,12 +84,8 @@ async fn an_integer_is_never_a_float(app: TestApp) {
         )
     );
     let res = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(key)
+        .post_text("/mcp", key, &call)
         .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(call)
         .send()
         .await
         .expect("request");
@@ -109,9 +98,9 @@ async fn an_integer_is_never_a_float(app: TestApp) {
     assert_eq!(app.invoice_rows().await, before);
 
     // Up to 2^53 a JSON integer is the amount, exactly.
-    let res = send("exact", priced_at(&b, "9007199254740992"))
-        .await
-        .expect("request");
+    let res = app
+        .create_invoice_text(key, "exact", &priced_at(&b, "9007199254740992"))
+        .await;
     let invoice = expect_status(res, StatusCode::CREATED).await;
     assert_eq!(
         invoice["invoice"]["current_revision"]["lines"][0]["unit_amount_minor"],
