@@ -1,6 +1,8 @@
 //! One function per command of the command line.
 
-use crate::config::{BootstrapArgs, DbArgs, OrgSetArgs, ReapArgs, ServeArgs, WorkerCommandArgs};
+use crate::config::{
+    BootstrapArgs, DbArgs, OrgSetArgs, ReapArgs, ServeArgs, UserUnlockArgs, WorkerCommandArgs,
+};
 use crate::wiring::{
     open, reap, serve_metrics, spawn_claim_maintenance, start_workers, stop_workers, warn_unsealed,
 };
@@ -89,6 +91,29 @@ pub(crate) async fn org_set(args: OrgSetArgs) -> anyhow::Result<()> {
             anyhow::bail!(
                 "no organisation is named {:?}; nothing was changed",
                 args.org
+            )
+        }
+        Err(e) => Err(anyhow::anyhow!("{e}; nothing was changed")),
+    }
+}
+
+pub(crate) async fn user_unlock(args: UserUnlockArgs) -> anyhow::Result<()> {
+    let store = open(&args.db).await?;
+    let app = App::new(store, AppConfig::default());
+    match app.unlock_sign_ins(&args.email).await {
+        Ok(accounts) => {
+            println!(
+                "failed sign-ins for {} cleared ({accounts} account{}); a running server forgets \
+                 its count at the next sign-in attempt",
+                args.email.trim(),
+                if accounts == 1 { "" } else { "s" },
+            );
+            Ok(())
+        }
+        Err(AppError::NotFound) => {
+            anyhow::bail!(
+                "no account has the email {:?}; nothing was changed",
+                args.email
             )
         }
         Err(e) => Err(anyhow::anyhow!("{e}; nothing was changed")),

@@ -8,7 +8,7 @@ mod process;
 mod telemetry;
 mod wiring;
 
-use crate::config::{Cli, Command, OrgCommand};
+use crate::config::{Cli, Command, OrgCommand, UserCommand};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -37,6 +37,7 @@ async fn run() -> ExitCode {
         Command::BootstrapApprover(args) => commands::bootstrap(args).await,
         Command::Openapi => commands::print_openapi(),
         Command::Org(OrgCommand::Set(args)) => commands::org_set(args).await,
+        Command::User(UserCommand::Unlock(args)) => commands::user_unlock(args).await,
         Command::Peer(args) => commands::peer(args).await,
         Command::Reap(args) => commands::reap_once(args).await,
     };

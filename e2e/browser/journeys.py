@@ -709,6 +709,33 @@ def an_ended_session_returns_to_sign_in_and_sign_out_forgets_the_token(j: Journe
 
 
 @journey
+def the_browser_keeps_its_device_token_and_sends_it_at_the_next_sign_in(j: Journey):
+    w = j.world
+    page = j.page()
+    sent = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.method == "POST" and r.url.endswith("/v1/sessions") else None,
+    )
+    j.sign_in(page)
+    devices = page.evaluate("JSON.parse(localStorage.getItem('tauros.devices'))")
+    device = devices[w.email.lower()]
+    assert device.startswith("tdev_"), devices
+    assert "device_token" not in sent[0], "a first sign-in has none to send"
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_text("You are signed out.")).to_be_visible()
+    # Signed out, the device token stays: it is this browser's, not this session's.
+    page.get_by_label("Email").fill(w.email.upper())
+    page.get_by_label("Password").fill(w.password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Waiting for approval")
+    assert sent[1]["device_token"] == device, sent[1]
+    # The same token comes back while it is valid, so the browser keeps one per email.
+    after = page.evaluate("JSON.parse(localStorage.getItem('tauros.devices'))")
+    assert after == devices, (after, devices)
+
+
+@journey
 def an_operator_is_told_the_queue_and_the_endpoints_are_for_approvers(j: Journey):
     page = j.page()
     # The demo's operator shares the approver's demo password.

@@ -1,4 +1,4 @@
-//! The one-shot operator commands: `org set`, `reap` and `bootstrap-approver`.
+//! The one-shot operator commands: `org set`, `user unlock`, `reap` and `bootstrap-approver`.
 
 use super::jobs::IssuerArgs;
 use super::{DbArgs, Switch};
@@ -19,6 +19,17 @@ pub struct OrgSetArgs {
     /// `shared_review`: approvers see and decide on every agent's invoices.
     #[arg(long, value_enum)]
     pub shared_review: Option<Switch>,
+}
+
+/// `user unlock` options.
+#[derive(Debug, Args, Clone)]
+pub struct UserUnlockArgs {
+    /// Database and logging.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The email whose failed sign-ins to clear (case-insensitive; every organisation).
+    #[arg(long)]
+    pub email: String,
 }
 
 /// `reap` options.

@@ -6,7 +6,7 @@ mod admin;
 mod jobs;
 mod serve;
 
-pub use admin::{BootstrapArgs, OrgSetArgs, ReapArgs};
+pub use admin::{BootstrapArgs, OrgSetArgs, ReapArgs, UserUnlockArgs};
 pub use jobs::{IssuerArgs, WorkerArgs, WorkerCommandArgs};
 pub use serve::ServeArgs;
 
@@ -43,6 +43,9 @@ pub enum Command {
     /// Organisation settings, for the operator of the machine.
     #[command(subcommand)]
     Org(OrgCommand),
+    /// Humans' sign-ins, for the operator of the machine.
+    #[command(subcommand)]
+    User(UserCommand),
     /// Run the reference peer (the external system invoices are issued to, with fault
     /// injection for tests) until SIGINT or SIGTERM. It uses its own SQLite file, not Tauros'
     /// database.
@@ -56,6 +59,16 @@ pub enum OrgCommand {
     /// operator's way out of a one-approver organisation with four eyes on (through the API,
     /// turning four eyes off then needs a second approver).
     Set(OrgSetArgs),
+}
+
+/// `tauros user …`
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Clear the failed sign-ins counted for an email across addresses, audited with interface
+    /// `cli`: the way in for a human whose email is under a guessing attack and who signs in
+    /// from a device without a device token. Running servers forget the count at its next
+    /// sign-in attempt.
+    Unlock(UserUnlockArgs),
 }
 
 /// `on` or `off`.

@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Lifetime of a newly issued agent API key, in days.
     #[arg(long, env = "TAUROS_API_KEY_TTL_DAYS", default_value_t = 365)]
     pub api_key_ttl_days: i64,
+    /// Lifetime of a device token (what a browser keeps to be known at its next sign-in), in
+    /// days.
+    #[arg(long, env = "TAUROS_DEVICE_TOKEN_TTL_DAYS", default_value_t = 90)]
+    pub device_token_ttl_days: i64,
     /// Lifetime of an invitation, in hours.
     #[arg(long, env = "TAUROS_INVITATION_TTL_HOURS", default_value_t = 168)]
     pub invitation_ttl_hours: i64,
@@ -61,19 +65,19 @@ pub struct ServeArgs {
     /// Requests a credential may send at once above that rate.
     #[arg(long, env = "TAUROS_RATE_LIMIT_BURST", default_value_t = 200)]
     pub rate_limit_burst: u32,
-    /// Failed sign-ins per email (from any address) before further attempts for it wait; 0:
-    /// off.
+    /// Failed sign-ins per email (from any address) before further attempts for it without a
+    /// device token wait, and per device token before its attempts wait; 0: off.
     #[arg(long, env = "TAUROS_SIGN_IN_FAILURES", default_value_t = 10)]
     pub sign_in_failures: u32,
-    /// Failed sign-ins per client address (any email) before further attempts from it wait;
-    /// 0: off.
+    /// Failed sign-ins for one email from one client address before further attempts for it
+    /// from there wait; 0: off.
     #[arg(long, env = "TAUROS_SIGN_IN_ADDRESS_FAILURES", default_value_t = tauros_app::DEFAULT_SIGN_IN_ADDRESS_FAILURES)]
     pub sign_in_address_failures: u32,
     /// The window those failed sign-ins are counted in, in minutes.
     #[arg(long, env = "TAUROS_SIGN_IN_WINDOW_MINUTES", default_value_t = 15)]
     pub sign_in_window_minutes: u64,
-    /// Minutes between sweeps that delete expired sessions, used or expired invitations, and
-    /// webhook delivery attempts older than 30 days.
+    /// Minutes between sweeps that delete expired sessions and device tokens, used or expired
+    /// invitations, and webhook delivery attempts older than 30 days.
     #[arg(long, env = "TAUROS_PRUNE_INTERVAL_MINUTES", default_value_t = 10)]
     pub prune_interval_minutes: u64,
     /// With an issuer configured: seconds between sweeps that enqueue the issue job of every
@@ -122,6 +126,7 @@ impl ServeArgs {
         Ok(tauros_app::AppConfig {
             session_ttl: chrono::Duration::minutes(self.session_ttl_minutes.max(1)),
             api_key_ttl: chrono::Duration::days(self.api_key_ttl_days.max(1)),
+            device_token_ttl: chrono::Duration::days(self.device_token_ttl_days.max(1)),
             invitation_ttl: chrono::Duration::hours(self.invitation_ttl_hours.max(1)),
             password_threads: self.password_threads.max(1),
             password_queue: self.password_queue.max(1),

@@ -4,12 +4,13 @@ use crate::actor::{Actor, Agent, Human};
 use crate::app::App;
 use crate::audit::{AuditActor, audit};
 use crate::clock::now;
-use crate::error::{AppError, AppResult, FieldError};
+use crate::error::{AppError, AppResult, FieldError, Limit};
+use crate::limits::Attempt;
 use crate::random::random_32;
 use crate::users::UserView;
 use chrono::{DateTime, Duration, Utc};
 use tauros_domain::identity::{self, Capabilities, Credential, Interface};
-use tauros_store::{Lock, Presented, Presenter, SessionRow, UserRow};
+use tauros_store::{DeviceTokenRow, Lock, Presented, Presenter, SessionRow, UserRow};
 use uuid::Uuid;
 
 /// A new session: the token is shown once.
@@ -19,6 +20,9 @@ pub struct SignedIn {
     pub token: String,
     pub expires_at: DateTime<Utc>,
     pub user: UserView,
+    /// The token the browser keeps and sends at its next sign-in (docs/SECURITY.md, "Nobody
+    /// can lock a human out"): the one it sent, if that was valid for this account, else new.
+    pub device_token: String,
 }
 
 /// The caller, as `GET /v1/me` shows it.
@@ -177,18 +181,23 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Signs a human in (`organisation` picks among the email's accounts, docs/DECISIONS.md).
+    /// Signs a human in (`organisation` picks among the email's accounts, docs/DECISIONS.md);
+    /// a valid `device_token` of this human exempts the attempt from the email's failure count.
     pub async fn sign_in(
         &self,
         email: &str,
         password: String,
         organisation: Option<&str>,
+        device_token: Option<&str>,
         client: Option<std::net::IpAddr>,
     ) -> AppResult<SignedIn> {
         let normalized = identity::normalize_email(email);
-        let attempt = self.sign_ins.reserve(&normalized, client)?;
+        let device = self.known_device(device_token, &normalized).await?;
+        let attempt = self
+            .reserve_sign_in(&normalized, client, device.as_ref().map(|(d, _)| d.id))
+            .await?;
         let signed_in = self
-            .check_password(email, &normalized, organisation, password)
+            .check_password(email, &normalized, organisation, password, device)
             .await;
         match &signed_in {
             Err(AppError::InvalidCredentials) => attempt.failed(),
@@ -199,12 +208,68 @@ impl App {
         signed_in
     }
 
+    /// The presented device token, if it is valid for `normalized`: unexpired, of an active
+    /// account with that email. Anything else counts as no device token at all.
+    async fn known_device<'t>(
+        &self,
+        token: Option<&'t str>,
+        normalized: &str,
+    ) -> AppResult<Option<(DeviceTokenRow, &'t str)>> {
+        let Some((token, hash)) = token
+            .map(str::trim)
+            .and_then(|t| Some((t, identity::device_hash(t)?)))
+        else {
+            return Ok(None);
+        };
+        let found = self.store.reader().await?.device_by_hash(&hash).await?;
+        Ok(found
+            .filter(|(device, user)| {
+                device.expires_at > now()
+                    && user.deactivated_at.is_none()
+                    && user.email_normalized == normalized
+            })
+            .map(|(device, _)| (device, token)))
+    }
+
+    /// A place for one sign-in attempt. Refused by the email's count, it first reads whether an
+    /// operator cleared that count since (`tauros user unlock`, from any process).
+    async fn reserve_sign_in(
+        &self,
+        normalized: &str,
+        client: Option<std::net::IpAddr>,
+        device: Option<Uuid>,
+    ) -> AppResult<Attempt> {
+        let refused = match self.sign_ins.reserve(normalized, client, device) {
+            Err(
+                refused @ AppError::RateLimited {
+                    limit: Limit::Email,
+                    ..
+                },
+            ) => refused,
+            reserved => return reserved,
+        };
+        let digest = identity::email_digest(normalized);
+        let unlocked = self
+            .store
+            .reader()
+            .await?
+            .sign_ins_unlocked_at(&digest)
+            .await?;
+        match unlocked {
+            Some(at) if self.sign_ins.clear_email(normalized, at) => {
+                self.sign_ins.reserve(normalized, client, device)
+            }
+            _ => Err(refused),
+        }
+    }
+
     async fn check_password(
         &self,
         email: &str,
         normalized: &str,
         organisation: Option<&str>,
         password: String,
+        device: Option<(DeviceTokenRow, &str)>,
     ) -> AppResult<SignedIn> {
         // No account has an invalid email; answered as any unknown email is, after the same
         // password work, so the two cannot be told apart by time.
@@ -228,7 +293,7 @@ impl App {
             else {
                 return Err(AppError::InvalidCredentials);
             };
-            let signed_in = self.open_session(&mut *tx, &user).await?;
+            let signed_in = self.open_session(&mut *tx, &user, device).await?;
             Ok(signed_in)
         }
         .await;
@@ -258,10 +323,13 @@ impl App {
         }
     }
 
+    /// A session for `user`, and the device token to keep: `device`'s if it is this account's,
+    /// else a new one (the human's oldest beyond [`DEVICES_PER_HUMAN`] are forgotten).
     async fn open_session(
         &self,
         tx: &mut dyn tauros_store::Tx,
         user: &UserRow,
+        device: Option<(DeviceTokenRow, &str)>,
     ) -> AppResult<SignedIn> {
         let token = identity::session_token(random_32());
         let now = now();
@@ -275,10 +343,31 @@ impl App {
             expires_at,
         })
         .await?;
+        let device_token = match device {
+            Some((row, token)) if row.org_id == user.org_id && row.user_id == user.id => {
+                token.to_owned()
+            }
+            _ => {
+                let minted = identity::device_token(random_32());
+                tx.insert_device_token(&DeviceTokenRow {
+                    id: Uuid::now_v7(),
+                    org_id: user.org_id,
+                    user_id: user.id,
+                    token_hash: minted.hash.to_vec(),
+                    created_at: now,
+                    expires_at: now + self.config.device_token_ttl,
+                })
+                .await?;
+                tx.keep_newest_device_tokens(user.org_id, user.id, DEVICES_PER_HUMAN)
+                    .await?;
+                minted.token
+            }
+        };
         Ok(SignedIn {
             token: token.token,
             expires_at,
             user: UserView::from_row(user)?,
+            device_token,
         })
     }
 
@@ -300,13 +389,16 @@ impl App {
             let ended = tx
                 .delete_user_sessions(human.org_id, human.id, None)
                 .await?;
+            let devices = tx
+                .keep_newest_device_tokens(human.org_id, human.id, 0)
+                .await?;
             audit(
                 &mut *tx,
                 human.org_id,
                 AuditActor::human(human),
                 "user.signed_out_everywhere",
                 ("user", human.id),
-                serde_json::json!({ "sessions_ended": ended }),
+                serde_json::json!({ "sessions_ended": ended, "device_tokens_revoked": devices }),
             )
             .await?;
             Ok(())
@@ -326,7 +418,10 @@ impl App {
         // The field rules are the wire's (`ChangePasswordRequest`), checked before any work.
         let human = actor.human()?;
         let normalized = identity::normalize_email(&human.email);
-        let attempt = self.sign_ins.reserve(&normalized, client)?;
+        // The session is this attempt's device: a stolen one is stopped by its own failures.
+        let attempt = self
+            .sign_ins
+            .reserve(&normalized, client, Some(human.session_id))?;
         let stored = self
             .store
             .reader()
@@ -367,13 +462,19 @@ impl App {
             let ended = tx
                 .delete_user_sessions(human.org_id, human.id, Some(human.session_id))
                 .await?;
+            let devices = tx
+                .keep_newest_device_tokens(human.org_id, human.id, 0)
+                .await?;
             audit(
                 &mut *tx,
                 human.org_id,
                 AuditActor::human(human),
                 "user.password_changed",
                 ("user", human.id),
-                serde_json::json!({ "other_sessions_ended": ended }),
+                serde_json::json!({
+                    "other_sessions_ended": ended,
+                    "device_tokens_revoked": devices,
+                }),
             )
             .await?;
             Ok(())
@@ -382,24 +483,56 @@ impl App {
         crate::app::finish(tx, answer).await
     }
 
-    /// Deletes expired sessions and used or expired invitations in batches; how many of each.
+    /// Deletes expired sessions and device tokens and used or expired invitations in batches;
+    /// how many sessions and device tokens, and how many invitations.
     pub async fn prune_credentials(&self, batch: i64) -> AppResult<(u64, u64)> {
-        let (mut sessions, mut invitations) = (0, 0);
+        let (mut tokens, mut invitations) = (0, 0);
         loop {
             let now = now();
             let mut tx = self.store.begin().await?;
             let answer = async {
                 let s = tx.prune_sessions(now, batch).await?;
-                Ok((s, tx.prune_invitations(now, batch).await?))
+                let d = tx.prune_device_tokens(now, batch).await?;
+                Ok((s, d, tx.prune_invitations(now, batch).await?))
             }
             .await;
-            let (s, i) = crate::app::finish(tx, answer).await?;
-            sessions += s;
+            let (s, d, i) = crate::app::finish(tx, answer).await?;
+            tokens += s + d;
             invitations += i;
-            if s < batch as u64 && i < batch as u64 {
-                return Ok((sessions, invitations));
+            if s.max(d).max(i) < batch as u64 {
+                return Ok((tokens, invitations));
             }
         }
+    }
+
+    /// `tauros user unlock --email`: clears the email's failed sign-ins on every process (each
+    /// reads the unlock when that count next refuses a sign-in), audited as `cli` in each
+    /// organisation the email has an account in; how many accounts. `NotFound` if none.
+    pub async fn unlock_sign_ins(&self, email: &str) -> AppResult<usize> {
+        let normalized = identity::normalize_email(email);
+        let mut tx = self.store.begin().await?;
+        let answer = async {
+            let accounts = tx.users_by_email(&normalized, UNLOCK_ACCOUNTS).await?;
+            if accounts.is_empty() {
+                return Err(AppError::NotFound);
+            }
+            let digest = identity::email_digest(&normalized);
+            tx.record_sign_in_unlock(&digest, now()).await?;
+            for user in &accounts {
+                audit(
+                    &mut *tx,
+                    user.org_id,
+                    AuditActor::cli(),
+                    "user.sign_ins_unlocked",
+                    ("user", user.id),
+                    serde_json::json!({}),
+                )
+                .await?;
+            }
+            Ok(accounts.len())
+        }
+        .await;
+        crate::app::finish(tx, answer).await
     }
 
     /// Runs the credential and webhook prunings every `every`; a failed sweep is logged, retried.
@@ -411,8 +544,8 @@ impl App {
             loop {
                 tick.tick().await;
                 match app.prune_credentials(PRUNE_BATCH).await {
-                    Ok((sessions, invitations)) if sessions + invitations > 0 => {
-                        tracing::info!(sessions, invitations, "pruned expired credentials");
+                    Ok((tokens, invitations)) if tokens + invitations > 0 => {
+                        tracing::info!(tokens, invitations, "pruned expired credentials");
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "pruning expired credentials failed"),
@@ -486,7 +619,7 @@ impl App {
                 .user_by_id(invitation.org_id, invitation.user_id)
                 .await?
                 .ok_or_else(|| AppError::Internal("invited user vanished".into()))?;
-            let signed_in = self.open_session(&mut *tx, &user).await?;
+            let signed_in = self.open_session(&mut *tx, &user, None).await?;
             Ok(signed_in)
         }
         .await;
@@ -496,6 +629,12 @@ impl App {
 
 /// Accounts of one email a sign-in without `organisation` looks at, oldest first.
 const SIGN_IN_CANDIDATES: i64 = 16;
+
+/// Accounts of one email an unlock audits at most (one per organisation).
+const UNLOCK_ACCOUNTS: i64 = 1_000;
+
+/// Device tokens one human keeps; a sign-in beyond them forgets the oldest.
+const DEVICES_PER_HUMAN: i64 = 20;
 
 /// The validation error for a password that is too short or too long.
 pub(crate) fn password_error() -> AppError {

@@ -19,10 +19,14 @@ pub struct AppConfig {
     /// Requests a second per credential (0: no limit), and the burst above that rate.
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
-    /// Failed sign-ins per email (from any address) within `sign_in_window` (0: no limit).
+    /// How long a device token lives (docs/SECURITY.md, "Nobody can lock a human out").
+    pub device_token_ttl: Duration,
+    /// Failed sign-ins per email (from any address; they stop only sign-ins without a device
+    /// token) and per device, within `sign_in_window` (0: no limit).
     pub sign_in_failures: u32,
     pub sign_in_window: std::time::Duration,
-    /// Failed sign-ins per client address (any email) within `sign_in_window` (0: no limit).
+    /// Failed sign-ins for one email from one client address within `sign_in_window` (0: no
+    /// limit).
     pub sign_in_address_failures: u32,
     /// Entries the failed-sign-in record holds at most; over it, the oldest windows go first.
     pub sign_in_record_entries: usize,
@@ -42,6 +46,7 @@ impl Default for AppConfig {
             session_ttl: Duration::hours(12),
             api_key_ttl: Duration::days(365),
             invitation_ttl: Duration::days(7),
+            device_token_ttl: Duration::days(90),
             password_threads: default_password_threads(),
             password_queue: 16,
             rate_limit_per_second: 100,
@@ -60,8 +65,8 @@ impl Default for AppConfig {
     }
 }
 
-/// Default: failed sign-ins per client address in a window (ten emails' worth).
-pub const DEFAULT_SIGN_IN_ADDRESS_FAILURES: u32 = 100;
+/// Default: failed sign-ins for one email from one client address in a window.
+pub const DEFAULT_SIGN_IN_ADDRESS_FAILURES: u32 = 10;
 /// Default: entries of the failed-sign-in record (docs/SECURITY.md: under 10 MiB).
 pub const DEFAULT_SIGN_IN_RECORD_ENTRIES: usize = 100_000;
 

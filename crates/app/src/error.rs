@@ -61,11 +61,13 @@ pub enum AppError {
     /// The record still owns other records.
     #[error("record has dependents")]
     HasDependents,
-    /// The credential (or the email and address of a sign-in) is over its rate limit.
-    #[error("rate limited")]
+    /// A credential's request rate, or a sign-in's failure count, is over its limit.
+    #[error("rate limited ({limit:?})")]
     RateLimited {
         /// Whole seconds until a retry can succeed.
         retry_after: u32,
+        /// Which limit refused: the answer names it, and only it.
+        limit: Limit,
     },
     /// Too much work is queued (password hashing); the same request may be retried shortly.
     #[error("busy")]
@@ -76,6 +78,22 @@ pub enum AppError {
     /// A bug or a broken database; never the client's fault.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The limit a 429 is about (docs/SECURITY.md, "Nobody can lock a human out").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The credential's requests a second.
+    Credential,
+    /// Failed sign-ins for the email, from every address; stops only sign-ins without a valid
+    /// device token.
+    Email,
+    /// Failed sign-ins from one device: its device token (or the session changing a password).
+    Device,
+    /// Failed sign-ins for the email from one client address.
+    AddressAndEmail,
+    /// Sign-ins from one client address being checked at once.
+    AddressInFlight,
 }
 
 impl AppError {

@@ -56,7 +56,7 @@ pub use customers::{CustomerChange, CustomerView, NewCustomer};
 #[cfg(feature = "demo")]
 pub use demo::DemoCredentials;
 pub use destinations::{DestinationView, NewDestination};
-pub use error::{AppError, AppResult, FieldError, KeyHolder, OtherKind};
+pub use error::{AppError, AppResult, FieldError, KeyHolder, Limit, OtherKind};
 pub use governance::Resolved;
 pub use idempotency::Replayed;
 pub use invoices::{

@@ -1,7 +1,9 @@
 //! Rate limits (docs/contract/api.md Conventions), per process, so replicas multiply them: a
-//! token bucket per credential (GCRA, `governor`), failed sign-ins per email and address.
+//! token bucket per credential (GCRA, `governor`), failed sign-ins per email, device and
+//! address.
 
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, Limit};
+use chrono::{DateTime, Utc};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
@@ -41,27 +43,32 @@ impl CredentialLimits {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             AppError::RateLimited {
                 retry_after: whole_seconds(wait),
+                limit: Limit::Credential,
             }
         })
     }
 }
 
-/// A failed-sign-in key: an email's 32-byte digest, or a client address (IPv6 by its /64).
+/// A failed-sign-in key: emails by their 32-byte digest, client addresses (IPv6 by its /64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
+    /// An email, from every address.
     Email([u8; 32]),
+    /// One device: a device token's id, or the session of a password change.
+    Device(Uuid),
+    /// An email from one client address.
+    AddressAndEmail(IpAddr, [u8; 32]),
+    /// A client address: only its attempts in flight are counted.
     Address(IpAddr),
 }
 
-impl Key {
-    fn address(ip: IpAddr) -> Key {
-        Key::Address(match ip.to_canonical() {
-            IpAddr::V6(v6) => {
-                let bits = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(Ipv6Addr::from(bits))
-            }
-            v4 => v4,
-        })
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(bits))
+        }
+        v4 => v4,
     }
 }
 
@@ -73,36 +80,47 @@ struct Count {
     since: Instant,
 }
 
-/// Failed sign-ins per email and per client address in a window from the first failure (0: off).
-/// An attempt reserves a place under both before its password is checked, so concurrent
-/// guesses cannot pass the limit; at most `cap` keys and `in_flight` attempts per address.
+/// What one attempt does with one key: counts a failure, and is refused at `limit` failures
+/// (0: counted only, never refused).
+#[derive(Clone, Copy, Debug)]
+struct Rule {
+    key: Key,
+    refuses_at: u32,
+}
+
+/// Failed sign-ins in a window from each key's first failure (docs/SECURITY.md, "Nobody can
+/// lock a human out"): per email (refusing only attempts without a device), per device, per
+/// email from one address; an address's attempts in flight are capped. An attempt reserves
+/// its place under every key that may refuse it before its password is checked, so
+/// concurrent guesses cannot pass a limit; the record holds at most `cap` keys.
 #[derive(Clone)]
 pub(crate) struct SignInFailures {
     per_email: u32,
-    per_address: u32,
+    per_address_and_email: u32,
     in_flight: u32,
     window: Duration,
     cap: usize,
     seen: Arc<Mutex<HashMap<Key, Count>>>,
 }
 
-/// A reserved sign-in place: failed counts, succeeded clears the email, dropped counts nothing.
+/// A reserved sign-in: failed counts under each key, succeeded clears its device's count,
+/// dropped counts nothing.
 pub(crate) struct Attempt {
     record: SignInFailures,
-    keys: Vec<Key>,
+    rules: Vec<Rule>,
 }
 
 impl SignInFailures {
     pub(crate) fn new(
         per_email: u32,
-        per_address: u32,
+        per_address_and_email: u32,
         window: Duration,
         cap: usize,
         in_flight: u32,
     ) -> SignInFailures {
         SignInFailures {
             per_email,
-            per_address,
+            per_address_and_email,
             in_flight: in_flight.max(1),
             window,
             cap: cap.max(2),
@@ -120,41 +138,98 @@ impl SignInFailures {
         self.lock().len()
     }
 
-    /// Reserves a place for one attempt, or `RateLimited` (seconds until the fullest window ends).
-    pub(crate) fn reserve(&self, email: &str, client: Option<IpAddr>) -> AppResult<Attempt> {
-        let mut keys = Vec::with_capacity(2);
+    /// The keys one attempt is counted under, and where each refuses it.
+    fn rules(&self, email: &str, client: Option<IpAddr>, device: Option<Uuid>) -> Vec<Rule> {
+        let digest = identity::email_digest(email);
+        let mut rules = Vec::with_capacity(4);
         if self.per_email > 0 {
-            keys.push((Key::Email(identity::email_digest(email)), self.per_email));
-        }
-        if let (Some(ip), true) = (client, self.per_address > 0) {
-            keys.push((Key::address(ip), self.per_address));
-        }
-        let mut seen = self.lock();
-        let mut wait = None;
-        for (key, limit) in &keys {
-            if let Some(count) = seen.get_mut(key) {
-                self.expire(count);
-                if count.failures + count.pending >= *limit {
-                    let left = self.window.saturating_sub(count.since.elapsed());
-                    wait = wait.max(Some(left));
-                } else if matches!(key, Key::Address(_)) && count.pending >= self.in_flight {
-                    // Its other attempts are still being checked: try again in a moment.
-                    wait = wait.max(Some(Duration::from_secs(1)));
-                }
+            // With a device, the email's count does not stop the attempt; a failure still
+            // counts for every sign-in without one.
+            let refuses_at = if device.is_some() { 0 } else { self.per_email };
+            rules.push(Rule {
+                key: Key::Email(digest),
+                refuses_at,
+            });
+            if let Some(device) = device {
+                rules.push(Rule {
+                    key: Key::Device(device),
+                    refuses_at: self.per_email,
+                });
             }
         }
-        if let Some(left) = wait {
-            return Err(AppError::RateLimited {
-                retry_after: whole_seconds(left),
+        if let Some(ip) = client.map(canonical) {
+            if self.per_address_and_email > 0 {
+                rules.push(Rule {
+                    key: Key::AddressAndEmail(ip, digest),
+                    refuses_at: self.per_address_and_email,
+                });
+            }
+            rules.push(Rule {
+                key: Key::Address(ip),
+                refuses_at: 0,
             });
         }
-        for (key, _) in &keys {
-            self.entry(&mut seen, *key)?.pending += 1;
+        rules
+    }
+
+    /// Reserves a place for one attempt, or `RateLimited` naming the limit that refused (the
+    /// one whose window ends last, if several do).
+    pub(crate) fn reserve(
+        &self,
+        email: &str,
+        client: Option<IpAddr>,
+        device: Option<Uuid>,
+    ) -> AppResult<Attempt> {
+        let rules = self.rules(email, client, device);
+        let mut seen = self.lock();
+        let mut refused: Option<(Duration, Limit)> = None;
+        for rule in &rules {
+            let Some(count) = seen.get_mut(&rule.key) else {
+                continue;
+            };
+            self.expire(count);
+            let wait = match rule.key {
+                // Its other attempts are still being checked: try again in a moment.
+                Key::Address(_) if count.pending >= self.in_flight => Duration::from_secs(1),
+                _ if rule.refuses_at > 0 && count.failures + count.pending >= rule.refuses_at => {
+                    self.window.saturating_sub(count.since.elapsed())
+                }
+                _ => continue,
+            };
+            if refused.is_none_or(|(longest, _)| wait > longest) {
+                refused = Some((wait, limit_of(rule.key)));
+            }
+        }
+        if let Some((wait, limit)) = refused {
+            return Err(AppError::RateLimited {
+                retry_after: whole_seconds(wait),
+                limit,
+            });
+        }
+        for rule in rules.iter().filter(|r| reserves(r)) {
+            self.entry(&mut seen, rule.key)?.pending += 1;
         }
         Ok(Attempt {
             record: self.clone(),
-            keys: keys.into_iter().map(|(key, _)| key).collect(),
+            rules,
         })
+    }
+
+    /// Forgets the email's failures if its window began at or before `unlocked_at` (an
+    /// operator's `tauros user unlock`); whether it did.
+    pub(crate) fn clear_email(&self, email: &str, unlocked_at: DateTime<Utc>) -> bool {
+        let mut seen = self.lock();
+        let Some(count) = seen.get_mut(&Key::Email(identity::email_digest(email))) else {
+            return false;
+        };
+        let began = chrono::Duration::from_std(count.since.elapsed())
+            .map_or(DateTime::<Utc>::MIN_UTC, |age| Utc::now() - age);
+        if began > unlocked_at || count.failures == 0 {
+            return false;
+        }
+        count.failures = 0;
+        count.since = Instant::now();
+        true
     }
 
     /// A window that is over starts again (its attempts in flight stay counted).
@@ -196,60 +271,77 @@ impl SignInFailures {
         }))
     }
 
-    fn settle(&self, keys: &[Key], outcome: Option<bool>) {
+    fn settle(&self, rules: &[Rule], outcome: Option<bool>) {
         let mut seen = self.lock();
-        for key in keys {
-            let count = match outcome {
+        for rule in rules {
+            let key = rule.key;
+            let failed = outcome == Some(false) && !matches!(key, Key::Address(_));
+            let count = if failed {
                 // A failure is counted even if its entry was forgotten meanwhile.
-                Some(false) => match self.entry(&mut seen, *key) {
+                match self.entry(&mut seen, key) {
                     Ok(count) => count,
                     Err(_) => continue,
-                },
-                _ => match seen.get_mut(key) {
+                }
+            } else {
+                match seen.get_mut(&key) {
                     Some(count) => count,
                     None => continue,
-                },
-            };
-            count.pending = count.pending.saturating_sub(1);
-            match outcome {
-                Some(false) => {
-                    self.expire(count);
-                    if count.failures == 0 {
-                        count.since = Instant::now();
-                    }
-                    count.failures += 1;
                 }
-                // The right password clears its email's count, never the address's: one
-                // account of one's own must not reset a guessing address.
-                Some(true) if matches!(key, Key::Email(_)) => count.failures = 0,
-                _ => {}
+            };
+            if reserves(rule) {
+                count.pending = count.pending.saturating_sub(1);
+            }
+            if failed {
+                self.expire(count);
+                if count.failures == 0 {
+                    count.since = Instant::now();
+                }
+                count.failures += 1;
+            } else if outcome == Some(true) && matches!(key, Key::Device(_)) {
+                // The right password from a device clears that device's count, and only it:
+                // the email's and the address's stay, so a guesser's budget never grows.
+                count.failures = 0;
             }
             if count.failures == 0 && count.pending == 0 {
-                seen.remove(key);
+                seen.remove(&key);
             }
         }
     }
 }
 
+/// Whether an attempt holds a place under the rule's key while it is checked.
+fn reserves(rule: &Rule) -> bool {
+    rule.refuses_at > 0 || matches!(rule.key, Key::Address(_))
+}
+
+fn limit_of(key: Key) -> Limit {
+    match key {
+        Key::Email(_) => Limit::Email,
+        Key::Device(_) => Limit::Device,
+        Key::AddressAndEmail(..) => Limit::AddressAndEmail,
+        Key::Address(_) => Limit::AddressInFlight,
+    }
+}
+
 impl Attempt {
-    /// The password was wrong: one failure for the email and the address.
+    /// The password was wrong: one failure under each key.
     pub(crate) fn failed(mut self) {
-        let keys = std::mem::take(&mut self.keys);
-        self.record.settle(&keys, Some(false));
+        let rules = std::mem::take(&mut self.rules);
+        self.record.settle(&rules, Some(false));
     }
 
-    /// The password was right: the email's count is cleared.
+    /// The password was right: the device's count is cleared.
     pub(crate) fn succeeded(mut self) {
-        let keys = std::mem::take(&mut self.keys);
-        self.record.settle(&keys, Some(true));
+        let rules = std::mem::take(&mut self.rules);
+        self.record.settle(&rules, Some(true));
     }
 }
 
 impl Drop for Attempt {
     fn drop(&mut self) {
-        if !self.keys.is_empty() {
-            let keys = std::mem::take(&mut self.keys);
-            self.record.settle(&keys, None);
+        if !self.rules.is_empty() {
+            let rules = std::mem::take(&mut self.rules);
+            self.record.settle(&rules, None);
         }
     }
 }
@@ -272,7 +364,9 @@ mod tests {
             assert!(limits.take(a).is_ok());
         }
         match limits.take(a) {
-            Err(AppError::RateLimited { retry_after }) => assert_eq!(retry_after, 1),
+            Err(AppError::RateLimited { retry_after, limit }) => {
+                assert_eq!((retry_after, limit), (1, Limit::Credential));
+            }
             other => panic!("expected a limit, got {other:?}"),
         }
         assert!(limits.take(b).is_ok());
@@ -282,40 +376,145 @@ mod tests {
         }
     }
 
-    fn limited(r: &AppResult<Attempt>) -> bool {
-        matches!(r, Err(AppError::RateLimited { retry_after }) if *retry_after > 800)
+    /// Refused by `limit` until (nearly) the end of a 15-minute window.
+    fn refused(r: &AppResult<Attempt>, limit: Limit) -> bool {
+        matches!(r, Err(AppError::RateLimited { retry_after, limit: l })
+            if *retry_after > 800 && *l == limit)
+    }
+
+    fn ip(n: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, 0, n]))
     }
 
     #[test]
-    fn failures_count_per_email_across_addresses_and_per_address_across_emails() {
-        let record = SignInFailures::new(2, 3, Duration::from_secs(900), 100, 100);
-        let ip = |n: u8| Some(IpAddr::from([10, 0, 0, n]));
-        record.reserve("a@example.com", ip(1)).unwrap().failed();
-        record.reserve("a@example.com", ip(2)).unwrap().failed();
-        assert!(limited(&record.reserve("a@example.com", ip(3))));
-        // 10.0.0.1 failed once; two more emails use up its three.
-        assert!(record.reserve("b@example.com", ip(9)).is_ok());
-        record.reserve("c@example.com", ip(1)).unwrap().failed();
-        record.reserve("d@example.com", ip(1)).unwrap().failed();
-        assert!(limited(&record.reserve("e@example.com", ip(1))));
-        assert!(record.reserve("e@example.com", ip(4)).is_ok());
-        // The right password clears the email's count, not the address's.
-        record.reserve("c@example.com", ip(5)).unwrap().succeeded();
-        assert!(record.reserve("c@example.com", ip(6)).is_ok());
-        assert!(limited(&record.reserve("c@example.com", ip(1))));
+    fn an_emails_failures_stop_only_attempts_without_a_device() {
+        let record = SignInFailures::new(2, 10, Duration::from_secs(900), 100, 100);
+        record
+            .reserve("a@example.com", ip(1), None)
+            .unwrap()
+            .failed();
+        record
+            .reserve("a@example.com", ip(2), None)
+            .unwrap()
+            .failed();
+        assert!(refused(
+            &record.reserve("a@example.com", ip(3), None),
+            Limit::Email
+        ));
+        // A device is checked normally; the right password from it clears nothing else.
+        let device = Uuid::from_u128(7);
+        record
+            .reserve("a@example.com", ip(3), Some(device))
+            .unwrap()
+            .succeeded();
+        assert!(refused(
+            &record.reserve("a@example.com", ip(4), None),
+            Limit::Email
+        ));
+        assert!(record.reserve("b@example.com", ip(1), None).is_ok());
+    }
+
+    #[test]
+    fn a_device_is_stopped_by_its_own_failures_only() {
+        let record = SignInFailures::new(2, 10, Duration::from_secs(900), 100, 100);
+        let (mine, theirs) = (Some(Uuid::from_u128(1)), Some(Uuid::from_u128(2)));
+        record
+            .reserve("a@example.com", ip(1), theirs)
+            .unwrap()
+            .failed();
+        record
+            .reserve("a@example.com", ip(2), theirs)
+            .unwrap()
+            .failed();
+        assert!(refused(
+            &record.reserve("a@example.com", ip(3), theirs),
+            Limit::Device
+        ));
+        // Its failures counted for the email too: sign-ins without a device are stopped.
+        assert!(refused(
+            &record.reserve("a@example.com", ip(3), None),
+            Limit::Email
+        ));
+        // Another device of the same human is not.
+        record
+            .reserve("a@example.com", ip(3), mine)
+            .unwrap()
+            .failed();
+        record
+            .reserve("a@example.com", ip(3), mine)
+            .unwrap()
+            .succeeded();
+        record
+            .reserve("a@example.com", ip(3), mine)
+            .unwrap()
+            .failed();
+        assert!(record.reserve("a@example.com", ip(3), mine).is_ok());
+    }
+
+    #[test]
+    fn an_address_is_stopped_only_for_the_emails_it_guessed() {
+        let record = SignInFailures::new(100, 3, Duration::from_secs(900), 100, 100);
+        let device = Some(Uuid::from_u128(1));
+        for _ in 0..3 {
+            record
+                .reserve("a@example.com", ip(1), None)
+                .unwrap()
+                .failed();
+        }
+        assert!(refused(
+            &record.reserve("a@example.com", ip(1), None),
+            Limit::AddressAndEmail
+        ));
+        assert!(refused(
+            &record.reserve("a@example.com", ip(1), device),
+            Limit::AddressAndEmail
+        ));
+        assert!(record.reserve("b@example.com", ip(1), None).is_ok());
+        assert!(record.reserve("a@example.com", ip(2), None).is_ok());
+    }
+
+    #[test]
+    fn an_unlock_clears_the_failures_counted_before_it() {
+        let record = SignInFailures::new(2, 10, Duration::from_secs(900), 100, 100);
+        let before = Utc::now() - chrono::Duration::seconds(5);
+        for n in 1..3 {
+            record
+                .reserve("a@example.com", ip(n), None)
+                .unwrap()
+                .failed();
+        }
+        assert!(
+            !record.clear_email("a@example.com", before),
+            "an older unlock"
+        );
+        assert!(record.clear_email("a@example.com", Utc::now()));
+        assert!(record.reserve("a@example.com", ip(3), None).is_ok());
+        assert!(
+            !record.clear_email("b@example.com", Utc::now()),
+            "nothing counted"
+        );
     }
 
     #[test]
     fn places_in_flight_count_until_they_are_settled() {
         let record = SignInFailures::new(2, 0, Duration::from_secs(900), 100, 100);
-        let first = record.reserve("a@example.com", None).unwrap();
-        let second = record.reserve("a@example.com", None).unwrap();
-        assert!(limited(&record.reserve("a@example.com", None)));
+        let first = record.reserve("a@example.com", None, None).unwrap();
+        let second = record.reserve("a@example.com", None, None).unwrap();
+        assert!(refused(
+            &record.reserve("a@example.com", None, None),
+            Limit::Email
+        ));
         // Released without an answer (a busy pool): the place is free again, nothing counted.
         drop(second);
         first.failed();
-        record.reserve("a@example.com", None).unwrap().failed();
-        assert!(limited(&record.reserve("a@example.com", None)));
+        record
+            .reserve("a@example.com", None, None)
+            .unwrap()
+            .failed();
+        assert!(refused(
+            &record.reserve("a@example.com", None, None),
+            Limit::Email
+        ));
     }
 
     #[test]
@@ -323,16 +522,25 @@ mod tests {
         let record = SignInFailures::new(10, 100, Duration::from_secs(900), 100, 2);
         let guesser: IpAddr = "192.0.2.1".parse().unwrap();
         let other: IpAddr = "192.0.2.2".parse().unwrap();
-        let first = record.reserve("a@example.com", Some(guesser)).unwrap();
-        let second = record.reserve("b@example.com", Some(guesser)).unwrap();
-        let busy = record.reserve("c@example.com", Some(guesser));
+        let first = record
+            .reserve("a@example.com", Some(guesser), None)
+            .unwrap();
+        let second = record
+            .reserve("b@example.com", Some(guesser), None)
+            .unwrap();
+        let busy = record.reserve("c@example.com", Some(guesser), None);
         assert!(matches!(
             busy,
-            Err(AppError::RateLimited { retry_after: 1 })
+            Err(AppError::RateLimited {
+                retry_after: 1,
+                limit: Limit::AddressInFlight
+            })
         ));
-        assert!(record.reserve("c@example.com", Some(other)).is_ok());
+        assert!(record.reserve("c@example.com", Some(other), None).is_ok());
         first.failed();
-        let third = record.reserve("c@example.com", Some(guesser)).unwrap();
+        let third = record
+            .reserve("c@example.com", Some(guesser), None)
+            .unwrap();
         drop((second, third));
     }
 
@@ -342,9 +550,19 @@ mod tests {
         let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let same_net: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other_net: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        record.reserve("a@example.com", Some(one)).unwrap().failed();
-        assert!(limited(&record.reserve("b@example.com", Some(same_net))));
-        assert!(record.reserve("b@example.com", Some(other_net)).is_ok());
+        record
+            .reserve("a@example.com", Some(one), None)
+            .unwrap()
+            .failed();
+        assert!(refused(
+            &record.reserve("a@example.com", Some(same_net), None),
+            Limit::AddressAndEmail
+        ));
+        assert!(
+            record
+                .reserve("a@example.com", Some(other_net), None)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -352,7 +570,7 @@ mod tests {
         let record = SignInFailures::new(3, 0, Duration::from_secs(900), 64, 100);
         for n in 0..1000 {
             record
-                .reserve(&format!("user{n}@example.com"), None)
+                .reserve(&format!("user{n}@example.com"), None, None)
                 .unwrap()
                 .failed();
             assert!(record.entries() <= 64, "{} entries", record.entries());
@@ -360,13 +578,16 @@ mod tests {
         // The newest windows are kept.
         for _ in 0..2 {
             record
-                .reserve("user999@example.com", None)
+                .reserve("user999@example.com", None, None)
                 .unwrap()
                 .failed();
         }
-        assert!(limited(&record.reserve("user999@example.com", None)));
+        assert!(refused(
+            &record.reserve("user999@example.com", None, None),
+            Limit::Email
+        ));
         // What one entry costs, for docs/SECURITY.md.
         let entry = std::mem::size_of::<(Key, Count)>();
-        assert!(entry <= 64, "{entry} bytes an entry");
+        assert!(entry <= 80, "{entry} bytes an entry");
     }
 }

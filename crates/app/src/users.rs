@@ -256,11 +256,15 @@ pub(crate) async fn deactivate_in(
     let now = now();
     tx.deactivate_user(user.org_id, user.id, now).await?;
     let sessions = tx.delete_user_sessions(user.org_id, user.id, None).await?;
+    let devices = tx
+        .keep_newest_device_tokens(user.org_id, user.id, 0)
+        .await?;
     let proposals = tx
         .reject_changes_by(user.org_id, user.id, approver.id, now)
         .await?;
     let mut detail = serde_json::json!({
         "sessions_ended": sessions,
+        "device_tokens_revoked": devices,
         "invitations_ended": invitations,
         "proposals_rejected": proposals,
     });

@@ -10,11 +10,14 @@ const BASE62: &str = base62::ALPHABET;
 const API_KEY_PREFIX: &str = "tauros_";
 const SESSION_PREFIX: &str = "tsess_";
 const INVITATION_PREFIX: &str = "tinv_";
+const DEVICE_PREFIX: &str = "tdev_";
 
 /// Minimum length of a human's password, in characters.
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest password accepted; Argon2 cost grows with input, so unbounded input is a DoS vector.
 pub const MAX_PASSWORD_CHARS: usize = 1024;
+/// Longest device token a sign-in reads (one is 48 characters); longer is a 422.
+pub const MAX_DEVICE_TOKEN_CHARS: usize = 128;
 /// Longest email accepted (RFC 5321), refused before any password work or bookkeeping.
 pub const MAX_EMAIL_CHARS: usize = 254;
 
@@ -379,20 +382,11 @@ impl Credential {
         if token.starts_with(API_KEY_PREFIX) {
             return ApiKey::parse(token).map(Credential::ApiKey);
         }
-        if let Some(rest) = token.strip_prefix(SESSION_PREFIX) {
-            if rest.is_empty()
-                || rest.len() > 64
-                || !rest.bytes().all(|b| b.is_ascii_alphanumeric())
-            {
-                return None;
-            }
-            return Some(Credential::Session(token_hash(token)));
-        }
-        None
+        opaque_hash(SESSION_PREFIX, token).map(Credential::Session)
     }
 }
 
-/// A freshly minted opaque token (session or invitation) and the hash that is stored.
+/// A freshly minted opaque token (session, invitation or device) and the hash that is stored.
 pub struct OpaqueToken {
     /// The token handed to the human, once.
     pub token: String,
@@ -412,7 +406,24 @@ pub fn invitation_token(random: [u8; 32]) -> OpaqueToken {
 
 /// Hashes a presented invitation token; `None` if it is not one.
 pub fn invitation_hash(token: &str) -> Option<[u8; 32]> {
-    let rest = token.strip_prefix(INVITATION_PREFIX)?;
+    opaque_hash(INVITATION_PREFIX, token)
+}
+
+/// Mints a device token (what a browser keeps to be known at its next sign-in) from 32 random
+/// bytes.
+pub fn device_token(random: [u8; 32]) -> OpaqueToken {
+    opaque(DEVICE_PREFIX, random)
+}
+
+/// Hashes a presented device token; `None` if it is not one.
+pub fn device_hash(token: &str) -> Option<[u8; 32]> {
+    opaque_hash(DEVICE_PREFIX, token)
+}
+
+/// The stored hash of an opaque token `prefix` + 1 to 64 ASCII letters and digits; `None` if
+/// `token` is not of that form.
+fn opaque_hash(prefix: &str, token: &str) -> Option<[u8; 32]> {
+    let rest = token.strip_prefix(prefix)?;
     if rest.is_empty() || rest.len() > 64 || !rest.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
     }

@@ -45,6 +45,18 @@ pub struct SessionRow {
     pub expires_at: DateTime<Utc>,
 }
 
+/// A device a human signed in from (docs/SECURITY.md, "Nobody can lock a human out"); only the
+/// token's hash is stored.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct DeviceTokenRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub token_hash: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
 /// A one-time invitation for a human to set a password.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct InvitationRow {
@@ -151,6 +163,16 @@ pub trait IdentityRead: Send {
     ) -> StoreResult<Option<UserRow>>;
     async fn user_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<UserRow>>;
     async fn session_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<(SessionRow, UserRow)>>;
+    /// The device token whose hash is `hash`, expired or not, and its human.
+    async fn device_by_hash(
+        &mut self,
+        hash: &[u8],
+    ) -> StoreResult<Option<(DeviceTokenRow, UserRow)>>;
+    /// When an operator last cleared the failed sign-ins of the email with this digest.
+    async fn sign_ins_unlocked_at(
+        &mut self,
+        email_digest: &[u8],
+    ) -> StoreResult<Option<DateTime<Utc>>>;
     async fn agent_by_id(&mut self, org_id: Uuid, id: Uuid) -> StoreResult<Option<AgentRow>>;
     async fn agents_by_owner(
         &mut self,
@@ -214,6 +236,22 @@ pub trait IdentityWrite: IdentityRead {
         user_id: Uuid,
         keep: Option<Uuid>,
     ) -> StoreResult<u64>;
+    async fn insert_device_token(&mut self, device: &DeviceTokenRow) -> StoreResult<()>;
+    /// Deletes the human's device tokens but the `keep` newest; returns how many went.
+    async fn keep_newest_device_tokens(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        keep: i64,
+    ) -> StoreResult<u64>;
+    /// Deletes up to `limit` device tokens expired before `now`, across organisations.
+    async fn prune_device_tokens(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
+    /// Records that an operator cleared the failed sign-ins of the email with this digest.
+    async fn record_sign_in_unlock(
+        &mut self,
+        email_digest: &[u8],
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
     /// Deletes the human's invitations (used or not); returns how many.
     async fn delete_user_invitations(&mut self, org_id: Uuid, user_id: Uuid) -> StoreResult<u64>;
     /// Deletes up to `limit` sessions expired before `now`, across organisations (by expiry).

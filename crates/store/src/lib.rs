@@ -28,8 +28,8 @@ pub use claims::{ClaimCounts, ClaimRead, ClaimRow, ClaimWrite};
 pub use error::{Constraint, StoreError, StoreResult};
 pub use governance::{GovernanceRead, GovernanceWrite, OrgChangeRow};
 pub use identity::{
-    AgentRow, ApiKeyRow, AuditRow, IdentityRead, IdentityWrite, InvitationRow, KeyWithAgent,
-    OrgRow, SessionRow, UserRow,
+    AgentRow, ApiKeyRow, AuditRow, DeviceTokenRow, IdentityRead, IdentityWrite, InvitationRow,
+    KeyWithAgent, OrgRow, SessionRow, UserRow,
 };
 pub use invoices::{
     DecisionRow, EventRow, InvoiceFilter, InvoiceJoined, InvoiceRead, InvoiceRow, InvoiceWrite,

@@ -563,6 +563,14 @@ async fn expired_sessions_and_finished_invitations_are_pruned(app: TestApp) {
         ))
         .await
     );
+    // So do four of the operator's five device tokens (one from accepting, four sign-ins).
+    assert!(
+        app.sql_exec(&format!(
+            "update device_tokens set expires_at = {past} where user_id = {user}
+             and created_at > (select min(created_at) from device_tokens where user_id = {user})"
+        ))
+        .await
+    );
     assert!(
         app.sql_exec(&format!(
             "update invitations set expires_at = {past} where user_id = {}",
@@ -571,11 +579,13 @@ async fn expired_sessions_and_finished_invitations_are_pruned(app: TestApp) {
         .await
     );
     // Batches of two: the sweep goes on until nothing is left.
-    let (sessions, invitations) = app.app.prune_credentials(2).await.unwrap();
-    assert_eq!(sessions, 4);
+    let (tokens, invitations) = app.app.prune_credentials(2).await.unwrap();
+    assert_eq!(tokens, 4 + 4, "sessions and device tokens");
     // The accepted invitation of the operator and the lapsed one; the open one stays.
     assert_eq!(invitations, 2);
     assert_eq!(app.sql_count("select count(*) from sessions").await, 2);
+    let devices = format!("select count(*) from device_tokens where user_id = {user}");
+    assert_eq!(app.sql_count(&devices).await, 1);
     assert_eq!(app.sql_count("select count(*) from invitations").await, 1);
     expect_status(app.get("/v1/me", &live).await, StatusCode::OK).await;
     expect_status(app.get("/v1/me", a1).await, StatusCode::OK).await;

@@ -232,10 +232,21 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
     app.bootstrap_approver("Before B", "second@before.example", PASSWORD.into())
         .await
         .unwrap();
-    let session = app
-        .sign_in("first@before.example", PASSWORD.into(), None, None)
-        .await
-        .unwrap();
+    // A session as 0013's code wrote one (today's sign-in also writes a later table).
+    let session = tauros_domain::identity::session_token([7; 32]);
+    let mut tx = store.begin().await.unwrap();
+    let now = chrono::Utc::now();
+    tx.insert_session(&tauros_store::SessionRow {
+        id: uuid::Uuid::now_v7(),
+        org_id: first.org_id,
+        user_id: first.user_id,
+        token_hash: session.hash.to_vec(),
+        created_at: now,
+        expires_at: now + chrono::Duration::hours(1),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
     let actor = tauros_app::Actor::Human(tauros_app::Human {
         id: first.user_id,
         org_id: first.org_id,
@@ -309,7 +320,7 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(who.org_id(), first.org_id);
-    app.sign_in("second@before.example", PASSWORD.into(), None, None)
+    app.sign_in("second@before.example", PASSWORD.into(), None, None, None)
         .await
         .unwrap();
     // An email of one organisation may now be an account of another.

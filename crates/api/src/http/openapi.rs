@@ -629,6 +629,10 @@ mod tests {
             ),
             ("SignInRequest.organisation.maxLength", name),
             (
+                "SignInRequest.device_token.maxLength",
+                n(identity::MAX_DEVICE_TOKEN_CHARS),
+            ),
+            (
                 "SignInRequest.password.maxLength",
                 n(identity::MAX_PASSWORD_CHARS),
             ),

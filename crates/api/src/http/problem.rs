@@ -283,15 +283,16 @@ impl From<AppError> for ApiError {
                 "has_dependents",
                 "this record still owns other records; remove those first",
             ),
-            AppError::RateLimited { retry_after } => ApiError::new(
-                S::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!(
-                    "too many requests with this credential (or failed sign-ins for this email \
-                     from this address); retry after {retry_after} seconds"
-                ),
-            )
-            .retry_after(retry_after),
+            AppError::RateLimited { retry_after, limit } => {
+                let (name, what) = rate_limit_words(limit);
+                ApiError::new(
+                    S::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!("{what}; retry after {retry_after} seconds"),
+                )
+                .with_member("limit", name)
+                .retry_after(retry_after)
+            }
             AppError::Busy => ApiError::new(
                 S::SERVICE_UNAVAILABLE,
                 "unavailable",
@@ -441,6 +442,33 @@ fn other_kind(other: OtherKind) -> (&'static str, String) {
             "payment_destination",
             "no invoice has this id: that id is a payment destination's; pass an invoice id"
                 .to_owned(),
+        ),
+    }
+}
+
+/// A limit's name in a 429 (`limit`), and what it says, truthfully: only the limit that refused.
+fn rate_limit_words(limit: tauros_app::Limit) -> (&'static str, &'static str) {
+    use tauros_app::Limit;
+    match limit {
+        Limit::Credential => ("credential", "too many requests with this credential"),
+        Limit::Email => (
+            "email",
+            "too many failed sign-ins for this email, from one or more addresses; a device that \
+             signed in to this account before can still sign in (send its device_token), or an \
+             operator can clear the count (tauros user unlock --email)",
+        ),
+        Limit::Device => (
+            "device",
+            "too many failed sign-ins from this device (its device_token, or the session that \
+             changes its password)",
+        ),
+        Limit::AddressAndEmail => (
+            "address_and_email",
+            "too many failed sign-ins for this email from this address",
+        ),
+        Limit::AddressInFlight => (
+            "address_in_flight",
+            "too many sign-ins from this address are being checked at once",
         ),
     }
 }

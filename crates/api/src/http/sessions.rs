@@ -12,7 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tauros_app::{Actor, App, Me, SignedIn, UserView};
 use tauros_domain::identity::{
-    Capability, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, Role, UserState,
+    Capability, MAX_DEVICE_TOKEN_CHARS, MAX_EMAIL_CHARS, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS,
+    Role, UserState,
 };
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -55,11 +56,23 @@ pub struct SignInRequest {
         message = "send the organisation's id or its name (at most 160 characters), or leave it out"
     ))]
     pub organisation: Option<String>,
+    /// The `device_token` an earlier sign-in of this human answered on this device. With a
+    /// valid one, failed sign-ins for the email from elsewhere do not stop this one; only this
+    /// device's own failures can. Unknown, expired or revoked: the sign-in is checked as one
+    /// without (never an error).
+    #[schema(required = false, max_length = 128, example = "tdev_5nV0q…")]
+    #[validate(length(
+        max = DEVICE_TOKEN_MAX,
+        code = "device_token_too_long",
+        message = "send the device_token a sign-in answered (at most 128 characters), or leave it out"
+    ))]
+    pub device_token: Option<String>,
 }
 
 /// The longest `organisation` a sign-in names (an organisation's name is at most 160).
 const ORGANISATION_MAX: u64 = tauros_domain::text::MAX_NAME_CHARS as u64;
 /// The domain's bounds, as `validator` takes them.
+const DEVICE_TOKEN_MAX: u64 = MAX_DEVICE_TOKEN_CHARS as u64;
 const EMAIL_MAX: u64 = MAX_EMAIL_CHARS as u64;
 const PASSWORD_MAX: u64 = MAX_PASSWORD_CHARS as u64;
 const PASSWORD_MIN: u64 = MIN_PASSWORD_CHARS as u64;
@@ -107,6 +120,11 @@ pub struct SessionResponse {
     pub expires_at: DateTime<Utc>,
     /// Who signed in.
     pub user: UserResponse,
+    /// Keep it on this device and send it with its next sign-in (valid 90 days; a password
+    /// change or signing out everywhere revokes it). The one sent, if it was valid for this
+    /// account; else a new one.
+    #[schema(example = "tdev_5nV0q…")]
+    pub device_token: String,
 }
 
 impl From<SignedIn> for SessionResponse {
@@ -115,6 +133,7 @@ impl From<SignedIn> for SessionResponse {
             token: s.token,
             expires_at: s.expires_at,
             user: s.user.into(),
+            device_token: s.device_token,
         }
     }
 }
@@ -123,14 +142,17 @@ impl From<SignedIn> for SessionResponse {
 ///
 /// Wrong email, wrong password and an `organisation` the email has no account in get the same
 /// answer. An email over 254 characters or a password over 1024 is a 422 before any other
-/// work. Failed sign-ins are counted per email (from every address) and per client address
-/// (for every email); over either limit, attempts wait (429) until the window ends.
+/// work. Failed sign-ins are counted per email (from every address), per device token, and per
+/// email from one client address. The email's count stops only sign-ins without a valid
+/// `device_token` of this human; a device is stopped only by its own failures; an address only
+/// for the emails it guessed. Over a limit, attempts wait (429, its `limit` named) until the
+/// window ends.
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SignInRequest,
     responses(
         (status = 201, description = "Signed in", body = SessionResponse),
         (status = 401, description = "`invalid_credentials`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`validation_failed`: a missing field, an email over 254 characters or a password over 1024", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`: too many failed sign-ins for this email, or from this address; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`, `limit` says which: `email` (failed sign-ins for this email from several addresses; a device that signed in before still can), `device` (this device token's failures), `address_and_email` (this email's failures from this address) or `address_in_flight` (this address's sign-ins being checked at once); retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn sign_in(
     State(state): State<AppState>,
@@ -143,7 +165,13 @@ async fn sign_in(
     };
     let signed_in = state
         .app
-        .sign_in(&email, password, body.organisation.as_deref(), client)
+        .sign_in(
+            &email,
+            password,
+            body.organisation.as_deref(),
+            body.device_token.as_deref(),
+            client,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(signed_in.into())))
 }
@@ -163,7 +191,8 @@ async fn sign_out(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// End every session of the calling human, this one included ("sign out everywhere").
+/// End every session of the calling human, this one included, and revoke every device token
+/// ("sign out everywhere").
 #[utoipa::path(delete, path = "/v1/sessions", tag = "sessions",
     security(("bearer" = [])),
     responses(
@@ -206,7 +235,8 @@ pub struct ChangePasswordRequest {
 /// Change your password; every other session of yours ends (this one stays).
 ///
 /// A wrong `current_password` is a 422 on that field and counts as a failed sign-in for your
-/// email and address (too many → 429 `rate_limited`).
+/// email, this session and your address (too many from this session or address → 429
+/// `rate_limited`). Every device token of yours is revoked.
 #[utoipa::path(post, path = "/v1/me/password", tag = "sessions",
     security(("bearer" = [])),
     request_body = ChangePasswordRequest,

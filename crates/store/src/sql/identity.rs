@@ -1,6 +1,6 @@
 //! `IdentityRead` and `IdentityWrite` for every backend's unit.
 
-use super::{Backend, locked, query, query_as};
+use super::{Backend, locked, query, query_as, query_scalar};
 use crate::error::StoreResult;
 use crate::identity::*;
 use crate::query::{Lock, Page};
@@ -87,6 +87,34 @@ impl<U: Backend> IdentityRead for U {
         };
         let user = self.user_by_id(session.org_id, session.user_id).await?;
         Ok(user.map(|u| (session, u)))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn device_by_hash(
+        &mut self,
+        hash: &[u8],
+    ) -> StoreResult<Option<(DeviceTokenRow, UserRow)>> {
+        let Some(device): Option<DeviceTokenRow> =
+            query_as("select * from device_tokens where token_hash = $1")
+                .bind(hash)
+                .fetch_optional(self)
+                .await?
+        else {
+            return Ok(None);
+        };
+        let user = self.user_by_id(device.org_id, device.user_id).await?;
+        Ok(user.map(|u| (device, u)))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn sign_ins_unlocked_at(
+        &mut self,
+        email_digest: &[u8],
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        query_scalar("select unlocked_at from sign_in_unlocks where email_digest = $1")
+            .bind(email_digest)
+            .fetch_optional(self)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -365,15 +393,77 @@ impl<U: Backend> IdentityWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn prune_sessions(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
-        let done = query(
-            "delete from sessions where (org_id, id) in
-                 (select org_id, id from sessions where expires_at <= $1 limit $2)",
+        let done = prune_expired("sessions")
+            .bind(now)
+            .bind(limit)
+            .execute(self)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune_device_tokens(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+        let done = prune_expired("device_tokens")
+            .bind(now)
+            .bind(limit)
+            .execute(self)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_device_token(&mut self, d: &DeviceTokenRow) -> StoreResult<()> {
+        query(
+            "insert into device_tokens (id, org_id, user_id, token_hash, created_at, expires_at)
+             values ($1, $2, $3, $4, $5, $6)",
         )
-        .bind(now)
-        .bind(limit)
+        .bind(d.id)
+        .bind(d.org_id)
+        .bind(d.user_id)
+        .bind(&d.token_hash)
+        .bind(d.created_at)
+        .bind(d.expires_at)
+        .execute(self)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn keep_newest_device_tokens(
+        &mut self,
+        org_id: Uuid,
+        user_id: Uuid,
+        keep: i64,
+    ) -> StoreResult<u64> {
+        let done = query(
+            "delete from device_tokens
+             where org_id = $1 and user_id = $2 and id not in
+                 (select id from device_tokens where org_id = $1 and user_id = $2
+                  order by created_at desc, id desc limit $3)",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .bind(keep)
         .execute(self)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn record_sign_in_unlock(
+        &mut self,
+        email_digest: &[u8],
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        query(
+            "insert into sign_in_unlocks (email_digest, unlocked_at) values ($1, $2)
+             on conflict (email_digest) do update set unlocked_at = excluded.unlocked_at",
+        )
+        .bind(email_digest)
+        .bind(at)
+        .execute(self)
+        .await?;
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -589,4 +679,12 @@ impl<U: Backend> IdentityWrite for U {
         .await?;
         Ok(())
     }
+}
+
+/// Deletes up to `$2` rows of `table` (sessions, device tokens) that expired before `$1`.
+fn prune_expired<'a>(table: &str) -> super::Query<'a> {
+    query(format!(
+        "delete from {table} where (org_id, id) in
+             (select org_id, id from {table} where expires_at <= $1 limit $2)"
+    ))
 }

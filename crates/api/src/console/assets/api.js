@@ -9,6 +9,40 @@
 
 const STORAGE_KEY = "tauros.session";
 
+// Device tokens: the one each email signed in with here last, in localStorage, so they outlive
+// the tab on purpose. A later sign-in from this browser sends it and is known as that human's
+// device: wrong guesses at the email from elsewhere cannot stop it (docs/SECURITY.md, "Nobody
+// can lock a human out"). A device token signs nobody in by itself; the password is still
+// checked.
+const DEVICES_KEY = "tauros.devices";
+const DEVICES_KEPT = 20;
+
+function readDevices() {
+  try {
+    const stored = JSON.parse(localStorage.getItem(DEVICES_KEY) || "{}");
+    if (stored && typeof stored === "object" && !Array.isArray(stored)) return stored;
+  } catch {
+    // A damaged entry is no device token.
+  }
+  return {};
+}
+
+/** The device token this browser holds for `email`, or null. */
+export function deviceToken(email) {
+  const token = readDevices()[email.trim().toLowerCase()];
+  return typeof token === "string" ? token : null;
+}
+
+function rememberDevice(email, token) {
+  const key = email.trim().toLowerCase();
+  const devices = readDevices();
+  delete devices[key];
+  devices[key] = token;
+  const emails = Object.keys(devices);
+  for (const old of emails.slice(0, Math.max(0, emails.length - DEVICES_KEPT))) delete devices[old];
+  localStorage.setItem(DEVICES_KEY, JSON.stringify(devices));
+}
+
 let session = readSession();
 const listeners = new Set();
 
@@ -28,6 +62,7 @@ export function currentSession() {
 }
 
 export function startSession(answer) {
+  if (typeof answer.device_token === "string") rememberDevice(answer.user.email, answer.device_token);
   session = { token: answer.token, expires_at: answer.expires_at, user: answer.user };
   sessionStorage.setItem(STORAGE_KEY, JSON.stringify(session));
   clearDirectory();

@@ -1,7 +1,8 @@
 // Sign-in: email and password (and, for an email with accounts in several organisations, which
-// one) → POST /v1/sessions → a session token for this tab.
+// one) → POST /v1/sessions → a session token for this tab. The device token this browser keeps
+// for the email goes along (api.js, "Device tokens").
 
-import { api, startSession, ApiError, describe } from "./api.js";
+import { api, startSession, deviceToken, ApiError, describe } from "./api.js";
 import { h, replace, notice, field } from "./dom.js";
 
 const MESSAGES = {
@@ -39,6 +40,8 @@ export function render(main, { message, onSignedIn }) {
     const body = { email: email.input.value.trim(), password: password.input.value };
     const named = organisation.input.value.trim();
     if (named) body.organisation = named;
+    const device = body.email ? deviceToken(body.email) : null;
+    if (device) body.device_token = device;
     if (!body.email) email.setError("Enter your email.");
     if (!body.password) password.setError("Enter your password.");
     if (!body.email || !body.password) {
