@@ -151,6 +151,7 @@ impl ServeArgs {
             body_timeout: seconds(self.body_timeout_seconds),
             idle_timeout: seconds(self.idle_timeout_seconds),
             max_connections: self.max_connections.max(1),
+            shed_after: std::time::Duration::from_millis(tauros_api::DEFAULT_SHED_AFTER_MS),
             max_connections_per_address: self.max_connections_per_address.max(1),
             body_progress_min_bytes: self.body_progress_min_bytes,
             body_progress_window: seconds(self.body_progress_window_seconds),

@@ -957,7 +957,12 @@ impl TestApp {
 
     /// The actions of the org audit trail of one subject, oldest first (through the store).
     pub async fn audit_actions(&self, org_id: Uuid, subject: Uuid) -> Vec<String> {
-        let mut conn = self.app.store().reader().await.expect("reader");
+        let mut conn = self
+            .app
+            .store()
+            .reader(tauros_store::Lane::Unattributed)
+            .await
+            .expect("reader");
         conn.audit_for_subject(org_id, subject)
             .await
             .expect("audit trail")

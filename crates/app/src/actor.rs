@@ -48,6 +48,11 @@ impl Actor {
         }
     }
 
+    /// Whose work the caller's units of work are: its organisation's ([`tauros_store::Lane`]).
+    pub fn lane(&self) -> tauros_store::Lane {
+        tauros_store::Lane::Org(self.org_id())
+    }
+
     /// The caller's own id (the agent's or the human's).
     pub fn id(&self) -> Uuid {
         match self {

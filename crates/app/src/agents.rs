@@ -74,7 +74,7 @@ impl App {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             if capabilities.has(Capability::Settlement) {
                 // Shared: a settings change waits for this grant, and this one for it.
@@ -158,7 +158,7 @@ impl App {
     /// The agents the calling human owns, newest first.
     pub async fn list_agents(&self, actor: &Actor, page: PageRequest) -> AppResult<Vec<AgentView>> {
         let human = actor.human()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let rows = conn
             .agents_by_owner(human.org_id, human.id, page.into())
             .await?;
@@ -172,7 +172,7 @@ impl App {
     /// One agent the calling human owns.
     pub async fn get_agent(&self, actor: &Actor, id: Uuid) -> AppResult<AgentView> {
         let human = actor.human()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let agent = owned(conn.agent_by_id(human.org_id, id).await?, human)?;
         view(&mut *conn, agent).await
     }
@@ -181,7 +181,7 @@ impl App {
     pub async fn rename_agent(&self, actor: &Actor, id: Uuid, name: &str) -> AppResult<AgentView> {
         let human = actor.human()?;
         let name = name.trim().to_owned();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let mut agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
             if agent.name != name {
@@ -212,7 +212,7 @@ impl App {
         id: Uuid,
     ) -> AppResult<(AgentView, String)> {
         let human = actor.human()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // The agent row lock serializes concurrent rotations: exactly one key survives.
             let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
@@ -248,7 +248,7 @@ impl App {
     /// Deletes an agent that owns nothing; its keys go with it.
     pub async fn delete_agent(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let agent = owned(tx.lock_agent(human.org_id, id, Lock::Update).await?, human)?;
             if tx.agent_has_dependents(agent.org_id, agent.id).await? {

@@ -10,7 +10,7 @@ use crate::random::random_32;
 use crate::users::UserView;
 use chrono::{DateTime, Duration, Utc};
 use tauros_domain::identity::{self, Capabilities, Credential, Interface};
-use tauros_store::{DeviceTokenRow, Lock, Presented, Presenter, SessionRow, UserRow};
+use tauros_store::{DeviceTokenRow, Lane, Lock, Presented, Presenter, SessionRow, UserRow};
 use uuid::Uuid;
 
 /// A new session: the token is shown once.
@@ -72,7 +72,7 @@ impl App {
         let Some(credential) = Credential::parse(bearer) else {
             return Err(AppError::Unauthorized);
         };
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let stored = match &credential {
             Credential::ApiKey(key) => conn
                 .api_key_by_id(key.id())
@@ -172,7 +172,7 @@ impl App {
 
     /// Records a key's use ([`App::verify_credential`]) in a write unit (SQLite's single writer).
     pub(crate) async fn mark_used(&self, used: KeyUse) -> AppResult<()> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(used.org_id)).await?;
         let answer = async {
             tx.touch_api_key(used.org_id, used.key_id, used.at).await?;
             Ok(())
@@ -221,7 +221,12 @@ impl App {
         else {
             return Ok(None);
         };
-        let found = self.store.reader().await?.device_by_hash(&hash).await?;
+        let found = self
+            .store
+            .reader(Lane::Unattributed)
+            .await?
+            .device_by_hash(&hash)
+            .await?;
         Ok(found
             .filter(|(device, user)| {
                 device.expires_at > now()
@@ -251,7 +256,7 @@ impl App {
         let digest = identity::email_digest(normalized);
         let unlocked = self
             .store
-            .reader()
+            .reader(Lane::Unattributed)
             .await?
             .sign_ins_unlocked_at(&digest)
             .await?;
@@ -283,7 +288,7 @@ impl App {
             return Err(AppError::InvalidCredentials);
         }
         let user = user.ok_or(AppError::InvalidCredentials)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(user.org_id)).await?;
         let answer = async {
             // The password was checked outside the transaction (it is slow). Under the row lock,
             // the account must still be the one checked: not deactivated, password unchanged since.
@@ -306,7 +311,7 @@ impl App {
         normalized: &str,
         organisation: Option<&str>,
     ) -> AppResult<Option<UserRow>> {
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let Some(named) = organisation.map(str::trim).filter(|o| !o.is_empty()) else {
             let accounts = conn.users_by_email(normalized, SIGN_IN_CANDIDATES).await?;
             return Ok(accounts
@@ -373,7 +378,7 @@ impl App {
 
     /// Ends the session the request came with; other sessions of the human stay valid.
     pub async fn sign_out(&self, human: &Human) -> AppResult<()> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(human.org_id)).await?;
         let answer = async {
             tx.delete_session(human.org_id, human.session_id).await?;
             Ok(())
@@ -384,7 +389,7 @@ impl App {
 
     /// Ends every session of the human, this one included ("sign out everywhere").
     pub async fn sign_out_everywhere(&self, human: &Human) -> AppResult<()> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(human.org_id)).await?;
         let answer = async {
             let ended = tx
                 .delete_user_sessions(human.org_id, human.id, None)
@@ -424,7 +429,7 @@ impl App {
             .reserve(&normalized, client, Some(human.session_id))?;
         let stored = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .user_by_id(human.org_id, human.id)
             .await?
@@ -442,7 +447,7 @@ impl App {
         // The right password: the place is released, nothing counted.
         drop(attempt);
         let hash = self.passwords.hash(new).await?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let user = tx
                 .lock_user(human.org_id, human.id, Lock::Update)
@@ -489,7 +494,7 @@ impl App {
         let (mut tokens, mut invitations) = (0, 0);
         loop {
             let now = now();
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = async {
                 let s = tx.prune_sessions(now, batch).await?;
                 let d = tx.prune_device_tokens(now, batch).await?;
@@ -510,7 +515,7 @@ impl App {
     /// organisation the email has an account in; how many accounts. `NotFound` if none.
     pub async fn unlock_sign_ins(&self, email: &str) -> AppResult<usize> {
         let normalized = identity::normalize_email(email);
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Unattributed).await?;
         let answer = async {
             let accounts = tx.users_by_email(&normalized, UNLOCK_ACCOUNTS).await?;
             if accounts.is_empty() {
@@ -569,7 +574,7 @@ impl App {
                 capabilities: a.capabilities.clone(),
             }),
             Actor::Human(h) => {
-                let mut conn = self.store.reader().await?;
+                let mut conn = self.store.reader(actor.lane()).await?;
                 let user = conn
                     .user_by_id(h.org_id, h.id)
                     .await?
@@ -589,7 +594,7 @@ impl App {
         // The conditional update below stays the one-time guard.
         let usable = self
             .store
-            .reader()
+            .reader(Lane::Unattributed)
             .await?
             .invitation_by_hash(&hash)
             .await?
@@ -599,7 +604,7 @@ impl App {
         }
         let password_hash = self.passwords.hash(password).await?;
         let now = now();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Unattributed).await?;
         let answer = async {
             // A second accept finds nothing to update.
             let Some(invitation) = tx.accept_invitation(&hash, now).await? else {

@@ -8,7 +8,7 @@ use crate::error::{AppError, AppResult};
 use crate::users::insert_user;
 use tauros_domain::identity::{self, Role};
 use tauros_domain::text::{MAX_NAME_CHARS, checked_text};
-use tauros_store::{OrgRow, UserRow};
+use tauros_store::{Lane, OrgRow, UserRow};
 use uuid::Uuid;
 
 /// What the bootstrap created.
@@ -47,7 +47,7 @@ impl App {
         }
         let password_hash = self.passwords.hash(password).await?;
         let now = now();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Unattributed).await?;
         let answer = async {
             let new_org = OrgRow {
                 id: Uuid::now_v7(),

@@ -70,7 +70,7 @@ impl App {
     ) -> AppResult<CustomerView> {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // Share-locked: the agent cannot be deleted before this customer is committed.
             let owns = tx
@@ -119,7 +119,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<CustomerView>> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let rows = conn
             .customers(actor.org_id(), scope_of(actor), page.into())
             .await?;
@@ -129,7 +129,7 @@ impl App {
     /// One customer the caller may see.
     pub async fn get_customer(&self, actor: &Actor, id: Uuid) -> AppResult<CustomerView> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         Ok(visible_customer(&mut *conn, actor, id).await?.into())
     }
 
@@ -142,7 +142,7 @@ impl App {
     ) -> AppResult<CustomerView> {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let mut row = locked_customer(&mut *tx, actor, id).await?;
             let name = change.name.map(|n| n.trim().to_owned());
@@ -173,7 +173,7 @@ impl App {
     pub async fn delete_customer(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         actor.require(Capability::Invoicing)?;
         let human = actor.human()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let row = locked_customer(&mut *tx, actor, id).await?;
             if tx.customer_is_referenced(row.org_id, row.id).await? {

@@ -43,7 +43,7 @@ pub struct DemoCredentials {
 impl App {
     /// The demo organisation's approver, if it is seeded.
     async fn demo_approver(&self) -> AppResult<Option<tauros_store::UserRow>> {
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(tauros_store::Lane::Unattributed).await?;
         let Some(org) = conn.org_by_name(DEMO_ORG).await? else {
             return Ok(None);
         };
@@ -83,7 +83,7 @@ impl App {
         }
         let agents = self
             .store
-            .reader()
+            .reader(tauros_store::Lane::Unattributed)
             .await?
             .agents_by_owner(
                 approver.org_id,
@@ -110,7 +110,7 @@ impl App {
                 }
             }
             Some(agent) => {
-                let mut tx = self.store.begin().await?;
+                let mut tx = self.store.begin(tauros_store::Lane::Unattributed).await?;
                 let answer = async {
                     let locked = tx
                         .lock_agent(agent.org_id, agent.id, Lock::Update)
@@ -234,7 +234,7 @@ impl App {
     async fn agent_actor(&self, org_id: Uuid, agent_id: Uuid) -> AppResult<Actor> {
         let row = self
             .store
-            .reader()
+            .reader(tauros_store::Lane::Unattributed)
             .await?
             .agent_by_id(org_id, agent_id)
             .await?
@@ -263,7 +263,7 @@ impl App {
             updated_at: now,
             deactivated_at: None,
         };
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(tauros_store::Lane::Unattributed).await?;
         let inserted = insert_user(&mut *tx, &user).await;
         match crate::app::finish(tx, inserted).await {
             // Seeded by an earlier, interrupted run: keep that one.

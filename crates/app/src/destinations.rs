@@ -15,7 +15,7 @@ use tauros_domain::currency::Currency;
 use tauros_domain::destination::{DestinationState, check_payee};
 use tauros_domain::fingerprint::{fingerprint, key_error, key_is_valid};
 use tauros_domain::identity::Capability;
-use tauros_store::{Constraint, DestinationRow, Lock, Reader, StoreError, Tx};
+use tauros_store::{Constraint, DestinationRow, Lane, Lock, Reader, StoreError, Tx};
 use uuid::Uuid;
 
 /// What an agent sends to create a destination (checked by the caller and `check_payee`).
@@ -109,7 +109,7 @@ impl App {
             request_hash,
         };
         if idempotency_key.is_some() {
-            let mut conn = self.store.reader().await?;
+            let mut conn = self.store.reader(actor.lane()).await?;
             if let Some(replayed) = idempotency::lookup(&create, &mut *conn).await? {
                 return Ok(replayed);
             }
@@ -136,7 +136,7 @@ impl App {
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let rows = conn
             .destinations(actor.org_id(), scope_of(actor), state, page.into())
             .await?;
@@ -146,7 +146,7 @@ impl App {
     /// One destination the caller may see.
     pub async fn get_destination(&self, actor: &Actor, id: Uuid) -> AppResult<DestinationView> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let row = conn
             .destination_by_id(actor.org_id(), id)
             .await?
@@ -164,7 +164,7 @@ impl App {
         id: Uuid,
     ) -> AppResult<DestinationView> {
         actor.require(Capability::Invoicing)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let mut row = tx
                 .lock_destination(actor.org_id(), id, Lock::Update)
@@ -249,6 +249,10 @@ impl Keyed for NewDestinationRow<'_> {
 
 #[async_trait]
 impl KeyedCreate for NewDestinationRow<'_> {
+    fn lane(&self) -> Lane {
+        Lane::Org(self.agent.org_id)
+    }
+
     /// Inserts the destination and retires the one it supersedes, with their audit events.
     async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<DestinationView>> {
         let (agent, row) = (self.agent, &self.row);

@@ -52,7 +52,7 @@ impl App {
         let now = now();
         let rows = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .changes(approver.org_id, stored, lapsed.flatten(), now, page.into())
             .await?;
@@ -64,7 +64,7 @@ impl App {
         let approver = actor.human()?.approver()?;
         let row = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .change_by_id(approver.org_id, id)
             .await?
@@ -89,7 +89,7 @@ impl App {
         goal: ChangeState,
     ) -> AppResult<Resolved> {
         let approver = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // The org row first, as every settings change takes it: no lock-order inversion.
             let mut org = tx

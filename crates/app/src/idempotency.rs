@@ -8,7 +8,7 @@ use crate::app::{LOCK_ATTEMPTS, finish};
 use crate::error::{AppError, AppResult};
 use async_trait::async_trait;
 use tauros_domain::fingerprint::same_payload;
-use tauros_store::{DynStore, Reader, Tx};
+use tauros_store::{DynStore, Lane, Reader, Tx};
 
 /// A command's answer: the record as it is now, and whether it was a replay (nothing written).
 #[derive(Clone, Debug)]
@@ -81,6 +81,9 @@ pub(crate) enum Written<T> {
 /// A keyed create an agent makes in a unit of work of its own.
 #[async_trait]
 pub(crate) trait KeyedCreate: Keyed {
+    /// Whose work the create is (its organisation's turn at the database).
+    fn lane(&self) -> Lane;
+
     /// Writes the record and whatever goes with it (the audit event included) in `tx`. It
     /// holds the agent first: a concurrent create with the same key is then either seen or
     /// loses the key, and the agent cannot be deleted before this unit ends.
@@ -134,14 +137,14 @@ pub(crate) async fn create<K: KeyedCreate>(
     request: &K,
 ) -> AppResult<Replayed<K::Answer>> {
     for _ in 0..LOCK_ATTEMPTS {
-        let mut tx = store.begin().await?;
+        let mut tx = store.begin(request.lane()).await?;
         let answer = match request.write(&mut *tx).await {
             Ok(Written::Fresh(value)) => Ok(Replayed::fresh(value)),
             Ok(Written::KeyTaken) => winner(request, &mut *tx).await,
             Err(refused) => Err(refused),
             Ok(Written::KeyTakenUnitEnded) => {
                 tx.abandon().await?;
-                let mut conn = store.reader().await?;
+                let mut conn = store.reader(request.lane()).await?;
                 return winner(request, &mut *conn).await;
             }
             Ok(Written::Retry) => {

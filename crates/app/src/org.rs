@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tauros_domain::governance::{self as rules, ChangeKind, Settings, SettingsOutcome};
 use tauros_domain::identity::{ActorKind, Interface};
-use tauros_store::{AuditRow, Lock, OrgRow, Tx};
+use tauros_store::{AuditRow, Lane, Lock, OrgRow, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -84,7 +84,12 @@ impl App {
     /// The caller's organisation (humans only).
     pub async fn get_org(&self, actor: &Actor) -> AppResult<OrgView> {
         let human = actor.human()?;
-        let org = self.store.reader().await?.org_by_id(human.org_id).await?;
+        let org = self
+            .store
+            .reader(actor.lane())
+            .await?
+            .org_by_id(human.org_id)
+            .await?;
         org.map(OrgView::of).ok_or(AppError::NotFound)
     }
 
@@ -95,7 +100,7 @@ impl App {
         request: OrgSettingsChange,
     ) -> AppResult<OrgUpdate> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let mut org = tx
                 .lock_org(human.org_id, Lock::Update)
@@ -138,7 +143,7 @@ impl App {
         org_name: &str,
         request: OrgSettingsChange,
     ) -> AppResult<OrgView> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Unattributed).await?;
         let answer = async {
             let id = tx
                 .org_by_name(org_name)
@@ -172,7 +177,7 @@ impl App {
         let approver = actor.human()?.approver()?;
         let rows = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .audit_page(approver.org_id, page.into())
             .await?;

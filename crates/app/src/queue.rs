@@ -10,7 +10,7 @@ use serde_json::Value;
 use tauros_domain::error::FieldError;
 use tauros_domain::fingerprint::key_is_valid;
 use tauros_domain::job::{self as rules, Definition, JobState, Progress};
-use tauros_store::{Fence, JobRow, Reader, SubmissionRow, Tx};
+use tauros_store::{Fence, JobRow, Lane, Reader, SubmissionRow, Tx};
 use uuid::Uuid;
 
 /// A job to enqueue.
@@ -207,7 +207,7 @@ impl Keyed for Submitted {
 impl App {
     /// Enqueues one job in a transaction of its own ([`enqueue`] joins the caller's).
     pub async fn submit_job(&self, job: NewJob) -> AppResult<Enqueued> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             let enqueued = enqueue(&mut *tx, job).await?;
             Ok(enqueued)

@@ -27,7 +27,7 @@ use tauros_domain::resolution::{
 };
 use tauros_domain::settlement::standing_without_invoice;
 use tauros_domain::visibility::Scope;
-use tauros_store::{InvoiceRow, Lock, PaymentResolutionRow, PaymentRow, Reader, Tx};
+use tauros_store::{InvoiceRow, Lane, Lock, PaymentResolutionRow, PaymentRow, Reader, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -95,7 +95,7 @@ impl App {
     ) -> AppResult<Replayed<ResolveOutcome>> {
         let approver = actor.human()?.approver()?;
         // The payment first (one 404 for unknown and invisible), then every broken member at once.
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let payment = visible_payment(&mut *conn, actor, payment_id).await?;
         let mut errors = Vec::new();
         match key {
@@ -136,7 +136,7 @@ impl App {
         actor: &Actor,
         payment_id: Uuid,
     ) -> AppResult<Vec<PaymentResolutionView>> {
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let payment = visible_payment(&mut *conn, actor, payment_id).await?;
         let rows = conn.payment_resolutions(payment.org_id, payment.id).await?;
         let c = currency(&payment.currency)?;
@@ -547,6 +547,10 @@ impl Keyed for Request<'_> {
 /// The resolution under the org's and the payment's locks: applied, or proposed under four eyes.
 #[async_trait]
 impl KeyedCreate for Request<'_> {
+    fn lane(&self) -> Lane {
+        self.actor.lane()
+    }
+
     async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<ResolveOutcome>> {
         // The org first, shared: four eyes cannot change until this commits.
         let org = tx

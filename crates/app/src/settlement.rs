@@ -31,7 +31,7 @@ use tauros_domain::settlement::{
     PaymentSummary, Unmatched, ValidEvent,
 };
 use tauros_domain::visibility::Scope;
-use tauros_store::{InvoiceRow, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
+use tauros_store::{InvoiceRow, Lane, PaymentFilter, PaymentRow, Reader, SettlementEventRow, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -216,7 +216,7 @@ impl App {
         };
         // A redelivery costs two indexed reads and takes no lock.
         {
-            let mut conn = self.store.reader().await?;
+            let mut conn = self.store.reader(actor.lane()).await?;
             // Another agent's source is refused before anything is read, redeliveries included.
             owned_source(
                 conn.settlement_source_owner(agent.org_id, &event.source)
@@ -249,7 +249,7 @@ impl App {
         if !errors.is_empty() {
             return Err(AppError::Validation(errors));
         }
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let settings = org_settings(&mut *conn, human.org_id).await?;
         let filter = PaymentFilter {
             scope: Scope::of_invoices(caller(actor), settings.shared_review),
@@ -267,7 +267,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<(PaymentView, Vec<SettlementEventView>)> {
         let human = actor.human()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let payment = conn
             .payment_by_id(human.org_id, id)
             .await?
@@ -526,6 +526,10 @@ impl Keyed for Delivery<'_> {
 
 #[async_trait]
 impl KeyedCreate for Delivery<'_> {
+    fn lane(&self) -> Lane {
+        Lane::Org(self.agent.org_id)
+    }
+
     // A redelivery with other facts is a conflict, which abandons the unit: this attempt may
     // have inserted a payment for its own payment id, and a refused event writes nothing.
     async fn write(&self, tx: &mut dyn Tx) -> AppResult<Written<Recorded>> {

@@ -71,7 +71,7 @@ impl App {
         let inviter = actor.human()?.approver()?;
         // The email's rule is the caller's (`InviteRequest`'s `validator` rule).
         let email = email.trim();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // Shared: a settings change waits for this invitation, and this one for it.
             let org = tx
@@ -181,7 +181,7 @@ impl App {
         let approver = actor.human()?.approver()?;
         let rows = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .users_in_org(approver.org_id, page.into())
             .await?;
@@ -197,7 +197,7 @@ impl App {
                 "an approver cannot deactivate themself; ask another approver",
             ));
         }
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let user = tx
                 .user_by_id(approver.org_id, id)

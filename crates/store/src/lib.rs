@@ -19,6 +19,7 @@ mod query;
 mod settlement;
 mod sql;
 mod sqlite;
+mod turns;
 mod unit;
 mod webhooks;
 
@@ -50,6 +51,7 @@ pub use settlement::{
     SettlementWrite,
 };
 pub use sqlite::SqliteStore;
+pub use turns::Lane;
 pub use unit::{DynStore, Reader, Store, Tx};
 pub use webhooks::{
     EndpointHealth, WebhookAttemptListed, WebhookAttemptRow, WebhookDeliveryListed,

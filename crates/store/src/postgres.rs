@@ -6,6 +6,7 @@ use super::sql::{
 use crate::error::{Constraint, StoreError, StoreResult};
 use crate::formation::Hosts;
 use crate::jobs::{Claim, JobRow};
+use crate::turns::Lane;
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
 use sqlx::PgPool;
@@ -109,7 +110,7 @@ impl PgStore {
             moved: tokio::sync::watch::Sender::new(0),
         });
         // Prove the pool works before answering.
-        shared.lender().lend().await?;
+        shared.lender().lend(Lane::Unattributed).await?;
         Ok(PgStore {
             shared,
             wake: Arc::new(Notify::new()),
@@ -316,9 +317,9 @@ fn map_err(err: sqlx::Error) -> StoreError {
     classify_other(err)
 }
 
-/// A connection with a transaction begun on it.
-async fn begun(lender: Arc<Lender>) -> Result<Lease, sqlx::Error> {
-    let mut lease = lender.lend().await?;
+/// A connection with a transaction begun on it, for `lane`'s work.
+async fn begun(lender: Arc<Lender>, lane: Lane) -> Result<Lease, sqlx::Error> {
+    let mut lease = lender.lend(lane).await?;
     lease.begin().await?;
     Ok(lease)
 }
@@ -442,14 +443,14 @@ impl Tx for PgUnit {
 
 #[async_trait]
 impl Store for PgStore {
-    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let lease = self.on_pool(begun).await?;
+    async fn begin(&self, lane: Lane) -> StoreResult<Box<dyn Tx>> {
+        let lease = self.on_pool(|lender| begun(lender, lane)).await?;
         Ok(Box::new(PgUnit(lease, Arc::clone(&self.shared))))
     }
 
-    async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
+    async fn reader(&self, lane: Lane) -> StoreResult<Box<dyn Reader>> {
         let lease = self
-            .on_pool(|lender| async move { lender.lend().await })
+            .on_pool(|lender| async move { lender.lend(lane).await })
             .await?;
         Ok(Box::new(PgUnit(lease, Arc::clone(&self.shared))))
     }
@@ -480,7 +481,7 @@ impl Store for PgStore {
     async fn readiness(&self) -> StoreResult<bool> {
         let applied: Vec<(i64,)> = self
             .on_pool(|lender| async move {
-                let mut lease = lender.lend().await?;
+                let mut lease = lender.lend(Lane::Unattributed).await?;
                 let applied = sqlx::query_as(
                     "select version from _sqlx_migrations where success order by version",
                 )
@@ -498,7 +499,9 @@ impl Store for PgStore {
     }
 
     async fn claim_job(&self, claim: &Claim<'_>) -> StoreResult<Option<JobRow>> {
-        let lease = self.on_pool(begun).await?;
+        let lease = self
+            .on_pool(|lender| begun(lender, Lane::Unattributed))
+            .await?;
         self.shared.bounded(claim_job(lease, claim)).await
     }
 

@@ -12,6 +12,7 @@
 
 use crate::error::{StoreError, StoreResult};
 use crate::jobs::{Claim, JobRow};
+use crate::turns::Lane;
 use crate::unit::{Reader, Store, Tx};
 use async_trait::async_trait;
 use sqlx::Connection;
@@ -93,8 +94,11 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let unit = self.writer.begin_opening(Opening::WithFirstCall).await?;
+    async fn begin(&self, lane: Lane) -> StoreResult<Box<dyn Tx>> {
+        let unit = self
+            .writer
+            .begin_opening(Opening::WithFirstCall, lane)
+            .await?;
         let wake = Wake {
             notify: Some(Arc::clone(&self.wake)),
             pending: false,
@@ -102,8 +106,8 @@ impl Store for SqliteStore {
         Ok(Box::new(SqliteUnit(UnitConn::Write(unit), wake, None)))
     }
 
-    async fn reader(&self) -> StoreResult<Box<dyn Reader>> {
-        let conn = self.readers.acquire().await.map_err(map_err)?;
+    async fn reader(&self, lane: Lane) -> StoreResult<Box<dyn Reader>> {
+        let conn = self.readers.acquire(lane).await.map_err(map_err)?;
         let wake = Wake {
             notify: None,
             pending: false,
@@ -113,7 +117,7 @@ impl Store for SqliteStore {
 
     async fn migrate(&self) -> StoreResult<()> {
         // Between groups: no unit is open while the schema changes.
-        let mut slot = self.writer.hold().await?;
+        let mut slot = self.writer.hold(Lane::Unattributed).await?;
         slot.commit_group(&self.writer, 0).await?;
         MIGRATOR
             .run_direct(None, &mut slot.conn, false)
@@ -122,7 +126,11 @@ impl Store for SqliteStore {
     }
 
     async fn readiness(&self) -> StoreResult<bool> {
-        let mut conn = self.readers.acquire().await.map_err(map_err)?;
+        let mut conn = self
+            .readers
+            .acquire(Lane::Unattributed)
+            .await
+            .map_err(map_err)?;
         let applied: Vec<(i64,)> =
             sqlx::query_as("select version from _sqlx_migrations where success order by version")
                 .fetch_all(&mut *conn)

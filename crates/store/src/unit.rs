@@ -9,6 +9,7 @@ use crate::jobs::{Claim, JobRead, JobRow, JobWrite};
 use crate::parties::{PartyRead, PartyWrite};
 use crate::presented::PresentedRead;
 use crate::settlement::{SettlementRead, SettlementWrite};
+use crate::turns::Lane;
 use crate::webhooks::{WebhookRead, WebhookWrite};
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -16,10 +17,11 @@ use std::sync::Arc;
 /// A database backend: hands out transactions and plain connections.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Starts a write transaction (`BEGIN IMMEDIATE` on SQLite).
-    async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
-    /// A connection for reads outside a transaction; it cannot write.
-    async fn reader(&self) -> StoreResult<Box<dyn Reader>>;
+    /// Starts a write transaction (`BEGIN IMMEDIATE` on SQLite) for `lane`'s work, in its turn
+    /// ([`crate::turns`]).
+    async fn begin(&self, lane: Lane) -> StoreResult<Box<dyn Tx>>;
+    /// A connection for reads outside a transaction, for `lane`'s work; it cannot write.
+    async fn reader(&self, lane: Lane) -> StoreResult<Box<dyn Reader>>;
     /// Applies the embedded migrations.
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers and every embedded migration is applied.

@@ -65,7 +65,12 @@ async fn two_concurrent_cli_runs_give_one_approver(app: TestApp) {
         "one-line reason: {stderr}"
     );
     // Exactly one of the two humans exists, and it can sign in.
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let first = conn
         .users_by_email("first@race.example", 1)
         .await
@@ -122,7 +127,12 @@ async fn many_concurrent_bootstraps_give_one_approver(app: TestApp) {
         }
     }
     assert_eq!((ok, refused), (1, 7));
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let mut existing = 0;
     for i in 0..8 {
         if !conn
@@ -148,7 +158,12 @@ async fn bootstrap_refuses_bad_input_and_changes_nothing(app: TestApp) {
     .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("password"));
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     assert!(
         conn.org_by_name("Shorty").await.unwrap().is_none(),
         "nothing was created"

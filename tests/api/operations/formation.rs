@@ -252,14 +252,20 @@ async fn a_unit_dropped_with_its_transaction_open_is_rolled_back_before_its_conn
         n
     };
     for round in 0..3 {
-        let tx = store.begin().await.expect("a unit of work");
+        let tx = store
+            .begin(tauros_store::Lane::Unattributed)
+            .await
+            .expect("a unit of work");
         assert_eq!(
             in_transaction().await,
             1,
             "round {round}: the unit's transaction is open on the pool's one connection"
         );
         drop(tx);
-        let reader = store.reader().await.expect("the connection, lent again");
+        let reader = store
+            .reader(tauros_store::Lane::Unattributed)
+            .await
+            .expect("the connection, lent again");
         assert_eq!(
             in_transaction().await,
             0,

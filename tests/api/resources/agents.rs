@@ -45,7 +45,12 @@ async fn create_returns_a_working_key_once(app: TestApp) {
     assert!(!read.to_string().contains(key));
     assert!(read.get("api_key").is_none());
     // The creation is audited.
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let trail = conn
         .audit_for_subject(org.org_id, id.parse().unwrap())
         .await

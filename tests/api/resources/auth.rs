@@ -350,7 +350,12 @@ async fn expired_credentials_are_401(backend: Backend) {
     let token = app.sign_in(email, PASSWORD).await;
     assert_401(&app, Some(&format!("Bearer {token}"))).await;
     // Keys: create an agent through the app layer (sessions are unusable here).
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let user = conn.users_by_email(email, 1).await.unwrap().pop().unwrap();
     drop(conn);
     let actor = tauros_app::Actor::Human(tauros_app::Human {

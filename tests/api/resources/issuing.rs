@@ -672,7 +672,12 @@ async fn claims_are_kept_cleaned_and_reaped_only_as_allowed(backend: Backend) {
     let ended = chrono::DateTime::parse_from_rfc3339("2000-01-01T00:00:00+00:00")
         .unwrap()
         .to_utc();
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     assert_eq!(tx.clean_claims(ended, 10).await.unwrap(), 0);
     let later = ended + chrono::Duration::microseconds(1);
     assert_eq!(tx.clean_claims(later, 10).await.unwrap(), 1);
@@ -967,7 +972,12 @@ async fn the_reaper_passes_over_a_claim_a_finaliser_holds(backend: Backend) {
     // A finaliser's transaction, not committed yet: the invoice and the claim locked, the
     // claim completed.
     let key = op_key(org, id);
-    let mut finaliser = app.app.store().begin().await.unwrap();
+    let mut finaliser = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     finaliser.lock_invoice(org, id).await.unwrap().unwrap();
     let held = finaliser.lock_claim(org, key).await.unwrap().unwrap();
     assert_eq!(held.state, "processing");
@@ -1256,7 +1266,12 @@ async fn a_failed_local_issue_keeps_its_number_and_a_rolled_back_one_leaves_no_g
     expect_status(app.approve(token, &first).await, StatusCode::OK).await;
     // A number taken in a transaction that rolls back is given back.
     {
-        let mut tx = app.app.store().begin().await.unwrap();
+        let mut tx = app
+            .app
+            .store()
+            .begin(tauros_store::Lane::Unattributed)
+            .await
+            .unwrap();
         let taken = tx
             .next_invoice_number(b.org.org_id, year.parse().unwrap())
             .await
@@ -1524,7 +1539,12 @@ async fn the_reaper_needs_both_the_horizon_and_the_retention_and_never_goes_belo
     );
     // Even a sanctioned reap that asks for less (straight through the store) is refused by the
     // database below the floor.
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     assert!(tx.reap_claims(Duration::ZERO, 10).await.is_err());
     drop(tx);
     let processing = "select count(*) from effect_claims where state = 'processing'";

@@ -66,13 +66,23 @@ fn submitted(org_id: Uuid, submission_id: &str, args: Value) -> NewJob {
 }
 
 async fn job(app: &TestApp, org_id: Uuid, id: Uuid) -> Option<JobRow> {
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     conn.job(org_id, id).await.unwrap()
 }
 
 /// The executions `test.echo.v1` recorded for a job, oldest first.
 async fn runs_of(app: &TestApp, org_id: Uuid, id: Uuid) -> Vec<TestExecutionRow> {
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     conn.test_executions(org_id, id).await.unwrap()
 }
 
@@ -258,7 +268,12 @@ async fn db_now(app: &TestApp) -> chrono::DateTime<chrono::Utc> {
 
 async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
     let org = app.org().await;
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let enqueued = tauros_app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
         .await
         .unwrap();
@@ -274,7 +289,12 @@ async fn a_rolled_back_transaction_leaves_no_job(app: TestApp) {
     expect_problem(res, StatusCode::NOT_FOUND, "not_found").await;
 
     // The same enqueue, committed: visible, and the same id (it derives from the submission).
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let again = tauros_app::enqueue(&mut *tx, submitted(org.org_id, "order-1", json!({})))
         .await
         .unwrap();
@@ -513,7 +533,12 @@ async fn a_stale_workers_late_result_changes_nothing(app: TestApp) {
         expired: true,
         ..fence(b.lease_token)
     };
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let fenced = [
         tx.settle_job(fence(a.lease_token), &done).await.unwrap(),
         tx.settle_job(fence(Uuid::new_v4()), &done).await.unwrap(),
@@ -599,7 +624,12 @@ async fn a_worker_killed_after_its_claim_leaves_the_job_to_run_again_without_usi
     assert_eq!(row.attempt, 1, "the interruption used no attempt");
     assert_eq!((row.executions, row.interruptions), (2, 1));
     assert_eq!(row.last_error_code.as_deref(), Some("interrupted"));
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let runs = conn.test_executions(org.org_id, id).await.unwrap();
     let completed_runs = runs.iter().filter(|r| r.outcome == "completed").count();
     figures(
@@ -1261,7 +1291,12 @@ async fn three_worker_processes_run_a_thousand_jobs_once_each(app: TestApp) {
     let started = Instant::now();
     let processes: Vec<WorkerProcess> = (0..3).map(|_| start_worker(&app, 3, 10, &[])).collect();
     for batch in 0..JOBS / 100 {
-        let mut tx = app.app.store().begin().await.unwrap();
+        let mut tx = app
+            .app
+            .store()
+            .begin(tauros_store::Lane::Unattributed)
+            .await
+            .unwrap();
         for n in batch * 100..(batch + 1) * 100 {
             let args = if n % 10 == 0 {
                 json!({"note": n, "fail_attempts": 1})
@@ -1522,7 +1557,12 @@ async fn a_worker_whose_heartbeat_fails_stops_its_handler_before_its_lease_ends(
     wait_for_line(&worker, &format!("test job {id} running (attempt 1"));
     // Hold the row (PostgreSQL: `FOR UPDATE`; SQLite: the database's write lock): no
     // heartbeat gets through from now on.
-    let mut hold = app.app.store().begin().await.unwrap();
+    let mut hold = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let held = hold.lock_job(org.org_id, id).await.unwrap().unwrap();
     let held_since = Instant::now();
     wait_for_log(
@@ -1625,7 +1665,7 @@ async fn leases_are_set_and_rescued_by_the_databases_clock_whatever_the_apps_say
         expired: false,
     };
     let before = db_now(&app).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = store.begin(tauros_store::Lane::Unattributed).await.unwrap();
     assert!(
         tx.extend_lease(fence, Duration::from_secs(30), chrono::Utc::now() - skew)
             .await

@@ -41,7 +41,12 @@ async fn approvers_change_settings_and_changes_are_audited(app: TestApp) {
     )
     .await;
     assert_eq!(read, changed);
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let trail = conn
         .audit_for_subject(org.org_id, org.org_id)
         .await

@@ -169,7 +169,12 @@ async fn customers_are_created_read_changed_and_deleted_with_an_audit_trail(app:
     )
     .await;
     assert_eq!(list["items"], json!([]));
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let trail = conn.audit_for_subject(org.org_id, id).await.unwrap();
     assert_eq!(
         trail.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
@@ -442,7 +447,12 @@ async fn destinations_are_registered_by_agents_with_their_rules(app: TestApp) {
         )
         .await;
     assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     let trail = conn.audit_for_subject(org.org_id, id).await.unwrap();
     assert_eq!(trail.len(), 1);
     assert_eq!(trail[0].action, "destination.created");

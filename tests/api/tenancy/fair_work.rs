@@ -78,7 +78,12 @@ fn workers(app: &App, workers: usize, webhook_workers: usize) -> Workers {
 }
 
 async fn job_state(app: &TestApp, org_id: Uuid, id: Uuid) -> JobState {
-    let mut conn = app.app.store().reader().await.unwrap();
+    let mut conn = app
+        .app
+        .store()
+        .reader(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     conn.job(org_id, id).await.unwrap().expect("the job").state
 }
 
@@ -228,7 +233,12 @@ async fn one_organisations_backlog_delays_anothers_job_by_at_most_one_job_per_wo
     let app = crate::helpers::spawn_app(backend).await;
     let a = app.org().await.org_id;
     let b = app.org().await.org_id;
-    let mut tx = app.app.store().begin().await.unwrap();
+    let mut tx = app
+        .app
+        .store()
+        .begin(tauros_store::Lane::Unattributed)
+        .await
+        .unwrap();
     for n in 0..BACKLOG {
         tauros_app::enqueue(&mut *tx, echo(a, json!({"sleep_ms": 20, "note": n})))
             .await
@@ -260,7 +270,12 @@ async fn one_organisations_backlog_delays_anothers_job_by_at_most_one_job_per_wo
         "B's job completed",
         Duration::from_secs(120),
         || async {
-            let mut conn = app.app.store().reader().await.unwrap();
+            let mut conn = app
+                .app
+                .store()
+                .reader(tauros_store::Lane::Unattributed)
+                .await
+                .unwrap();
             conn.job(b, b_job).await.unwrap().expect("B's job")
         },
         |j| j.state == JobState::Completed,

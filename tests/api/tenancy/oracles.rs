@@ -234,7 +234,7 @@ async fn accounts_written_before_0014_keep_working_after_it(backend: Backend) {
         .unwrap();
     // A session as 0013's code wrote one (today's sign-in also writes a later table).
     let session = tauros_domain::identity::session_token([7; 32]);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = store.begin(tauros_store::Lane::Unattributed).await.unwrap();
     let now = chrono::Utc::now();
     tx.insert_session(&tauros_store::SessionRow {
         id: uuid::Uuid::now_v7(),

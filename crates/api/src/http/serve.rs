@@ -32,6 +32,11 @@ pub const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 30;
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
 /// Default: connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default: milliseconds a request head must have been arriving before a new connection may
+/// take its place over the cap (an honest head takes a round trip or two).
+pub const DEFAULT_SHED_AFTER_MS: u64 = 1000;
+/// How often a connection waiting for a place over the cap looks again for a head to shed.
+const SHED_RETRY: Duration = Duration::from_millis(100);
 /// Default: connections served at once from one client address.
 pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 64;
 /// Default: bytes a request body must bring in every progress window.
@@ -49,8 +54,12 @@ pub struct ConnectionLimits {
     pub body_timeout: Duration,
     /// Time a connection may wait with no request in flight and no byte of a next one.
     pub idle_timeout: Duration,
-    /// Connections served at once; further ones wait in the listen backlog.
+    /// Connections served at once. Over it, a new connection is accepted only in place of one
+    /// still sending its head for at least `shed_after` (the oldest such head is closed);
+    /// when there is none, new connections wait in the listen backlog.
     pub max_connections: usize,
+    /// How long a head must have been arriving before it may be shed over the cap.
+    pub shed_after: Duration,
     /// Connections served at once from one peer address; a further one is closed unanswered.
     pub max_connections_per_address: usize,
     /// Bytes a request body must bring in every `body_progress_window` (or end within it).
@@ -65,6 +74,7 @@ impl Default for ConnectionLimits {
             body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECONDS),
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            shed_after: Duration::from_millis(DEFAULT_SHED_AFTER_MS),
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             body_progress_min_bytes: DEFAULT_BODY_PROGRESS_MIN_BYTES,
             body_progress_window: Duration::from_secs(DEFAULT_BODY_PROGRESS_WINDOW_SECONDS),
@@ -114,34 +124,32 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let addresses = PerAddress::new(limits.max_connections_per_address);
+    let open = Open::default();
     // `true` once shutdown began; each connection task holds a receiver, so the sender sees
     // every receiver gone when the last connection has ended.
     let (stopping, connections) = watch::channel(false);
     let mut shutdown = pin!(shutdown);
     let mut saturated = false;
     loop {
-        // Taking a slot before accepting is what makes the cap a queue: over it, new
-        // connections wait in the kernel's listen backlog, unaccepted, with no timer running.
-        let slot = match Arc::clone(&slots).try_acquire_owned() {
+        // Under the cap, a slot is taken before accepting. Over it, the next connection is
+        // accepted only to take the place of a head still arriving (shed); with none to shed,
+        // it waits for a slot and the ones after it wait in the kernel's listen backlog,
+        // unaccepted, with no timer running: complete requests are never cut for it.
+        let early = match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => {
                 saturated = false;
-                slot
+                Some(slot)
             }
             Err(_) => {
                 if !saturated {
                     tracing::warn!(
                         max_connections = limits.max_connections,
-                        "connection cap reached; new connections wait until one closes"
+                        "connection cap reached; a connection still sending its head makes \
+                         room for a new one, else new connections wait until one closes"
                     );
                     saturated = true;
                 }
-                tokio::select! {
-                    slot = Arc::clone(&slots).acquire_owned() => match slot {
-                        Ok(slot) => slot,
-                        Err(_) => break,
-                    },
-                    () = &mut shutdown => break,
-                }
+                None
             }
         };
         let (stream, remote) = tokio::select! {
@@ -170,13 +178,29 @@ pub async fn serve(
             drop(stream);
             continue;
         };
+        let slot = match early {
+            Some(slot) => slot,
+            None => {
+                let slot = tokio::select! {
+                    slot = open.make_room(&slots, limits.shed_after) => slot,
+                    () = &mut shutdown => break,
+                };
+                match slot {
+                    Some(slot) => slot,
+                    None => break,
+                }
+            }
+        };
+        let activity = Arc::new(Activity::new());
+        let registered = open.register(Arc::clone(&activity));
         tokio::spawn(connection(
             stream,
             remote,
             router.clone(),
             limits,
             connections.clone(),
-            (slot, share),
+            activity,
+            (slot, share, registered),
         ));
     }
     drop(listener);
@@ -184,6 +208,70 @@ pub async fn serve(
     drop(connections);
     stopping.closed().await;
     Ok(())
+}
+
+/// The activity of every connection being served, for shedding over the cap.
+#[derive(Clone, Default)]
+struct Open {
+    next: Arc<std::sync::atomic::AtomicU64>,
+    all: Arc<Mutex<HashMap<u64, Arc<Activity>>>>,
+}
+
+/// One connection's entry in [`Open`]; dropped when the connection ends.
+struct Registered {
+    open: Open,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.open.lock().remove(&self.id);
+    }
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Activity>>> {
+        self.all.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, activity: Arc<Activity>) -> Registered {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock().insert(id, activity);
+        Registered {
+            open: self.clone(),
+            id,
+        }
+    }
+
+    /// A slot for an accepted connection over the cap: the oldest head arriving for at least
+    /// `shed_after` is closed to make room, looked for again every [`SHED_RETRY`] while none
+    /// frees; `None` if the slots are closed.
+    async fn make_room(
+        &self,
+        slots: &Arc<Semaphore>,
+        shed_after: Duration,
+    ) -> Option<OwnedSemaphorePermit> {
+        loop {
+            self.shed_oldest_head(shed_after);
+            tokio::select! {
+                slot = Arc::clone(slots).acquire_owned() => return slot.ok(),
+                () = tokio::time::sleep(SHED_RETRY) => {}
+            }
+        }
+    }
+
+    /// Marks the oldest connection still sending its head (for at least `shed_after`) to be
+    /// closed by its watchdog; whether there was one.
+    fn shed_oldest_head(&self, shed_after: Duration) -> bool {
+        let mut heads: Vec<(Instant, Arc<Activity>)> = self
+            .lock()
+            .values()
+            .filter_map(|a| a.head_since(shed_after).map(|since| (since, Arc::clone(a))))
+            .collect();
+        heads.sort_by_key(|(since, _)| *since);
+        // A head may complete meanwhile: the next one then.
+        heads.into_iter().any(|(_, activity)| activity.shed())
+    }
 }
 
 /// A failed accept that concerns one connection only (the client went away first).
@@ -256,9 +344,9 @@ async fn connection(
     router: Router,
     limits: ConnectionLimits,
     mut stopping: watch::Receiver<bool>,
-    _held: (OwnedSemaphorePermit, Share),
+    activity: Arc<Activity>,
+    _held: (OwnedSemaphorePermit, Share, Registered),
 ) {
-    let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         inner: stream,
         activity: Arc::clone(&activity),
@@ -300,8 +388,13 @@ async fn connection(
                 if let Some((at, limit)) = activity.deadline(&limits)
                     && at <= Instant::now()
                 {
-                    tracing::debug!(client = %remote, limit, "closing a connection: timeout");
-                    metrics::counter!("http_timeouts_total", "limit" => limit).increment(1);
+                    if limit == "shed" {
+                        tracing::debug!(client = %remote, "closing a connection: shed over the cap");
+                        metrics::counter!("http_connections_shed_total").increment(1);
+                    } else {
+                        tracing::debug!(client = %remote, limit, "closing a connection: timeout");
+                        metrics::counter!("http_timeouts_total", "limit" => limit).increment(1);
+                    }
                     // Nothing is in flight, or the client stopped taking its answer: dropping
                     // the connection loses nothing that anyone is reading.
                     break;
@@ -341,6 +434,8 @@ struct State {
     waiting: Waiting,
     /// Since when the client has taken no byte of what we write (its socket buffer is full).
     write_blocked: Option<Instant>,
+    /// To be closed now, its head not complete, to make room over the cap.
+    shed: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -358,6 +453,7 @@ impl Activity {
                 in_flight: 0,
                 waiting: Waiting::Head(Instant::now()),
                 write_blocked: None,
+                shed: false,
             }),
             changed: Notify::new(),
         }
@@ -371,6 +467,9 @@ impl Activity {
     /// When this connection must be closed and which limit says so, if any.
     fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, &'static str)> {
         let state = *self.state();
+        if state.shed && state.in_flight == 0 {
+            return Some((Instant::now(), "shed"));
+        }
         // A request in flight stops the request clocks: the handler may take its time, and
         // its body has a clock of its own.
         let waiting = (state.in_flight == 0).then(|| match state.waiting {
@@ -387,10 +486,39 @@ impl Activity {
             .min_by_key(|(at, _)| *at)
     }
 
-    /// A request head was parsed and handed to the router.
+    /// A request head was parsed and handed to the router (a head that completes first is
+    /// not shed).
     fn request_started(self: &Arc<Self>) -> InFlight {
-        self.state().in_flight += 1;
+        let mut state = self.state();
+        state.in_flight += 1;
+        state.shed = false;
         InFlight(Arc::clone(self))
+    }
+
+    /// Since when its head has been arriving, if it is still sending one that began at least
+    /// `age` ago and nothing is in flight.
+    fn head_since(&self, age: Duration) -> Option<Instant> {
+        let state = self.state();
+        match state.waiting {
+            Waiting::Head(since)
+                if state.in_flight == 0 && !state.shed && since.elapsed() >= age =>
+            {
+                Some(since)
+            }
+            _ => None,
+        }
+    }
+
+    /// Marks it to be closed if it is still sending its head; whether it was.
+    fn shed(&self) -> bool {
+        let mut state = self.state();
+        if state.in_flight > 0 || state.shed || !matches!(state.waiting, Waiting::Head(_)) {
+            return false;
+        }
+        state.shed = true;
+        drop(state);
+        self.changed.notify_one();
+        true
     }
 
     fn read(&self) {

@@ -29,7 +29,7 @@ use tauros_domain::invoice::{
 };
 use tauros_domain::payload::verify;
 use tauros_store::{
-    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lock, Presenter, Reader, RevisionRow,
+    Constraint, DecisionRow, InvoiceJoined, InvoiceRow, Lane, Lock, Presenter, Reader, RevisionRow,
     StoreError, Tx,
 };
 use uuid::Uuid;
@@ -57,7 +57,7 @@ impl App {
         input: DraftInput,
     ) -> AppResult<Replayed<InvoiceView>> {
         let agent = proposer(actor)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let content = checked_draft(&mut *conn, actor, key_is_valid(key), &input).await?;
 
         // Fast path: a replay costs one indexed read and takes no lock.
@@ -96,7 +96,8 @@ impl App {
             let actor = self.authenticate(bearer, via).await?;
             return self.create_draft_as(&actor, key, input).await;
         };
-        let mut conn = self.store.reader().await?;
+        // Whose work this is is known only once the credential is checked, with this read.
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let found = conn.invoice_by_key_presented(api_key.id(), key).await?;
         let (stored, existing) = found.map_or((None, None), |(k, existing)| {
             (Some(Presenter::from(k)), existing)
@@ -122,7 +123,7 @@ impl App {
             Some(existing) => {
                 let mut conn = match conn {
                     Some(conn) => conn,
-                    None => self.store.reader().await?,
+                    None => self.store.reader(actor.lane()).await?,
                 };
                 idempotency::answer(&create, &mut *conn, existing).await
             }
@@ -154,7 +155,7 @@ impl App {
         input: DraftInput,
     ) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Revise).await?;
             let Transition::Apply { to } =
@@ -219,7 +220,7 @@ impl App {
     /// The proposing agent asks for approval.
     pub async fn submit(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let (mut invoice, _) = locked(&mut *tx, actor, id, Action::Submit).await?;
             let current = current_revision(&mut *tx, &invoice).await?;
@@ -281,7 +282,7 @@ impl App {
         action: Action,
         reason: Option<&str>,
     ) -> AppResult<Replayed<InvoiceView>> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let (mut invoice, _) = locked(&mut *tx, actor, id, action).await?;
             // Who may act comes first: an agent calling cancel hears 403, not a missing reason.
@@ -333,7 +334,7 @@ impl App {
     ) -> AppResult<Replayed<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let action = kind.action();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let (mut invoice, settings) = locked(&mut *tx, actor, id, action).await?;
             let approver_id = actor.id();
@@ -558,6 +559,10 @@ impl Keyed for NewDraft<'_> {
 
 #[async_trait]
 impl KeyedCreate for NewDraft<'_> {
+    fn lane(&self) -> Lane {
+        Lane::Org(self.agent.org_id)
+    }
+
     /// Holds the agent with the draft's parties (one read), then inserts the invoice, revision 1
     /// and its first event. The unique key (org, agent, key) serializes concurrent creates: the
     /// loser inserts nothing and its unit stays readable.

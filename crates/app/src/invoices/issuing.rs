@@ -18,7 +18,7 @@ use tauros_domain::effect::{self, Admission, ClaimState, IssuingStatus};
 use tauros_domain::identity::Capability;
 use tauros_domain::invoice::{self as rules, Action, InvoiceState, Transition};
 use tauros_domain::job::JobState;
-use tauros_store::{ClaimRow, InvoiceRow, JobUpdate, Lock, RevisionRow, Tx};
+use tauros_store::{ClaimRow, InvoiceRow, JobUpdate, Lane, Lock, RevisionRow, Tx};
 use uuid::Uuid;
 
 /// The job kind that issues one approved invoice (args `{"invoice_id": …}`).
@@ -141,7 +141,7 @@ impl App {
     pub async fn issue(&self, actor: &Actor, id: Uuid) -> AppResult<IssueAnswer> {
         actor.require(Capability::Invoicing)?;
         let audit = AuditActor::of(actor);
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let step = self.issue_in(&mut *tx, actor, id).await;
         match finish(tx, step).await? {
             Issuing::Answered(answer) => Ok(answer),
@@ -259,7 +259,7 @@ impl App {
         submission: Option<&str>,
         actor: AuditActor,
     ) -> AppResult<IssueStart> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(org_id)).await?;
         let start = async {
             let mut invoice = tx
                 .lock_invoice(org_id, invoice_id)
@@ -421,7 +421,7 @@ impl App {
         stop: &IssueStop,
         actor: AuditActor,
     ) -> AppResult<()> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(claim.org_id)).await?;
         let answer = async {
             let mut invoice = tx
                 .lock_invoice(claim.org_id, claim.invoice_id)
@@ -508,7 +508,7 @@ impl App {
         response: &serde_json::Value,
         actor: AuditActor,
     ) -> AppResult<Replayed<InvoiceView>> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(claim.org_id)).await?;
         let answer = async {
             // Invoice, then claim: the order admission takes them in.
             let mut invoice = tx
@@ -569,7 +569,7 @@ impl App {
     pub async fn clean_claims(&self, batch: i64) -> AppResult<u64> {
         let mut total = 0;
         loop {
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = tx.clean_claims(now(), batch).await.map_err(Into::into);
             let n = crate::app::finish(tx, answer).await?;
             total += n;
@@ -585,7 +585,7 @@ impl App {
         let horizon = horizon.to_std().unwrap_or(std::time::Duration::MAX);
         let mut total = 0;
         loop {
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = tx.reap_claims(horizon, batch).await.map_err(Into::into);
             let n = crate::app::finish(tx, answer).await?;
             total += n;
@@ -597,7 +597,12 @@ impl App {
 
     /// Claims by state, for `/metrics`.
     pub async fn claim_counts(&self) -> AppResult<tauros_store::ClaimCounts> {
-        Ok(self.store.reader().await?.claim_counts().await?)
+        Ok(self
+            .store
+            .reader(Lane::Unattributed)
+            .await?
+            .claim_counts()
+            .await?)
     }
 }
 

@@ -62,7 +62,7 @@ impl App {
     ) -> AppResult<PreviewView> {
         let actor = self.actor_of(caller.into()).await?;
         let agent = proposer(&actor)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let key_ok = key.is_none_or(key_is_valid);
         let content = checked_draft(&mut *conn, &actor, key_ok, &input).await?;
         let org_id = agent.org_id;

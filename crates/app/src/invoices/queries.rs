@@ -18,7 +18,7 @@ use tauros_domain::identity::{Capability, Credential, Interface};
 use tauros_domain::invoice::{self as rules, DecisionKind, InvoiceState};
 use tauros_domain::payload::verify;
 use tauros_domain::visibility::Scope;
-use tauros_store::{InvoiceFilter, InvoiceJoined, Page, Presenter, Reader};
+use tauros_store::{InvoiceFilter, InvoiceJoined, Lane, Page, Presenter, Reader};
 use uuid::Uuid;
 
 /// How many revisions or events verify reads at a time.
@@ -52,13 +52,14 @@ impl App {
         let (bearer, via) = match caller.into() {
             Caller::Actor(actor) => {
                 actor.require(Capability::Invoicing)?;
-                let mut conn = self.store.reader().await?;
+                let mut conn = self.store.reader(actor.lane()).await?;
                 return joined_view(readable(&mut *conn, actor, id).await?);
             }
             Caller::Presented { bearer, via } => (bearer, via),
         };
         let credential = Credential::parse(bearer).ok_or(AppError::Unauthorized)?;
-        let mut conn = self.store.reader().await?;
+        // Whose work this is is known only once the credential is checked, with this read.
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let found = conn
             .invoice_joined_presented(presented(&credential), id)
             .await?;
@@ -67,7 +68,7 @@ impl App {
         let actor = self.check_credential(&credential, stored, via).await?;
         actor.require(Capability::Invoicing)?;
         let Some(joined) = joined else {
-            let mut conn = self.store.reader().await?;
+            let mut conn = self.store.reader(actor.lane()).await?;
             return Err(unknown_invoice(&mut *conn, &actor, id).await?);
         };
         joined_view(check_readable(&actor, joined)?)
@@ -98,7 +99,7 @@ impl App {
     ) -> AppResult<Vec<InvoiceView>> {
         actor.require(Capability::Invoicing)?;
         let mut filter = invoice_filter(query)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let shared_review = match actor {
             Actor::Agent(_) => false,
             Actor::Human(h) => {
@@ -127,7 +128,7 @@ impl App {
             let actor = self.authenticate(bearer, via).await?;
             return self.list_invoices_as(&actor, query, page).await;
         };
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let found = conn
             .own_invoices_presented(key.id(), &filter, page.into())
             .await?;
@@ -151,7 +152,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<RevisionView>> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.revisions(actor.org_id(), id, page.into()).await?;
         rows.into_iter().map(revision_view).collect()
@@ -160,7 +161,7 @@ impl App {
     /// Every decision, oldest first (the proposing agent reads them too, to learn why).
     pub async fn list_decisions(&self, actor: &Actor, id: Uuid) -> AppResult<Vec<DecisionView>> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.decisions(actor.org_id(), id).await?;
         Ok(rows.into_iter().map(DecisionView::from).collect())
@@ -174,7 +175,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<EventView>> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         readable(&mut *conn, actor, id).await?;
         let rows = conn.events(actor.org_id(), id, page.into()).await?;
         rows.into_iter().map(EventView::try_from).collect()
@@ -183,7 +184,7 @@ impl App {
     /// Re-seals the revisions and re-walks the chain (humans), [`VERIFY_PAGE`] rows at a time.
     pub async fn verify_invoice(&self, actor: &Actor, id: Uuid) -> AppResult<VerifyReport> {
         actor.require(Capability::Invoicing)?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let Some(joined) = conn.invoice_joined(actor.org_id(), id).await? else {
             return Err(unknown_invoice(&mut *conn, actor, id).await?);
         };

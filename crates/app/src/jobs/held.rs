@@ -7,7 +7,7 @@ use crate::invoices::{ISSUE_CLAIM_KIND, ISSUE_JOB, issue_job};
 use tauros_domain::effect::IssuingStatus;
 use tauros_domain::invoice::InvoiceState;
 use tauros_domain::job as rules;
-use tauros_store::{JobRow, Reader};
+use tauros_store::{JobRow, Lane, Reader};
 use uuid::Uuid;
 
 /// What one issuing redrive sweep did.
@@ -84,7 +84,7 @@ impl App {
         loop {
             let page = self
                 .store
-                .reader()
+                .reader(Lane::Unattributed)
                 .await?
                 .invoices_in_state(InvoiceState::Approved, after, batch)
                 .await?;
@@ -99,7 +99,7 @@ impl App {
                 let job_id = rules::job_id_for_submission(org_id, ISSUE_JOB, &key);
                 if self
                     .store
-                    .reader()
+                    .reader(Lane::Unattributed)
                     .await?
                     .submission(org_id, job_id)
                     .await?
@@ -128,7 +128,7 @@ impl App {
 
     /// Enqueues one still-approved invoice's issue job as an approval does; its id if made now.
     async fn redrive_one(&self, org_id: Uuid, invoice_id: Uuid) -> AppResult<Option<Uuid>> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(org_id)).await?;
         let answer = async {
             let Some(mut invoice) = tx.lock_invoice(org_id, invoice_id).await? else {
                 return Ok(None);

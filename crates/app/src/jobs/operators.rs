@@ -65,7 +65,7 @@ impl App {
         };
         let rows = self
             .store
-            .reader()
+            .reader(actor.lane())
             .await?
             .jobs(human.org_id, &filter, page.into())
             .await?;
@@ -75,14 +75,19 @@ impl App {
     /// One job of the organisation (approvers).
     pub async fn get_job(&self, actor: &Actor, id: Uuid) -> AppResult<JobView> {
         let human = actor.human()?.approver()?;
-        let row = self.store.reader().await?.job(human.org_id, id).await?;
+        let row = self
+            .store
+            .reader(actor.lane())
+            .await?
+            .job(human.org_id, id)
+            .await?;
         view(row.ok_or(AppError::NotFound)?)
     }
 
     /// Makes a job available now (approvers); a discarded or cancelled one starts at attempt 1.
     pub async fn retry_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let row = tx
                 .lock_job(human.org_id, id)
@@ -124,7 +129,7 @@ impl App {
     /// job whose claim is processing (409 `issue_in_progress`).
     pub async fn cancel_job(&self, actor: &Actor, id: Uuid) -> AppResult<Replayed<JobView>> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let row = tx
                 .lock_job(human.org_id, id)

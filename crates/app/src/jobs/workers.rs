@@ -8,7 +8,7 @@ use crate::queue::ClaimedJob;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::job::{self as rules, FailureKind, JobState, Next, Progress};
-use tauros_store::{Claim, Fence, JobCount, JobUpdate, TestExecutionRow, Tx};
+use tauros_store::{Claim, Fence, JobCount, JobUpdate, Lane, TestExecutionRow, Tx};
 use uuid::Uuid;
 
 /// Why an execution did not complete, as its handler (or the runtime) says.
@@ -147,7 +147,7 @@ impl App {
 
     /// Extends the lease from the database's now; false when lost: stop and report nothing.
     pub async fn heartbeat(&self, job: &ClaimedJob, lease: Duration) -> AppResult<bool> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             let held = tx.extend_lease(job.fence(), lease, now()).await?;
             Ok(held)
@@ -158,7 +158,7 @@ impl App {
 
     /// Records a completion; false (nothing written) for a stale worker's late result.
     pub async fn complete_job(&self, job: &ClaimedJob) -> AppResult<bool> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             let done = complete_in(&mut *tx, job).await?;
             Ok(done)
@@ -184,7 +184,7 @@ impl App {
             random_u64(),
         );
         let update = settlement(&next, &rules::bounded_message(&failure.message), now);
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             let applied = tx.settle_job(job.fence(), &update).await?;
             Ok(applied.then_some(next))
@@ -202,7 +202,12 @@ impl App {
         limit: i64,
     ) -> AppResult<Vec<Rescued>> {
         let now = now();
-        let expired = self.store.reader().await?.expired_leases(limit).await?;
+        let expired = self
+            .store
+            .reader(Lane::Unattributed)
+            .await?
+            .expired_leases(limit)
+            .await?;
         let mut rescued = Vec::new();
         for row in expired {
             let Some(lease_token) = row.lease_token else {
@@ -230,7 +235,7 @@ impl App {
                 lease_token,
                 expired: true,
             };
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Org(row.org_id)).await?;
             let answer = tx
                 .settle_job(fence, &settlement(&next, &message, now))
                 .await;
@@ -259,7 +264,7 @@ impl App {
                 .ok()
                 .and_then(|keep| now.checked_sub_signed(keep))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = tx
                 .prune_jobs(state, before, super::held::HOLDING_KINDS, batch)
                 .await;
@@ -282,7 +287,7 @@ impl App {
             loop {
                 let page = self
                     .store
-                    .reader()
+                    .reader(Lane::Unattributed)
                     .await?
                     .finished_jobs_of_kind(kind, state, before, after, batch)
                     .await?;
@@ -290,12 +295,12 @@ impl App {
                 after = Some((last.org_id, last.id));
                 let full = page.len() as i64 == batch;
                 for row in page {
-                    let mut conn = self.store.reader().await?;
+                    let mut conn = self.store.reader(Lane::Unattributed).await?;
                     if super::held::work_unfinished(&mut *conn, &row).await? {
                         continue;
                     }
                     drop(conn);
-                    let mut tx = self.store.begin().await?;
+                    let mut tx = self.store.begin(Lane::Unattributed).await?;
                     let answer = tx.prune_job(row.org_id, row.id, state, before).await;
                     if crate::app::finish(tx, answer.map_err(Into::into)).await? {
                         pruned += 1;
@@ -315,7 +320,7 @@ impl App {
     /// Jobs by kind and state and the wait of the oldest due job, for the gauges.
     pub async fn job_stats(&self) -> AppResult<JobStats> {
         let now = now();
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(Lane::Unattributed).await?;
         let counts = conn.job_counts().await?;
         let oldest_due_age = conn
             .oldest_due(now)
@@ -339,7 +344,7 @@ impl App {
         outcome: &str,
         started_at: DateTime<Utc>,
     ) -> AppResult<()> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             tx.insert_test_execution(&TestExecutionRow {
                 id: Uuid::now_v7(),

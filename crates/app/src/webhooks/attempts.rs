@@ -13,6 +13,7 @@ use crate::queue::ClaimedJob;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tauros_domain::webhook::{self as rules, Outcome};
+use tauros_store::Lane;
 use tauros_store::WebhookAttemptRow;
 use uuid::Uuid;
 
@@ -35,7 +36,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<WebhookAttemptView>> {
         let human = actor.human()?.approver()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         conn.webhook_endpoint(human.org_id, id)
             .await?
             .ok_or(AppError::NotFound)?;
@@ -71,7 +72,7 @@ impl App {
             delivered: outcome.delivered(),
             attempted_at,
         };
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             // The endpoint's lock orders this attempt's health with the others' and with an
             // approver's re-enable.

@@ -15,7 +15,7 @@ use tauros_domain::webhook::{
     self as rules, AllowList, DeliveryStatus, Event, EventFacts, EventType, SealError,
     SigningSecret, Subscription,
 };
-use tauros_store::{EventRow, Reader, Tx, WebhookDeliveryRow};
+use tauros_store::{EventRow, Lane, Reader, Tx, WebhookDeliveryRow};
 use uuid::Uuid;
 
 /// What one delivery sends, and where.
@@ -230,7 +230,7 @@ impl App {
         args: &DeliveryArgs,
     ) -> AppResult<Result<Delivery, DeliveryRefused>> {
         let org_id = job.org_id;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(Lane::Org(job.org_id)).await?;
         let Some(endpoint) = conn.webhook_endpoint(org_id, args.endpoint_id).await? else {
             return Ok(Err(DeliveryRefused::EndpointGone));
         };
@@ -285,7 +285,7 @@ impl App {
         endpoint_id: Uuid,
         event: (Uuid, EventType),
     ) -> AppResult<bool> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(Lane::Org(job.org_id)).await?;
         let answer = async {
             let Some(endpoint) = tx.lock_webhook_endpoint(job.org_id, endpoint_id).await? else {
                 return Ok(false);
@@ -312,7 +312,7 @@ impl App {
         id: Uuid,
     ) -> AppResult<Replayed<WebhookDeliveryView>> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // The endpoint's lock orders concurrent resends, re-enables and the attempts' records:
             // the second of two resends sees the first's job pending.

@@ -141,12 +141,12 @@ impl App {
             secret_key: self.config.webhooks.secret_key.as_ref(),
         });
         if let Some(keyed) = &keyed {
-            let mut conn = self.store.reader().await?;
+            let mut conn = self.store.reader(actor.lane()).await?;
             if let Some(replayed) = idempotency::lookup(keyed, &mut *conn).await? {
                 return Ok(replayed);
             }
         }
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             // The org's lock serializes registrations; a same-key winner is visible under it.
             tx.lock_org(human.org_id, Lock::Update)
@@ -224,7 +224,7 @@ impl App {
         page: PageRequest,
     ) -> AppResult<Vec<WebhookEndpointView>> {
         let human = actor.human()?.approver()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let rows = conn.webhook_endpoints(human.org_id, page.into()).await?;
         let mut views = Vec::with_capacity(rows.len());
         for row in rows {
@@ -240,7 +240,7 @@ impl App {
         id: Uuid,
     ) -> AppResult<WebhookEndpointView> {
         let human = actor.human()?.approver()?;
-        let mut conn = self.store.reader().await?;
+        let mut conn = self.store.reader(actor.lane()).await?;
         let row = conn
             .webhook_endpoint(human.org_id, id)
             .await?
@@ -252,7 +252,7 @@ impl App {
     /// already running finishes, unrecorded.
     pub async fn delete_webhook_endpoint(&self, actor: &Actor, id: Uuid) -> AppResult<()> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let row = tx
                 .lock_webhook_endpoint(human.org_id, id)
@@ -285,7 +285,7 @@ impl App {
     /// A new signing secret (approvers), shown once; signs every later attempt, retries included.
     pub async fn rotate_webhook_secret(&self, actor: &Actor, id: Uuid) -> AppResult<WithSecret> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let mut row = tx
                 .lock_webhook_endpoint(human.org_id, id)
@@ -329,7 +329,7 @@ impl App {
         id: Uuid,
     ) -> AppResult<Replayed<WebhookEndpointView>> {
         let human = actor.human()?.approver()?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin(actor.lane()).await?;
         let answer = async {
             let row = tx
                 .lock_webhook_endpoint(human.org_id, id)

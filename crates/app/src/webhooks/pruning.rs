@@ -4,6 +4,7 @@ use crate::app::App;
 use crate::clock::now;
 use crate::error::AppResult;
 use tauros_domain::webhook as rules;
+use tauros_store::Lane;
 
 impl App {
     /// Deletes attempts past retention (30 days) in batches, then unheld deliveries as old.
@@ -14,7 +15,7 @@ impl App {
         let full = u64::try_from(batch).unwrap_or(0);
         let mut pruned = 0;
         loop {
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = tx
                 .prune_webhook_attempts(before, batch)
                 .await
@@ -26,7 +27,7 @@ impl App {
             }
         }
         loop {
-            let mut tx = self.store.begin().await?;
+            let mut tx = self.store.begin(Lane::Unattributed).await?;
             let answer = tx
                 .prune_webhook_deliveries(before, batch)
                 .await

@@ -7,12 +7,12 @@
 //! [`PING_AFTER_IDLE`](super::PING_AFTER_IDLE) or lent for [`LEND_FOR`] returns to sqlx's pool.
 
 use super::PING_AFTER_IDLE;
+use crate::turns::{Lane, Turn, Turns};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{PgConnection, PgPool, Postgres};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A connection given back after this long out of sqlx's pool returns there (pinged, and
 /// closed if past its lifetime): one ping per connection per half minute.
@@ -21,10 +21,11 @@ const LEND_FOR: Duration = Duration::from_secs(30);
 /// The connections of one pool (one host).
 pub(super) struct Lender {
     pool: PgPool,
-    /// One permit per connection the pool may open: a holder takes a free connection or,
-    /// when none is free, one from sqlx's pool. Free connections are held without a permit,
-    /// so a holder that asks sqlx's pool finds room there (see [`Lender::lend`]).
-    permits: Arc<Semaphore>,
+    /// One turn per connection the pool may open, taken by organisation in turn: a holder
+    /// takes a free connection or, when none is free, one from sqlx's pool. Free connections
+    /// are held without a turn, so a holder that asks sqlx's pool finds room there (see
+    /// [`Lender::lend`]).
+    turns: Arc<Turns>,
     free: std::sync::Mutex<Free>,
     acquire_timeout: Duration,
 }
@@ -52,7 +53,7 @@ pub(super) struct Lease {
     /// A transaction was begun on it and is not committed.
     open: bool,
     lender: Arc<Lender>,
-    permit: Option<OwnedSemaphorePermit>,
+    turn: Option<Turn>,
 }
 
 impl Lender {
@@ -60,7 +61,7 @@ impl Lender {
         let max = usize::try_from(max.max(1)).unwrap_or(1);
         Lender {
             pool,
-            permits: Arc::new(Semaphore::new(max)),
+            turns: Turns::shared(max),
             free: std::sync::Mutex::new(Free {
                 conns: Vec::new(),
                 closed: false,
@@ -77,22 +78,19 @@ impl Lender {
     /// one from sqlx's pool (which pings one idle that long). Waits at most the acquire
     /// timeout, then `PoolTimedOut` (503).
     ///
-    /// Why a holder of a permit always finds room in sqlx's pool: connections out of it are
+    /// Why a holder of a turn always finds room in sqlx's pool: connections out of it are
     /// those lent (one per holder) and the free ones, and a free one is only put back by a
-    /// holder before its permit returns and only taken by a holder after it got one, so free
-    /// connections never outnumber free permits. A holder that finds none free therefore sees
+    /// holder before its turn passes on and only taken by a holder after it got one, so free
+    /// connections never outnumber free turns. A holder that finds none free therefore sees
     /// fewer connections out than the pool's limit.
-    pub(super) async fn lend(self: &Arc<Self>) -> Result<Lease, sqlx::Error> {
-        tokio::time::timeout(self.acquire_timeout, self.lend_unbounded())
+    pub(super) async fn lend(self: &Arc<Self>, lane: Lane) -> Result<Lease, sqlx::Error> {
+        tokio::time::timeout(self.acquire_timeout, self.lend_unbounded(lane))
             .await
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
     }
 
-    async fn lend_unbounded(self: &Arc<Self>) -> Result<Lease, sqlx::Error> {
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| sqlx::Error::PoolClosed)?;
+    async fn lend_unbounded(self: &Arc<Self>, lane: Lane) -> Result<Lease, sqlx::Error> {
+        let turn = self.turns.take(lane).await;
         let (conn, lent_at) = match self.take_recent() {
             Some(free) => (free.conn, free.lent_at),
             None => (self.pool.acquire().await?, Instant::now()),
@@ -103,7 +101,7 @@ impl Lender {
             busy: false,
             open: false,
             lender: Arc::clone(self),
-            permit: Some(permit),
+            turn: Some(turn),
         })
     }
 
@@ -210,21 +208,21 @@ impl Drop for Lease {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        // The permit returns after the connection: free connections never outnumber free
-        // permits (see `Lender::lend`).
-        let permit = self.permit.take();
+        // The turn passes on after the connection returns: free connections never outnumber
+        // free turns (see `Lender::lend`).
+        let turn = self.turn.take();
         if !self.open {
             if self.busy {
                 drop(conn); // sqlx's release pings: drains what is left, or closes it
             } else {
                 self.lender.take_back(conn, self.lent_at);
             }
-            drop(permit);
+            drop(turn);
             return;
         }
         // A transaction left open (an error, or a request gone mid-way) is rolled back before
         // the connection is used again, on a task, as sqlx does with a dropped transaction;
-        // the permit is held until then.
+        // the turn is held until then.
         let lender = Arc::clone(&self.lender);
         let lent_at = self.lent_at;
         tokio::spawn(async move {
@@ -240,7 +238,7 @@ impl Drop for Lease {
                 conn.close_on_drop();
                 drop(conn);
             }
-            drop(permit);
+            drop(turn);
         });
     }
 }

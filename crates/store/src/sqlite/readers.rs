@@ -3,18 +3,20 @@
 //! and a connection whose thread is gone is seen by the statement that fails on it instead
 //! ([`ReadConn::failed`]; docs/DECISIONS.md, "SQLite group commit", *Read connections*).
 
+use crate::turns::{Lane, Turn, Turns};
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 /// The read connections of one database file.
 pub(super) struct Readers {
     options: SqliteConnectOptions,
-    /// One permit per connection that may be open: a holder finds one free or opens one.
-    permits: Arc<Semaphore>,
+    /// One turn per connection that may be open, taken by organisation in turn: a holder
+    /// finds one free or opens one.
+    turns: Arc<Turns>,
     /// The connections opened so far (at most one per permit: opened only when all are held).
     connections: std::sync::Mutex<Vec<Arc<Mutex<Reader>>>>,
     /// How long a read waits for a connection before it answers 503.
@@ -29,9 +31,9 @@ struct Reader {
 
 /// A read connection, free again when dropped.
 pub(crate) struct ReadConn {
-    // Dropped in this order: the connection is free before the permit to take it returns.
+    // Dropped in this order: the connection is free before the turn to take it passes on.
     reader: OwnedMutexGuard<Reader>,
-    _permit: OwnedSemaphorePermit,
+    _turn: Turn,
 }
 
 impl Readers {
@@ -46,19 +48,18 @@ impl Readers {
         let max = usize::try_from(max.max(1)).unwrap_or(1);
         Ok(Readers {
             options,
-            permits: Arc::new(Semaphore::new(max)),
+            turns: Turns::shared(max),
             connections: std::sync::Mutex::new(vec![first]),
             acquire_timeout,
         })
     }
 
-    /// A free connection, waiting at most the acquire timeout (then `PoolTimedOut`: 503).
-    pub(super) async fn acquire(&self) -> Result<ReadConn, sqlx::Error> {
-        let permits = Arc::clone(&self.permits);
-        let permit = tokio::time::timeout(self.acquire_timeout, permits.acquire_owned())
+    /// A free connection for `lane`'s work, waiting at most the acquire timeout (then
+    /// `PoolTimedOut`: 503).
+    pub(super) async fn acquire(&self, lane: Lane) -> Result<ReadConn, sqlx::Error> {
+        let turn = tokio::time::timeout(self.acquire_timeout, self.turns.take(lane))
             .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)?
-            .map_err(|_| sqlx::Error::PoolClosed)?;
+            .map_err(|_| sqlx::Error::PoolTimedOut)?;
         // The first free connection (the first ones stay warm), or a new one.
         let free = self
             .connections()
@@ -80,7 +81,7 @@ impl Readers {
         }
         Ok(ReadConn {
             reader,
-            _permit: permit,
+            _turn: turn,
         })
     }
 
@@ -146,16 +147,16 @@ mod tests {
     #[tokio::test]
     async fn a_read_waits_for_a_free_connection_and_times_out_with_503s_error() {
         let (readers, dir) = readers(2, Duration::from_millis(200)).await;
-        let mut first = readers.acquire().await.unwrap();
+        let mut first = readers.acquire(Lane::Unattributed).await.unwrap();
         mark(&mut first).await;
-        let second = readers.acquire().await.unwrap();
-        let third = readers.acquire().await;
+        let second = readers.acquire(Lane::Unattributed).await.unwrap();
+        let third = readers.acquire(Lane::Unattributed).await;
         assert!(
             matches!(third, Err(sqlx::Error::PoolTimedOut)),
             "both connections in use: the third read times out"
         );
         drop(first);
-        let mut again = readers.acquire().await.unwrap();
+        let mut again = readers.acquire(Lane::Unattributed).await.unwrap();
         assert!(
             marked(&mut again).await,
             "the connection given back is handed out again, not a new one"
@@ -172,7 +173,7 @@ mod tests {
     #[tokio::test]
     async fn a_read_dropped_mid_stream_leaves_its_connection_usable() {
         let (readers, dir) = readers(1, Duration::from_secs(5)).await;
-        let mut conn = readers.acquire().await.unwrap();
+        let mut conn = readers.acquire(Lane::Unattributed).await.unwrap();
         {
             use futures_util::TryStreamExt;
             let mut rows = sqlx::query_scalar::<_, i64>(
@@ -183,7 +184,7 @@ mod tests {
             assert_eq!(rows.try_next().await.unwrap(), Some(1));
         } // the stream is dropped with rows left
         drop(conn);
-        let mut next = readers.acquire().await.unwrap();
+        let mut next = readers.acquire(Lane::Unattributed).await.unwrap();
         let one: i64 = sqlx::query_scalar("select 1")
             .fetch_one(&mut *next)
             .await
@@ -196,15 +197,15 @@ mod tests {
     #[tokio::test]
     async fn a_connection_a_statement_found_gone_is_opened_again_before_its_next_use() {
         let (readers, dir) = readers(1, Duration::from_secs(5)).await;
-        let mut conn = readers.acquire().await.unwrap();
+        let mut conn = readers.acquire(Lane::Unattributed).await.unwrap();
         mark(&mut conn).await;
         conn.failed(&sqlx::Error::Protocol("an ordinary error".into()));
         drop(conn);
-        let mut conn = readers.acquire().await.unwrap();
+        let mut conn = readers.acquire(Lane::Unattributed).await.unwrap();
         assert!(marked(&mut conn).await, "an ordinary error keeps it");
         conn.failed(&sqlx::Error::WorkerCrashed);
         drop(conn);
-        let mut conn = readers.acquire().await.unwrap();
+        let mut conn = readers.acquire(Lane::Unattributed).await.unwrap();
         assert!(!marked(&mut conn).await, "a gone connection was replaced");
         drop(conn);
         let _ = std::fs::remove_dir_all(dir);

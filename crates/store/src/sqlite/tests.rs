@@ -6,6 +6,7 @@ use super::unit::{SqliteUnit, UnitConn, Wake};
 use super::writer::{Opening, Savepoint, WriteUnit, Writer};
 use crate::error::{StoreError, StoreResult};
 use crate::sql::{Backend, Stmt};
+use crate::turns::Lane;
 use crate::unit::Tx;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -46,7 +47,13 @@ pub(super) async fn insert(unit: &mut WriteUnit, x: i64) -> Result<(), sqlx::Err
 /// What a fresh read (another connection: only committed rows) sees.
 pub(super) async fn committed(store: &SqliteStore) -> Vec<i64> {
     sqlx::query_scalar("select x from t order by x")
-        .fetch_all(&mut *store.readers.acquire().await.unwrap())
+        .fetch_all(
+            &mut *store
+                .readers
+                .acquire(crate::turns::Lane::Unattributed)
+                .await
+                .unwrap(),
+        )
         .await
         .unwrap()
 }
@@ -92,8 +99,15 @@ where
     let writer = db.store.writer.clone();
     let mut first = writer.begin().await.unwrap();
     insert(&mut first, 1).await.unwrap();
-    let second =
-        tokio::spawn(async move { second(writer.begin_opening(opening).await.unwrap()).await });
+    let second = tokio::spawn(async move {
+        second(
+            writer
+                .begin_opening(opening, Lane::Unattributed)
+                .await
+                .unwrap(),
+        )
+        .await
+    });
     queued(&db.store, 1).await;
     (tokio::spawn(first.commit(false)), second)
 }
@@ -125,7 +139,7 @@ async fn app_unit(store: &SqliteStore) -> SqliteUnit {
     as_unit(
         store
             .writer
-            .begin_opening(Opening::WithFirstCall)
+            .begin_opening(Opening::WithFirstCall, Lane::Unattributed)
             .await
             .unwrap(),
     )
@@ -139,7 +153,11 @@ async fn then_third_commits(db: &Db, first_done: tokio::task::JoinHandle<StoreRe
 
 /// An app's unit that commits 3.
 async fn commits_3(writer: &Writer) -> StoreResult<()> {
-    let mut unit = as_unit(writer.begin_opening(Opening::WithFirstCall).await?);
+    let mut unit = as_unit(
+        writer
+            .begin_opening(Opening::WithFirstCall, Lane::Unattributed)
+            .await?,
+    );
     insert_via(&mut unit, 3).await?;
     Box::new(unit).commit().await
 }
@@ -185,7 +203,9 @@ async fn units_that_never_call_leave_the_writer_as_they_found_it() {
         released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
             let idle_writer = writer.clone();
             let idle = tokio::spawn(async move {
-                let idle = idle_writer.begin_opening(Opening::WithFirstCall).await;
+                let idle = idle_writer
+                    .begin_opening(Opening::WithFirstCall, Lane::Unattributed)
+                    .await;
                 let last = commits_3_queued(&idle_writer).await;
                 Box::new(as_unit(idle.unwrap())).commit().await.unwrap();
                 last.await.unwrap()
@@ -247,7 +267,9 @@ async fn a_first_call_cancelled_before_it_opened_the_savepoint_fails_nothing() {
         released_before_opening(&db, Opening::WithFirstCall, |unit| async move {
             let again_writer = writer.clone();
             let again = tokio::spawn(async move {
-                let unit = again_writer.begin_opening(Opening::WithFirstCall).await;
+                let unit = again_writer
+                    .begin_opening(Opening::WithFirstCall, Lane::Unattributed)
+                    .await;
                 let mut unit = unit.unwrap();
                 assert_eq!(
                     unit.later.opens, 1,
@@ -409,7 +431,13 @@ async fn selects_read_together_answer_each_first_row_in_order_after_the_held_sta
         pending: false,
     };
     let mut reading = SqliteUnit(
-        UnitConn::Read(db.store.readers.acquire().await.unwrap()),
+        UnitConn::Read(
+            db.store
+                .readers
+                .acquire(crate::turns::Lane::Unattributed)
+                .await
+                .unwrap(),
+        ),
         wake,
         None,
     );

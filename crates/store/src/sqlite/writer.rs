@@ -4,6 +4,7 @@ use super::dialect::map_err;
 use super::later::{Later, Ran, Want};
 use crate::error::{StoreError, StoreResult};
 use crate::sql::Stmt;
+use crate::turns::{Lane, Turn, Turns};
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ pub(super) const MAX_GROUP: usize = 64;
 #[derive(Clone)]
 pub(super) struct Writer {
     slot: Arc<Mutex<Slot>>,
+    /// Who holds the writer next: organisations in turn ([`crate::turns`]).
+    turns: Arc<Turns>,
     /// Units waiting for the connection: while there are any, a finished unit leaves the
     /// shared transaction open for them instead of committing.
     pub(super) queued: Arc<AtomicUsize>,
@@ -77,6 +80,8 @@ pub(super) enum Savepoint {
 struct Group {
     /// Units released into it, waiting for its commit.
     released: usize,
+    /// Whose units it holds (see [`WriteUnit::commit`]: a round).
+    lanes: Vec<Lane>,
     /// Whether any of them enqueued a job (wake the workers after the commit).
     wake: bool,
     /// The commit's outcome, for the released units: `None` until it is known, then `Ok` or
@@ -120,6 +125,7 @@ impl Writer {
                 savepoints: 0,
                 last: None,
             })),
+            turns: Turns::new(1, 1),
             queued: Arc::new(AtomicUsize::new(0)),
             commits: Arc::new([
                 std::sync::atomic::AtomicU64::new(0),
@@ -135,15 +141,18 @@ impl Writer {
         )
     }
 
-    /// The writer connection, once every earlier holder is done with it. A unit abandoned by
-    /// the last holder is rolled back first.
-    pub(super) async fn hold(&self) -> StoreResult<OwnedMutexGuard<Slot>> {
+    /// The writer connection for `lane`'s work, in its turn: lanes waiting take turns, each
+    /// one's units in order. A unit abandoned by the last holder is rolled back first.
+    pub(super) async fn hold(&self, lane: Lane) -> StoreResult<Held> {
         let mut queued = Queued::new(self);
-        let mut guard = Arc::clone(&self.slot).lock_owned().await;
+        let turn = self.turns.take(lane).await;
+        // Whoever holds the turn holds the lock: it is never waited for long.
+        let guard = Arc::clone(&self.slot).lock_owned().await;
         queued.acquired = true;
         drop(queued);
-        guard.settle().await?;
-        Ok(guard)
+        let mut held = Held { guard, _turn: turn };
+        held.settle().await?;
+        Ok(held)
     }
 
     /// Starts a unit: joins the open shared transaction, or opens one. Runs on a task of its
@@ -154,20 +163,24 @@ impl Writer {
     /// was dropped still runs on the connection's thread, and would otherwise leave a
     /// transaction no one knows of, holding the file's write lock.
     pub(super) async fn begin(&self) -> StoreResult<WriteUnit> {
-        self.begin_opening(Opening::Now).await
+        self.begin_opening(Opening::Now, Lane::Unattributed).await
     }
 
     /// [`Writer::begin`], a unit that joins an open group opening its savepoint as `opening`
     /// says (the first unit of a group always opens the transaction and its savepoint here).
-    pub(super) async fn begin_opening(&self, opening: Opening) -> StoreResult<WriteUnit> {
+    pub(super) async fn begin_opening(
+        &self,
+        opening: Opening,
+        lane: Lane,
+    ) -> StoreResult<WriteUnit> {
         let writer = self.clone();
-        tokio::spawn(async move { writer.begin_here(opening).await })
+        tokio::spawn(async move { writer.begin_here(opening, lane).await })
             .await
             .map_err(|e| StoreError::Other(sqlx::Error::Protocol(format!("begin: {e}"))))?
     }
 
-    async fn begin_here(&self, opening: Opening) -> StoreResult<WriteUnit> {
-        let mut slot = self.hold().await?;
+    async fn begin_here(&self, opening: Opening, lane: Lane) -> StoreResult<WriteUnit> {
+        let mut slot = self.hold(lane).await?;
         let mut later = Later::default();
         let mut savepoint = Savepoint::Open;
         if slot.group.is_none() {
@@ -184,10 +197,16 @@ impl Writer {
             }
             slot.group = Some(Group {
                 released: 0,
+                lanes: vec![lane],
                 wake: false,
                 outcome: watch::channel(None).0,
             });
         } else {
+            if let Some(group) = slot.group.as_mut()
+                && !group.lanes.contains(&lane)
+            {
+                group.lanes.push(lane);
+            }
             // The last unit's savepoint is released here, with this unit's opened, so at most
             // one is open and SQLite keeps one unit's journal at a time.
             let after = slot.last.take();
@@ -229,7 +248,7 @@ impl Writer {
             if writer.queued.load(Ordering::SeqCst) > 0 {
                 return; // the next holder continues (and closes) the group
             }
-            if let Ok(mut slot) = writer.hold().await
+            if let Ok(mut slot) = writer.hold(Lane::Unattributed).await
                 && writer.queued.load(Ordering::SeqCst) == 0
             {
                 let _ = slot.commit_group(&writer, 0).await;
@@ -356,10 +375,30 @@ fn no_such_savepoint(err: &sqlx::Error) -> bool {
         .is_some_and(|db| db.message().starts_with("no such savepoint"))
 }
 
+/// The writer, held in a lane's turn: the lock goes before the turn passes on.
+pub(super) struct Held {
+    guard: OwnedMutexGuard<Slot>,
+    _turn: Turn,
+}
+
+impl std::ops::Deref for Held {
+    type Target = Slot;
+
+    fn deref(&self) -> &Slot {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Slot {
+        &mut self.guard
+    }
+}
+
 /// A write unit of work on the writer: a savepoint inside the shared transaction.
 pub(super) struct WriteUnit {
     /// The writer, held until the unit ends.
-    slot: OwnedMutexGuard<Slot>,
+    slot: Held,
     writer: Writer,
     /// Committed (or failed with its group): dropping it then only lets the writer go.
     ended: bool,
@@ -460,7 +499,16 @@ impl WriteUnit {
             )));
         };
         group.wake |= wake;
-        if queued == 0 || group.released + 1 >= MAX_GROUP {
+        // A round: while lanes take turns, the group commits once the next in turn already
+        // has a unit in it, so a unit waits for one unit of each other lane, not for a whole
+        // group of one busy organisation (with one lane, groups are as large as before).
+        let round = group.lanes.len() > 1
+            && self
+                .writer
+                .turns
+                .next_lane()
+                .is_some_and(|next| group.lanes.contains(&next));
+        if queued == 0 || group.released + 1 >= MAX_GROUP || round {
             let writer = self.writer.clone();
             return self.slot.commit_group(&writer, 1).await;
         }
@@ -584,6 +632,46 @@ mod tests {
         );
     }
 
+    /// While a unit holds the writer, four units of organisation A queue, then one of B: B's
+    /// runs second, not fifth, and the group it joined commits with it (a round: A is next
+    /// and already in it); A's other three then share a group of their own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn organisations_take_turns_at_the_writer_and_a_round_ends_a_group() {
+        let db = db().await;
+        let before = db.store.group_commits();
+        let writer = db.store.writer.clone();
+        let mut first = writer.begin().await.unwrap();
+        insert(&mut first, 0).await.unwrap();
+        let (a, b) = (
+            Lane::Org(uuid::Uuid::from_u128(1)),
+            Lane::Org(uuid::Uuid::from_u128(2)),
+        );
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (x, lane) in [(1, a), (2, a), (3, a), (4, a), (10, b)] {
+            let (writer, order) = (writer.clone(), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                let mut unit = writer.begin_opening(Opening::Now, lane).await.unwrap();
+                order.lock().unwrap().push(x);
+                insert(&mut unit, x).await.unwrap();
+                unit.commit(false).await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        first.commit(false).await.unwrap();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [1, 10, 2, 3, 4]);
+        assert_eq!(committed(&db.store).await, [0, 1, 2, 3, 4, 10]);
+        let (commits, units) = db.store.group_commits();
+        assert_eq!(
+            (commits - before.0, units - before.1),
+            (2, 6),
+            "the first unit, A's first and B's in one commit; A's three others in another"
+        );
+    }
+
     /// A unit that finished well leaves its savepoint for the next unit to release as it
     /// begins; the next unit failing after that rolls back only its own writes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -655,7 +743,14 @@ mod tests {
         let seen = replay.await.unwrap().unwrap();
         assert_eq!(seen, 1, "the replay saw the released row");
         let visible: i64 = sqlx::query_scalar("select count(*) from t where x = 7")
-            .fetch_one(&mut *db.store.readers.acquire().await.unwrap())
+            .fetch_one(
+                &mut *db
+                    .store
+                    .readers
+                    .acquire(crate::turns::Lane::Unattributed)
+                    .await
+                    .unwrap(),
+            )
             .await
             .unwrap();
         assert_eq!(

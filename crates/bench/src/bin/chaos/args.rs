@@ -48,7 +48,7 @@ pub(crate) enum Command {
 #[command(args_override_self = true)]
 pub(crate) struct Args {
     /// storm, race, kill, pgcrash, drop, replicas, paused, resend, diskfull, refuse, peerday,
-    /// restore, ha, noisy or anonflood.
+    /// restore, ha, noisy, anonflood or slowheads.
     #[arg(long)]
     pub(crate) scenario: String,
     /// postgres or sqlite.

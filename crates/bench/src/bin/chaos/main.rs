@@ -20,7 +20,7 @@
 //! run: the scenario, then the checker),
 //! `report`; the scenario families: `concurrent` (storm, race), `crashes` (kill, pgcrash, drop,
 //! diskfull), `workers` (replicas, paused), `resend`, `dead_ends` (refuse, peerday, restore),
-//! `ha` and `tenancy` (noisy, anonflood).
+//! `ha` and `tenancy` (noisy, anonflood, slowheads).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

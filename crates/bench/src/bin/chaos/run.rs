@@ -111,12 +111,12 @@ pub(crate) async fn run(args: Args) -> Value {
             helpers.extend(r.helpers);
             check_url = r.check_url;
         }
-        "noisy" | "anonflood" => {
+        "noisy" | "anonflood" | "slowheads" => {
             // The tenancy scenarios (tenancy/).
-            let r = if args.scenario == "noisy" {
-                tenancy::noisy(&ctx, &http, &mut v, &mut extra).await
-            } else {
-                tenancy::anonflood(&ctx, &http, &mut v, &mut extra).await
+            let r = match args.scenario.as_str() {
+                "noisy" => tenancy::noisy(&ctx, &http, &mut v, &mut extra).await,
+                "anonflood" => tenancy::anonflood(&ctx, &http, &mut v, &mut extra).await,
+                _ => tenancy::slowheads(&ctx, &http, &mut v, &mut extra).await,
             };
             records = r.records;
             driver = r.driver;

@@ -8,18 +8,23 @@
 //! - `anonflood`: wrong sign-ins with distinct 254-character emails and parallel invitation
 //!   accepts with bogus tokens from other loopback addresses, while a legitimate sign-in is
 //!   attempted; the server process's peak resident memory.
+//! - `slowheads`: slow request heads from 1,100 addresses fill the connection cap while a
+//!   prompt client asks every 250 ms; its answers must come within a second.
 //!
 //! The shared parts here; `noisy` in noisy.rs, with what it measures (measure.rs) and A's
-//! flood (flood.rs); `anonflood` in anonflood.rs; the report's tables in tables.rs.
+//! flood (flood.rs); `anonflood` in anonflood.rs; `slowheads` in slowheads.rs; the report's
+//! tables in tables.rs.
 
 mod anonflood;
 mod flood;
 mod measure;
 mod noisy;
+mod slowheads;
 mod tables;
 
 pub(crate) use anonflood::anonflood;
 pub(crate) use noisy::noisy;
+pub(crate) use slowheads::slowheads;
 pub(crate) use tables::tables;
 
 use crate::args::Args;

@@ -63,6 +63,33 @@ pub(crate) fn tables(runs: &[Value]) -> String {
             ));
         }
     }
+    let heads: Vec<&Value> = runs.iter().filter(|r| r["slowheads"].is_object()).collect();
+    if !heads.is_empty() {
+        t.push_str("\n| slowheads | attackers (addresses) | prompt client: requests, p50 / p99 / max ms | answers over 1 s | attack: opened, closed by the server | server: shed, header timeouts | goal |\n");
+        t.push_str("|---|---|---|---|---|---|---|\n");
+        for r in heads {
+            let h = &r["slowheads"];
+            t.push_str(&format!(
+                "| {} | {} | {}, {} / {} / {} | {} | {}, {} | {}, {} | {} |\n",
+                r["backend"].as_str().unwrap_or(""),
+                h["attackers"],
+                h["prompt_requests"],
+                h["p50_ms"],
+                h["p99_ms"],
+                h["max_ms"],
+                h["over_goal"],
+                h["attack"]["connections opened"],
+                h["attack"]["closed by the server"],
+                h["shed"],
+                h["header_timeouts"],
+                if h["goal"]["met"] == true {
+                    "met"
+                } else {
+                    "**missed**"
+                },
+            ));
+        }
+    }
     let anon: Vec<&Value> = runs.iter().filter(|r| r["anonflood"].is_object()).collect();
     if !anon.is_empty() {
         t.push_str("\n| anonflood | wrong sign-ins sent | sign-in answers | invitation accepts (64 in parallel) | seconds | RSS start / peak MiB (limit) | legitimate sign-ins (status, attempts, ms) | verdict |\n");
