@@ -34,9 +34,10 @@ pub struct UserRow {
     pub deactivated_at: Option<DateTime<Utc>>,
 }
 
-/// A human's session; only the token's hash is stored.
+/// A human's opaque token: a session, or a device (docs/SECURITY.md, "Nobody can lock a human
+/// out"); only the token's hash is stored.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct SessionRow {
+pub struct TokenRow {
     pub id: Uuid,
     pub org_id: Uuid,
     pub user_id: Uuid,
@@ -45,17 +46,11 @@ pub struct SessionRow {
     pub expires_at: DateTime<Utc>,
 }
 
-/// A device a human signed in from (docs/SECURITY.md, "Nobody can lock a human out"); only the
-/// token's hash is stored.
-#[derive(Clone, Debug, sqlx::FromRow)]
-pub struct DeviceTokenRow {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub user_id: Uuid,
-    pub token_hash: Vec<u8>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-}
+/// A human's session.
+pub type SessionRow = TokenRow;
+
+/// A device a human signed in from.
+pub type DeviceTokenRow = TokenRow;
 
 /// A one-time invitation for a human to set a password.
 #[derive(Clone, Debug, sqlx::FromRow)]

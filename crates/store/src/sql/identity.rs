@@ -413,18 +413,7 @@ impl<U: Backend> IdentityWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_device_token(&mut self, d: &DeviceTokenRow) -> StoreResult<()> {
-        query(
-            "insert into device_tokens (id, org_id, user_id, token_hash, created_at, expires_at)
-             values ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(d.id)
-        .bind(d.org_id)
-        .bind(d.user_id)
-        .bind(&d.token_hash)
-        .bind(d.created_at)
-        .bind(d.expires_at)
-        .execute(self)
-        .await?;
+        insert_token("device_tokens", d).execute(self).await?;
         Ok(())
     }
 
@@ -482,18 +471,7 @@ impl<U: Backend> IdentityWrite for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_session(&mut self, s: &SessionRow) -> StoreResult<()> {
-        query(
-            "insert into sessions (id, org_id, user_id, token_hash, created_at, expires_at)
-             values ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(s.id)
-        .bind(s.org_id)
-        .bind(s.user_id)
-        .bind(&s.token_hash)
-        .bind(s.created_at)
-        .bind(s.expires_at)
-        .execute(self)
-        .await?;
+        insert_token("sessions", s).execute(self).await?;
         Ok(())
     }
 
@@ -679,6 +657,20 @@ impl<U: Backend> IdentityWrite for U {
         .await?;
         Ok(())
     }
+}
+
+/// Inserts `row` into `table` (sessions, device tokens: the same columns).
+fn insert_token<'a>(table: &str, row: &'a TokenRow) -> super::Query<'a> {
+    query(format!(
+        "insert into {table} (id, org_id, user_id, token_hash, created_at, expires_at)
+         values ($1, $2, $3, $4, $5, $6)"
+    ))
+    .bind(row.id)
+    .bind(row.org_id)
+    .bind(row.user_id)
+    .bind(&row.token_hash)
+    .bind(row.created_at)
+    .bind(row.expires_at)
 }
 
 /// Deletes up to `$2` rows of `table` (sessions, device tokens) that expired before `$1`.

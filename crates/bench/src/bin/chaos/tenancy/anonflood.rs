@@ -1,10 +1,9 @@
 //! `anonflood`: anonymous sign-in and invitation floods; the server's peak memory.
 
-use super::{TenancyRun, client_from, code_of, env_of, timed};
+use super::{TenancyRun, client_from, code_of, env_of, report, timed};
 use crate::checker::Verdict;
 use crate::counters::Counters;
 use crate::ctx::Ctx;
-use crate::driver::Driver;
 use crate::process::Server;
 use crate::workload::{DEMO_EMAIL, DEMO_PASSWORD};
 use serde_json::{Value, json};
@@ -218,13 +217,10 @@ pub(crate) async fn anonflood(
             .collect::<Vec<_>>()
             .join(" / ")
     );
-    eprintln!("anonflood: {summary}");
-    v.notes.insert(0, summary.clone());
-    for f in &failed {
-        v.note(format!("anonflood failed: {f}"));
-    }
-    extra.insert(
-        "anonflood".into(),
+    report(
+        "anonflood",
+        &summary,
+        &failed,
         json!({
             "sign_ins": sign_ins, "sent": sent, "accepts_parallel": accepts_parallel,
             "answers": snapshot, "flood_seconds": (flood_s * 10.0).round() / 10.0,
@@ -232,16 +228,8 @@ pub(crate) async fn anonflood(
             "rss_peak_mib": peak_mib, "rss_limit_mib": RSS_LIMIT_MIB,
             "legitimate": legit, "legitimate_ok": legit_ok,
         }),
+        v,
+        extra,
     );
-    extra.insert("effects.tenancy".into(), json!({"summary": summary}));
-    if !failed.is_empty() {
-        extra.insert("scenario_failed".into(), json!(failed));
-    }
-    let driver = Arc::new(Driver::new(vec![base], true, Duration::from_secs(10)));
-    TenancyRun {
-        records: Arc::default(),
-        driver,
-        servers: vec![s],
-        helpers: Vec::new(),
-    }
+    TenancyRun::of_server(s)
 }

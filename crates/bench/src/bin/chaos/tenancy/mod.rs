@@ -45,6 +45,44 @@ pub(crate) struct TenancyRun {
     pub(crate) helpers: Vec<Helper>,
 }
 
+impl TenancyRun {
+    /// A scenario that checks no lifecycle: one server, no records.
+    fn of_server(server: Server) -> TenancyRun {
+        let driver = Driver::new(vec![server.base()], true, Duration::from_secs(10));
+        TenancyRun {
+            records: Arc::default(),
+            driver: Arc::new(driver),
+            servers: vec![server],
+            helpers: Vec::new(),
+        }
+    }
+}
+
+/// Reports scenario `name`: its summary printed and first among the notes, each failure noted,
+/// its figures under `name` and the summary as the tenancy effect; failures fail the run.
+fn report(
+    name: &str,
+    summary: &str,
+    failed: &[String],
+    figures: Value,
+    v: &mut crate::checker::Verdict,
+    extra: &mut std::collections::BTreeMap<String, Value>,
+) {
+    eprintln!("{name}: {summary}");
+    v.notes.insert(0, summary.to_owned());
+    for f in failed {
+        v.note(format!("{name} failed: {f}"));
+    }
+    extra.insert(name.into(), figures);
+    extra.insert(
+        "effects.tenancy".into(),
+        serde_json::json!({"summary": summary}),
+    );
+    if !failed.is_empty() {
+        extra.insert("scenario_failed".into(), serde_json::json!(failed));
+    }
+}
+
 /// The `p`-th percentile (0–100) of `v` (sorted here), nearest rank; 0 when empty.
 fn percentile(v: &mut [u64], p: f64) -> u64 {
     if v.is_empty() {

@@ -2,7 +2,7 @@
 
 use super::flood::{black_hole, slow_body};
 use super::measure::{BSide, b_phase, job_figures, list_jobs};
-use super::{TenancyRun, bootstrap_org, code_of, env_of, start_peer, timed};
+use super::{TenancyRun, bootstrap_org, code_of, env_of, report, start_peer, timed};
 use crate::checker::Verdict;
 use crate::counters::Counters;
 use crate::ctx::{Ctx, prefix};
@@ -319,13 +319,10 @@ pub(crate) async fn noisy(
         a_flood_jobs["wait_p50_ms"],
         if goal_met { "met" } else { "missed" }
     );
-    eprintln!("noisy: {summary}");
-    v.notes.insert(0, summary.clone());
-    for f in &failed {
-        v.note(format!("noisy failed: {f}"));
-    }
-    extra.insert(
-        "noisy".into(),
+    report(
+        "noisy",
+        &summary,
+        &failed,
         json!({
             "quiet": qf, "flood": lf, "p99_ratio": ratios,
             "b_jobs": {"quiet": b_quiet_jobs, "flood": b_flood_jobs},
@@ -341,11 +338,9 @@ pub(crate) async fn noisy(
             "phases_s": {"quiet": quiet_for.as_secs(), "flood": flood_for.as_secs(), "ramp": ramp.as_secs()},
             "measured_from": t_measure.to_rfc3339(),
         }),
+        v,
+        extra,
     );
-    extra.insert("effects.tenancy".into(), json!({"summary": summary}));
-    if !failed.is_empty() {
-        extra.insert("scenario_failed".into(), json!(failed));
-    }
     let records = b.records.clone();
     drop(b);
     TenancyRun {

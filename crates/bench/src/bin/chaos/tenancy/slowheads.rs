@@ -1,11 +1,10 @@
 //! `slowheads`: slow connections from many addresses fill the connection cap; a prompt client
 //! must still be answered within a second.
 
-use super::{TenancyRun, ms, percentile};
+use super::{TenancyRun, ms, percentile, report};
 use crate::checker::Verdict;
 use crate::counters::Counters;
 use crate::ctx::Ctx;
-use crate::driver::Driver;
 use crate::process::Server;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -191,34 +190,23 @@ pub(crate) async fn slowheads(
     }
     let snapshot = counters.snapshot();
     let summary = format!(
-        "slowheads: prompt client {n} requests, p50 / p99 / max {p50} / {p99} / {max} ms, over 1 s {over}; {attackers} attackers: connections opened {}, closed by the server {}; server shed {shed}, header timeouts {header_timeouts}; goal (every answer within 1 s) {}",
+        "prompt client {n} requests, p50 / p99 / max {p50} / {p99} / {max} ms, over 1 s {over}; {attackers} attackers: connections opened {}, closed by the server {}; server shed {shed}, header timeouts {header_timeouts}; goal (every answer within 1 s) {}",
         counters.get("connections opened"),
         counters.get("closed by the server"),
         if met { "met" } else { "missed" },
     );
-    eprintln!("{summary}");
-    v.notes.insert(0, summary.clone());
-    for f in &failed {
-        v.note(format!("slowheads failed: {f}"));
-    }
-    extra.insert(
-        "slowheads".into(),
+    report(
+        "slowheads",
+        &summary,
+        &failed,
         json!({
             "attackers": attackers, "prompt_requests": n, "p50_ms": p50, "p99_ms": p99,
             "max_ms": max, "over_goal": over, "wrong": wrong, "attack": snapshot,
             "shed": shed, "header_timeouts": header_timeouts,
             "goal": {"max_ms": GOAL.as_millis() as u64, "met": met},
         }),
+        v,
+        extra,
     );
-    extra.insert("effects.tenancy".into(), json!({"summary": summary}));
-    if !failed.is_empty() {
-        extra.insert("scenario_failed".into(), json!(failed));
-    }
-    let driver = Arc::new(Driver::new(vec![base], true, Duration::from_secs(10)));
-    TenancyRun {
-        records: Arc::default(),
-        driver,
-        servers: vec![s],
-        helpers: Vec::new(),
-    }
+    TenancyRun::of_server(s)
 }
