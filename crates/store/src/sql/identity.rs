@@ -77,16 +77,7 @@ impl<U: Backend> IdentityRead for U {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn session_by_hash(&mut self, hash: &[u8]) -> StoreResult<Option<(SessionRow, UserRow)>> {
-        let Some(session): Option<SessionRow> =
-            query_as("select * from sessions where token_hash = $1")
-                .bind(hash)
-                .fetch_optional(self)
-                .await?
-        else {
-            return Ok(None);
-        };
-        let user = self.user_by_id(session.org_id, session.user_id).await?;
-        Ok(user.map(|u| (session, u)))
+        token_by_hash(self, "sessions", hash).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -94,16 +85,7 @@ impl<U: Backend> IdentityRead for U {
         &mut self,
         hash: &[u8],
     ) -> StoreResult<Option<(DeviceTokenRow, UserRow)>> {
-        let Some(device): Option<DeviceTokenRow> =
-            query_as("select * from device_tokens where token_hash = $1")
-                .bind(hash)
-                .fetch_optional(self)
-                .await?
-        else {
-            return Ok(None);
-        };
-        let user = self.user_by_id(device.org_id, device.user_id).await?;
-        Ok(user.map(|u| (device, u)))
+        token_by_hash(self, "device_tokens", hash).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -657,6 +639,24 @@ impl<U: Backend> IdentityWrite for U {
         .await?;
         Ok(())
     }
+}
+
+/// The token of `table` (sessions, device tokens) whose hash is `hash`, and its human.
+async fn token_by_hash<U: Backend>(
+    unit: &mut U,
+    table: &str,
+    hash: &[u8],
+) -> StoreResult<Option<(TokenRow, UserRow)>> {
+    let Some(token): Option<TokenRow> =
+        query_as(format!("select * from {table} where token_hash = $1"))
+            .bind(hash)
+            .fetch_optional(&mut *unit)
+            .await?
+    else {
+        return Ok(None);
+    };
+    let user = unit.user_by_id(token.org_id, token.user_id).await?;
+    Ok(user.map(|u| (token, u)))
 }
 
 /// Inserts `row` into `table` (sessions, device tokens: the same columns).
